@@ -1,0 +1,1 @@
+"""HTTP edge: FastAPI app, dependencies, problem+json mapping, routers."""

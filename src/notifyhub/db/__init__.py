@@ -1,0 +1,1 @@
+"""PostgreSQL: SQLAlchemy models, the async engine, and repositories that flush, never commit."""

@@ -1,0 +1,1 @@
+"""Value objects and enums shared by every layer; imports neither SQLAlchemy nor redis."""

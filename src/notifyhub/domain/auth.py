@@ -1,0 +1,36 @@
+"""Who is calling: a service holding an API key, or a user holding a token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Scope(StrEnum):
+    PUBLISH = "publish"
+    CONSUME = "consume"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePrincipal:
+    """A service authenticated by an API key, optionally bound to one tenant."""
+
+    key_id: str
+    name: str
+    scope: Scope
+    tenant: str | None
+
+    def allows(self, scope: Scope) -> bool:
+        return self.scope is Scope.ADMIN or self.scope is scope
+
+    def may_act_on(self, tenant: str) -> bool:
+        return self.tenant is None or self.tenant == tenant
+
+
+@dataclass(frozen=True, slots=True)
+class UserPrincipal:
+    """A user authenticated by a verified JWT (or a stream token derived from one)."""
+
+    tenant: str
+    user: str

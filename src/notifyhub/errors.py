@@ -1,0 +1,70 @@
+"""Domain errors, raised below the API layer and mapped to problem+json at the edge.
+
+    NotifyhubError
+    ├── AuthenticationError        401  credentials missing, malformed, expired or wrong
+    ├── PermissionDenied           403  valid credentials, wrong scope or tenant
+    ├── NotFound                   404  no such thing (or not yours: never say which)
+    ├── Conflict                   409  the thing is in a state that forbids the change
+    ├── InvalidInput               422  well-formed request that names unknown things
+    │   └── IdempotencyMismatch    422  same Idempotency-Key, different body
+    ├── TooLarge                   413  body or collection over a configured limit
+    ├── TooManyStreams             429  per-user stream cap reached
+    └── Unavailable                503  a dependency (Redis, PostgreSQL) is down
+"""
+
+from __future__ import annotations
+
+
+class NotifyhubError(Exception):
+    """Base of every error notifyhub raises on purpose."""
+
+    status = 500
+    title = "Internal error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class AuthenticationError(NotifyhubError):
+    status = 401
+    title = "Unauthorized"
+
+
+class PermissionDenied(NotifyhubError):
+    status = 403
+    title = "Forbidden"
+
+
+class NotFound(NotifyhubError):
+    status = 404
+    title = "Not found"
+
+
+class Conflict(NotifyhubError):
+    status = 409
+    title = "Conflict"
+
+
+class InvalidInput(NotifyhubError):
+    status = 422
+    title = "Unprocessable content"
+
+
+class IdempotencyMismatch(InvalidInput):
+    title = "Idempotency-Key reused with a different body"
+
+
+class TooLarge(NotifyhubError):
+    status = 413
+    title = "Content too large"
+
+
+class TooManyStreams(NotifyhubError):
+    status = 429
+    title = "Too many streams"
+
+
+class Unavailable(NotifyhubError):
+    status = 503
+    title = "Service unavailable"

@@ -1,0 +1,1 @@
+"""Use cases: ingest, inbox, groups, auth; the API, workers and CLI call these."""

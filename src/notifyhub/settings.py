@@ -1,0 +1,91 @@
+"""The one settings model: built once by the composition root, then passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+
+
+class Limits(BaseModel):
+    """Bounds on what one request or one connection may cost."""
+
+    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    max_recipients: int = Field(200_000, ge=1)
+    max_direct_users: int = Field(10_000, ge=1)
+    fanout_batch: int = Field(500, ge=1, le=10_000)
+    streams_per_user: int = Field(10, ge=1)
+    stream_queue: int = Field(64, ge=1)
+    change_log_max: int = Field(1000, ge=10)
+    list_scan_budget: int = Field(2000, ge=100)
+
+
+class StreamSettings(BaseModel):
+    """Server-Sent Event stream timing."""
+
+    ping_s: float = Field(15.0, gt=0)
+    retry_ms: int = Field(3000, ge=0)
+    send_timeout_s: float = Field(10.0, gt=0)
+    token_ttl_s: int = Field(60, ge=5, le=3600)
+    shutdown_grace_s: float = Field(2.0, ge=0)
+
+
+class WorkerSettings(BaseModel):
+    """Background loops run inside the hub process."""
+
+    cleaner_interval_s: float = Field(5.0, gt=0)
+    cleaner_batch: int = Field(200, ge=1)
+    lock_ttl_ms: int = Field(30_000, ge=1000)
+    stuck_after_s: float = Field(60.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """Configuration from `NOTIFYHUB_*` environment variables or `.env`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NOTIFYHUB_", env_file=".env", env_nested_delimiter="__", extra="ignore"
+    )
+
+    redis_url: str | None = None
+    database_url: str | None = None
+    data_dir: Path = Path(".notifyhub")
+    redis_prefix: str = "nh:"
+
+    jwt_secret: SecretStr | None = None
+    jwt_public_key: str | None = None
+    jwt_algorithm: JwtAlgorithm = "HS256"
+    jwt_audience: str = "notifyhub"
+    jwt_issuer: str | None = None
+    dev_mode: bool = False
+
+    default_ttl_s: int = Field(30 * 24 * 3600, ge=1)
+    max_ttl_s: int = Field(366 * 24 * 3600, ge=1)
+    idempotency_ttl_s: int = Field(24 * 3600, ge=60)
+    deliveries_allow_private_networks: bool = False
+    cors_origins: list[str] = []
+
+    limits: Limits = Limits()
+    stream: StreamSettings = StreamSettings()
+    workers: WorkerSettings = WorkerSettings()
+
+    @model_validator(mode="after")
+    def _check_jwt(self) -> Settings:
+        if self.jwt_algorithm == "HS256":
+            secret = self.jwt_secret.get_secret_value() if self.jwt_secret else ""
+            if len(secret) < 32 and not self.dev_mode:
+                raise ValueError(
+                    "NOTIFYHUB_JWT_SECRET must be at least 32 characters "
+                    "(or set NOTIFYHUB_JWT_PUBLIC_KEY with an RS256/ES256 algorithm)"
+                )
+        elif not self.jwt_public_key:
+            raise ValueError(f"NOTIFYHUB_JWT_PUBLIC_KEY is required for {self.jwt_algorithm}")
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when neither Redis nor PostgreSQL is configured: run embedded servers."""
+        return self.redis_url is None and self.database_url is None

@@ -1,0 +1,1 @@
+"""Redis: key names, Lua scripts, and the per-user inbox store."""

@@ -1,0 +1,88 @@
+"""Every Redis key and channel name notifyhub uses, in one place.
+
+All keys of one user share the hash tag `{tenant/user}`, so each per-user Lua
+script touches a single Cluster slot. Layout of one user's inbox:
+
+    <p>u{T/U}:items   hash   id -> notification content JSON (shared fields)
+    <p>u{T/U}:state   hash   id -> "read_at_ms|seen|category" (per-user state)
+    <p>u{T/U}:time    zset   id, all scores 0: ULIDs sort lexically by creation time
+    <p>u{T/U}:exp     zset   id -> expires_at_ms (expiry index)
+    <p>u{T/U}:cnt     hash   total / unread / unseen counters
+    <p>u{T/U}:seq     string the user's change sequence (INCR)
+    <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
+    <p>u{T/U}:ck      hash   collapse_key -> notification id
+
+Global keys:
+
+    <p>expiry         zset   "T/U" -> earliest expiry in that inbox (cleaner's index)
+    <p>events         channel, messages "T/U seq"
+    <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
+    <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
+    <p>idem:{T}:<sha> hash   Idempotency-Key record
+    <p>lock:<name>    string token of the current holder
+    <p>epoch          string set once per Redis dataset; missing = Redis lost its data
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck")
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def member(tenant: str, user: str) -> str:
+    """The `T/U` form naming a user in global sets and Pub/Sub messages."""
+    return f"{tenant}/{user}"
+
+
+def split_member(value: str) -> tuple[str, str]:
+    tenant, _, user = value.partition("/")
+    return tenant, user
+
+
+@dataclass(frozen=True, slots=True)
+class InboxKeys:
+    items: str
+    state: str
+    time: str
+    exp: str
+    cnt: str
+    seq: str
+    log: str
+    ck: str
+
+    def all(self) -> list[str]:
+        """In the order every inbox script expects them in KEYS."""
+        return [getattr(self, name) for name in INBOX_FIELDS]
+
+
+class Keys:
+    """Key names under one prefix (tests use a prefix per run)."""
+
+    def __init__(self, prefix: str) -> None:
+        if "{" in prefix or "}" in prefix:
+            raise ValueError("the Redis key prefix must not contain braces (Cluster hash tags)")
+        self.prefix = prefix
+        self.channel = f"{prefix}events"
+        self.expiry = f"{prefix}expiry"
+        self.epoch = f"{prefix}epoch"
+
+    def inbox(self, tenant: str, user: str) -> InboxKeys:
+        base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
+        return InboxKeys(*(base + name for name in INBOX_FIELDS))
+
+    def recipients(self, notification_id: str) -> str:
+        return f"{self.prefix}n{{{notification_id}}}:rcpt"
+
+    def notification_meta(self, notification_id: str) -> str:
+        return f"{self.prefix}n{{{notification_id}}}:meta"
+
+    def idempotency(self, tenant: str, key_sha: str) -> str:
+        return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"
+
+    def lock(self, name: str) -> str:
+        return f"{self.prefix}lock:{name}"

@@ -1,0 +1,1 @@
+"""Background loops run inside the hub: the expiry cleaner and friends."""
