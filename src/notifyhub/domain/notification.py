@@ -115,3 +115,34 @@ class InboxEvent(BaseModel):
     seq: int
     type: EventType
     data: dict[str, JsonValue]
+
+
+class Recipients(BaseModel):
+    """Who should get a notification; a user named by several routes gets one copy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+
+
+class Draft(BaseModel):
+    """A notification as a service submits it: content without id, times or state."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str = "default"
+    title: str
+    body: str = ""
+    severity: Severity = Severity.INFO
+    category: str | None = None
+    source: str | None = None
+    display: Display = Display.BOTH
+    data: dict[str, JsonValue] = Field(default_factory=dict)
+    action_url: str | None = None
+    actor: Ref | None = None
+    target: Ref | None = None
+    collapse_key: str | None = None
+    ttl_s: int | None = None
+    expires_at: datetime | None = None

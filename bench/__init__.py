@@ -1,0 +1,1 @@
+"""notifyhub benchmarks: `python -m bench` writes docs/benchmarks.md."""

@@ -1,0 +1,132 @@
+"""A hub in its own process for benchmarks, with a fresh database, keys and a token minter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+from redis.asyncio import Redis
+
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.migrate import upgrade_head
+from notifyhub.domain.auth import Scope
+from notifyhub.services import apikeys
+from notifyhub.services.tokens import TokenService
+from notifyhub.settings import Settings
+
+REDIS_URL = os.environ.get("NOTIFYHUB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+SERVER_URL = os.environ.get(
+    "NOTIFYHUB_BENCH_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class BenchHub:
+    base_url: str
+    pid: int
+    settings: Settings
+    admin_key: str
+    publish_key: str
+    tokens: TokenService
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start(cls, prefix: str) -> AsyncIterator[BenchHub]:
+        db_name = f"notifyhub_bench_{secrets.token_hex(4)}"
+        admin_dsn = SERVER_URL.replace("+asyncpg", "")
+        conn = await asyncpg.connect(admin_dsn)
+        await conn.execute(f'CREATE DATABASE "{db_name}"')
+        database_url = SERVER_URL.rsplit("/", 1)[0] + f"/{db_name}"
+        settings = Settings(
+            redis_url=REDIS_URL, database_url=database_url, redis_prefix=prefix,
+            jwt_secret="bench-" + secrets.token_hex(32),  # type: ignore[arg-type]
+        )
+        try:
+            await asyncio.to_thread(upgrade_head, database_url)
+            admin_key, publish_key = await _keys(database_url)
+            async with _process(settings) as (base_url, pid):
+                yield cls(base_url, pid, settings, admin_key, publish_key, TokenService(settings))
+        finally:
+            await _drop_keys(prefix)
+            await conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+            await conn.close()
+
+
+async def _keys(database_url: str) -> tuple[str, str]:
+    engine = create_engine(database_url)
+    try:
+        async with create_sessionmaker(engine)() as session, session.begin():
+            admin = await apikeys.create_key(session, name="bench-admin", scope=Scope.ADMIN, tenant=None)
+            publish = await apikeys.create_key(session, name="bench-pub", scope=Scope.PUBLISH, tenant=None)
+        return admin, publish
+    finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _process(settings: Settings) -> AsyncIterator[tuple[str, int]]:
+    port = _free_port()
+    assert settings.jwt_secret is not None
+    env = {
+        **os.environ,
+        "NOTIFYHUB_REDIS_URL": str(settings.redis_url),
+        "NOTIFYHUB_DATABASE_URL": str(settings.database_url),
+        "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
+        "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "NOTIFYHUB_LIMITS__STREAMS_PER_USER": "100000",
+    }
+    cli = Path(sys.executable).parent / "notifyhub"
+    proc = subprocess.Popen([str(cli), "serve", "--port", str(port)], env=env)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_ready(base_url)
+        yield base_url, proc.pid
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 15)
+
+
+async def _wait_ready(base_url: str) -> None:
+    async with httpx.AsyncClient() as client, asyncio.timeout(60):
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"{base_url}/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.2)
+
+
+async def _drop_keys(prefix: str) -> None:
+    redis = Redis.from_url(REDIS_URL)
+    try:
+        batch: list[bytes] = []
+        async for key in redis.scan_iter(match=prefix + "*", count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                await redis.unlink(*batch)
+                batch.clear()
+        if batch:
+            await redis.unlink(*batch)
+    finally:
+        await redis.aclose()

@@ -1,0 +1,109 @@
+"""The composition root: `create_app(settings)` and the lifespan that owns every resource."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from redis.asyncio import Redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+from notifyhub.api.deps import State
+from notifyhub.api.errors import install_error_handlers
+from notifyhub.api.limits import RequestLimits
+from notifyhub.api.observe import RequestMetrics
+from notifyhub.api.routers import admin, inbox, notifications, ops, stream
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.metrics import Metrics
+from notifyhub.realtime.hub import Hub
+from notifyhub.services.inbox import InboxService
+from notifyhub.services.ingest import IngestService
+from notifyhub.services.keycache import KeyCache
+from notifyhub.services.tokens import TokenService
+from notifyhub.settings import Settings
+from notifyhub.store.idempotency import IdempotencyStore
+from notifyhub.store.inbox import InboxStore
+from notifyhub.store.keys import Keys
+from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.runner import Loop, Runner
+
+log = logging.getLogger(__name__)
+
+
+def create_redis(url: str) -> Redis:
+    """The shared client: idempotent commands (all our scripts are) retried with backoff."""
+    return Redis.from_url(
+        url,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
+        health_check_interval=30,
+        socket_connect_timeout=2.0,
+        socket_timeout=5.0,
+    )
+
+
+def create_app(settings: Settings) -> FastAPI:
+    if settings.redis_url is None or settings.database_url is None:
+        raise ValueError(
+            "create_app needs redis_url and database_url (the CLI starts embedded ones)"
+        )
+    redis_url, database_url = settings.redis_url, settings.database_url
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[State]:
+        redis = create_redis(redis_url)
+        engine = create_engine(database_url)
+        keys = Keys(settings.redis_prefix)
+        store = InboxStore(redis, keys, settings.limits)
+        hub = Hub(
+            redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
+        )
+        runner = Runner()
+        cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
+        runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
+        await hub.start()
+        await runner.start()
+        app.state.hub = hub
+        idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
+        try:
+            yield State(
+                settings=settings,
+                redis=redis,
+                engine=engine,
+                sessionmaker=create_sessionmaker(engine),
+                store=store,
+                hub=hub,
+                tokens=TokenService(settings),
+                keys_cache=KeyCache(),
+                ingest=IngestService(store, idempotency, settings, metrics),
+                inbox=InboxService(store),
+                metrics=metrics,
+                runner=runner,
+            )
+        finally:
+            open_streams = hub.stream_count
+            await hub.stop()
+            await runner.stop()
+            await redis.aclose()
+            await engine.dispose()
+            log.info("notifyhub stopped: closed %d streams", open_streams)
+
+    app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    for router in (notifications.router, inbox.router, stream.router, admin.router, ops.router):
+        app.include_router(router)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["*"],
+        )
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    return app

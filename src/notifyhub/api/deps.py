@@ -1,0 +1,109 @@
+"""Typed lifespan state and the `Annotated[..., Depends(...)]` aliases handlers declare."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, TypedDict
+
+from fastapi import Depends, Request
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
+from notifyhub.errors import AuthenticationError, PermissionDenied
+from notifyhub.metrics import Metrics
+from notifyhub.realtime.hub import Hub
+from notifyhub.services import apikeys
+from notifyhub.services.inbox import InboxService
+from notifyhub.services.ingest import IngestService
+from notifyhub.services.keycache import KeyCache
+from notifyhub.services.tokens import TokenService
+from notifyhub.settings import Settings
+from notifyhub.store.inbox import InboxStore
+from notifyhub.workers.runner import Runner
+
+
+class State(TypedDict):
+    settings: Settings
+    redis: Redis
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    store: InboxStore
+    hub: Hub
+    tokens: TokenService
+    keys_cache: KeyCache
+    ingest: IngestService
+    inbox: InboxService
+    metrics: Metrics
+    runner: Runner
+
+
+def _state(request: Request) -> State:
+    return request.scope["state"]  # type: ignore[no-any-return]
+
+
+AppState = Annotated[State, Depends(_state)]
+
+
+async def _session(state: AppState) -> AsyncIterator[AsyncSession]:
+    """One transaction per request: committed on success, rolled back on error."""
+    async with state["sessionmaker"]() as session, session.begin():
+        yield session
+
+
+Session = Annotated[AsyncSession, Depends(_session)]
+
+
+def bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        raise AuthenticationError("send `Authorization: Bearer <token>`")
+    return credentials.strip()
+
+
+Bearer = Annotated[str, Depends(bearer)]
+
+
+async def _service(state: AppState, presented: Bearer) -> ServicePrincipal:
+    cache = state["keys_cache"]
+    principal = cache.get(presented)
+    if principal is None:
+        async with state["sessionmaker"]() as session:
+            principal = await apikeys.authenticate(session, presented)
+        cache.put(presented, principal)
+    return principal
+
+
+def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
+    """A dependency admitting API keys with `scope` (admin keys admit everything)."""
+
+    async def check(principal: Annotated[ServicePrincipal, Depends(_service)]) -> ServicePrincipal:
+        if not principal.allows(scope):
+            raise PermissionDenied(f"this API key lacks the `{scope}` scope")
+        return principal
+
+    return check
+
+
+Publisher = Annotated[ServicePrincipal, Depends(require(Scope.PUBLISH))]
+Admin = Annotated[ServicePrincipal, Depends(require(Scope.ADMIN))]
+
+
+def _user(state: AppState, presented: Bearer) -> UserPrincipal:
+    return state["tokens"].verify_user_token(presented)
+
+
+CurrentUser = Annotated[UserPrincipal, Depends(_user)]
+
+
+def _stream_user(
+    request: Request, state: AppState, access_token: str | None = None
+) -> UserPrincipal:
+    """The stream accepts a stream token in the query, or a user JWT in the header."""
+    if access_token is not None:
+        return state["tokens"].verify_stream_token(access_token)
+    return state["tokens"].verify_user_token(bearer(request))
+
+
+StreamUser = Annotated[UserPrincipal, Depends(_stream_user)]

@@ -1,0 +1,47 @@
+"""Service API: publish and recall notifications."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from notifyhub.api.deps import AppState, Publisher, Session
+from notifyhub.api.schemas import Accepted, PublishRequest
+from notifyhub.domain.notification import Draft, Recipients
+
+router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
+
+
+def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
+    fields = body.model_dump(exclude={"recipients", "ttl"})
+    draft = Draft(ttl_s=body.ttl, **fields)
+    to = body.recipients
+    recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))
+    return draft, recipients
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+async def publish(
+    body: PublishRequest,
+    state: AppState,
+    principal: Publisher,
+    session: Session,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Accepted:
+    draft, recipients = _draft(body)
+    accepted = await state["ingest"].publish(session, principal, draft, recipients, idempotency_key)
+    return Accepted(
+        id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
+    )
+
+
+@router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def recall(
+    notification_id: str,
+    state: AppState,
+    principal: Publisher,
+    tenant: Annotated[str, Query(max_length=64)] = "default",
+) -> Response:
+    await state["ingest"].recall(principal, tenant, notification_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,60 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from notifyhub.api.deps import AppState
+from notifyhub.db.migrate import is_current
+
+router = APIRouter(tags=["operations"])
+
+CHECK_TIMEOUT_S = 2.0
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+async def _redis_ok(state: AppState) -> bool:
+    return bool(await state["redis"].ping())
+
+
+async def _postgres_ok(state: AppState) -> bool:
+    async with state["engine"].connect() as connection:
+        await connection.execute(text("SELECT 1"))
+    return bool(await is_current(state["engine"]))
+
+
+async def _check(probe: Any) -> bool:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            return bool(await probe)
+    except Exception:
+        return False
+
+
+@router.get("/readyz")
+async def readyz(state: AppState) -> Response:
+    checks = {
+        "redis": await _check(_redis_ok(state)),
+        "postgres": await _check(_postgres_ok(state)),
+        "pubsub": state["hub"].healthy,
+    }
+    stuck = state["runner"].stuck(state["settings"].workers.stuck_after_s)
+    checks["loops"] = not stuck
+    ready = all(checks.values())
+    body = {"status": "ready" if ready else "unavailable", "checks": checks, "stuck_loops": stuck}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(state: AppState) -> Response:
+    body, content_type = state["metrics"].render()
+    return Response(body, media_type=content_type)

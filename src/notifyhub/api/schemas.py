@@ -1,0 +1,179 @@
+"""Request and response bodies of the HTTP API, validated at the edge (extra fields refused)."""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    model_validator,
+)
+
+from notifyhub.domain.notification import Display, Ref, Severity
+
+MAX_DATA_BYTES = 16 * 1024
+TOKEN = r"^[A-Za-z0-9._:-]+$"
+
+
+def _clean(value: str, allowed: str) -> str:
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cs") and ch not in allowed:
+            raise ValueError("must not contain control characters, NUL bytes or lone surrogates")
+    return value
+
+
+def _single_line(value: str) -> str:
+    return _clean(value, "")
+
+
+def _multi_line(value: str) -> str:
+    return _clean(value, "\r\n\t")
+
+
+def _to_time(value: Any) -> Any:
+    """Times are RFC 3339 strings or epoch milliseconds; naive times are UTC."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    if isinstance(value, str) and value.isdigit():
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    return value
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    try:
+        size = len(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:
+        raise ValueError("must be JSON without lone surrogates") from exc
+    if size > MAX_DATA_BYTES:
+        raise ValueError(f"must serialize to at most {MAX_DATA_BYTES} bytes (got {size})")
+    return value
+
+
+Line = Annotated[str, AfterValidator(_single_line)]
+Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+UserId = Annotated[Line, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=100, pattern=TOKEN)]
+Category = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
+CollapseKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
+NotificationId = Annotated[
+    str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
+]
+Time = Annotated[datetime, BeforeValidator(_to_time), AfterValidator(_aware)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecipientsIn(Strict):
+    users: list[UserId] = Field(default_factory=list, max_length=10_000)
+    groups: list[Name] = Field(default_factory=list, max_length=100)
+    topics: list[Name] = Field(default_factory=list, max_length=100)
+
+
+class PublishRequest(Strict):
+    tenant: Tenant = "default"
+    recipients: RecipientsIn
+    title: Annotated[Line, Field(min_length=1, max_length=200)]
+    body: Annotated[str, AfterValidator(_multi_line), Field(max_length=4000)] = ""
+    severity: Severity = Severity.INFO
+    category: Category | None = None
+    source: Annotated[Line, Field(max_length=100)] | None = None
+    display: Display = Display.BOTH
+    data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+    action_url: Annotated[Line, Field(max_length=2000, pattern=r"^(https?://|/)")] | None = None
+    actor: Ref | None = None
+    target: Ref | None = None
+    ttl: Annotated[int, Field(ge=1)] | None = None
+    expires_at: Time | None = None
+    collapse_key: CollapseKey | None = None
+
+
+class Accepted(BaseModel):
+    id: str
+    recipients: int
+    scheduled_for: datetime | None = None
+
+
+class PatchRequest(Strict):
+    read: bool | None = None
+    seen: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> PatchRequest:
+        if self.read is None and self.seen is None:
+            raise ValueError("give `read`, `seen` or both")
+        return self
+
+
+class ReadAllRequest(Strict):
+    category: Category | None = None
+    before: Time | None = None
+
+
+class BulkRequest(Strict):
+    ids: list[NotificationId] = Field(min_length=1, max_length=100)
+    read: bool | None = None
+    seen: Literal[True] | None = None
+    delete: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> BulkRequest:
+        if self.delete and (self.read is not None or self.seen is not None):
+            raise ValueError("`delete` cannot be combined with `read` or `seen`")
+        if not self.delete and self.read is None and self.seen is None:
+            raise ValueError("give `read`, `seen` or `delete`")
+        return self
+
+
+class Updated(BaseModel):
+    updated: int
+
+
+class StreamToken(BaseModel):
+    token: str
+    expires_at: datetime
+
+
+class GroupOut(BaseModel):
+    name: str
+    tenant: str
+    members: int | None = None
+
+
+class GroupList(BaseModel):
+    groups: list[GroupOut]
+
+
+class MembersChange(Strict):
+    add: list[UserId] = Field(default_factory=list, max_length=10_000)
+    remove: list[UserId] = Field(default_factory=list, max_length=10_000)
+
+
+class MembersPage(BaseModel):
+    members: list[str]
+    next_cursor: str | None
+
+
+class ApiKeyOut(BaseModel):
+    name: str
+    scope: str
+    tenant: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyList(BaseModel):
+    keys: list[ApiKeyOut]

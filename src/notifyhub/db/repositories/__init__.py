@@ -1,0 +1,1 @@
+"""Repositories: add and flush, never commit (the caller owns the transaction)."""

@@ -1,0 +1,90 @@
+"""Group and membership rows; member streams are keyset-paged for 100k-member groups."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.models import Group, GroupMember
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    name: str
+    members: int
+
+
+async def group_id(session: AsyncSession, tenant: str, name: str) -> int | None:
+    return await session.scalar(select(Group.id).where(Group.tenant == tenant, Group.name == name))
+
+
+async def create(session: AsyncSession, tenant: str, name: str) -> bool:
+    """Create the group; False when it already existed."""
+    statement = insert(Group).values(tenant=tenant, name=name).on_conflict_do_nothing()
+    result = await session.execute(statement.returning(Group.id))
+    return result.scalar() is not None
+
+
+async def remove(session: AsyncSession, tenant: str, name: str) -> bool:
+    result = await session.execute(delete(Group).where(Group.tenant == tenant, Group.name == name))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def list_by_tenant(session: AsyncSession, tenant: str) -> list[GroupSummary]:
+    members = func.count(GroupMember.user_id)
+    rows = await session.execute(
+        select(Group.name, members)
+        .outerjoin(GroupMember, GroupMember.group_id == Group.id)
+        .where(Group.tenant == tenant)
+        .group_by(Group.name)
+        .order_by(Group.name)
+    )
+    return [GroupSummary(name, count) for name, count in rows.tuples()]
+
+
+async def add_members(session: AsyncSession, gid: int, users: Sequence[str]) -> None:
+    if users:
+        rows = [{"group_id": gid, "user_id": u} for u in dict.fromkeys(users)]
+        await session.execute(insert(GroupMember).values(rows).on_conflict_do_nothing())
+
+
+async def remove_members(session: AsyncSession, gid: int, users: Sequence[str]) -> None:
+    if users:
+        await session.execute(
+            delete(GroupMember).where(GroupMember.group_id == gid, GroupMember.user_id.in_(users))
+        )
+
+
+async def members_page(
+    session: AsyncSession, gid: int, after: str | None, limit: int
+) -> list[str]:
+    query = select(GroupMember.user_id).where(GroupMember.group_id == gid)
+    if after is not None:
+        query = query.where(GroupMember.user_id > after)
+    return list(await session.scalars(query.order_by(GroupMember.user_id).limit(limit)))
+
+
+async def missing(session: AsyncSession, tenant: str, names: Sequence[str]) -> list[str]:
+    found = set(await session.scalars(select(Group.name).where(Group.tenant == tenant, Group.name.in_(names))))
+    return [n for n in names if n not in found]
+
+
+async def iter_member_ids(
+    session: AsyncSession, tenant: str, names: Sequence[str], batch: int
+) -> AsyncIterator[list[str]]:
+    """Distinct user ids across groups, in keyset-paged batches (no giant result set)."""
+    ids = select(Group.id).where(Group.tenant == tenant, Group.name.in_(names))
+    after: str | None = None
+    while True:
+        query = select(GroupMember.user_id).distinct().where(GroupMember.group_id.in_(ids))
+        if after is not None:
+            query = query.where(GroupMember.user_id > after)
+        page = list(await session.scalars(query.order_by(GroupMember.user_id).limit(batch)))
+        if not page:
+            return
+        yield page
+        after = page[-1]

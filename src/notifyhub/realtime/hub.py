@@ -1,0 +1,165 @@
+"""One Pub/Sub subscription per process, fanned out in memory to local streams.
+
+    Redis PUBLISH "T/U seq\\n..."  ──►  Hub._listen (one task, one connection)
+                                          │ parse lines, look up local subscribers
+                                          ▼
+                          Subscriber.ring(seq)   (a doorbell, never a queue)
+                                          │
+                                          ▼
+                  stream re-reads the user's change log from its cursor
+
+After any Pub/Sub failure the hub reconnects with backoff, re-subscribes, and rings
+every local subscriber with seq 0 so each re-reads from its cursor: whatever was
+published during the gap is still in the change log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from notifyhub.errors import TooManyStreams
+from notifyhub.metrics import Metrics
+from notifyhub.realtime.subscriber import Subscriber
+from notifyhub.store.keys import member
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 1.0
+_IDLE_PING_S = 10.0
+_PONG_DEADLINE_S = 5.0
+
+
+class Hub:
+    """Owns the listener task and the map of local subscribers."""
+
+    def __init__(
+        self, redis_url: str, channel: str, metrics: Metrics, *, streams_per_user: int
+    ) -> None:
+        self._redis_url = redis_url
+        self._channel = channel
+        self._metrics = metrics
+        self._per_user = streams_per_user
+        self._subs: dict[str, set[Subscriber]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+        self.listening = False
+
+    @property
+    def healthy(self) -> bool:
+        return self.listening and self._task is not None and not self._task.done()
+
+    @property
+    def stream_count(self) -> int:
+        return sum(len(s) for s in self._subs.values())
+
+    async def start(self, ready_timeout_s: float = 5.0) -> None:
+        self._task = asyncio.create_task(self._run(), name="notifyhub-hub-listener")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ready_timeout_s):
+                await self._subscribed.wait()
+
+    def begin_shutdown(self) -> None:
+        """End every local stream (they close cleanly; clients resume elsewhere)."""
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.close()
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.listening = False
+
+    def attach(self, tenant: str, user: str) -> Subscriber:
+        """Register a stream for a user; refuses past the per-user cap."""
+        key = member(tenant, user)
+        local = self._subs.setdefault(key, set())
+        if len(local) >= self._per_user:
+            self._metrics.streams_dropped_total.labels(reason="cap").inc()
+            raise TooManyStreams(f"at most {self._per_user} open streams per user")
+        sub = Subscriber(key)
+        local.add(sub)
+        self._metrics.streams_open.inc()
+        return sub
+
+    def detach(self, sub: Subscriber) -> None:
+        local = self._subs.get(sub.member)
+        if local is None or sub not in local:
+            return
+        local.discard(sub)
+        if not local:
+            del self._subs[sub.member]
+        self._metrics.streams_open.dec()
+
+    @contextlib.contextmanager
+    def subscribe(self, tenant: str, user: str) -> Iterator[Subscriber]:
+        sub = self.attach(tenant, user)
+        try:
+            yield sub
+        finally:
+            self.detach(sub)
+
+    def dispatch(self, payload: bytes) -> None:
+        """Ring the local subscribers named in one doorbell message."""
+        for line in payload.split(b"\n"):
+            name, _, seq = line.decode(errors="replace").rpartition(" ")
+            for sub in self._subs.get(name, ()):
+                sub.ring(int(seq) if seq.isdigit() else 0)
+
+    def _resync_all(self) -> None:
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.ring(0)
+
+    async def _run(self) -> None:
+        backoff_s = 0.1
+        while True:
+            client = Redis.from_url(self._redis_url, retry=Retry(NoBackoff(), 0))
+            try:
+                await self._listen(client)
+            except (RedisError, OSError) as exc:
+                log.warning("pubsub connection lost (%s); reconnecting in %.1fs", exc, backoff_s)
+            finally:
+                self.listening = False
+                await client.aclose()
+            self._metrics.pubsub_reconnects_total.inc()
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 5.0)
+
+    async def _listen(self, client: Redis) -> None:
+        async with client.pubsub() as pubsub:
+            await pubsub.subscribe(self._channel)
+            self.listening = True
+            self._subscribed.set()
+            self._resync_all()
+            await self._pump(pubsub)
+
+    async def _pump(self, pubsub: PubSub) -> None:
+        """Read messages; PING when idle and give up on a connection that stays silent."""
+        last_heard = time.monotonic()
+        ping_sent: float | None = None
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_S)
+            now = time.monotonic()
+            if message is not None:
+                last_heard, ping_sent = now, None
+                if message["type"] == "message":
+                    self.dispatch(message["data"])
+            elif ping_sent is not None and now - ping_sent > _PONG_DEADLINE_S:
+                raise RedisConnectionError("pubsub connection did not answer PING")
+            elif ping_sent is None and now - last_heard > _IDLE_PING_S:
+                await pubsub.ping()
+                ping_sent = now

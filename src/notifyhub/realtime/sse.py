@@ -1,0 +1,167 @@
+"""A lean ASGI Server-Sent-Events response for one user's inbox stream.
+
+One connection costs one coroutine, one small disconnect-watch task and a doorbell:
+no queue, no task group, no Redis connection of its own (reads go through the shared
+pool). Catch-up and live delivery are the same code path: read the change log after
+the cursor, send it, wait for the doorbell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from notifyhub.domain.notification import from_ms, to_rfc3339
+from notifyhub.metrics import Metrics
+from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.subscriber import Subscriber
+from notifyhub.settings import StreamSettings
+from notifyhub.store.inbox import Change, InboxStore, item_json
+
+log = logging.getLogger(__name__)
+
+CATCH_UP_BATCH = 200
+HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+    (b"connection", b"keep-alive"),
+]
+
+
+class SendTimeout(Exception):
+    """The client did not take a frame within the send timeout."""
+
+
+def frame(event: str, seq: int, data: Any) -> bytes:
+    """One SSE event. orjson escapes every control character, so `data` is one line."""
+    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), seq, orjson.dumps(data))
+
+
+def change_frame(change: Change) -> bytes | None:
+    """The event for one change-log entry; None for a notification deleted since."""
+    entry = change.entry
+    seq, kind, item_id = int(entry["seq"]), str(entry["type"]), entry["id"]  # type: ignore[call-overload]
+    if kind == "notification":
+        if change.content is None or change.state is None:
+            return None
+        body = item_json(change.content, change.state, replaces=entry.get("replaces"))
+        return b"event: notification\nid: %d\ndata: %s\n\n" % (seq, body)
+    if kind == "update":
+        read_at = int(entry["read_at"])  # type: ignore[call-overload]
+        data = {
+            "id": item_id,
+            "status": "read" if read_at else "unread",
+            "seen": bool(entry["seen"]),
+            "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
+        }
+        return frame("update", seq, data)
+    return frame("delete", seq, {"id": item_id})
+
+
+def counts_data(counts: Any, seq: int) -> dict[str, int]:
+    return {
+        "unread": counts["unread"],
+        "unseen": counts["unseen"],
+        "total": counts["total"],
+        "seq": seq,
+    }
+
+
+class InboxStream(Response):
+    """The ASGI response serving one stream until the client leaves or the hub stops."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        *,
+        store: InboxStore,
+        hub: Hub,
+        sub: Subscriber,
+        settings: StreamSettings,
+        metrics: Metrics,
+        tenant: str,
+        user: str,
+        last_event_id: int | None,
+    ) -> None:
+        self._store, self._hub, self._sub = store, hub, sub
+        self._settings, self._metrics = settings, metrics
+        self._tenant, self._user = tenant, user
+        self._cursor = last_event_id
+        self.status_code = 200
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+            await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
+            await self._serve(send)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except SendTimeout:
+            self._metrics.streams_dropped_total.labels(reason="send_timeout").inc()
+        except OSError as exc:
+            log.info("stream for %s/%s ended: %s", self._tenant, self._user, exc)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._hub.detach(self._sub)
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._sub.close()
+
+    async def _serve(self, send: Send) -> None:
+        cursor = self._cursor
+        if cursor is None:
+            cursor = await self._send_counts(send, "counts")
+        while not self._sub.closed:
+            cursor = await self._catch_up(send, cursor)
+            if self._sub.closed:
+                break
+            if not await self._sub.wait(self._settings.ping_s):
+                await self._write(send, b": ping\n\n")
+
+    async def _catch_up(self, send: Send, cursor: int) -> int:
+        """Send every change after `cursor`, in order; a `reset` if the log lost them."""
+        while True:
+            changes = await self._store.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
+            if changes.seq == cursor:
+                return cursor
+            if cursor > changes.seq or cursor < changes.oldest_logged - 1 or not changes.entries:
+                return await self._send_counts(send, "reset")
+            frames = [f for f in map(change_frame, changes.entries) if f is not None]
+            last = changes.entries[-1].entry
+            cursor = int(last["seq"])  # type: ignore[call-overload]
+            frames.append(frame("counts", cursor, counts_data(last["counts"], cursor)))
+            await self._write(send, b"".join(frames))
+            self._count_sent(changes.entries)
+            if len(changes.entries) < CATCH_UP_BATCH:
+                return cursor
+
+    async def _send_counts(self, send: Send, event: str) -> int:
+        counts, seq = await self._store.counts(self._tenant, self._user)
+        await self._write(send, frame(event, seq, counts_data(counts.model_dump(), seq)))
+        return seq
+
+    async def _write(self, send: Send, body: bytes) -> None:
+        try:
+            async with asyncio.timeout(self._settings.send_timeout_s):
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+        except TimeoutError as exc:
+            raise SendTimeout from exc
+
+    def _count_sent(self, changes: list[Change]) -> None:
+        sent = self._metrics.stream_events_sent_total
+        for change in changes:
+            sent.labels(type=str(change.entry["type"])).inc()
+        sent.labels(type="counts").inc()

@@ -1,0 +1,63 @@
+"""Groups (roles are groups): admin operations and recipient resolution for ingest."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.repositories import groups as repo
+from notifyhub.db.repositories.groups import GroupSummary
+from notifyhub.errors import InvalidInput, NotFound
+
+MEMBER_INSERT_CHUNK = 5000
+
+
+async def create_group(session: AsyncSession, tenant: str, name: str) -> bool:
+    return await repo.create(session, tenant, name)
+
+
+async def delete_group(session: AsyncSession, tenant: str, name: str) -> None:
+    if not await repo.remove(session, tenant, name):
+        raise NotFound(f"no group {name} in tenant {tenant}")
+
+
+async def list_groups(session: AsyncSession, tenant: str) -> list[GroupSummary]:
+    return await repo.list_by_tenant(session, tenant)
+
+
+async def _id(session: AsyncSession, tenant: str, name: str) -> int:
+    gid = await repo.group_id(session, tenant, name)
+    if gid is None:
+        raise NotFound(f"no group {name} in tenant {tenant}")
+    return gid
+
+
+async def change_members(
+    session: AsyncSession, tenant: str, name: str, *, add: Sequence[str], remove: Sequence[str]
+) -> None:
+    gid = await _id(session, tenant, name)
+    for start in range(0, len(add), MEMBER_INSERT_CHUNK):
+        await repo.add_members(session, gid, add[start : start + MEMBER_INSERT_CHUNK])
+    await repo.remove_members(session, gid, remove)
+
+
+async def list_members(
+    session: AsyncSession, tenant: str, name: str, *, cursor: str | None, limit: int
+) -> tuple[list[str], str | None]:
+    gid = await _id(session, tenant, name)
+    page = await repo.members_page(session, gid, cursor, limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (page[-1] if more else None)
+
+
+async def iter_members(
+    session: AsyncSession, tenant: str, names: Sequence[str], batch: int
+) -> AsyncIterator[list[str]]:
+    """Every distinct member of the named groups; unknown groups are a 422 naming them."""
+    unknown = await repo.missing(session, tenant, names)
+    if unknown:
+        raise InvalidInput(f"unknown group: {', '.join(unknown)}")
+    async for ids in repo.iter_member_ids(session, tenant, names, batch):
+        yield ids

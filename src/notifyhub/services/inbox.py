@@ -1,0 +1,96 @@
+"""A user's own inbox: list, poll, count, mark and delete. The user comes from the token."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ulid import ULID
+
+from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.notification import Counts, InboxItem, InboxPage, to_ms
+from notifyhub.errors import InvalidInput, NotFound
+from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
+
+
+@dataclass(frozen=True, slots=True)
+class ListRequest:
+    status: ListStatus = "all"
+    category: str | None = None
+    limit: int = 20
+    cursor: str | None = None
+    since: datetime | None = None
+
+
+def ulid_at(ms: int) -> str:
+    """The smallest ULID of millisecond `ms`: a bound for time ranges over ids."""
+    return str(ULID.from_bytes(max(ms, 0).to_bytes(6, "big") + bytes(10)))
+
+
+def ulid_floor(after: datetime) -> str:
+    """The smallest ULID created strictly after `after`."""
+    return ulid_at(to_ms(after) + 1)
+
+
+def _check_cursor(cursor: str | None) -> None:
+    if cursor is None:
+        return
+    try:
+        ULID.from_str(cursor)
+    except ValueError as exc:
+        raise InvalidInput("cursor: not a cursor this API returned") from exc
+
+
+class InboxService:
+    def __init__(self, store: InboxStore) -> None:
+        self._store = store
+
+    async def list(self, me: UserPrincipal, request: ListRequest) -> InboxPage:
+        _check_cursor(request.cursor)
+        query = PageQuery(
+            status=request.status,
+            category=request.category,
+            limit=request.limit,
+            cursor=request.cursor,
+            since_id=ulid_floor(request.since) if request.since is not None else None,
+        )
+        return await self._store.page(me.tenant, me.user, query)
+
+    async def counts(self, me: UserPrincipal) -> Counts:
+        counts, _seq = await self._store.counts(me.tenant, me.user)
+        return counts
+
+    async def get(self, me: UserPrincipal, notification_id: str) -> InboxItem:
+        item = await self._store.get(me.tenant, me.user, notification_id)
+        if item is None:
+            raise NotFound(f"no notification {notification_id}")
+        return item
+
+    async def mark(
+        self, me: UserPrincipal, notification_id: str, *, read: bool | None, seen: bool
+    ) -> InboxItem:
+        result = await self._store.mark(me.tenant, me.user, [notification_id], read=read, seen=seen)
+        if result.codes == [0]:
+            raise NotFound(f"no notification {notification_id}")
+        return await self.get(me, notification_id)
+
+    async def delete(self, me: UserPrincipal, notification_id: str) -> None:
+        if not await self._store.remove(me.tenant, me.user, [notification_id]):
+            raise NotFound(f"no notification {notification_id}")
+
+    async def read_all(
+        self, me: UserPrincipal, *, category: str | None, before: datetime | None
+    ) -> int:
+        before_id = ulid_at(to_ms(before)) if before is not None else None
+        return await self._store.mark_all(
+            me.tenant, me.user, category=category, before_id=before_id
+        )
+
+    async def bulk(
+        self, me: UserPrincipal, ids: Sequence[str], *, read: bool | None, seen: bool, delete: bool
+    ) -> int:
+        if delete:
+            return await self._store.remove(me.tenant, me.user, ids)
+        result = await self._store.mark(me.tenant, me.user, ids, read=read, seen=seen)
+        return sum(1 for code in result.codes if code == 2)

@@ -1,0 +1,136 @@
+"""Accepting notifications: resolve recipients, write every copy, ring the doorbells."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncSession
+from ulid import ULID
+
+from notifyhub.domain.auth import ServicePrincipal
+from notifyhub.domain.notification import Draft, Notification, Recipients, from_ms
+from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
+from notifyhub.metrics import Metrics
+from notifyhub.services import groups as group_service
+from notifyhub.settings import Settings
+from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
+from notifyhub.store.inbox import InboxStore, UserRef
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    id: str
+    recipients: int
+    scheduled_for: datetime | None = None
+
+
+def body_sha(draft: Draft, recipients: Recipients) -> str:
+    """A stable hash of what was asked, to tell an honest retry from a key reused."""
+    canonical = {"draft": draft.model_dump(mode="json"), "to": recipients.model_dump(mode="json")}
+    return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class IngestService:
+    """`publish` and `recall` for services holding a publish key."""
+
+    def __init__(
+        self, store: InboxStore, idempotency: IdempotencyStore, settings: Settings, metrics: Metrics
+    ) -> None:
+        self._store = store
+        self._idempotency = idempotency
+        self._settings = settings
+        self._metrics = metrics
+
+    async def publish(
+        self,
+        session: AsyncSession,
+        principal: ServicePrincipal,
+        draft: Draft,
+        recipients: Recipients,
+        idempotency_key: str | None = None,
+    ) -> Accepted:
+        _check_tenant(principal, draft.tenant)
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        record = IdempotencyRecord(
+            body_sha(draft, recipients), str(ULID.from_timestamp(now_ms / 1000)), now_ms
+        )
+        if idempotency_key is not None:
+            record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
+            if record.response is not None:
+                return Accepted(**record.response)
+        users = await self._resolve(session, draft.tenant, recipients)
+        notification = self._build(draft, record)
+        await self._fan_out(notification, users)
+        accepted = Accepted(id=notification.id, recipients=len(users))
+        if idempotency_key is not None:
+            response = {"id": accepted.id, "recipients": accepted.recipients}
+            await self._idempotency.finish(
+                draft.tenant, idempotency_key, replace(record, response=response)
+            )
+        return accepted
+
+    async def recall(self, principal: ServicePrincipal, tenant: str, notification_id: str) -> int:
+        """Remove a notification from every inbox holding it; returns how many."""
+        _check_tenant(principal, tenant)
+        holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
+        if not holders:
+            raise NotFound(f"no notification {notification_id} in tenant {tenant}")
+        removed = 0
+        for user_tenant, user in holders:
+            removed += await self._store.remove(user_tenant, user, [notification_id])
+        await self._store.forget(notification_id)
+        return removed
+
+    async def _resolve(
+        self, session: AsyncSession, tenant: str, recipients: Recipients
+    ) -> list[UserRef]:
+        if not (recipients.users or recipients.groups or recipients.topics):
+            raise InvalidInput("recipients: name at least one user, group or topic")
+        if recipients.topics:
+            raise InvalidInput(f"unknown topic: {', '.join(recipients.topics)}")
+        cap = self._settings.limits.max_recipients
+        users: dict[str, None] = dict.fromkeys(recipients.users)
+        if recipients.groups:  # PostgreSQL is asked only when groups are named
+            batch = self._settings.limits.fanout_batch
+            groups = list(recipients.groups)
+            async for ids in group_service.iter_members(session, tenant, groups, batch):
+                users.update(dict.fromkeys(ids))
+                if len(users) > cap:
+                    raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
+        return [(tenant, user) for user in users]
+
+    def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:
+        created = from_ms(record.created_ms)
+        expires = self._expiry(draft, created)
+        fields = draft.model_dump(exclude={"ttl_s", "expires_at"})
+        return Notification(
+            id=record.notification_id, created_at=created, expires_at=expires, **fields
+        )
+
+    def _expiry(self, draft: Draft, created: datetime) -> datetime:
+        if draft.expires_at is not None:
+            expires = draft.expires_at
+        else:
+            expires = created + timedelta(seconds=draft.ttl_s or self._settings.default_ttl_s)
+        if expires <= created:
+            raise InvalidInput("expires_at: must be in the future")
+        if expires - created > timedelta(seconds=self._settings.max_ttl_s):
+            raise InvalidInput(f"ttl: at most {self._settings.max_ttl_s} seconds")
+        return expires
+
+    async def _fan_out(self, notification: Notification, users: list[UserRef]) -> None:
+        batch = self._settings.limits.fanout_batch
+        written = 0
+        for start in range(0, len(users), batch):
+            seqs = await self._store.deliver(notification, users[start : start + batch])
+            written += sum(1 for s in seqs if s)
+        self._metrics.notifications_ingested_total.inc()
+        self._metrics.notification_copies_total.inc(written)
+
+
+def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:
+    if not principal.may_act_on(tenant):
+        raise PermissionDenied(f"this API key may not act on tenant {tenant}")

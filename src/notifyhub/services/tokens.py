@@ -1,0 +1,122 @@
+"""User JWT verification, and the 60-second stream tokens browsers use for EventSource.
+
+The accepted algorithm list is fixed by configuration, never read from the token.
+Stream tokens are HS256 with a key derived from the configured key material, so every
+hub process can verify them; they carry `typ: stream` and are refused on REST, while
+user tokens are refused where a stream token is expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from notifyhub.domain.auth import UserPrincipal
+from notifyhub.errors import AuthenticationError, InvalidInput
+from notifyhub.settings import Settings
+
+TENANT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+STREAM_TYP = "stream"
+
+
+def _load_public(material: str) -> tuple[Any, dict[str, Any]]:
+    """PEM text, a PEM file path, or a JWKS file path -> (default key, keys by kid)."""
+    text = material
+    if not material.lstrip().startswith(("-----", "{")) and Path(material).is_file():
+        text = Path(material).read_text()
+    if text.lstrip().startswith("{"):
+        jwks = jwt.PyJWKSet.from_dict(json.loads(text))
+        by_kid = {k.key_id: k.key for k in jwks.keys if k.key_id}
+        return jwks.keys[0].key, by_kid
+    return text, {}
+
+
+class TokenService:
+    def __init__(self, settings: Settings) -> None:
+        self._algorithms = [settings.jwt_algorithm]
+        self._audience = settings.jwt_audience
+        self._issuer = settings.jwt_issuer
+        self._stream_ttl = timedelta(seconds=settings.stream.token_ttl_s)
+        self._by_kid: dict[str, Any] = {}
+        if settings.jwt_algorithm == "HS256":
+            secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else ""
+            self._key: Any = secret
+            material = secret.encode()
+        else:
+            assert settings.jwt_public_key is not None
+            self._key, self._by_kid = _load_public(settings.jwt_public_key)
+            material = settings.jwt_public_key.encode()
+        self._stream_key = hmac.new(material, b"notifyhub stream tokens v1", hashlib.sha256).digest()
+
+    def _verification_key(self, token: str) -> Any:
+        if not self._by_kid:
+            return self._key
+        kid = jwt.get_unverified_header(token).get("kid")
+        return self._by_kid.get(kid, self._key)
+
+    def _decode(self, token: str, key: Any, algorithms: list[str]) -> dict[str, Any]:
+        options = {"require": ["exp", "sub", "aud"]}
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token, key, algorithms=algorithms, audience=self._audience,
+                issuer=self._issuer, options=options,  # type: ignore[arg-type]
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthenticationError("token expired") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthenticationError("invalid audience") from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthenticationError("invalid issuer") from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise AuthenticationError(f"token lacks the `{exc.claim}` claim") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError("invalid token") from exc
+        return claims
+
+    @staticmethod
+    def _principal(claims: dict[str, Any]) -> UserPrincipal:
+        sub, tenant = claims.get("sub"), claims.get("tenant", "default")
+        if not isinstance(sub, str) or not 0 < len(sub) <= 200 or not sub.isprintable():
+            raise AuthenticationError("invalid `sub` claim")
+        if not isinstance(tenant, str) or not TENANT.match(tenant):
+            raise AuthenticationError("invalid `tenant` claim")
+        return UserPrincipal(tenant=tenant, user=sub)
+
+    def verify_user_token(self, token: str) -> UserPrincipal:
+        try:
+            key = self._verification_key(token)
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError("invalid token") from exc
+        claims = self._decode(token, key, self._algorithms)
+        if claims.get("typ") == STREAM_TYP:
+            raise AuthenticationError("stream tokens only open /v1/me/stream")
+        return self._principal(claims)
+
+    def mint_stream_token(self, principal: UserPrincipal) -> tuple[str, datetime]:
+        expires = datetime.now(UTC) + self._stream_ttl
+        claims = {"sub": principal.user, "tenant": principal.tenant, "aud": self._audience,
+                  "typ": STREAM_TYP, "exp": expires}
+        return jwt.encode(claims, self._stream_key, algorithm="HS256"), expires
+
+    def verify_stream_token(self, token: str) -> UserPrincipal:
+        claims = self._decode(token, self._stream_key, ["HS256"])
+        if claims.get("typ") != STREAM_TYP:
+            raise AuthenticationError("not a stream token")
+        return self._principal(claims)
+
+    def mint_user_token(self, user: str, tenant: str = "default", ttl_s: int = 3600) -> str:
+        """Development tokens (HS256 only): production tokens come from your identity provider."""
+        if self._algorithms != ["HS256"]:
+            raise InvalidInput("user tokens can only be minted with an HS256 secret")
+        claims = {"sub": user, "tenant": tenant, "aud": self._audience,
+                  "exp": datetime.now(UTC) + timedelta(seconds=ttl_s)}
+        if self._issuer:
+            claims["iss"] = self._issuer
+        return jwt.encode(claims, self._key, algorithm="HS256")

@@ -1,0 +1,230 @@
+"""Per-user inboxes in Redis: every change is one atomic Lua call per user (or batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from redis.asyncio import Redis
+
+from notifyhub.domain.notification import (
+    Counts,
+    InboxItem,
+    InboxPage,
+    Notification,
+    from_ms,
+    to_rfc3339,
+)
+from notifyhub.settings import Limits
+from notifyhub.store.keys import Keys, member
+from notifyhub.store.scripts import InboxScripts
+
+UserRef = tuple[str, str]
+"""(tenant, user)."""
+
+ListStatus = Literal["all", "unread", "read"]
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    status: ListStatus = "all"
+    category: str | None = None
+    limit: int = 20
+    cursor: str | None = None
+    since_id: str | None = None
+    """Oldest-first listing of ids >= this ULID bound (the `since=` poll)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MarkResult:
+    seq: int
+    codes: list[int]
+    """Per id: 0 missing, 1 unchanged, 2 changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    entry: dict[str, object]
+    content: bytes | None
+    state: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    seq: int
+    oldest_logged: int
+    entries: list[Change]
+
+
+def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
+    """Join shared content and a user's `read_at_ms|seen|category|collapse_key` state."""
+    read_at_ms, seen, _ = state.split(b"|", 2)
+    read_at = int(read_at_ms)
+    fields: dict[str, Any] = orjson.loads(content)
+    fields["status"] = "read" if read_at else "unread"
+    fields["seen"] = seen == b"1"
+    fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
+    return fields
+
+
+def parse_item(content: bytes, state: bytes) -> InboxItem:
+    return InboxItem.model_validate(_item_fields(content, state))
+
+
+def item_json(content: bytes, state: bytes, *, replaces: object = None) -> bytes:
+    """A user's copy as JSON, straight from Redis bytes (the stream's hot path)."""
+    fields = _item_fields(content, state)
+    if replaces is not None:
+        fields["replaces"] = replaces
+    return orjson.dumps(fields)
+
+
+class InboxStore:
+    """Reads and writes of users' inboxes, and the Pub/Sub doorbell after each change."""
+
+    def __init__(self, redis: Redis, keys: Keys, limits: Limits) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._limits = limits
+        self._scripts = InboxScripts(redis)
+
+    async def deliver(self, notification: Notification, users: Sequence[UserRef]) -> list[int]:
+        """Store one copy per user (skipping users who have it) and ring their doorbells.
+
+        Returns the new seq per user, 0 where the user already had this id.
+        """
+        content = orjson.dumps(notification.model_dump(mode="json"))
+        expires_ms = int(notification.expires_at.timestamp() * 1000)
+        members = [member(t, u) for t, u in users]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(self._keys.recipients(notification.id), *members)
+            pipe.expireat(self._keys.recipients(notification.id), expires_ms // 1000 + 1)
+            await pipe.execute()
+        keys = [k for t, u in users for k in self._keys.inbox(t, u).all()]
+        args: list[str | bytes | int] = [
+            notification.id,
+            content,
+            notification.category or "",
+            notification.collapse_key or "",
+            expires_ms,
+            self._limits.change_log_max,
+        ]
+        seqs = [int(s) for s in await self._scripts.deliver(keys=keys, args=args)]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
+            self._queue_publish(pipe, [(m, s) for m, s in zip(members, seqs, strict=True) if s])
+            await pipe.execute()
+        return seqs
+
+    async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
+        found = await self._scripts.get(
+            keys=self._keys.inbox(tenant, user).all(),
+            args=[self._limits.change_log_max, notification_id],
+        )
+        return parse_item(found[0], found[1]) if found else None
+
+    async def counts(self, tenant: str, user: str) -> tuple[Counts, int]:
+        """The user's counts and the seq they are as of."""
+        unread, unseen, total, seq = await self._scripts.counts(
+            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max]
+        )
+        return Counts(unread=unread, unseen=unseen, total=total), int(seq)
+
+    async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
+        order, bound = _page_bounds(query)
+        raw = await self._scripts.page(
+            keys=self._keys.inbox(tenant, user).all(),
+            args=[
+                self._limits.change_log_max,
+                order,
+                bound,
+                query.limit,
+                query.status,
+                query.category or "",
+                self._limits.list_scan_budget,
+            ],
+        )
+        next_cursor = raw[0].decode() if raw[0] else None
+        items = [parse_item(raw[i + 1], raw[i + 2]) for i in range(2, len(raw), 3)]
+        return InboxPage(items=items, next_cursor=next_cursor, unread=int(raw[1]))
+
+    async def mark(
+        self, tenant: str, user: str, ids: Sequence[str], *, read: bool | None, seen: bool
+    ) -> MarkResult:
+        read_arg = "" if read is None else ("1" if read else "0")
+        seq, codes = await self._scripts.mark(
+            keys=self._keys.inbox(tenant, user).all(),
+            args=[self._limits.change_log_max, read_arg, "1" if seen else "", *ids],
+        )
+        await self._publish([(member(tenant, user), int(seq))])
+        return MarkResult(seq=int(seq), codes=[int(c) for c in codes])
+
+    async def mark_all(
+        self, tenant: str, user: str, *, category: str | None, before_id: str | None
+    ) -> int:
+        seq, updated = await self._scripts.mark_all(
+            keys=self._keys.inbox(tenant, user).all(),
+            args=[self._limits.change_log_max, category or "", before_id or ""],
+        )
+        await self._publish([(member(tenant, user), int(seq))])
+        return int(updated)
+
+    async def remove(self, tenant: str, user: str, ids: Sequence[str]) -> int:
+        seq, removed, _next = await self._scripts.remove(
+            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max, *ids]
+        )
+        await self._publish([(member(tenant, user), int(seq))])
+        return int(removed)
+
+    async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
+        """Drop the user's expired items; returns (purged, next expiry ms or None)."""
+        seq, purged, next_expiry = await self._scripts.purge(
+            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max]
+        )
+        if purged:
+            await self._publish([(member(tenant, user), int(seq))])
+        return int(purged), int(float(next_expiry)) if next_expiry else None
+
+    async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
+        raw = await self._scripts.changes(
+            keys=self._keys.inbox(tenant, user).all(), args=[after_seq, max_entries]
+        )
+        entries = [
+            Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
+            for i in range(2, len(raw), 3)
+        ]
+        return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
+
+    async def recipients(self, notification_id: str) -> list[UserRef]:
+        """Every user holding a copy of this notification (for recall)."""
+        found: list[UserRef] = []
+        async for raw in self._redis.sscan_iter(self._keys.recipients(notification_id), count=1000):
+            tenant, _, user = raw.decode().partition("/")
+            found.append((tenant, user))
+        return found
+
+    async def forget(self, notification_id: str) -> None:
+        """Drop the recipient index of a recalled notification."""
+        await self._redis.delete(self._keys.recipients(notification_id))
+
+    async def _publish(self, changed: list[tuple[str, int]]) -> None:
+        changed = [(m, s) for m, s in changed if s]
+        if changed:
+            await self._redis.publish(self._keys.channel, _doorbell(changed))
+
+    def _queue_publish(self, pipe: object, changed: list[tuple[str, int]]) -> None:
+        if changed:
+            pipe.publish(self._keys.channel, _doorbell(changed))  # type: ignore[attr-defined]
+
+
+def _doorbell(changed: list[tuple[str, int]]) -> bytes:
+    """One Pub/Sub message per batch: lines of `tenant/user seq`."""
+    return "\n".join(f"{m} {s}" for m, s in changed).encode()
+
+
+def _page_bounds(query: PageQuery) -> tuple[str, str]:
+    if query.since_id is not None:
+        return "asc", f"({query.cursor}" if query.cursor else f"[{query.since_id}"
+    return "desc", f"({query.cursor}" if query.cursor else "+"

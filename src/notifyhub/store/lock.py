@@ -1,0 +1,48 @@
+"""A token-checked Redis lock (SET NX PX). It only saves duplicate work: every step
+it guards is idempotent, so correctness never depends on it (no Redlock)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from redis.asyncio import Redis
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+class RedisLock:
+    def __init__(self, redis: Redis, key: str, ttl_ms: int) -> None:
+        self._redis = redis
+        self._key = key
+        self._ttl_ms = ttl_ms
+        self._token = secrets.token_hex(16)
+        self._release = redis.register_script(_RELEASE)
+        self._extend = redis.register_script(_EXTEND)
+
+    async def acquire(self) -> bool:
+        return bool(await self._redis.set(self._key, self._token, nx=True, px=self._ttl_ms))
+
+    async def release(self) -> bool:
+        return bool(await self._release(keys=[self._key], args=[self._token]))
+
+    async def extend(self) -> bool:
+        return bool(await self._extend(keys=[self._key], args=[self._token, self._ttl_ms]))
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[bool]:
+        """Yield whether the lock was taken; release it on exit if so."""
+        held = await self.acquire()
+        try:
+            yield held
+        finally:
+            if held:
+                await self.release()

@@ -1,0 +1,21 @@
+-- What a stream has not seen yet. ARGV: after_seq, max_entries.
+-- Returns {seq, oldest_logged_seq or 0, entry1, content1 or false, state1 or false, ...};
+-- content/state are filled for notification entries whose item still exists.
+local u = inbox(0)
+local seq = tonumber(redis.call('GET', u.seq) or '0')
+local head = redis.call('ZRANGE', u.log, 0, 0, 'WITHSCORES')
+local oldest = tonumber(head[2] or '0')
+local out = {seq, oldest}
+local entries = redis.call('ZRANGEBYSCORE', u.log, '(' .. ARGV[1], '+inf', 'LIMIT', 0, tonumber(ARGV[2]))
+for _, e in ipairs(entries) do
+  out[#out + 1] = e
+  local decoded = cjson.decode(e)
+  if decoded.type == 'notification' then
+    out[#out + 1] = redis.call('HGET', u.items, decoded.id)
+    out[#out + 1] = redis.call('HGET', u.state, decoded.id)
+  else
+    out[#out + 1] = false
+    out[#out + 1] = false
+  end
+end
+return out

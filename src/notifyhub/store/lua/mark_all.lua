@@ -1,0 +1,24 @@
+-- Mark every unread item of one user read, optionally only one category and/or only
+-- items created before a ULID bound. ARGV: log_max, category ('' any), before_id ('' none)
+-- Returns {last_seq, updated}.
+local u = inbox(0)
+local log_max, category, before = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local now = now_ms()
+purge(u, now, log_max)
+local upper = (before ~= '') and ('(' .. before) or '+'
+local ids = redis.call('ZRANGEBYLEX', u.time, '-', upper)
+local last, updated = 0, 0
+for _, id in ipairs(ids) do
+  local raw = redis.call('HGET', u.state, id)
+  local st = parse_state(raw)
+  if st.read_at == 0 and (category == '' or st.category == category) then
+    local new = parse_state(raw)
+    new.read_at = now
+    new.seen = true
+    redis.call('HSET', u.state, id, format_state(new))
+    count_change(u, st, new)
+    last = append(u, {type = 'update', id = id, read_at = now, seen = true}, log_max)
+    updated = updated + 1
+  end
+end
+return {last, updated}

@@ -1,0 +1,75 @@
+"""Background loops that never die: each step is retried with backoff and timed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from notifyhub.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0
+
+
+class Loop:
+    """Run `step` every `interval_s`; on failure log, count, back off and go on."""
+
+    def __init__(
+        self, name: str, interval_s: float, step: Callable[[], Awaitable[object]], metrics: Metrics
+    ) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self.step = step
+        self.metrics = metrics
+        self.started_at = time.monotonic()
+        self.last_success: float | None = None
+
+    async def run(self) -> None:
+        self.started_at = time.monotonic()
+        backoff_s = self.interval_s
+        while True:
+            try:
+                await self.step()
+            except Exception:
+                log.exception("loop %s failed; retrying in %.1fs", self.name, backoff_s)
+                self.metrics.loop_errors_total.labels(loop=self.name).inc()
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+                continue
+            self.last_success = time.monotonic()
+            self.metrics.loop_last_success_timestamp_seconds.labels(loop=self.name).set(time.time())
+            backoff_s = self.interval_s
+            await asyncio.sleep(self.interval_s)
+
+    def age_s(self) -> float:
+        """Seconds since the last success (or since start, before the first one)."""
+        return time.monotonic() - (self.last_success or self.started_at)
+
+
+class Runner:
+    """Owns one task per loop; `stop()` cancels and awaits them all."""
+
+    def __init__(self) -> None:
+        self._loops: list[Loop] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def add(self, loop: Loop) -> None:
+        self._loops.append(loop)
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(loop.run(), name=f"loop-{loop.name}") for loop in self._loops]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    def stuck(self, after_s: float) -> list[str]:
+        return [loop.name for loop in self._loops if loop.age_s() > after_s]

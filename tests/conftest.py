@@ -1,0 +1,180 @@
+"""Shared fixtures: real Redis and PostgreSQL (this machine's, or embedded ones), a fresh
+database per run, a Redis key prefix per test, and a real uvicorn server per test."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.api.app import create_app
+from notifyhub.api.server import HubServer
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.migrate import upgrade_head
+from notifyhub.domain.auth import Scope
+from notifyhub.embedded import EmbeddedServers
+from notifyhub.services import apikeys
+from notifyhub.services.tokens import TokenService
+from notifyhub.settings import Settings
+
+RUN_ID = secrets.token_hex(4)
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class Backends:
+    redis_url: str
+    server_url: str  # the PostgreSQL server's maintenance database (SQLAlchemy asyncpg form)
+
+
+@pytest.fixture(scope="session")
+def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
+    redis_url = os.environ.get("NOTIFYHUB_TEST_REDIS_URL")
+    database_url = os.environ.get("NOTIFYHUB_TEST_DATABASE_URL")
+    if redis_url and database_url:
+        yield Backends(redis_url, database_url)
+        return
+    servers = EmbeddedServers.start(tmp_path_factory.mktemp("embedded"), database="postgres")
+    try:
+        yield Backends(servers.redis_url, servers.database_url)
+    finally:
+        servers.stop()
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, query = url.partition("?")
+    base = base.rsplit("/", 1)[0] + f"/{name}"
+    return f"{base}?{query}" if query else base
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@pytest.fixture(scope="session")
+async def database_url(backends: Backends) -> AsyncIterator[str]:
+    """A fresh, migrated database for this run, dropped at the end."""
+    name = f"notifyhub_test_{RUN_ID}"
+    admin = await asyncpg.connect(_asyncpg_dsn(backends.server_url))
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = _with_database(backends.server_url, name)
+    try:
+        await asyncio.to_thread(upgrade_head, url)
+        yield url
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _drop_run_keys(backends: Backends) -> AsyncIterator[None]:
+    yield
+    redis = Redis.from_url(backends.redis_url)
+    try:
+        async for key in redis.scan_iter(match=f"nhtest:{RUN_ID}:*", count=1000):
+            await redis.unlink(key)
+    finally:
+        await redis.aclose()
+
+
+@pytest.fixture
+def settings(backends: Backends, database_url: str) -> Settings:
+    return Settings(
+        redis_url=backends.redis_url,
+        database_url=database_url,
+        redis_prefix=f"nhtest:{RUN_ID}:{next(_counter)}:",
+        jwt_secret="test-secret-" + "x" * 32,  # type: ignore[arg-type]
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[Redis]:
+    assert settings.redis_url is not None
+    client = Redis.from_url(settings.redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="session")
+async def sessionmaker(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    engine = create_engine(database_url)
+    yield create_sessionmaker(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+def make_token(settings: Settings) -> Callable[..., str]:
+    tokens = TokenService(settings)
+
+    def make(user: str, tenant: str = "default", ttl_s: int = 3600) -> str:
+        return tokens.mint_user_token(user, tenant, ttl_s)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def create_key(sessionmaker: async_sessionmaker[AsyncSession]) -> Callable[..., Awaitable[str]]:
+    async def create(name: str, scope: str, tenant: str | None = None) -> str:
+        async with sessionmaker() as session, session.begin():
+            return await apikeys.create_key(
+                session, name=f"{name}-{secrets.token_hex(4)}", scope=Scope(scope), tenant=tenant
+            )
+
+    return create
+
+
+@pytest.fixture(scope="session")
+async def publish_key(create_key: Callable[..., Awaitable[str]]) -> str:
+    return await create_key("test-publish", "publish")
+
+
+@pytest.fixture(scope="session")
+async def admin_key(create_key: Callable[..., Awaitable[str]]) -> str:
+    return await create_key("test-admin", "admin")
+
+
+@dataclass
+class RunningHub:
+    base_url: str
+    app: FastAPI
+    client: httpx.AsyncClient
+    server: HubServer
+
+
+@pytest.fixture
+async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
+    """A real uvicorn server on a free port, serving `create_app(settings)`."""
+    app = create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
+                            timeout_graceful_shutdown=3)
+    server = HubServer(config, app)
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(15):
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        yield RunningHub(base_url, app, client, server)
+    server.stop()
+    await task
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"

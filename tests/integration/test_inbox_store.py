@@ -1,0 +1,164 @@
+"""The Redis inbox store: counters never drift, retried fan-outs fill gaps only."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from redis.asyncio import Redis
+from ulid import ULID
+
+from notifyhub.domain.notification import Draft, Notification, Recipients
+from notifyhub.services.ingest import body_sha
+from notifyhub.settings import Limits
+from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
+from notifyhub.store.inbox import InboxStore, PageQuery
+from notifyhub.store.keys import Keys
+
+
+def make_notification(**fields: Any) -> Notification:
+    now = datetime.now(UTC)
+    return Notification(
+        id=str(ULID()),
+        tenant="default",
+        title=fields.pop("title", "t"),
+        created_at=now,
+        expires_at=now + timedelta(seconds=fields.pop("ttl_s", 600)),
+        **fields,
+    )
+
+
+async def test_retried_fan_out_fills_the_gap_only(redis: Redis, settings: Any) -> None:
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
+    users = [("default", f"u{i}") for i in range(10)]
+    notification = make_notification()
+    first_half = await store.deliver(notification, users[:5])  # the crash came here
+    assert all(first_half)
+    retry = await store.deliver(notification, users)
+    assert retry[:5] == [0] * 5 and all(retry[5:])
+    for tenant, user in users:
+        counts, _ = await store.counts(tenant, user)
+        assert counts.total == 1 and counts.unread == 1
+
+
+async def test_idempotent_publish_after_half_done_fan_out(
+    hub: Any, publish_key: str, make_token: Any, redis: Redis, settings: Any
+) -> None:
+    """A request that died mid-fan-out is retried with its key: each user ends with one copy."""
+    users = [f"r{i}" for i in range(6)]
+    body = {"recipients": {"users": users}, "title": "half"}
+    draft = Draft(title="half")
+    recipients = Recipients(users=tuple(users))
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    record = IdempotencyRecord(
+        body_sha(draft, recipients), str(ULID.from_timestamp(now_ms / 1000)), now_ms
+    )
+    keys = Keys(settings.redis_prefix)
+    await IdempotencyStore(redis, keys, 3600).begin("default", "crashy", record)
+    store = InboxStore(redis, keys, Limits())
+    partial = Notification(
+        id=record.notification_id,
+        tenant="default",
+        title="half",
+        created_at=datetime.fromtimestamp(now_ms / 1000, UTC),
+        expires_at=datetime.fromtimestamp(now_ms / 1000, UTC)
+        + timedelta(seconds=settings.default_ttl_s),
+    )
+    await store.deliver(partial, [("default", u) for u in users[:3]])
+
+    headers = {"Authorization": f"Bearer {publish_key}", "Idempotency-Key": "crashy"}
+    response = await hub.client.post("/v1/notifications", json=body, headers=headers)
+    assert response.status_code == 202 and response.json()["id"] == record.notification_id
+    for user in users:
+        page = (
+            await hub.client.get(
+                "/v1/me/notifications", headers={"Authorization": f"Bearer {make_token(user)}"}
+            )
+        ).json()
+        assert [i["id"] for i in page["items"]] == [record.notification_id]
+
+
+class InboxModel(RuleBasedStateMachine):
+    """Random publish/read/unread/seen/delete/read-all against a plain-Python model."""
+
+    redis_url = "redis://127.0.0.1:6379/0"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.redis = Redis.from_url(self.redis_url)
+        self.store = InboxStore(self.redis, Keys(f"nhtest:sm:{uuid.uuid4().hex[:8]}:"), Limits())
+        self.model: dict[str, dict[str, bool]] = {}
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    @rule(category=st.sampled_from(["a", "b", None]))
+    def publish(self, category: str | None) -> None:
+        n = make_notification(category=category)
+        self.run(self.store.deliver(n, [("default", "m")]))
+        self.model[n.id] = {"read": False, "seen": False, "cat": category == "a"}
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), read=st.sampled_from([True, False, None]), seen=st.booleans())
+    def mark(self, data: st.DataObject, read: bool | None, seen: bool) -> None:
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        self.run(self.store.mark("default", "m", [nid], read=read, seen=seen))
+        item = self.model[nid]
+        if read is True:
+            item["read"] = item["seen"] = True
+        elif read is False:
+            item["read"] = False
+        if seen:
+            item["seen"] = True
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        self.run(self.store.remove("default", "m", [nid]))
+        del self.model[nid]
+
+    @rule(only_a=st.booleans())
+    def read_all(self, only_a: bool) -> None:
+        self.run(
+            self.store.mark_all("default", "m", category="a" if only_a else None, before_id=None)
+        )
+        for item in self.model.values():
+            if not item["read"] and (item["cat"] or not only_a):
+                item["read"] = item["seen"] = True
+
+    @invariant()
+    def counts_match_a_recount(self) -> None:
+        counts, _ = self.run(self.store.counts("default", "m"))
+        assert counts.total == len(self.model)
+        assert counts.unread == sum(not i["read"] for i in self.model.values())
+        assert counts.unseen == sum(not i["seen"] for i in self.model.values())
+        page = self.run(self.store.page("default", "m", PageQuery(limit=100)))
+        assert sorted(i.id for i in page.items) == sorted(self.model)
+
+    def teardown(self) -> None:
+        async def clean() -> None:
+            async for key in self.redis.scan_iter(match=self.store._keys.prefix + "*"):
+                await self.redis.delete(key)
+            await self.redis.aclose()
+
+        self.run(clean())
+        self.loop.close()
+
+
+def test_counts_never_drift(settings: Any) -> None:
+    InboxModel.redis_url = settings.redis_url
+    InboxModel.TestCase.settings = hsettings(
+        max_examples=30,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    InboxModel.TestCase().runTest()

@@ -1,0 +1,160 @@
+"""The live stream: events, resume by Last-Event-ID, reset, caps, tokens, forgery."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from support.sse import EventReader
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextlib.asynccontextmanager
+async def open_stream(hub: Any, token: str, **headers: str) -> AsyncIterator[EventReader]:
+    url = f"{hub.base_url}/v1/me/stream"
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client,
+        client.stream("GET", url, headers={**_auth(token), **headers}) as response,
+    ):
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        yield EventReader(response)
+
+
+async def no_streams_left(hub: Any) -> None:
+    """The server notices a closed stream asynchronously: allow it a moment."""
+    async with asyncio.timeout(5):
+        while hub.app.state.hub.stream_count:
+            await asyncio.sleep(0.02)
+
+
+async def send(hub: Any, key: str, users: list[str], **fields: Any) -> str:
+    body = {"recipients": {"users": users}, "title": fields.pop("title", "hello"), **fields}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def test_live_notification_update_delete(hub: Any, publish_key: str, make_token: Any) -> None:
+    token = make_token("sam")
+    async with open_stream(hub, token) as stream:
+        first = await stream.next()
+        assert first.event == "counts" and first.data["total"] == 0
+        assert stream.retry is not None
+        sent = await send(hub, publish_key, ["sam"], title="live one")
+        event, _ = await stream.until("notification")
+        assert event.data["id"] == sent and event.data["title"] == "live one"
+        counts = await stream.next()
+        assert counts.event == "counts" and counts.data["unread"] == 1 and counts.id == event.id
+        await hub.client.patch(
+            f"/v1/me/notifications/{sent}", json={"read": True}, headers=_auth(token)
+        )
+        update, _ = await stream.until("update")
+        assert update.data == {
+            "id": sent,
+            "status": "read",
+            "seen": True,
+            "read_at": update.data["read_at"],
+        }
+        await hub.client.delete(f"/v1/me/notifications/{sent}", headers=_auth(token))
+        delete, _ = await stream.until("delete")
+        assert delete.data == {"id": sent} and int(delete.id or 0) > int(update.id or 0)
+    await no_streams_left(hub)
+
+
+async def test_resume_gets_exactly_the_missed_events(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    token = make_token("tess")
+    async with open_stream(hub, token) as stream:
+        await send(hub, publish_key, ["tess"], title="before")
+        seen, _ = await stream.until("notification")
+        last = (await stream.next()).id
+    missed = [await send(hub, publish_key, ["tess"], title=f"missed {i}") for i in range(3)]
+    async with open_stream(hub, token, **{"Last-Event-ID": str(last)}) as stream:
+        replayed = [e for e in await stream.take(4) if e.event == "notification"]
+        assert [e.data["id"] for e in replayed] == missed
+        live = await send(hub, publish_key, ["tess"], title="live")
+        event, before = await stream.until("notification")
+        assert event.data["id"] == live and all(e.event == "counts" for e in before)
+    assert seen.data["title"] == "before"
+
+
+async def test_gap_older_than_log_gets_reset(
+    hub: Any, publish_key: str, make_token: Any, settings: Any
+) -> None:
+    token = make_token("uma")
+    log_max = settings.limits.change_log_max
+    for i in range(3):
+        await send(hub, publish_key, ["uma"], title=f"n{i}")
+    # Marking all three read/unread repeatedly pushes the first entries out of the log.
+    page = (await hub.client.get("/v1/me/notifications", headers=_auth(token))).json()
+    ids = [item["id"] for item in page["items"]]
+    rounds = log_max // 3 + 1
+    for i in range(rounds):
+        body = {"ids": ids, "read": i % 2 == 0}
+        await hub.client.post("/v1/me/notifications/bulk", json=body, headers=_auth(token))
+    async with open_stream(hub, token, **{"Last-Event-ID": "1"}) as stream:
+        event = await stream.next()
+        assert event.event == "reset"
+        assert event.data["total"] == 3 and event.data["seq"] == 3 + 3 * rounds
+
+
+async def test_unknown_last_event_id_gets_reset(hub: Any, make_token: Any) -> None:
+    async with open_stream(hub, make_token("vera"), **{"Last-Event-ID": "99999"}) as stream:
+        assert (await stream.next()).event == "reset"
+
+
+async def test_payload_cannot_forge_events(hub: Any, publish_key: str, make_token: Any) -> None:
+    token = make_token("walt")
+    async with open_stream(hub, token) as stream:
+        await stream.next()
+        evil = "x\n\ndata: {}\nevent: delete\r\rid: 999\n\n"
+        await send(hub, publish_key, ["walt"], title="evil", body=evil, data={"k": evil})
+        event = await stream.next()
+        assert event.event == "notification" and event.data["body"] == evil
+        assert (await stream.next()).event == "counts"
+
+
+async def test_stream_token_only_opens_streams(hub: Any, make_token: Any) -> None:
+    user_token = make_token("xena")
+    minted = await hub.client.post("/v1/me/stream-tokens", headers=_auth(user_token))
+    assert minted.status_code == 200
+    stream_token = minted.json()["token"]
+    assert minted.json()["expires_at"].endswith("Z")
+    rest = await hub.client.get("/v1/me/notifications", headers=_auth(stream_token))
+    assert rest.status_code == 401
+    url = f"{hub.base_url}/v1/me/stream?access_token={stream_token}"
+    async with httpx.AsyncClient() as client, client.stream("GET", url) as response:
+        assert response.status_code == 200
+        event = await EventReader(response).next()
+        assert event.event == "counts"
+    bad = await hub.client.get(f"/v1/me/stream?access_token={user_token}")
+    assert bad.status_code == 401
+
+
+async def test_per_user_stream_cap(hub: Any, make_token: Any, settings: Any) -> None:
+    token = make_token("yuri")
+    cap = settings.limits.streams_per_user
+    async with contextlib.AsyncExitStack() as stack:
+        readers = [await stack.enter_async_context(open_stream(hub, token)) for _ in range(cap)]
+        for reader in readers:  # (kept referenced: a collected reader closes its stream)
+            await reader.next()
+        over = await hub.client.get("/v1/me/stream", headers=_auth(token))
+        assert over.status_code == 429
+        assert over.headers["content-type"].startswith("application/problem+json")
+    await no_streams_left(hub)
+
+
+@pytest.mark.parametrize("user", ["zoe"])
+async def test_stream_requires_credentials(hub: Any, user: str) -> None:
+    assert (await hub.client.get("/v1/me/stream")).status_code == 401
+    assert (await hub.client.get("/v1/me/stream?access_token=garbage")).status_code == 401
