@@ -1,4 +1,4 @@
-"""`python -m bench`: start a hub process on real Redis + PostgreSQL, load it, write docs/benchmarks.md.
+"""`python -m bench`: run a hub process on real Redis + PostgreSQL, load it, write the report.
 
 Uses the Redis/PostgreSQL named by NOTIFYHUB_BENCH_REDIS_URL / NOTIFYHUB_BENCH_DATABASE_URL,
 else this machine's defaults (redis://127.0.0.1:6379/0, postgres on 127.0.0.1:5432) with
@@ -24,7 +24,9 @@ from bench.hubproc import BenchHub
 def _machine() -> str:
     cpus = os.cpu_count()
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{platform.platform()}, Python {platform.python_version()}, {cpus} CPUs, {mem_gib:.0f} GiB"
+    return (
+        f"{platform.platform()}, Python {platform.python_version()}, {cpus} CPUs, {mem_gib:.0f} GiB"
+    )
 
 
 async def run(repeats: int, out: Path) -> None:
@@ -36,14 +38,18 @@ async def run(repeats: int, out: Path) -> None:
             for _ in range(repeats):
                 results[name].append(await scenario(hub))
                 print(name, results[name][-1], flush=True)
-    out.write_text(render(results, repeats))
+    await asyncio.to_thread(out.write_text, render(results, repeats))
     print(f"wrote {out}")
 
 
 def _fmt(values: list[float]) -> str:
     median = statistics.median(values)
     spread = (max(values) - min(values)) if len(values) > 1 else 0.0
-    return f"{median:,.1f} (±{spread / 2:,.1f})" if median < 1000 else f"{median:,.0f} (±{spread / 2:,.0f})"
+    return (
+        f"{median:,.1f} (±{spread / 2:,.1f})"
+        if median < 1000
+        else f"{median:,.0f} (±{spread / 2:,.0f})"
+    )
 
 
 def render(results: dict[str, list[dict[str, float]]], repeats: int) -> str:

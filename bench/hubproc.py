@@ -7,7 +7,6 @@ import contextlib
 import os
 import secrets
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -60,7 +59,9 @@ class BenchHub:
         await conn.execute(f'CREATE DATABASE "{db_name}"')
         database_url = SERVER_URL.rsplit("/", 1)[0] + f"/{db_name}"
         settings = Settings(
-            redis_url=REDIS_URL, database_url=database_url, redis_prefix=prefix,
+            redis_url=REDIS_URL,
+            database_url=database_url,
+            redis_prefix=prefix,
             jwt_secret="bench-" + secrets.token_hex(32),  # type: ignore[arg-type]
         )
         try:
@@ -78,8 +79,12 @@ async def _keys(database_url: str) -> tuple[str, str]:
     engine = create_engine(database_url)
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
-            admin = await apikeys.create_key(session, name="bench-admin", scope=Scope.ADMIN, tenant=None)
-            publish = await apikeys.create_key(session, name="bench-pub", scope=Scope.PUBLISH, tenant=None)
+            admin = await apikeys.create_key(
+                session, name="bench-admin", scope=Scope.ADMIN, tenant=None
+            )
+            publish = await apikeys.create_key(
+                session, name="bench-pub", scope=Scope.PUBLISH, tenant=None
+            )
         return admin, publish
     finally:
         await engine.dispose()
@@ -98,14 +103,14 @@ async def _process(settings: Settings) -> AsyncIterator[tuple[str, int]]:
         "NOTIFYHUB_LIMITS__STREAMS_PER_USER": "100000",
     }
     cli = Path(sys.executable).parent / "notifyhub"
-    proc = subprocess.Popen([str(cli), "serve", "--port", str(port)], env=env)
+    proc = await asyncio.create_subprocess_exec(cli, "serve", "--port", str(port), env=env)
     base_url = f"http://127.0.0.1:{port}"
     try:
         await _wait_ready(base_url)
         yield base_url, proc.pid
     finally:
         proc.terminate()
-        await asyncio.to_thread(proc.wait, 15)
+        await asyncio.wait_for(proc.wait(), 15)
 
 
 async def _wait_ready(base_url: str) -> None:

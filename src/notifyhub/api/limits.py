@@ -52,12 +52,22 @@ class RequestLimits:
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
-            await _problem(send, 413, "Content too large", f"request bodies are limited to {self.max_body_bytes} bytes")
+            await _problem(
+                send,
+                413,
+                "Content too large",
+                f"request bodies are limited to {self.max_body_bytes} bytes",
+            )
             return
         try:
             body, trailing = await self._read(receive)
         except TooLargeBody:
-            await _problem(send, 413, "Content too large", f"request bodies are limited to {self.max_body_bytes} bytes")
+            await _problem(
+                send,
+                413,
+                "Content too large",
+                f"request bodies are limited to {self.max_body_bytes} bytes",
+            )
             return
         problem = self._check(body, headers.get(b"content-type", b""))
         if problem is not None:
@@ -105,9 +115,15 @@ def _replay(body: bytes, trailing: list[Message], receive: Receive) -> Receive:
 
 async def _problem(send: Send, status: int, title: str, detail: str) -> None:
     body = orjson.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail})
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", PROBLEM), (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close")],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", PROBLEM),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

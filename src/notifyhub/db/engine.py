@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 
 def asyncpg_url(url: str) -> str:
@@ -15,7 +20,11 @@ def asyncpg_url(url: str) -> str:
 
 def create_engine(url: str) -> AsyncEngine:
     return create_async_engine(
-        asyncpg_url(url), pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=5,
+        asyncpg_url(url),
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        pool_timeout=5,
         connect_args={"timeout": 5, "command_timeout": 30},
     )
 

@@ -39,8 +39,12 @@ async def create_key(session: AsyncSession, *, name: str, scope: Scope, tenant: 
     prefix = secrets.token_hex(6)
     key = f"nh_{prefix}_{secrets.token_urlsafe(32)}"
     row = ApiKey(
-        id=str(ULID()), name=name, key_prefix=prefix, key_hash=_hash(key),
-        scope=scope.value, tenant=tenant,
+        id=str(ULID()),
+        name=name,
+        key_prefix=prefix,
+        key_hash=_hash(key),
+        scope=scope.value,
+        tenant=tenant,
     )
     if not await repo.add(session, row):
         raise Conflict(f"an API key named {name!r} exists")
@@ -63,6 +67,10 @@ async def authenticate(session: AsyncSession, presented: str) -> ServicePrincipa
     if len(parts) < 3 or parts[0] != "nh" or len(presented) > 200:
         raise AuthenticationError("invalid API key")
     row = await repo.by_prefix(session, parts[1])
-    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.key_hash, _hash(presented)):
+    if (
+        row is None
+        or row.revoked_at is not None
+        or not hmac.compare_digest(row.key_hash, _hash(presented))
+    ):
         raise AuthenticationError("invalid API key")
     return ServicePrincipal(key_id=row.id, name=row.name, scope=Scope(row.scope), tenant=row.tenant)

@@ -40,7 +40,7 @@ def _load_public(material: str) -> tuple[Any, dict[str, Any]]:
 
 class TokenService:
     def __init__(self, settings: Settings) -> None:
-        self._algorithms = [settings.jwt_algorithm]
+        self._algorithms: list[str] = [settings.jwt_algorithm]
         self._audience = settings.jwt_audience
         self._issuer = settings.jwt_issuer
         self._stream_ttl = timedelta(seconds=settings.stream.token_ttl_s)
@@ -53,20 +53,26 @@ class TokenService:
             assert settings.jwt_public_key is not None
             self._key, self._by_kid = _load_public(settings.jwt_public_key)
             material = settings.jwt_public_key.encode()
-        self._stream_key = hmac.new(material, b"notifyhub stream tokens v1", hashlib.sha256).digest()
+        self._stream_key = hmac.new(
+            material, b"notifyhub stream tokens v1", hashlib.sha256
+        ).digest()
 
     def _verification_key(self, token: str) -> Any:
         if not self._by_kid:
             return self._key
         kid = jwt.get_unverified_header(token).get("kid")
-        return self._by_kid.get(kid, self._key)
+        return self._by_kid.get(str(kid), self._key)
 
     def _decode(self, token: str, key: Any, algorithms: list[str]) -> dict[str, Any]:
         options = {"require": ["exp", "sub", "aud"]}
         try:
             claims: dict[str, Any] = jwt.decode(
-                token, key, algorithms=algorithms, audience=self._audience,
-                issuer=self._issuer, options=options,  # type: ignore[arg-type]
+                token,
+                key,
+                algorithms=algorithms,
+                audience=self._audience,
+                issuer=self._issuer,
+                options=options,  # type: ignore[arg-type]
             )
         except jwt.ExpiredSignatureError as exc:
             raise AuthenticationError("token expired") from exc
@@ -101,8 +107,13 @@ class TokenService:
 
     def mint_stream_token(self, principal: UserPrincipal) -> tuple[str, datetime]:
         expires = datetime.now(UTC) + self._stream_ttl
-        claims = {"sub": principal.user, "tenant": principal.tenant, "aud": self._audience,
-                  "typ": STREAM_TYP, "exp": expires}
+        claims = {
+            "sub": principal.user,
+            "tenant": principal.tenant,
+            "aud": self._audience,
+            "typ": STREAM_TYP,
+            "exp": expires,
+        }
         return jwt.encode(claims, self._stream_key, algorithm="HS256"), expires
 
     def verify_stream_token(self, token: str) -> UserPrincipal:
@@ -115,8 +126,12 @@ class TokenService:
         """Development tokens (HS256 only): production tokens come from your identity provider."""
         if self._algorithms != ["HS256"]:
             raise InvalidInput("user tokens can only be minted with an HS256 secret")
-        claims = {"sub": user, "tenant": tenant, "aud": self._audience,
-                  "exp": datetime.now(UTC) + timedelta(seconds=ttl_s)}
+        claims = {
+            "sub": user,
+            "tenant": tenant,
+            "aud": self._audience,
+            "exp": datetime.now(UTC) + timedelta(seconds=ttl_s),
+        }
         if self._issuer:
             claims["iss"] = self._issuer
         return jwt.encode(claims, self._key, algorithm="HS256")

@@ -22,7 +22,12 @@ class Cleaner:
     """
 
     def __init__(
-        self, redis: Redis, keys: Keys, store: InboxStore, settings: WorkerSettings, metrics: Metrics
+        self,
+        redis: Redis,
+        keys: Keys,
+        store: InboxStore,
+        settings: WorkerSettings,
+        metrics: Metrics,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -47,7 +52,7 @@ class Cleaner:
         )
         purged = 0
         for raw in due:
-            name = raw.decode()
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
             tenant, user = split_member(name)
             count, next_ms = await self._store.purge(tenant, user)
             purged += count

@@ -61,7 +61,9 @@ class Runner:
         self._loops.append(loop)
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(loop.run(), name=f"loop-{loop.name}") for loop in self._loops]
+        self._tasks = [
+            asyncio.create_task(loop.run(), name=f"loop-{loop.name}") for loop in self._loops
+        ]
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -34,7 +34,10 @@ def _own(principal: ServicePrincipal, tenant: str) -> str:
 
 @router.put("/groups/{group}", response_model=GroupOut)
 async def create_group(
-    group: Name, principal: Admin, session: Session, response: Response,
+    group: Name,
+    principal: Admin,
+    session: Session,
+    response: Response,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
     created = await groups.create_group(session, _own(principal, tenant), group)
@@ -51,23 +54,35 @@ async def delete_group(
 
 
 @router.get("/groups", response_model=GroupList)
-async def list_groups(principal: Admin, session: Session, tenant: TenantQuery = "default") -> GroupList:
+async def list_groups(
+    principal: Admin, session: Session, tenant: TenantQuery = "default"
+) -> GroupList:
     found = await groups.list_groups(session, _own(principal, tenant))
-    return GroupList(groups=[GroupOut(name=g.name, tenant=tenant, members=g.members) for g in found])
+    return GroupList(
+        groups=[GroupOut(name=g.name, tenant=tenant, members=g.members) for g in found]
+    )
 
 
 @router.post("/groups/{group}/members", response_model=GroupOut)
 async def change_members(
-    group: Name, body: MembersChange, principal: Admin, session: Session,
+    group: Name,
+    body: MembersChange,
+    principal: Admin,
+    session: Session,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
-    await groups.change_members(session, _own(principal, tenant), group, add=body.add, remove=body.remove)
+    await groups.change_members(
+        session, _own(principal, tenant), group, add=body.add, remove=body.remove
+    )
     return GroupOut(name=group, tenant=tenant)
 
 
 @router.get("/groups/{group}/members", response_model=MembersPage)
 async def list_members(
-    group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default",
+    group: Name,
+    principal: Admin,
+    session: Session,
+    tenant: TenantQuery = "default",
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> MembersPage:
@@ -83,8 +98,13 @@ async def list_api_keys(principal: Admin, session: Session) -> ApiKeyList:
     visible = [k for k in keys if principal.tenant is None or k.tenant == principal.tenant]
     return ApiKeyList(
         keys=[
-            ApiKeyOut(name=k.name, scope=str(k.scope), tenant=k.tenant,
-                      created_at=k.created_at, revoked_at=k.revoked_at)
+            ApiKeyOut(
+                name=k.name,
+                scope=str(k.scope),
+                tenant=k.tenant,
+                created_at=k.created_at,
+                revoked_at=k.revoked_at,
+            )
             for k in visible
         ]
     )

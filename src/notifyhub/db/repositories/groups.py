@@ -59,9 +59,7 @@ async def remove_members(session: AsyncSession, gid: int, users: Sequence[str]) 
         )
 
 
-async def members_page(
-    session: AsyncSession, gid: int, after: str | None, limit: int
-) -> list[str]:
+async def members_page(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:
     query = select(GroupMember.user_id).where(GroupMember.group_id == gid)
     if after is not None:
         query = query.where(GroupMember.user_id > after)
@@ -69,7 +67,11 @@ async def members_page(
 
 
 async def missing(session: AsyncSession, tenant: str, names: Sequence[str]) -> list[str]:
-    found = set(await session.scalars(select(Group.name).where(Group.tenant == tenant, Group.name.in_(names))))
+    found = set(
+        await session.scalars(
+            select(Group.name).where(Group.tenant == tenant, Group.name.in_(names))
+        )
+    )
     return [n for n in names if n not in found]
 
 

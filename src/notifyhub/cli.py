@@ -1,0 +1,194 @@
+"""The `notifyhub` command: serve | migrate | apikey | token."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+import uvicorn
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.migrate import upgrade_head
+from notifyhub.domain.auth import Scope
+from notifyhub.embedded import EmbeddedServers
+from notifyhub.errors import NotifyhubError
+from notifyhub.services import apikeys
+from notifyhub.services.tokens import TokenService
+from notifyhub.settings import Settings
+
+app = typer.Typer(
+    help="notifyhub: a notification hub with live Server-Sent Events.", no_args_is_help=True
+)
+apikey_app = typer.Typer(help="Create, list and revoke service API keys.", no_args_is_help=True)
+app.add_typer(apikey_app, name="apikey")
+console = Console()
+T = TypeVar("T")
+
+DEV_USER = "alice"
+DEV_TOKEN_TTL_S = 30 * 24 * 3600
+
+
+def _database_url(settings: Settings) -> str:
+    if settings.database_url is None:
+        raise typer.BadParameter(
+            "set NOTIFYHUB_DATABASE_URL (or run `notifyhub serve` for embedded mode)"
+        )
+    return settings.database_url
+
+
+def _with_session(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    async def run() -> T:
+        engine = create_engine(_database_url(settings))
+        try:
+            async with create_sessionmaker(engine)() as session, session.begin():
+                return await work(session)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _dev_secret(data_dir: Path) -> str:
+    path = data_dir / "dev-jwt-secret"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _embedded_settings(settings: Settings) -> tuple[Settings, EmbeddedServers]:
+    servers = EmbeddedServers.start(settings.data_dir)
+    update: dict[str, object] = {
+        "redis_url": servers.redis_url,
+        "database_url": servers.database_url,
+    }
+    if settings.jwt_secret is None and settings.jwt_algorithm == "HS256":
+        update.update(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
+    return Settings.model_validate({**settings.model_dump(), **update}), servers
+
+
+def _dev_credentials(settings: Settings, host: str, port: int) -> None:
+    """First embedded start: make an admin key; every start: print key, token and demo URL."""
+    path = settings.data_dir / "dev-credentials.txt"
+    if not path.exists():
+        key = _with_session(
+            settings,
+            lambda s: apikeys.create_key(s, name="dev-admin", scope=Scope.ADMIN, tenant=None),
+        )
+        path.write_text(key)
+        path.chmod(0o600)
+    token = TokenService(settings).mint_user_token(DEV_USER, ttl_s=DEV_TOKEN_TTL_S)
+    console.print("[bold green]notifyhub (embedded dev mode)[/]")
+    console.print(f"  admin API key : [cyan]{path.read_text().strip()}[/]", soft_wrap=True)
+    console.print(
+        f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
+    )
+    console.print(f"  demo inbox    : http://{host}:{port}/demo", soft_wrap=True)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+) -> None:
+    """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
+    from notifyhub.api.app import create_app
+    from notifyhub.api.server import HubServer
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = Settings()
+    servers = None
+    if settings.embedded:
+        settings, servers = _embedded_settings(settings)
+    try:
+        upgrade_head(_database_url(settings))
+        if servers is not None:
+            _dev_credentials(settings, host, port)
+        fastapi_app = create_app(settings)
+        config = uvicorn.Config(
+            fastapi_app,
+            host=host,
+            port=port,
+            lifespan="on",
+            proxy_headers=True,
+            timeout_graceful_shutdown=int(settings.stream.shutdown_grace_s) + 1,
+        )
+        HubServer(config, fastapi_app).run()
+    finally:
+        if servers is not None:
+            servers.stop()
+
+
+@app.command()
+def migrate() -> None:
+    """Apply database migrations (idempotent)."""
+    upgrade_head(_database_url(Settings()))
+    console.print("migrations applied")
+
+
+@apikey_app.command("create")
+def apikey_create(
+    name: Annotated[str, typer.Option(help="A unique name for the key.")],
+    scope: Annotated[Scope, typer.Option(help="publish, consume or admin.")],
+    tenant: Annotated[str | None, typer.Option(help="Bind the key to one tenant.")] = None,
+) -> None:
+    """Create a key and print it once (it is stored hashed)."""
+    try:
+        key = _with_session(
+            Settings(), lambda s: apikeys.create_key(s, name=name, scope=scope, tenant=tenant)
+        )
+    except NotifyhubError as exc:
+        raise typer.BadParameter(exc.detail) from exc
+    console.print(key, soft_wrap=True)
+
+
+@apikey_app.command("list")
+def apikey_list() -> None:
+    """List keys: names, scopes, tenants; never the keys."""
+    keys = _with_session(Settings(), apikeys.list_keys)
+    table = Table("name", "scope", "tenant", "created", "revoked")
+    for k in keys:
+        table.add_row(
+            k.name, k.scope.value, k.tenant or "*", str(k.created_at), str(k.revoked_at or "")
+        )
+    console.print(table)
+
+
+@apikey_app.command("revoke")
+def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) -> None:
+    """Revoke a key (processes may accept it for up to 30 s from their cache)."""
+    if not _with_session(Settings(), lambda s: apikeys.revoke_key(s, name)):
+        raise typer.BadParameter(f"no active key named {name!r}")
+    console.print(f"revoked {name}")
+
+
+@app.command()
+def token(
+    user: Annotated[str, typer.Option(help="The user id (`sub`).")],
+    tenant: Annotated[str, typer.Option(help="The tenant claim.")] = "default",
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 3600,
+) -> None:
+    """Mint a development user token (HS256 secret only)."""
+    settings = Settings()
+    if settings.jwt_secret is None and settings.embedded:
+        settings = Settings(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
+    console.print(TokenService(settings).mint_user_token(user, tenant, ttl), soft_wrap=True)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
