@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def hub_process(settings: Any) -> Iterator[str]:
+def hub_process(settings: Any, log_path: Path) -> Iterator[str]:
     port = _free_port()
     env = {
         **os.environ,
@@ -37,12 +37,10 @@ def hub_process(settings: Any) -> Iterator[str]:
         "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
     }
     cli = Path(sys.executable).parent / "notifyhub"
-    proc = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(cli), "serve", "--port", str(port)], env=env, stdout=log, stderr=log
+        )
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -75,9 +73,12 @@ async def stream(base_url: str, token: str) -> AsyncIterator[EventReader]:
 
 
 async def test_stream_on_one_process_gets_post_to_other(
-    settings: Any, publish_key: str, make_token: Any
+    settings: Any, publish_key: str, make_token: Any, tmp_path: Path
 ) -> None:
-    with hub_process(settings) as first, hub_process(settings) as second:
+    with (
+        hub_process(settings, tmp_path / "first.log") as first,
+        hub_process(settings, tmp_path / "second.log") as second,
+    ):
         await asyncio.gather(_wait_ready(first), _wait_ready(second))
         async with stream(first, make_token("xp-user")) as events:
             assert (await events.next()).event == "counts"
