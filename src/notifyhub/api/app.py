@@ -68,6 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
         await hub.start()
         await runner.start()
         app.state.hub = hub
+        app.state.metrics = metrics
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         try:
             yield State(

@@ -54,6 +54,7 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.listening = False
+        self.client_name = f"notifyhub-pubsub-{channel}"
 
     @property
     def healthy(self) -> bool:
@@ -127,7 +128,9 @@ class Hub:
     async def _run(self) -> None:
         backoff_s = 0.1
         while True:
-            client = Redis.from_url(self._redis_url, retry=Retry(NoBackoff(), 0))
+            client = Redis.from_url(
+                self._redis_url, retry=Retry(NoBackoff(), 0), client_name=self.client_name
+            )
             try:
                 await self._listen(client)
             except (RedisError, OSError) as exc:

@@ -43,7 +43,7 @@ async def list_by_tenant(session: AsyncSession, tenant: str) -> list[GroupSummar
         .group_by(Group.name)
         .order_by(Group.name)
     )
-    return [GroupSummary(name, count) for name, count in rows.tuples()]
+    return [GroupSummary(name, count) for name, count in rows]
 
 
 async def add_members(session: AsyncSession, gid: int, users: Sequence[str]) -> None:
