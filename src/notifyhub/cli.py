@@ -99,6 +99,9 @@ def _dev_credentials(settings: Settings, host: str, port: int) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    access_log: Annotated[
+        bool, typer.Option(help="Log every request (metrics count them anyway).")
+    ] = False,
 ) -> None:
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     from notifyhub.api.app import create_app

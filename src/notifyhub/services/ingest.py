@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,9 @@ from notifyhub.services import groups as group_service
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
+
+
+MEMBER_PAGE = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +98,8 @@ class IngestService:
         cap = self._settings.limits.max_recipients
         users: dict[str, None] = dict.fromkeys(recipients.users)
         if recipients.groups:  # PostgreSQL is asked only when groups are named
-            batch = self._settings.limits.fanout_batch
             groups = list(recipients.groups)
-            async for ids in group_service.iter_members(session, tenant, groups, batch):
+            async for ids in group_service.iter_members(session, tenant, groups, MEMBER_PAGE):
                 users.update(dict.fromkeys(ids))
                 if len(users) > cap:
                     raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
@@ -122,11 +125,16 @@ class IngestService:
         return expires
 
     async def _fan_out(self, notification: Notification, users: list[UserRef]) -> None:
+        """Write copies batch by batch, two batches in flight so Python and Redis overlap."""
         batch = self._settings.limits.fanout_batch
-        written = 0
-        for start in range(0, len(users), batch):
-            seqs = await self._store.deliver(notification, users[start : start + batch])
-            written += sum(1 for s in seqs if s)
+        in_flight = asyncio.Semaphore(2)
+
+        async def deliver(chunk: list[UserRef]) -> int:
+            async with in_flight:
+                return sum(1 for seq in await self._store.deliver(notification, chunk) if seq)
+
+        chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
+        written = sum(await asyncio.gather(*(deliver(c) for c in chunks)))
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(written)
 

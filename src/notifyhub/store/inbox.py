@@ -102,7 +102,8 @@ class InboxStore:
             pipe.sadd(self._keys.recipients(notification.id), *members)
             pipe.expireat(self._keys.recipients(notification.id), expires_ms // 1000 + 1)
             await pipe.execute()
-        keys = [k for t, u in users for k in self._keys.inbox(t, u).all()]
+        inbox_list = self._keys.inbox_list
+        keys = [k for t, u in users for k in inbox_list(t, u)]
         args: list[str | bytes | int] = [
             notification.id,
             content,
@@ -120,7 +121,7 @@ class InboxStore:
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self._scripts.get(
-            keys=self._keys.inbox(tenant, user).all(),
+            keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, notification_id],
         )
         return parse_item(found[0], found[1]) if found else None
@@ -128,14 +129,14 @@ class InboxStore:
     async def counts(self, tenant: str, user: str) -> tuple[Counts, int]:
         """The user's counts and the seq they are as of."""
         unread, unseen, total, seq = await self._scripts.counts(
-            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max]
+            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
         return Counts(unread=unread, unseen=unseen, total=total), int(seq)
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound = _page_bounds(query)
         raw = await self._scripts.page(
-            keys=self._keys.inbox(tenant, user).all(),
+            keys=self._keys.inbox_list(tenant, user),
             args=[
                 self._limits.change_log_max,
                 order,
@@ -155,7 +156,7 @@ class InboxStore:
     ) -> MarkResult:
         read_arg = "" if read is None else ("1" if read else "0")
         seq, codes = await self._scripts.mark(
-            keys=self._keys.inbox(tenant, user).all(),
+            keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, read_arg, "1" if seen else "", *ids],
         )
         await self._publish([(member(tenant, user), int(seq))])
@@ -165,7 +166,7 @@ class InboxStore:
         self, tenant: str, user: str, *, category: str | None, before_id: str | None
     ) -> int:
         seq, updated = await self._scripts.mark_all(
-            keys=self._keys.inbox(tenant, user).all(),
+            keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, category or "", before_id or ""],
         )
         await self._publish([(member(tenant, user), int(seq))])
@@ -173,7 +174,7 @@ class InboxStore:
 
     async def remove(self, tenant: str, user: str, ids: Sequence[str]) -> int:
         seq, removed, _next = await self._scripts.remove(
-            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max, *ids]
+            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max, *ids]
         )
         await self._publish([(member(tenant, user), int(seq))])
         return int(removed)
@@ -181,7 +182,7 @@ class InboxStore:
     async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
         """Drop the user's expired items; returns (purged, next expiry ms or None)."""
         seq, purged, next_expiry = await self._scripts.purge(
-            keys=self._keys.inbox(tenant, user).all(), args=[self._limits.change_log_max]
+            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
         if purged:
             await self._publish([(member(tenant, user), int(seq))])
@@ -189,7 +190,7 @@ class InboxStore:
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
         raw = await self._scripts.changes(
-            keys=self._keys.inbox(tenant, user).all(), args=[after_seq, max_entries]
+            keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
         )
         entries = [
             Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)

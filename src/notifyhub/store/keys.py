@@ -31,6 +31,8 @@ INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck")
 
 
 def _escape(part: str) -> str:
+    if "%" not in part and "{" not in part and "}" not in part:
+        return part
     return part.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
 
 
@@ -72,8 +74,12 @@ class Keys:
         self.epoch = f"{prefix}epoch"
 
     def inbox(self, tenant: str, user: str) -> InboxKeys:
+        return InboxKeys(*self.inbox_list(tenant, user))
+
+    def inbox_list(self, tenant: str, user: str) -> list[str]:
+        """The user's keys in INBOX_FIELDS order (the scripts' KEYS layout), built cheaply."""
         base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
-        return InboxKeys(*(base + name for name in INBOX_FIELDS))
+        return [base + name for name in INBOX_FIELDS]
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"

@@ -30,26 +30,30 @@ local function counts(u)
   return {unread = tonumber(c[1]) or 0, unseen = tonumber(c[2]) or 0, total = tonumber(c[3]) or 0}
 end
 
--- Adjust the counters by the difference between two states (nil = absent).
+-- Adjust the counters by the difference between two states (nil = absent);
+-- returns the counts after the change.
+local function vec(st)
+  if not st then return 0, 0, 0 end
+  return 1, (st.read_at == 0) and 1 or 0, st.seen and 0 or 1
+end
+
 local function count_change(u, old, new)
-  local function vec(st)
-    if not st then return 0, 0, 0 end
-    return 1, (st.read_at == 0) and 1 or 0, st.seen and 0 or 1
-  end
   local t0, r0, s0 = vec(old)
   local t1, r1, s1 = vec(new)
-  if t1 ~= t0 then redis.call('HINCRBY', u.cnt, 'total', t1 - t0) end
-  if r1 ~= r0 then redis.call('HINCRBY', u.cnt, 'unread', r1 - r0) end
-  if s1 ~= s0 then redis.call('HINCRBY', u.cnt, 'unseen', s1 - s0) end
+  local c = counts(u)
+  c.total, c.unread, c.unseen = c.total + t1 - t0, c.unread + r1 - r0, c.unseen + s1 - s0
+  redis.call('HSET', u.cnt, 'total', c.total, 'unread', c.unread, 'unseen', c.unseen)
+  return c
 end
 
 -- Give a change the user's next seq and keep it in the bounded change log.
-local function append(u, entry, log_max)
+-- `c` are the counts after the change (from count_change), or nil to read them.
+local function append(u, entry, log_max, c)
   local seq = redis.call('INCR', u.seq)
   entry.seq = seq
-  entry.counts = counts(u)
+  entry.counts = c or counts(u)
   redis.call('ZADD', u.log, seq, cjson.encode(entry))
-  redis.call('ZREMRANGEBYRANK', u.log, 0, -(log_max + 1))
+  if seq > log_max then redis.call('ZREMRANGEBYSCORE', u.log, '-inf', seq - log_max) end
   return seq
 end
 
@@ -63,8 +67,7 @@ local function drop(u, id)
   redis.call('ZREM', u.time, id)
   redis.call('ZREM', u.exp, id)
   if st.ck ~= '' and redis.call('HGET', u.ck, st.ck) == id then redis.call('HDEL', u.ck, st.ck) end
-  count_change(u, st, nil)
-  return st
+  return st, count_change(u, st, nil)
 end
 
 -- Expired items vanish, each as a delete change. Every read path calls this first,
@@ -72,7 +75,8 @@ end
 local function purge(u, now, log_max)
   local ids = redis.call('ZRANGEBYSCORE', u.exp, '-inf', now)
   for _, id in ipairs(ids) do
-    if drop(u, id) then append(u, {type = 'delete', id = id}, log_max) end
+    local st, c = drop(u, id)
+    if st then append(u, {type = 'delete', id = id}, log_max, c) end
   end
   return #ids
 end

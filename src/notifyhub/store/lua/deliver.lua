@@ -4,6 +4,7 @@
 local id, content, category, ck = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local expires_ms, log_max = tonumber(ARGV[5]), tonumber(ARGV[6])
 local fresh = {read_at = 0, seen = false, category = category, ck = ck}
+local fresh_state = format_state(fresh)
 local out = {}
 for o = 0, #KEYS - 1, 8 do
   local u = inbox(o)
@@ -17,11 +18,10 @@ for o = 0, #KEYS - 1, 8 do
       redis.call('HSET', u.ck, ck, id)
     end
     redis.call('HSET', u.items, id, content)
-    redis.call('HSET', u.state, id, format_state(fresh))
+    redis.call('HSET', u.state, id, fresh_state)
     redis.call('ZADD', u.time, 0, id)
     redis.call('ZADD', u.exp, expires_ms, id)
-    count_change(u, nil, fresh)
-    out[#out + 1] = append(u, entry, log_max)
+    out[#out + 1] = append(u, entry, log_max, count_change(u, nil, fresh))
   end
 end
 return out

@@ -20,8 +20,8 @@ for i = 4, #ARGV do
       codes[#codes + 1] = 1
     else
       redis.call('HSET', u.state, id, format_state(new))
-      count_change(u, old, new)
-      last = append(u, {type = 'update', id = id, read_at = new.read_at, seen = new.seen}, log_max)
+      local c = count_change(u, old, new)
+      last = append(u, {type = 'update', id = id, read_at = new.read_at, seen = new.seen}, log_max, c)
       codes[#codes + 1] = 2
     end
   end

@@ -16,8 +16,8 @@ for _, id in ipairs(ids) do
     new.read_at = now
     new.seen = true
     redis.call('HSET', u.state, id, format_state(new))
-    count_change(u, st, new)
-    last = append(u, {type = 'update', id = id, read_at = now, seen = true}, log_max)
+    local c = count_change(u, st, new)
+    last = append(u, {type = 'update', id = id, read_at = now, seen = true}, log_max, c)
     updated = updated + 1
   end
 end

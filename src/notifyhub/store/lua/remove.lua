@@ -5,8 +5,9 @@ local log_max = tonumber(ARGV[1])
 purge(u, now_ms(), log_max)
 local last, removed = 0, 0
 for i = 2, #ARGV do
-  if drop(u, ARGV[i]) then
-    last = append(u, {type = 'delete', id = ARGV[i]}, log_max)
+  local st, c = drop(u, ARGV[i])
+  if st then
+    last = append(u, {type = 'delete', id = ARGV[i]}, log_max, c)
     removed = removed + 1
   end
 end
