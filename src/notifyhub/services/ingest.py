@@ -20,7 +20,6 @@ from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
 
-
 MEMBER_PAGE = 5000
 
 

@@ -93,15 +93,14 @@ class InboxStore:
     async def deliver(self, notification: Notification, users: Sequence[UserRef]) -> list[int]:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
-        Returns the new seq per user, 0 where the user already had this id.
+        One round trip: the recipient index is written before the copies (so a recall
+        finds every user a crash may have reached), then the copies, the expiry index and
+        one doorbell message for the batch. Returns the new seq per user, 0 where the user
+        already had this id.
         """
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [member(t, u) for t, u in users]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(self._keys.recipients(notification.id), *members)
-            pipe.expireat(self._keys.recipients(notification.id), expires_ms // 1000 + 1)
-            await pipe.execute()
         inbox_list = self._keys.inbox_list
         keys = [k for t, u in users for k in inbox_list(t, u)]
         args: list[str | bytes | int] = [
@@ -112,12 +111,15 @@ class InboxStore:
             expires_ms,
             self._limits.change_log_max,
         ]
-        seqs = [int(s) for s in await self._scripts.deliver(keys=keys, args=args)]
+        recipients = self._keys.recipients(notification.id)
         async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(recipients, *members)
+            pipe.expireat(recipients, expires_ms // 1000 + 1)
+            await self._scripts.deliver(keys=keys, args=args, client=pipe)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
-            self._queue_publish(pipe, [(m, s) for m, s in zip(members, seqs, strict=True) if s])
-            await pipe.execute()
-        return seqs
+            pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
+            results = await pipe.execute()
+        return [int(seq) for seq in results[2]]
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self._scripts.get(
@@ -215,13 +217,9 @@ class InboxStore:
         if changed:
             await self._redis.publish(self._keys.channel, _doorbell(changed))
 
-    def _queue_publish(self, pipe: object, changed: list[tuple[str, int]]) -> None:
-        if changed:
-            pipe.publish(self._keys.channel, _doorbell(changed))  # type: ignore[attr-defined]
-
 
 def _doorbell(changed: list[tuple[str, int]]) -> bytes:
-    """One Pub/Sub message per batch: lines of `tenant/user seq`."""
+    """One Pub/Sub message per batch: lines of `tenant/user seq` (seq 0: "re-read")."""
     return "\n".join(f"{m} {s}" for m, s in changed).encode()
 
 
