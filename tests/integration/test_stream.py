@@ -158,3 +158,11 @@ async def test_per_user_stream_cap(hub: Any, make_token: Any, settings: Any) -> 
 async def test_stream_requires_credentials(hub: Any, user: str) -> None:
     assert (await hub.client.get("/v1/me/stream")).status_code == 401
     assert (await hub.client.get("/v1/me/stream?access_token=garbage")).status_code == 401
+
+
+async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:
+    async with open_stream(hub, make_token("zed")) as stream:
+        await stream.next()
+        hub.server.stop()
+        with pytest.raises(EOFError):
+            await stream.next(timeout=5)
