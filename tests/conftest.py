@@ -8,8 +8,9 @@ import itertools
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -152,6 +153,8 @@ class RunningHub:
     app: FastAPI
     client: httpx.AsyncClient
     server: HubServer
+    tokens: TokenService
+    app_state: dict[str, Any] = field(default_factory=dict)
 
 
 @pytest.fixture
@@ -176,7 +179,7 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
     port = server.servers[0].sockets[0].getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield RunningHub(base_url, app, client, server)
+        yield RunningHub(base_url, app, client, server, TokenService(settings), app.state.lifespan)
     server.stop()
     await task
 

@@ -16,18 +16,23 @@ from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
-from notifyhub.api.routers import admin, inbox, notifications, ops, stream
+from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.services.caches import warm_caches
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.preferences import PreferenceService
+from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
+from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
+from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.runner import Loop, Runner
 
@@ -69,22 +74,31 @@ def create_app(settings: Settings) -> FastAPI:
         await runner.start()
         app.state.hub = hub
         app.state.metrics = metrics
+        sessionmaker = create_sessionmaker(engine)
+        topics = TopicService(sessionmaker, TopicCache(redis, keys, store.scripts))
+        preferences = PreferenceService(sessionmaker, store)
+        await warm_caches(redis, keys, topics, preferences)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
+        ingest = IngestService(store, idempotency, topics, settings, metrics)
         try:
-            yield State(
+            state = app.state.lifespan = State(
                 settings=settings,
                 redis=redis,
                 engine=engine,
-                sessionmaker=create_sessionmaker(engine),
+                sessionmaker=sessionmaker,
                 store=store,
                 hub=hub,
                 tokens=TokenService(settings),
                 keys_cache=KeyCache(),
-                ingest=IngestService(store, idempotency, settings, metrics),
+                ingest=ingest,
                 inbox=InboxService(store),
+                topics=topics,
+                rules=RuleService(ingest, metrics),
+                preferences=preferences,
                 metrics=metrics,
                 runner=runner,
             )
+            yield state
         finally:
             open_streams = hub.stream_count
             await hub.stop()
@@ -95,7 +109,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for router in (notifications.router, inbox.router, stream.router, admin.router, ops.router):
+    routers = (notifications, inbox, me, stream, admin, routing, ops)
+    for router in (module.router for module in routers):
         app.include_router(router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:

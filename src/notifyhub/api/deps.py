@@ -17,7 +17,10 @@ from notifyhub.services import apikeys
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.preferences import PreferenceService
+from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
+from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.workers.runner import Runner
@@ -34,6 +37,9 @@ class State(TypedDict):
     keys_cache: KeyCache
     ingest: IngestService
     inbox: InboxService
+    topics: TopicService
+    rules: RuleService
+    preferences: PreferenceService
     metrics: Metrics
     runner: Runner
 

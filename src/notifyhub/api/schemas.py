@@ -177,3 +177,88 @@ class ApiKeyOut(BaseModel):
 
 class ApiKeyList(BaseModel):
     keys: list[ApiKeyOut]
+
+
+class TopicMembersIn(Strict):
+    users: list[UserId] = Field(default_factory=list, max_length=200_000)
+    groups: list[Name] = Field(default_factory=list, max_length=1000)
+
+
+class TopicPatch(Strict):
+    add: TopicMembersIn = Field(default_factory=TopicMembersIn)
+    remove: TopicMembersIn = Field(default_factory=TopicMembersIn)
+
+
+class TopicOut(BaseModel):
+    name: str
+    tenant: str
+    users: list[str]
+    groups: list[str]
+
+
+Relationship = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
+Template = Annotated[str, Field(max_length=1000)]
+
+
+class RuleRecipientIn(Strict):
+    relationship: Relationship
+    obtain: Literal["push", "pull"] = "push"
+    title: Annotated[str, Field(min_length=1, max_length=1000)]
+    body: Annotated[str, Field(max_length=8000)] = ""
+
+
+class RuleIn(Strict):
+    target_type: Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
+    recipients: list[RuleRecipientIn] = Field(min_length=1, max_length=20)
+
+
+class RuleOut(RuleIn):
+    name: str
+    tenant: str
+
+
+class EventIn(Strict):
+    tenant: Tenant = "default"
+    rule: Name
+    actor: Ref
+    target: Ref
+    data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+
+
+class EventAccepted(BaseModel):
+    event_id: str
+    notifications: int
+    recipients: int
+    errors: list[str]
+
+
+class RelationshipIn(Strict):
+    tenant: Tenant = "default"
+    user: UserId
+    relationship: Relationship
+    target: Ref
+
+
+class CategoryPreferenceIn(Strict):
+    inbox: bool = True
+    push: bool = True
+
+
+class PreferencesIn(Strict):
+    categories: dict[Category, CategoryPreferenceIn] = Field(default_factory=dict, max_length=200)
+
+
+class SubscriptionOut(BaseModel):
+    rule: str
+    target: Ref
+    relationship: str
+    obtain: str
+
+
+class SubscriptionList(BaseModel):
+    subscriptions: list[SubscriptionOut]
+
+
+class SubscriptionCancel(Strict):
+    rule: Name
+    target: Ref

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Identity, String, UniqueConstraint, func
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Identity,
+    String,
+    UniqueConstraint,
+    func,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from notifyhub.db.base import Base
@@ -40,3 +49,93 @@ class GroupMember(Base):
         BigInteger, ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True
     )
     user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class Topic(Base):
+    """A subscription list (Design 1's message type + warehouse -> users and roles)."""
+
+    __tablename__ = "topics"
+    __table_args__ = (UniqueConstraint("tenant", "name", name="uq_topics_tenant_name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(100))
+    version: Mapped[int] = mapped_column(
+        BigInteger, server_default=text("nextval('topic_version_seq')")
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class TopicMember(Base):
+    __tablename__ = "topic_members"
+
+    topic_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("topics.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)  # user | group
+    member: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class Rule(Base):
+    """Design 3: an `executor_action[_target]` rule on a target type."""
+
+    __tablename__ = "rules"
+    __table_args__ = (UniqueConstraint("tenant", "name", name="uq_rules_tenant_name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(100))
+    target_type: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RuleRecipient(Base):
+    """Per relationship: how a rule's message is obtained and what it says."""
+
+    __tablename__ = "rule_recipients"
+
+    rule_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("rules.id", ondelete="CASCADE"), primary_key=True
+    )
+    relationship: Mapped[str] = mapped_column(String(64), primary_key=True)
+    obtain: Mapped[str] = mapped_column(String(8))  # push | pull
+    title: Mapped[str] = mapped_column(String(1000))
+    body: Mapped[str] = mapped_column(String(8000), default="")
+
+
+class Relationship(Base):
+    """A user's relationship to a concrete resource (author, follower, friend, admin...)."""
+
+    __tablename__ = "relationships"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    relationship: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class SubscriptionOptOut(Base):
+    """A user's cancelled subscription to one rule on one target."""
+
+    __tablename__ = "subscription_opt_outs"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    rule_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("rules.id", ondelete="CASCADE"), primary_key=True
+    )
+    target_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class Preference(Base):
+    """Per user and category: keep in the inbox? push live?"""
+
+    __tablename__ = "preferences"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    category: Mapped[str] = mapped_column(String(64), primary_key=True)
+    inbox: Mapped[bool] = mapped_column(default=True)
+    push: Mapped[bool] = mapped_column(default=True)

@@ -49,8 +49,8 @@ def change_frame(change: Change) -> bytes | None:
     entry = change.entry
     seq, kind, item_id = int(entry["seq"]), str(entry["type"]), entry["id"]  # type: ignore[call-overload]
     if kind == "notification":
-        if change.content is None or change.state is None:
-            return None
+        if change.content is None or change.state is None or entry.get("quiet"):
+            return None  # deleted since, or a pull / push:false copy: counts only
         body = item_json(change.content, change.state, replaces=entry.get("replaces"))
         return b"event: notification\nid: %d\ndata: %s\n\n" % (seq, body)
     if kind == "update":

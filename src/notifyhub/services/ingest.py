@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +17,7 @@ from notifyhub.domain.notification import Draft, Notification, Recipients, from_
 from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
+from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
@@ -40,9 +42,15 @@ class IngestService:
     """`publish` and `recall` for services holding a publish key."""
 
     def __init__(
-        self, store: InboxStore, idempotency: IdempotencyStore, settings: Settings, metrics: Metrics
+        self,
+        store: InboxStore,
+        idempotency: IdempotencyStore,
+        topics: TopicService,
+        settings: Settings,
+        metrics: Metrics,
     ) -> None:
         self._store = store
+        self._topics = topics
         self._idempotency = idempotency
         self._settings = settings
         self._metrics = metrics
@@ -65,15 +73,20 @@ class IngestService:
             if record.response is not None:
                 return Accepted(**record.response)
         users = await self._resolve(session, draft.tenant, recipients)
-        notification = self._build(draft, record)
-        await self._fan_out(notification, users)
-        accepted = Accepted(id=notification.id, recipients=len(users))
+        accepted = await self._send(self._build(draft, record), users, pull=False)
         if idempotency_key is not None:
             response = {"id": accepted.id, "recipients": accepted.recipients}
             await self._idempotency.finish(
                 draft.tenant, idempotency_key, replace(record, response=response)
             )
         return accepted
+
+    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Accepted:
+        """Deliver a draft to known users (rules and producers resolve their own)."""
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
+        targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
+        return await self._send(self._build(draft, record), targets, pull=pull)
 
     async def recall(self, principal: ServicePrincipal, tenant: str, notification_id: str) -> int:
         """Remove a notification from every inbox holding it; returns how many."""
@@ -92,17 +105,27 @@ class IngestService:
     ) -> list[UserRef]:
         if not (recipients.users or recipients.groups or recipients.topics):
             raise InvalidInput("recipients: name at least one user, group or topic")
-        if recipients.topics:
-            raise InvalidInput(f"unknown topic: {', '.join(recipients.topics)}")
         cap = self._settings.limits.max_recipients
         users: dict[str, None] = dict.fromkeys(recipients.users)
-        if recipients.groups:  # PostgreSQL is asked only when groups are named
-            groups = list(recipients.groups)
-            async for ids in group_service.iter_members(session, tenant, groups, MEMBER_PAGE):
+        for source in self._sources(session, tenant, recipients):
+            async for ids in source:
                 users.update(dict.fromkeys(ids))
                 if len(users) > cap:
                     raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
         return [(tenant, user) for user in users]
+
+    def _sources(
+        self, session: AsyncSession, tenant: str, recipients: Recipients
+    ) -> list[AsyncIterator[list[str]]]:
+        """Member streams of the named groups and topics (PostgreSQL only when named)."""
+        sources = []
+        if recipients.groups:
+            groups = list(recipients.groups)
+            sources.append(group_service.iter_members(session, tenant, groups, MEMBER_PAGE))
+        if recipients.topics:
+            topics = list(recipients.topics)
+            sources.append(self._topics.iter_users(session, tenant, topics, MEMBER_PAGE))
+        return sources
 
     def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:
         created = from_ms(record.created_ms)
@@ -123,19 +146,25 @@ class IngestService:
             raise InvalidInput(f"ttl: at most {self._settings.max_ttl_s} seconds")
         return expires
 
-    async def _fan_out(self, notification: Notification, users: list[UserRef]) -> None:
-        """Write copies batch by batch, two batches in flight so Python and Redis overlap."""
+    async def _send(
+        self, notification: Notification, users: list[UserRef], *, pull: bool
+    ) -> Accepted:
+        """Write copies batch by batch, two batches in flight so Python and Redis overlap.
+
+        The count returned is of users who hold the notification now: those whose
+        preferences drop its category are not counted."""
         batch = self._settings.limits.fanout_batch
         in_flight = asyncio.Semaphore(2)
 
-        async def deliver(chunk: list[UserRef]) -> int:
+        async def deliver(chunk: list[UserRef]) -> list[int]:
             async with in_flight:
-                return sum(1 for seq in await self._store.deliver(notification, chunk) if seq)
+                return await self._store.deliver(notification, chunk, pull=pull)
 
         chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
-        written = sum(await asyncio.gather(*(deliver(c) for c in chunks)))
+        seqs = [seq for result in await asyncio.gather(*map(deliver, chunks)) for seq in result]
         self._metrics.notifications_ingested_total.inc()
-        self._metrics.notification_copies_total.inc(written)
+        self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
+        return Accepted(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
 
 
 def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:

@@ -14,6 +14,7 @@ from notifyhub.domain.notification import (
     InboxItem,
     InboxPage,
     Notification,
+    Severity,
     from_ms,
     to_rfc3339,
 )
@@ -88,15 +89,18 @@ class InboxStore:
         self._redis = redis
         self._keys = keys
         self._limits = limits
-        self._scripts = InboxScripts(redis)
+        self.scripts = InboxScripts(redis)
 
-    async def deliver(self, notification: Notification, users: Sequence[UserRef]) -> list[int]:
+    async def deliver(
+        self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
+    ) -> list[int]:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
         One round trip: the recipient index is written before the copies (so a recall
         finds every user a crash may have reached), then the copies, the expiry index and
         one doorbell message for the batch. Returns the new seq per user, 0 where the user
-        already had this id.
+        already had this id, -1 where the user's preferences drop its category. `pull`
+        copies are stored without a live `notification` event (counts still update).
         """
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
@@ -110,19 +114,21 @@ class InboxStore:
             notification.collapse_key or "",
             expires_ms,
             self._limits.change_log_max,
+            "1" if notification.severity is Severity.CRITICAL else "",
+            "1" if pull else "",
         ]
         recipients = self._keys.recipients(notification.id)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            await self._scripts.deliver(keys=keys, args=args, client=pipe)
+            await self.scripts.deliver(keys=keys, args=args, client=pipe)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
             results = await pipe.execute()
         return [int(seq) for seq in results[2]]
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
-        found = await self._scripts.get(
+        found = await self.scripts.get(
             keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, notification_id],
         )
@@ -130,14 +136,14 @@ class InboxStore:
 
     async def counts(self, tenant: str, user: str) -> tuple[Counts, int]:
         """The user's counts and the seq they are as of."""
-        unread, unseen, total, seq = await self._scripts.counts(
+        unread, unseen, total, seq = await self.scripts.counts(
             keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
         return Counts(unread=unread, unseen=unseen, total=total), int(seq)
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound = _page_bounds(query)
-        raw = await self._scripts.page(
+        raw = await self.scripts.page(
             keys=self._keys.inbox_list(tenant, user),
             args=[
                 self._limits.change_log_max,
@@ -157,7 +163,7 @@ class InboxStore:
         self, tenant: str, user: str, ids: Sequence[str], *, read: bool | None, seen: bool
     ) -> MarkResult:
         read_arg = "" if read is None else ("1" if read else "0")
-        seq, codes = await self._scripts.mark(
+        seq, codes = await self.scripts.mark(
             keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, read_arg, "1" if seen else "", *ids],
         )
@@ -167,7 +173,7 @@ class InboxStore:
     async def mark_all(
         self, tenant: str, user: str, *, category: str | None, before_id: str | None
     ) -> int:
-        seq, updated = await self._scripts.mark_all(
+        seq, updated = await self.scripts.mark_all(
             keys=self._keys.inbox_list(tenant, user),
             args=[self._limits.change_log_max, category or "", before_id or ""],
         )
@@ -175,7 +181,7 @@ class InboxStore:
         return int(updated)
 
     async def remove(self, tenant: str, user: str, ids: Sequence[str]) -> int:
-        seq, removed, _next = await self._scripts.remove(
+        seq, removed, _next = await self.scripts.remove(
             keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max, *ids]
         )
         await self._publish([(member(tenant, user), int(seq))])
@@ -183,7 +189,7 @@ class InboxStore:
 
     async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
         """Drop the user's expired items; returns (purged, next expiry ms or None)."""
-        seq, purged, next_expiry = await self._scripts.purge(
+        seq, purged, next_expiry = await self.scripts.purge(
             keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
         if purged:
@@ -191,7 +197,7 @@ class InboxStore:
         return int(purged), int(float(next_expiry)) if next_expiry else None
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
-        raw = await self._scripts.changes(
+        raw = await self.scripts.changes(
             keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
         )
         entries = [
@@ -207,6 +213,15 @@ class InboxStore:
             tenant, _, user = raw.decode().partition("/")
             found.append((tenant, user))
         return found
+
+    async def set_preferences(self, tenant: str, user: str, flags: dict[str, str]) -> None:
+        """Replace the user's cached preferences (category -> "<inbox><push>" as 0/1)."""
+        key = self._keys.inbox(tenant, user).prefs
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            if flags:
+                pipe.hset(key, mapping=dict(flags))  # type: ignore[arg-type]
+            await pipe.execute()
 
     async def forget(self, notification_id: str) -> None:
         """Drop the recipient index of a recalled notification."""

@@ -11,6 +11,7 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:seq     string the user's change sequence (INCR)
     <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
     <p>u{T/U}:ck      hash   collapse_key -> notification id
+    <p>u{T/U}:prefs   hash   category -> "<inbox 0|1><push 0|1>" (cache of PostgreSQL)
 
 Global keys:
 
@@ -21,13 +22,16 @@ Global keys:
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
+    <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
+    <p>t{T/name}:groups  set  a topic's groups
+    <p>t{T/name}:meta    hash version of the cached membership
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck")
+INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck", "prefs")
 
 
 def _escape(part: str) -> str:
@@ -56,6 +60,7 @@ class InboxKeys:
     seq: str
     log: str
     ck: str
+    prefs: str
 
     def all(self) -> list[str]:
         """In the order every inbox script expects them in KEYS."""
@@ -80,6 +85,11 @@ class Keys:
         """The user's keys in INBOX_FIELDS order (the scripts' KEYS layout), built cheaply."""
         base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
         return [base + name for name in INBOX_FIELDS]
+
+    def topic(self, tenant: str, name: str) -> tuple[str, str, str]:
+        """(users, groups, meta) keys of a topic's cache, one hash tag per topic."""
+        base = f"{self.prefix}t{{{_escape(tenant)}/{_escape(name)}}}:"
+        return base + "users", base + "groups", base + "meta"
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"

@@ -41,3 +41,4 @@ class InboxScripts:
         self.counts: AsyncScript = loaded["counts"]
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
+        self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))

@@ -1,11 +1,12 @@
 -- Shared by every inbox script (prepended by store/scripts.py).
--- One user's keys come in KEYS as 8 consecutive names (store/keys.py INBOX_FIELDS):
--- items, state, time, exp, cnt, seq, log, ck.
+-- One user's keys come in KEYS as 9 consecutive names (store/keys.py INBOX_FIELDS):
+-- items, state, time, exp, cnt, seq, log, ck, prefs.
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
-          cnt = KEYS[o + 5], seq = KEYS[o + 6], log = KEYS[o + 7], ck = KEYS[o + 8]}
+          cnt = KEYS[o + 5], seq = KEYS[o + 6], log = KEYS[o + 7], ck = KEYS[o + 8],
+          prefs = KEYS[o + 9]}
 end
 
 local function now_ms()

@@ -1,17 +1,33 @@
--- Deliver one notification to a batch of users (KEYS: 8 per user, same slot on Cluster).
--- ARGV: id, content_json, category, collapse_key, expires_ms, log_max
--- Returns one seq per user: 0 when that user already has this id (a retried fan-out).
+-- Deliver one notification to a batch of users (KEYS: 9 per user, same slot on Cluster).
+-- ARGV: id, content_json, category, collapse_key, expires_ms, log_max, critical ('1'/''),
+--       pull ('1': store, but no live notification event)
+-- Returns one value per user: the new seq; 0 when that user already has this id (a
+-- retried fan-out); -1 when the user's preferences drop this category (inbox: false).
 local id, content, category, ck = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local expires_ms, log_max = tonumber(ARGV[5]), tonumber(ARGV[6])
+local critical, pull = ARGV[7] == '1', ARGV[8] == '1'
 local fresh = {read_at = 0, seen = false, category = category, ck = ck}
 local fresh_state = format_state(fresh)
+
+-- A user's wishes for this category: keep it? push it live?
+local function wishes(u)
+  if category == '' then return true, true end
+  local flags = redis.call('HGET', u.prefs, category)
+  if not flags then return true, true end
+  return string.sub(flags, 1, 1) == '1' or critical, string.sub(flags, 2, 2) == '1'
+end
+
 local out = {}
-for o = 0, #KEYS - 1, 8 do
+for o = 0, #KEYS - 1, 9 do
   local u = inbox(o)
-  if redis.call('HEXISTS', u.state, id) == 1 then
+  local keep, push = wishes(u)
+  if not keep then
+    out[#out + 1] = -1
+  elseif redis.call('HEXISTS', u.state, id) == 1 then
     out[#out + 1] = 0
   else
     local entry = {type = 'notification', id = id}
+    if pull or not push then entry.quiet = 1 end
     if ck ~= '' then
       local old = redis.call('HGET', u.ck, ck)
       if old and drop(u, old) then entry.replaces = old end

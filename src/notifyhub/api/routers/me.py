@@ -1,0 +1,57 @@
+"""The caller's preferences and rule subscriptions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from notifyhub.api.deps import AppState, CurrentUser, Session
+from notifyhub.api.schemas import (
+    CategoryPreferenceIn,
+    PreferencesIn,
+    SubscriptionCancel,
+    SubscriptionList,
+    SubscriptionOut,
+)
+from notifyhub.services.preferences import CategoryPreference
+
+router = APIRouter(prefix="/v1/me", tags=["inbox"])
+
+
+def _out(prefs: dict[str, CategoryPreference]) -> PreferencesIn:
+    return PreferencesIn(
+        categories={c: CategoryPreferenceIn(inbox=p.inbox, push=p.push) for c, p in prefs.items()}
+    )
+
+
+@router.get("/preferences", response_model=PreferencesIn)
+async def get_preferences(me: CurrentUser, state: AppState) -> PreferencesIn:
+    return _out(await state["preferences"].get(me))
+
+
+@router.put("/preferences", response_model=PreferencesIn)
+async def put_preferences(body: PreferencesIn, me: CurrentUser, state: AppState) -> PreferencesIn:
+    wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
+    return _out(await state["preferences"].put(me, wanted))
+
+
+@router.get("/subscriptions", response_model=SubscriptionList)
+async def list_subscriptions(
+    me: CurrentUser, state: AppState, session: Session
+) -> SubscriptionList:
+    found = await state["rules"].subscriptions(session, me)
+    return SubscriptionList(
+        subscriptions=[
+            SubscriptionOut(
+                rule=s.rule, target=s.target, relationship=s.relationship, obtain=s.obtain
+            )
+            for s in found
+        ]
+    )
+
+
+@router.delete("/subscriptions", status_code=status.HTTP_204_NO_CONTENT)
+async def cancel_subscription(
+    body: SubscriptionCancel, me: CurrentUser, state: AppState, session: Session
+) -> Response:
+    await state["rules"].cancel(session, me, body.rule, body.target)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,157 @@
+"""Who gets what: topics and rules (admin), events and relationships (publish)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from notifyhub.api.deps import Admin, AppState, Publisher, Session
+from notifyhub.api.schemas import (
+    EventAccepted,
+    EventIn,
+    Name,
+    RelationshipIn,
+    RuleIn,
+    RuleOut,
+    Tenant,
+    TopicMembersIn,
+    TopicOut,
+    TopicPatch,
+)
+from notifyhub.domain.auth import ServicePrincipal
+from notifyhub.errors import PermissionDenied
+from notifyhub.services.rules import Event, RecipientSpec, RuleDefinition, relationship_row
+from notifyhub.services.topics import TopicMembers
+
+router = APIRouter(tags=["routing"])
+
+TenantQuery = Annotated[Tenant, Query()]
+
+
+def _own(principal: ServicePrincipal, tenant: str) -> str:
+    if not principal.may_act_on(tenant):
+        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
+    return tenant
+
+
+def _members(body: TopicMembersIn) -> TopicMembers:
+    return TopicMembers(
+        users=list(dict.fromkeys(body.users)), groups=list(dict.fromkeys(body.groups))
+    )
+
+
+@router.put("/v1/admin/topics/{topic}", response_model=TopicOut)
+async def replace_topic(
+    topic: Name,
+    body: TopicMembersIn,
+    principal: Admin,
+    state: AppState,
+    response: Response,
+    tenant: TenantQuery = "default",
+) -> TopicOut:
+    members = _members(body)
+    created = await state["topics"].replace(_own(principal, tenant), topic, members)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
+
+
+@router.patch("/v1/admin/topics/{topic}", response_model=TopicOut)
+async def change_topic(
+    topic: Name,
+    body: TopicPatch,
+    principal: Admin,
+    state: AppState,
+    tenant: TenantQuery = "default",
+) -> TopicOut:
+    now = await state["topics"].change(
+        _own(principal, tenant), topic, _members(body.add), _members(body.remove)
+    )
+    return TopicOut(name=topic, tenant=tenant, users=now.users, groups=now.groups)
+
+
+@router.get("/v1/admin/topics/{topic}", response_model=TopicOut)
+async def get_topic(
+    topic: Name, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+) -> TopicOut:
+    members = await state["topics"].get(_own(principal, tenant), topic)
+    return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
+
+
+@router.delete("/v1/admin/topics/{topic}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_topic(
+    topic: Name, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+) -> Response:
+    await state["topics"].delete(_own(principal, tenant), topic)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put("/v1/admin/rules/{rule}", response_model=RuleOut)
+async def put_rule(
+    rule: Name,
+    body: RuleIn,
+    principal: Admin,
+    state: AppState,
+    session: Session,
+    response: Response,
+    tenant: TenantQuery = "default",
+) -> RuleOut:
+    specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.recipients]
+    definition = RuleDefinition(rule, body.target_type, specs)
+    created = await state["rules"].put(session, _own(principal, tenant), definition)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return RuleOut(name=rule, tenant=tenant, **body.model_dump())
+
+
+@router.get("/v1/admin/rules/{rule}", response_model=RuleOut)
+async def get_rule(
+    rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
+) -> RuleOut:
+    found = await state["rules"].get(session, _own(principal, tenant), rule)
+    recipients = [
+        {"relationship": s.relationship, "obtain": s.obtain, "title": s.title, "body": s.body}
+        for s in found.recipients
+    ]
+    return RuleOut.model_validate(
+        {"name": rule, "tenant": tenant, "target_type": found.target_type, "recipients": recipients}
+    )
+
+
+@router.delete("/v1/admin/rules/{rule}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_rule(
+    rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
+) -> Response:
+    await state["rules"].delete(session, _own(principal, tenant), rule)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/v1/events", status_code=status.HTTP_202_ACCEPTED, response_model=EventAccepted)
+async def post_event(
+    body: EventIn, principal: Publisher, state: AppState, session: Session
+) -> EventAccepted:
+    event = Event(_own(principal, body.tenant), body.rule, body.actor, body.target, body.data)
+    result = await state["rules"].fire(session, event)
+    return EventAccepted(
+        event_id=result.event_id,
+        notifications=result.notifications,
+        recipients=result.recipients,
+        errors=result.errors,
+    )
+
+
+@router.post("/v1/relationships", status_code=status.HTTP_204_NO_CONTENT)
+async def relate(
+    body: RelationshipIn, principal: Publisher, state: AppState, session: Session
+) -> Response:
+    row = relationship_row(_own(principal, body.tenant), body.user, body.relationship, body.target)
+    await state["rules"].relate(session, row)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.delete("/v1/relationships", status_code=status.HTTP_204_NO_CONTENT)
+async def unrelate(
+    body: RelationshipIn, principal: Publisher, state: AppState, session: Session
+) -> Response:
+    row = relationship_row(_own(principal, body.tenant), body.user, body.relationship, body.target)
+    await state["rules"].unrelate(session, row)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

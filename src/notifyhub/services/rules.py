@@ -1,0 +1,197 @@
+"""Rules (Design 3): relationships subscribe users to rules; events render and deliver."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from ulid import ULID
+
+from notifyhub.db.models import Relationship, RuleRecipient
+from notifyhub.db.repositories import rules as repo
+from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.notification import Draft, Ref
+from notifyhub.errors import InvalidInput, NotFound
+from notifyhub.metrics import Metrics
+from notifyhub.services import templates
+from notifyhub.services.ingest import IngestService
+
+log = logging.getLogger(__name__)
+
+SELF = "self"
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientSpec:
+    relationship: str
+    obtain: Literal["push", "pull"]
+    title: str
+    body: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDefinition:
+    name: str
+    target_type: str
+    recipients: list[RecipientSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    tenant: str
+    rule: str
+    actor: Ref
+    target: Ref
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EventResult:
+    event_id: str
+    notifications: int
+    recipients: int
+    errors: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    rule: str
+    target: Ref
+    relationship: str
+    obtain: str
+
+
+class RuleService:
+    def __init__(self, ingest: IngestService, metrics: Metrics) -> None:
+        self._ingest = ingest
+        self._metrics = metrics
+
+    async def put(self, session: AsyncSession, tenant: str, definition: RuleDefinition) -> bool:
+        """Create or replace a rule; every template must compile (else 422)."""
+        for i, spec in enumerate(definition.recipients):
+            templates.check(spec.title, f"recipients.{i}.title")
+            templates.check(spec.body, f"recipients.{i}.body")
+        rule, created = await repo.upsert(session, tenant, definition.name, definition.target_type)
+        specs = [
+            RuleRecipient(
+                rule_id=rule.id,
+                relationship=s.relationship,
+                obtain=s.obtain,
+                title=s.title,
+                body=s.body,
+            )
+            for s in definition.recipients
+        ]
+        await repo.set_recipients(session, rule.id, specs)
+        return created
+
+    async def get(self, session: AsyncSession, tenant: str, name: str) -> RuleDefinition:
+        rule = await repo.find(session, tenant, name)
+        if rule is None:
+            raise NotFound(f"no rule {name} in tenant {tenant}")
+        specs = [
+            RecipientSpec(s.relationship, "pull" if s.obtain == "pull" else "push", s.title, s.body)
+            for s in await repo.recipients(session, rule.id)
+        ]
+        return RuleDefinition(rule.name, rule.target_type, specs)
+
+    async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
+        if not await repo.drop(session, tenant, name):
+            raise NotFound(f"no rule {name} in tenant {tenant}")
+
+    async def relate(self, session: AsyncSession, row: Relationship) -> None:
+        await repo.relate(session, row)
+        await repo.clear_opt_outs(session, row)
+
+    async def unrelate(self, session: AsyncSession, row: Relationship) -> None:
+        if not await repo.unrelate(session, row):
+            raise NotFound("no such relationship")
+
+    async def fire(self, session: AsyncSession, event: Event) -> EventResult:
+        """Render the rule per relationship and deliver; a user in several relationships
+        gets the first matching message only; the actor is not told of their own action."""
+        rule = await repo.find(session, event.tenant, event.rule)
+        if rule is None:
+            raise InvalidInput(f"unknown rule: {event.rule}")
+        if event.target.type != rule.target_type:
+            raise InvalidInput(f"target.type: rule {rule.name} applies to {rule.target_type}")
+        context = {
+            "actor": event.actor.model_dump(),
+            "target": event.target.model_dump(),
+            "data": event.data,
+        }
+        reached: set[str] = set()
+        notifications, recipients, errors = 0, 0, []
+        for spec in await repo.recipients(session, rule.id):
+            users = [u for u in await self._users(session, rule, spec, event) if u not in reached]
+            if not users:
+                continue
+            try:
+                draft = self._draft(rule.name, spec, event, context)
+            except templates.RenderError as exc:
+                errors.append(f"{spec.relationship}: {exc}")
+                log.warning(
+                    "rule %s: template for %s failed: %s", rule.name, spec.relationship, exc
+                )
+                continue
+            accepted = await self._ingest.send(draft, users, pull=spec.obtain == "pull")
+            reached.update(users)
+            notifications += 1
+            recipients += accepted.recipients
+        return EventResult(str(ULID()), notifications, recipients, errors)
+
+    async def _users(
+        self, session: AsyncSession, rule: Any, spec: RuleRecipient, event: Event
+    ) -> list[str]:
+        if spec.relationship == SELF:
+            return [event.actor.id] if event.actor.type == "user" else []
+        users = await repo.related_users(session, rule, event.target.id, spec.relationship)
+        return [u for u in users if not (event.actor.type == "user" and u == event.actor.id)]
+
+    @staticmethod
+    def _draft(rule: str, spec: RuleRecipient, event: Event, context: dict[str, Any]) -> Draft:
+        title = templates.render(spec.title, context)[:200] or rule
+        body = templates.render(spec.body, context)[:4000]
+        return Draft(
+            tenant=event.tenant,
+            title=title,
+            body=body,
+            category=rule,
+            source=f"rule:{rule}",
+            actor=event.actor,
+            target=event.target,
+            data=event.data,
+        )
+
+    async def subscriptions(self, session: AsyncSession, me: UserPrincipal) -> list[Subscription]:
+        rows = await repo.subscriptions(session, me.tenant, me.user)
+        return [
+            Subscription(rule, Ref(type=tt, id=ti), rel, obtain)
+            for rule, tt, ti, rel, obtain in rows
+        ]
+
+    async def cancel(
+        self, session: AsyncSession, me: UserPrincipal, rule_name: str, target: Ref
+    ) -> None:
+        current = [
+            s
+            for s in await self.subscriptions(session, me)
+            if s.rule == rule_name and s.target == target
+        ]
+        if not current:
+            raise NotFound(f"no subscription to {rule_name} on {target.type}/{target.id}")
+        rule = await repo.find(session, me.tenant, rule_name)
+        assert rule is not None
+        await repo.opt_out(session, me.tenant, me.user, rule.id, target.id)
+
+
+def relationship_row(tenant: str, user: str, relationship: str, target: Ref) -> Relationship:
+    return Relationship(
+        tenant=tenant,
+        target_type=target.type,
+        target_id=target.id,
+        relationship=relationship,
+        user_id=user,
+    )

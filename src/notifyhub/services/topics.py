@@ -1,0 +1,131 @@
+"""Topics (Design 1): PostgreSQL is the truth, Redis caches membership for sends.
+
+Every change runs in its own transaction, takes the topic's row lock and a new
+version first, and writes the cache after commit; the cache refuses versions older
+than the one it holds, so concurrent changes can never leave it stale.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.db.repositories import groups as group_repo
+from notifyhub.db.repositories import topics as repo
+from notifyhub.errors import InvalidInput, NotFound
+from notifyhub.store.topics import TopicCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMembers:
+    users: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+
+
+class TopicService:
+    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], cache: TopicCache) -> None:
+        self._sessionmaker = sessionmaker
+        self._cache = cache
+
+    async def replace(self, tenant: str, name: str, members: TopicMembers) -> bool:
+        """Set the topic's members; True when the topic was created."""
+        async with self._sessionmaker.begin() as session:
+            await _check_groups(session, tenant, members.groups)
+            created = await repo.upsert(session, tenant, name)
+            topic_id, version = await _bump(session, tenant, name)
+            await repo.clear(session, topic_id)
+            await repo.add(session, topic_id, repo.USER, members.users)
+            await repo.add(session, topic_id, repo.GROUP, members.groups)
+        await self._cache.write(tenant, name, version, members.users, members.groups)
+        return created
+
+    async def change(
+        self, tenant: str, name: str, add: TopicMembers, remove: TopicMembers
+    ) -> TopicMembers:
+        async with self._sessionmaker.begin() as session:
+            await _check_groups(session, tenant, add.groups)
+            topic_id, version = await _bump(session, tenant, name)
+            await repo.add(session, topic_id, repo.USER, add.users)
+            await repo.add(session, topic_id, repo.GROUP, add.groups)
+            await repo.remove(session, topic_id, repo.USER, remove.users)
+            await repo.remove(session, topic_id, repo.GROUP, remove.groups)
+            users, groups = await repo.members(session, topic_id)
+        await self._cache.write(tenant, name, version, users, groups)
+        return TopicMembers(users, groups)
+
+    async def get(self, tenant: str, name: str) -> TopicMembers:
+        async with self._sessionmaker() as session:
+            found = await repo.find(session, tenant, name)
+            if found is None:
+                raise NotFound(f"no topic {name} in tenant {tenant}")
+            topic_id, _version = found
+            users, groups = await repo.members(session, topic_id)
+        return TopicMembers(users, groups)
+
+    async def delete(self, tenant: str, name: str) -> None:
+        async with self._sessionmaker.begin() as session:
+            if not await repo.drop(session, tenant, name):
+                raise NotFound(f"no topic {name} in tenant {tenant}")
+            version = await repo.tombstone_version(session)
+        await self._cache.write(tenant, name, version, [], [], deleted=True)
+
+    async def rebuild_cache(self) -> int:
+        """Write every topic from PostgreSQL into Redis (start-up, or after Redis lost data)."""
+        async with self._sessionmaker() as session:
+            topics = await repo.all_topics(session)
+            for tenant, name, topic_id, version in topics:
+                users, groups = await repo.members(session, topic_id)
+                await self._cache.write(tenant, name, version, users, groups)
+        return len(topics)
+
+    async def members_of(
+        self, session: AsyncSession, tenant: str, name: str
+    ) -> TopicMembers | None:
+        """For a send: the cache, or PostgreSQL (refilling the cache); None if unknown."""
+        cached = await self._cache.read(tenant, name)
+        if cached is not None:
+            return None if cached.deleted else TopicMembers(cached.users, cached.groups)
+        found = await repo.find(session, tenant, name)
+        if found is None:
+            return None
+        topic_id, version = found
+        users, groups = await repo.members(session, topic_id)
+        await self._cache.write(tenant, name, version, users, groups)
+        return TopicMembers(users, groups)
+
+    async def iter_users(
+        self, session: AsyncSession, tenant: str, names: Sequence[str], batch: int
+    ) -> AsyncIterator[list[str]]:
+        """Every user the topics reach: direct users, then members of listed groups
+        resolved now (a user added to a group later gets later notifications)."""
+        resolved = {name: await self.members_of(session, tenant, name) for name in names}
+        unknown = [name for name, members in resolved.items() if members is None]
+        if unknown:
+            raise InvalidInput(f"unknown topic: {', '.join(unknown)}")
+        groups: dict[str, None] = {}
+        for members in resolved.values():
+            assert members is not None
+            if members.users:
+                yield members.users
+            groups.update(dict.fromkeys(members.groups))
+        if groups:
+            async for ids in group_repo.iter_member_ids(session, tenant, list(groups), batch):
+                yield ids
+
+
+async def _check_groups(session: AsyncSession, tenant: str, groups: Sequence[str]) -> None:
+    unknown = await group_repo.missing(session, tenant, groups) if groups else []
+    if unknown:
+        raise InvalidInput(f"unknown group: {', '.join(unknown)}")
+
+
+async def _bump(session: AsyncSession, tenant: str, name: str) -> tuple[int, int]:
+    found = await repo.bump(session, tenant, name)
+    if found is None:
+        raise NotFound(f"no topic {name} in tenant {tenant}")
+    return found
