@@ -100,6 +100,39 @@ async def _group(hub: BenchHub, name: str, size: int) -> None:
             response.raise_for_status()
 
 
+async def _topic(hub: BenchHub, name: str, size: int) -> None:
+    headers = {"Authorization": f"Bearer {hub.admin_key}"}
+    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client:
+        if (await client.get(f"/v1/admin/topics/{name}")).status_code == 200:
+            return
+        (await client.put(f"/v1/admin/topics/{name}", json={})).raise_for_status()
+        for start in range(0, size, 10_000):
+            users = [f"{name}-u{i}" for i in range(start, min(start + 10_000, size))]
+            response = await client.patch(f"/v1/admin/topics/{name}", json={"add": {"users": users}})
+            response.raise_for_status()
+
+
+async def _timed_post(hub: BenchHub, recipients: dict[str, list[str]], size: int) -> float:
+    headers = {"Authorization": f"Bearer {hub.publish_key}"}
+    body = {"recipients": recipients, "title": "to everyone", "body": "x" * 200}
+    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client:
+        started = time.perf_counter()
+        response = await client.post("/v1/notifications", json=body)
+        elapsed = time.perf_counter() - started
+    assert response.status_code == 202, response.text
+    assert response.json()["recipients"] == size
+    return elapsed
+
+
+async def topic_vs_group(hub: BenchHub, size: int = 100_000) -> dict[str, float]:
+    """The same fan-out through a topic and through a group, back to back."""
+    await _group(hub, f"g{size}", size)
+    await _topic(hub, f"t{size}", size)
+    group_s = await _timed_post(hub, {"groups": [f"g{size}"]}, size)
+    topic_s = await _timed_post(hub, {"topics": [f"t{size}"]}, size)
+    return {"group seconds": group_s, "topic seconds": topic_s, "topic / group": topic_s / group_s}
+
+
 def fan_out(size: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
     async def scenario(hub: BenchHub) -> dict[str, float]:
         name = f"g{size}"
@@ -144,5 +177,6 @@ ALL: list[tuple[str, Callable[[BenchHub], Awaitable[dict[str, float]]]]] = [
     ("ingest, 1 recipient, 32 connections", ingest),
     ("fan-out to a 10k group", fan_out(10_000)),
     ("fan-out to a 100k group", fan_out(100_000)),
+    ("100k fan-out, topic vs group", topic_vs_group),
     ("1k idle streams", idle_streams),
 ]

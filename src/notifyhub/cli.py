@@ -29,6 +29,8 @@ app = typer.Typer(
 )
 apikey_app = typer.Typer(help="Create, list and revoke service API keys.", no_args_is_help=True)
 app.add_typer(apikey_app, name="apikey")
+producers_app = typer.Typer(help="Scheduled producers (periodic SQL checks).", no_args_is_help=True)
+app.add_typer(producers_app, name="producers")
 console = Console()
 T = TypeVar("T")
 
@@ -187,6 +189,24 @@ def token(
     if settings.jwt_secret is None and settings.embedded:
         settings = Settings(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
     console.print(TokenService(settings).mint_user_token(user, tenant, ttl), soft_wrap=True)
+
+
+@producers_app.command("check")
+def producers_check(
+    path: Annotated[Path, typer.Argument(help="The producers YAML file.", exists=True)],
+) -> None:
+    """Validate a producers file: schema, read-only queries, templates."""
+    from notifyhub.workers.producers import load
+
+    try:
+        found = load(path)
+    except NotifyhubError as exc:
+        console.print(f"[red]invalid[/]: {exc.detail}", soft_wrap=True)
+        raise typer.Exit(1) from exc
+    for producer in found:
+        console.print(
+            f"ok  {producer.name}: every {producer.interval_s:g}s -> {producer.recipients}"
+        )
 
 
 def main() -> None:

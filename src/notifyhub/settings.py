@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     idempotency_ttl_s: int = Field(24 * 3600, ge=60)
     deliveries_allow_private_networks: bool = False
     cors_origins: list[str] = []
+    producers_file: Path | None = None
 
     limits: Limits = Limits()
     stream: StreamSettings = StreamSettings()

@@ -11,6 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
@@ -34,6 +35,9 @@ from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.producers import Producer
+from notifyhub.workers.producers import load as load_producers
+from notifyhub.workers.producers import loops as producer_loops
 from notifyhub.workers.runner import Loop, Runner
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,28 @@ def create_redis(url: str) -> Redis:
         socket_connect_timeout=2.0,
         socket_timeout=5.0,
     )
+
+
+def _producers(
+    settings: Settings,
+    ingest: IngestService,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: Redis,
+    keys: Keys,
+) -> list[Producer]:
+    if settings.producers_file is None:
+        return []
+    return [
+        Producer(
+            config,
+            ingest=ingest,
+            sessionmaker=sessionmaker,
+            redis=redis,
+            keys=keys,
+            lock_ttl_ms=settings.workers.lock_ttl_ms,
+        )
+        for config in load_producers(settings.producers_file)
+    ]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -71,7 +97,6 @@ def create_app(settings: Settings) -> FastAPI:
         cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
         runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
         await hub.start()
-        await runner.start()
         app.state.hub = hub
         app.state.metrics = metrics
         sessionmaker = create_sessionmaker(engine)
@@ -80,6 +105,9 @@ def create_app(settings: Settings) -> FastAPI:
         await warm_caches(redis, keys, topics, preferences)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, idempotency, topics, settings, metrics)
+        producers = _producers(settings, ingest, sessionmaker, redis, keys)
+        for loop in producer_loops(producers, metrics):
+            runner.add(loop)
         try:
             state = app.state.lifespan = State(
                 settings=settings,
@@ -98,11 +126,14 @@ def create_app(settings: Settings) -> FastAPI:
                 metrics=metrics,
                 runner=runner,
             )
+            await runner.start()
             yield state
         finally:
             open_streams = hub.stream_count
             await hub.stop()
             await runner.stop()
+            for producer in producers:
+                await producer.close()
             await redis.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)

@@ -81,6 +81,15 @@ class IngestService:
             )
         return accepted
 
+    async def publish_internal(
+        self, session: AsyncSession, draft: Draft, recipients: Recipients
+    ) -> Accepted:
+        """Publish on the hub's own behalf (scheduled producers): no key, no idempotency."""
+        users = await self._resolve(session, draft.tenant, recipients)
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
+        return await self._send(self._build(draft, record), users, pull=False)
+
     async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Accepted:
         """Deliver a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)

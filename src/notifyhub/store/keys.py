@@ -21,6 +21,7 @@ Global keys:
     <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
+    <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
@@ -99,6 +100,10 @@ class Keys:
 
     def idempotency(self, tenant: str, key_sha: str) -> str:
         return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"
+
+    def producer_seen(self, producer: str, digest: str) -> str:
+        """A producer's dedupe mark for one row (expires with the dedupe window)."""
+        return f"{self.prefix}producer:{producer}:seen:{digest}"
 
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"

@@ -1,0 +1,98 @@
+"""Scheduled producers over a real PostgreSQL table: one notification per new anomaly."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from notifyhub.db.engine import create_engine
+from notifyhub.errors import InvalidInput
+from notifyhub.workers.producers import Producer, load
+
+YAML = """
+producers:
+  - name: negative-stock-{suffix}
+    database_url: "{database_url}"
+    interval_s: 60
+    query: "SELECT location, qty FROM {table} WHERE qty < 0 ORDER BY location"
+    category: restock
+    severity: warning
+    recipients: {{topics: [restock-{suffix}]}}
+    title: "Restock location {{{{ row.location }}}}"
+    body: "Stock went to {{{{ row.qty }}}}"
+    dedupe_columns: [location]
+    dedupe_window_s: 3600
+"""
+
+
+async def test_producer_notifies_once_per_anomalous_row(
+    hub: Any, admin_key: str, settings: Any, tmp_path: Path
+) -> None:
+    suffix = secrets.token_hex(3)
+    table = f"stock_{suffix}"
+    engine = create_engine(settings.database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text(f"CREATE TABLE {table} (location text, qty int)"))
+        await conn.execute(
+            text(f"INSERT INTO {table} VALUES ('A-12', -4), ('B-01', 7), ('C-03', -1)")
+        )
+    await hub.client.put(
+        f"/v1/admin/topics/restock-{suffix}",
+        json={"users": ["picker"]},
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    path = tmp_path / "producers.yaml"
+    path.write_text(YAML.format(suffix=suffix, database_url=settings.database_url, table=table))
+    [config] = load(path)
+    state = hub.app_state
+    producer = Producer(
+        config,
+        ingest=state["ingest"],
+        sessionmaker=state["sessionmaker"],
+        redis=state["redis"],
+        keys=state["store"]._keys,
+        lock_ttl_ms=5000,
+    )
+    try:
+        assert await producer.run_once() == 2
+        assert await producer.run_once() == 0  # already notified within the window
+        async with engine.begin() as conn:
+            await conn.execute(text(f"INSERT INTO {table} VALUES ('D-09', -2)"))
+        assert await producer.run_once() == 1
+    finally:
+        await producer.close()
+        async with engine.begin() as conn:
+            await conn.execute(text(f"DROP TABLE {table}"))
+        await engine.dispose()
+    me = {"Authorization": f"Bearer {hub.tokens.mint_user_token('picker')}"}
+    items = (await hub.client.get("/v1/me/notifications", headers=me)).json()["items"]
+    assert [i["title"] for i in items] == [
+        "Restock location D-09",
+        "Restock location C-03",
+        "Restock location A-12",
+    ]
+    assert items[2]["body"] == "Stock went to -4"
+    assert items[2]["data"] == {"location": "A-12", "qty": -4}
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ("DELETE FROM stock", "ok"),
+        ("SELECT 1; DROP TABLE stock", "ok"),
+        ("SELECT 1", "{{ broken"),
+    ],
+)
+def test_invalid_producer_files_are_refused(tmp_path: Path, query: str, title: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "producers:\n  - name: p\n    database_url: postgresql://x/y\n"
+        f"    query: {query!r}\n    recipients: {{users: [a]}}\n    title: {title!r}\n"
+        "    dedupe_columns: [id]\n"
+    )
+    with pytest.raises(InvalidInput):
+        load(path)
