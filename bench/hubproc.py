@@ -8,8 +8,8 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
@@ -43,6 +43,7 @@ class BenchHub:
     admin_key: str
     publish_key: str
     tokens: TokenService
+    restart: Callable[[], Awaitable[int]] = field(repr=False, default=lambda: _never())
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -67,8 +68,22 @@ class BenchHub:
         try:
             await asyncio.to_thread(upgrade_head, database_url)
             admin_key, publish_key = await _keys(database_url)
-            async with _process(settings) as (base_url, pid):
-                yield cls(base_url, pid, settings, admin_key, publish_key, TokenService(settings))
+            async with _process(settings) as process:
+                hub = cls(
+                    process.base_url,
+                    process.pid,
+                    settings,
+                    admin_key,
+                    publish_key,
+                    TokenService(settings),
+                )
+
+                async def restart() -> int:
+                    hub.pid = await process.restart()
+                    return hub.pid
+
+                hub.restart = restart
+                yield hub
         finally:
             await _drop_keys(prefix)
             await conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
@@ -90,27 +105,56 @@ async def _keys(database_url: str) -> tuple[str, str]:
         await engine.dispose()
 
 
+class _Process:
+    """The hub's OS process; `restart` gives a fresh heap for memory measurements."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.jwt_secret is not None
+        self.base_url = f"http://127.0.0.1:{_free_port()}"
+        self.env = {
+            **os.environ,
+            "NOTIFYHUB_REDIS_URL": str(settings.redis_url),
+            "NOTIFYHUB_DATABASE_URL": str(settings.database_url),
+            "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
+            "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
+            "NOTIFYHUB_LIMITS__STREAMS_PER_USER": "100000",
+        }
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    async def start(self) -> int:
+        cli = Path(sys.executable).parent / "notifyhub"
+        port = self.base_url.rsplit(":", 1)[1]
+        self.proc = await asyncio.create_subprocess_exec(cli, "serve", "--port", port, env=self.env)
+        await _wait_ready(self.base_url)
+        return self.proc.pid
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            await asyncio.wait_for(self.proc.wait(), 15)
+
+    async def restart(self) -> int:
+        await self.stop()
+        return await self.start()
+
+
 @contextlib.asynccontextmanager
-async def _process(settings: Settings) -> AsyncIterator[tuple[str, int]]:
-    port = _free_port()
-    assert settings.jwt_secret is not None
-    env = {
-        **os.environ,
-        "NOTIFYHUB_REDIS_URL": str(settings.redis_url),
-        "NOTIFYHUB_DATABASE_URL": str(settings.database_url),
-        "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
-        "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
-        "NOTIFYHUB_LIMITS__STREAMS_PER_USER": "100000",
-    }
-    cli = Path(sys.executable).parent / "notifyhub"
-    proc = await asyncio.create_subprocess_exec(cli, "serve", "--port", str(port), env=env)
-    base_url = f"http://127.0.0.1:{port}"
+async def _process(settings: Settings) -> AsyncIterator[_Process]:
+    process = _Process(settings)
+    await process.start()
     try:
-        await _wait_ready(base_url)
-        yield base_url, proc.pid
+        yield process
     finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 15)
+        await process.stop()
+
+
+async def _never() -> int:
+    raise RuntimeError("not started")
 
 
 async def _wait_ready(base_url: str) -> None:

@@ -108,7 +108,9 @@ async def _topic(hub: BenchHub, name: str, size: int) -> None:
         (await client.put(f"/v1/admin/topics/{name}", json={})).raise_for_status()
         for start in range(0, size, 10_000):
             users = [f"{name}-u{i}" for i in range(start, min(start + 10_000, size))]
-            response = await client.patch(f"/v1/admin/topics/{name}", json={"add": {"users": users}})
+            response = await client.patch(
+                f"/v1/admin/topics/{name}", json={"add": {"users": users}}
+            )
             response.raise_for_status()
 
 
@@ -151,7 +153,8 @@ def fan_out(size: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
 
 
 async def idle_streams(hub: BenchHub, count: int = 1000) -> dict[str, float]:
-    """RSS growth of the hub per idle stream (distinct users)."""
+    """RSS growth of a freshly started hub per idle stream (distinct users)."""
+    await hub.restart()
     await asyncio.sleep(0.5)
     before = hub.rss_kib()
     run = uuid.uuid4().hex[:6]

@@ -127,6 +127,7 @@ def serve(
             port=port,
             lifespan="on",
             proxy_headers=True,
+            access_log=access_log,
             timeout_graceful_shutdown=int(settings.stream.shutdown_grace_s) + 1,
         )
         HubServer(config, fastapi_app).run()

@@ -26,7 +26,7 @@ def hs_settings(**extra: Any) -> Settings:
 
 
 def claims(**overrides: Any) -> dict[str, Any]:
-    return {"sub": "alice", "aud": "notifyhub", "exp": int(time.time()) + 60, **overrides}
+    return {"sub": "alice", "aud": "notifyhub", "exp": int(time.time()) + 3600, **overrides}
 
 
 def rsa_pair() -> tuple[Any, str]:

@@ -78,10 +78,10 @@ class Hub:
 
     async def stop(self) -> None:
         self.begin_shutdown()
-        if self._task is not None:
+        # Cancel until done: a Redis call in flight may swallow one cancellation.
+        while self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=1.0)
         self.listening = False
 
     def attach(self, tenant: str, user: str) -> Subscriber:

@@ -27,23 +27,33 @@ class Loop:
         self.metrics = metrics
         self.started_at = time.monotonic()
         self.last_success: float | None = None
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Ask the loop to end after its current step (cooperative, unlike cancel)."""
+        self._stopping.set()
 
     async def run(self) -> None:
         self.started_at = time.monotonic()
         backoff_s = self.interval_s
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.step()
             except Exception:
                 log.exception("loop %s failed; retrying in %.1fs", self.name, backoff_s)
                 self.metrics.loop_errors_total.labels(loop=self.name).inc()
-                await asyncio.sleep(backoff_s)
+                await self._pause(backoff_s)
                 backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 continue
             self.last_success = time.monotonic()
             self.metrics.loop_last_success_timestamp_seconds.labels(loop=self.name).set(time.time())
             backoff_s = self.interval_s
-            await asyncio.sleep(self.interval_s)
+            await self._pause(self.interval_s)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
 
     def age_s(self) -> float:
         """Seconds since the last success (or since start, before the first one)."""
@@ -66,11 +76,17 @@ class Runner:
         ]
 
     async def stop(self) -> None:
+        """Stop every loop: ask, cancel, and cancel again if a library swallowed it."""
+        for loop in self._loops:
+            loop.stop()
+        pending = set(self._tasks)
+        while pending:
+            for task in pending:
+                task.cancel()
+            _done, pending = await asyncio.wait(pending, timeout=1.0)
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if not task.cancelled() and task.exception() is not None:
+                log.error("loop task %s ended with %r", task.get_name(), task.exception())
         self._tasks = []
 
     def stuck(self, after_s: float) -> list[str]:
