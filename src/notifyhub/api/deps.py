@@ -57,7 +57,9 @@ async def _session(state: AppState) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-Session = Annotated[AsyncSession, Depends(_session)]
+# scope="function": commit before the response is sent, so a 2xx means committed
+# (the default "request" scope would commit after the client already has its answer).
+Session = Annotated[AsyncSession, Depends(_session, scope="function")]
 
 
 def bearer(request: Request) -> str:
