@@ -43,6 +43,16 @@ class WorkerSettings(BaseModel):
     stuck_after_s: float = Field(60.0, gt=0)
 
 
+class DelayedSettings(BaseModel):
+    """The delayed queue: N sets keep each sorted set short; the mover's tick."""
+
+    sets: int = Field(4, ge=1, le=1024)
+    mover_interval_s: float = Field(0.05, gt=0)
+    move_batch: int = Field(1000, ge=1)
+    default_ttl_ms: int = Field(30_000, ge=100)
+    log_flush_interval_s: float = Field(0.1, gt=0)
+
+
 class Settings(BaseSettings):
     """Configuration from `NOTIFYHUB_*` environment variables or `.env`."""
 
@@ -72,6 +82,7 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     stream: StreamSettings = StreamSettings()
     workers: WorkerSettings = WorkerSettings()
+    delayed: DelayedSettings = DelayedSettings()
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:

@@ -18,10 +18,12 @@ from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
+from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.services.caches import warm_caches
+from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -30,6 +32,7 @@ from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
+from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
@@ -39,6 +42,7 @@ from notifyhub.workers.producers import Producer
 from notifyhub.workers.producers import load as load_producers
 from notifyhub.workers.producers import loops as producer_loops
 from notifyhub.workers.runner import Loop, Runner
+from notifyhub.workers.scheduler import ScheduledNotifications, delayed_loops
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +106,17 @@ def create_app(settings: Settings) -> FastAPI:
         sessionmaker = create_sessionmaker(engine)
         topics = TopicService(sessionmaker, TopicCache(redis, keys, store.scripts))
         preferences = PreferenceService(sessionmaker, store)
-        await warm_caches(redis, keys, topics, preferences)
+        delayed = DelayedService(
+            DelayedStore(redis, keys, settings.delayed.sets),
+            sessionmaker,
+            TransitionLog(sessionmaker),
+        )
+        await warm_caches(redis, keys, topics, preferences, delayed)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
-        ingest = IngestService(store, idempotency, topics, settings, metrics)
+        ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
+        scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
+        for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
+            runner.add(loop)
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
@@ -123,6 +135,7 @@ def create_app(settings: Settings) -> FastAPI:
                 topics=topics,
                 rules=RuleService(ingest, metrics),
                 preferences=preferences,
+                delayed=delayed,
                 metrics=metrics,
                 runner=runner,
             )
@@ -134,13 +147,14 @@ def create_app(settings: Settings) -> FastAPI:
             await runner.stop()
             for producer in producers:
                 await producer.close()
+            await delayed.transitions.flush()
             await redis.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 
     app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    routers = (notifications, inbox, me, stream, admin, routing, ops)
+    routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)

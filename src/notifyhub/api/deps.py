@@ -14,6 +14,7 @@ from notifyhub.errors import AuthenticationError, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.services import apikeys
+from notifyhub.services.delayed import DelayedService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -40,6 +41,7 @@ class State(TypedDict):
     topics: TopicService
     rules: RuleService
     preferences: PreferenceService
+    delayed: DelayedService
     metrics: Metrics
     runner: Runner
 

@@ -99,6 +99,14 @@ class PublishRequest(Strict):
     ttl: Annotated[int, Field(ge=1)] | None = None
     expires_at: Time | None = None
     collapse_key: CollapseKey | None = None
+    deliver_at: Time | None = None
+    delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> PublishRequest:
+        if self.deliver_at is not None and self.delay is not None:
+            raise ValueError("give `deliver_at` or `delay`, not both")
+        return self
 
 
 class Accepted(BaseModel):
@@ -262,3 +270,38 @@ class SubscriptionList(BaseModel):
 class SubscriptionCancel(Strict):
     rule: Name
     target: Ref
+
+
+class DelayedIn(Strict):
+    topic: Name
+    body: JsonValue = None
+    delay_ms: Annotated[int, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
+    due_at: Time | None = None
+    priority: Annotated[int, Field(ge=0, le=9)] = 0
+    ttl_ms: Annotated[int, Field(ge=100, le=24 * 3600 * 1000)] | None = None
+    biz_key: Annotated[Line, Field(max_length=200)] | None = None
+
+    @model_validator(mode="after")
+    def _one_time(self) -> DelayedIn:
+        if (self.delay_ms is None) == (self.due_at is None):
+            raise ValueError("give exactly one of `delay_ms` and `due_at`")
+        try:
+            size = len(orjson.dumps(self.body))
+        except orjson.JSONEncodeError as exc:
+            raise ValueError("body: must be JSON without lone surrogates") from exc
+        if size > 64 * 1024:
+            raise ValueError(f"body: at most 65536 bytes serialized (got {size})")
+        return self
+
+
+class DelayedAccepted(BaseModel):
+    id: str
+    due_at: datetime
+
+
+class DelayedAck(Strict):
+    receipt: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class DelayedPage(BaseModel):
+    messages: list[dict[str, JsonValue]]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     DateTime,
     ForeignKey,
     Identity,
+    Integer,
+    SmallInteger,
     String,
     UniqueConstraint,
     func,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from notifyhub.db.base import Base
@@ -139,3 +143,33 @@ class Preference(Base):
     category: Mapped[str] = mapped_column(String(64), primary_key=True)
     inbox: Mapped[bool] = mapped_column(default=True)
     push: Mapped[bool] = mapped_column(default=True)
+
+
+class DelayedMessage(Base):
+    """Design 5's recovery log: the whole message, and its last known status."""
+
+    __tablename__ = "delayed_messages"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(100), index=True)
+    body: Mapped[Any] = mapped_column(JSONB)
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    ttl_ms: Mapped[int] = mapped_column(Integer)
+    biz_key: Mapped[str | None] = mapped_column(String(200))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    status: Mapped[str] = mapped_column(String(16), index=True)
+
+
+class DelayedTransition(Base):
+    """Every status change: which set moved it, on which worker and host."""
+
+    __tablename__ = "delayed_transitions"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(26), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    set_index: Mapped[int | None] = mapped_column(SmallInteger)
+    worker: Mapped[str | None] = mapped_column(String(100))
+    host: Mapped[str | None] = mapped_column(String(200))

@@ -146,3 +146,4 @@ class Draft(BaseModel):
     collapse_key: str | None = None
     ttl_s: int | None = None
     expires_at: datetime | None = None
+    deliver_at: datetime | None = None

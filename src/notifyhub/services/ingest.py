@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,12 +18,14 @@ from notifyhub.domain.notification import Draft, Notification, Recipients, from_
 from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
+from notifyhub.services.delayed import DelayedService, NewMessage
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
 
 MEMBER_PAGE = 5000
+SCHEDULED_TOPIC = "notifyhub.scheduled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +49,13 @@ class IngestService:
         store: InboxStore,
         idempotency: IdempotencyStore,
         topics: TopicService,
+        delayed: DelayedService,
         settings: Settings,
         metrics: Metrics,
     ) -> None:
         self._store = store
         self._topics = topics
+        self._delayed = delayed
         self._idempotency = idempotency
         self._settings = settings
         self._metrics = metrics
@@ -73,13 +78,44 @@ class IngestService:
             if record.response is not None:
                 return Accepted(**record.response)
         users = await self._resolve(session, draft.tenant, recipients)
-        accepted = await self._send(self._build(draft, record), users, pull=False)
+        if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
+            accepted = await self._schedule(draft, recipients, record, len(users))
+        else:
+            accepted = await self._send(self._build(draft, record), users, pull=False)
         if idempotency_key is not None:
-            response = {"id": accepted.id, "recipients": accepted.recipients}
+            response = {
+                "id": accepted.id,
+                "recipients": accepted.recipients,
+                "scheduled_for": accepted.scheduled_for,
+            }
             await self._idempotency.finish(
                 draft.tenant, idempotency_key, replace(record, response=response)
             )
         return accepted
+
+    async def _schedule(
+        self, draft: Draft, recipients: Recipients, record: IdempotencyRecord, count: int
+    ) -> Accepted:
+        """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
+        assert draft.deliver_at is not None
+        body = {
+            "draft": draft.model_dump(mode="json"),
+            "recipients": recipients.model_dump(mode="json"),
+        }
+        due_ms = int(draft.deliver_at.timestamp() * 1000)
+        new = NewMessage(SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
+        _id, due_at = await self._delayed.push(new)
+        return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
+
+    async def deliver_scheduled(self, session: AsyncSession, message: dict[str, Any]) -> Accepted:
+        """Deliver a scheduled notification now; its id is the queue message's id, so a
+        redelivery of the same message writes no second copy."""
+        draft = Draft.model_validate({**message["body"]["draft"], "deliver_at": None})
+        recipients = Recipients.model_validate(message["body"]["recipients"])
+        users = await self._resolve(session, draft.tenant, recipients)
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        record = IdempotencyRecord("", str(message["id"]), now_ms)
+        return await self._send(self._build(draft, record), users, pull=False)
 
     async def publish_internal(
         self, session: AsyncSession, draft: Draft, recipients: Recipients
@@ -102,12 +138,24 @@ class IngestService:
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
         if not holders:
-            raise NotFound(f"no notification {notification_id} in tenant {tenant}")
+            await self._cancel_scheduled(tenant, notification_id)
+            return 0
         removed = 0
         for user_tenant, user in holders:
             removed += await self._store.remove(user_tenant, user, [notification_id])
         await self._store.forget(notification_id)
         return removed
+
+    async def _cancel_scheduled(self, tenant: str, notification_id: str) -> None:
+        try:
+            message = await self._delayed.get(notification_id)
+        except NotFound:
+            message = None
+        if message is None or message["topic"] != SCHEDULED_TOPIC:
+            raise NotFound(f"no notification {notification_id} in tenant {tenant}")
+        if message["body"]["draft"]["tenant"] != tenant:
+            raise NotFound(f"no notification {notification_id} in tenant {tenant}")
+        await self._delayed.cancel(notification_id)
 
     async def _resolve(
         self, session: AsyncSession, tenant: str, recipients: Recipients
@@ -139,7 +187,7 @@ class IngestService:
     def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:
         created = from_ms(record.created_ms)
         expires = self._expiry(draft, created)
-        fields = draft.model_dump(exclude={"ttl_s", "expires_at"})
+        fields = draft.model_dump(exclude={"ttl_s", "expires_at", "deliver_at"})
         return Notification(
             id=record.notification_id, created_at=created, expires_at=expires, **fields
         )

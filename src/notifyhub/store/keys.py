@@ -22,6 +22,15 @@ Global keys:
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
+
+Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}:
+
+    <p>dq{i}:msg            hash  id -> message JSON (immutable)
+    <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms
+    <p>dq{i}:topics         set   topics with messages in this set (the mover's work list)
+    <p>dq{i}:due:<topic>    zset  id -> due_ms
+    <p>dq{i}:ready:<topic>  zset  id -> (9 - priority) * 1e13 + due_ms
+    <p>dq{i}:reserved:<topic> zset id -> visibility deadline ms
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
@@ -30,6 +39,7 @@ Global keys:
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck", "prefs")
@@ -68,6 +78,34 @@ class InboxKeys:
         return [getattr(self, name) for name in INBOX_FIELDS]
 
 
+@dataclass(frozen=True, slots=True)
+class DelayedKeys:
+    """One delayed set's keys; all share the set's hash tag."""
+
+    base: str
+
+    @property
+    def state(self) -> str:
+        return self.base + "state"
+
+    @property
+    def msg(self) -> str:
+        return self.base + "msg"
+
+    @property
+    def topics(self) -> str:
+        return self.base + "topics"
+
+    def due(self, topic: str) -> str:
+        return f"{self.base}due:{topic}"
+
+    def ready(self, topic: str) -> str:
+        return f"{self.base}ready:{topic}"
+
+    def reserved(self, topic: str) -> str:
+        return f"{self.base}reserved:{topic}"
+
+
 class Keys:
     """Key names under one prefix (tests use a prefix per run)."""
 
@@ -100,6 +138,14 @@ class Keys:
 
     def idempotency(self, tenant: str, key_sha: str) -> str:
         return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"
+
+    def delayed_set(self, message_id: str, sets: int) -> int:
+        """Which of the N delayed sets holds a message: a stable hash of its id."""
+        return zlib.crc32(message_id.encode()) % sets
+
+    def delayed(self, index: int) -> DelayedKeys:
+        base = f"{self.prefix}dq{{{index}}}:"
+        return DelayedKeys(base)
 
     def producer_seen(self, producer: str, digest: str) -> str:
         """A producer's dedupe mark for one row (expires with the dedupe window)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
@@ -14,8 +15,11 @@ router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
 
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
-    fields = body.model_dump(exclude={"recipients", "ttl"})
-    draft = Draft(ttl_s=body.ttl, **fields)
+    fields = body.model_dump(exclude={"recipients", "ttl", "delay", "deliver_at"})
+    deliver_at = body.deliver_at
+    if body.delay is not None:
+        deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
+    draft = Draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))
     return draft, recipients

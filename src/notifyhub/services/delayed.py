@@ -1,0 +1,256 @@
+"""The delayed queue (Design 5): PostgreSQL is the log, Redis does the timing.
+
+A push is committed to PostgreSQL before it is acknowledged, then queued in Redis.
+Status changes made by the mover and consumers are appended to the transition log in
+batches; acks and cancels also update the message row at once, so a restore after
+Redis lost its data re-queues exactly what was not consumed or cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from ulid import ULID
+
+from notifyhub.db.models import DelayedMessage, DelayedTransition
+from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
+from notifyhub.errors import Conflict, InvalidInput, NotFound
+from notifyhub.store.delayed import DelayedStore, Moved
+
+log = logging.getLogger(__name__)
+
+HOST = socket.gethostname()
+FINISHED = ("consumed", "cancelled")
+POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    topic: str
+    body: Any
+    due_ms: int
+    priority: int = 0
+    ttl_ms: int = 30_000
+    biz_key: str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    message_id: str
+    status: str
+    set_index: int | None = None
+    worker: str | None = None
+
+
+class TransitionLog:
+    """Buffers transitions and writes them in one INSERT per flush (a runner loop)."""
+
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], max_buffer: int = 100_000
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._buffer: list[Transition] = []
+        self._max = max_buffer
+
+    def add(self, transitions: Sequence[Transition]) -> None:
+        if len(self._buffer) + len(transitions) > self._max:
+            log.warning("transition log buffer full: dropping %d entries", len(transitions))
+            return
+        self._buffer.extend(transitions)
+
+    async def flush(self) -> int:
+        batch, self._buffer = self._buffer, []
+        if not batch:
+            return 0
+        rows = [
+            {
+                "message_id": t.message_id,
+                "status": t.status,
+                "set_index": t.set_index,
+                "worker": t.worker,
+                "host": HOST,
+            }
+            for t in batch
+        ]
+        try:
+            async with self._sessionmaker.begin() as session:
+                await session.execute(insert(DelayedTransition), rows)
+        except Exception:
+            self._buffer[:0] = batch  # keep them for the next flush
+            raise
+        return len(batch)
+
+
+def message_json(row: DelayedMessage) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "topic": row.topic,
+        "body": row.body,
+        "priority": row.priority,
+        "ttl_ms": row.ttl_ms,
+        "biz_key": row.biz_key,
+        "due_at": to_rfc3339(row.due_at),
+    }
+
+
+class DelayedService:
+    def __init__(
+        self,
+        store: DelayedStore,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        log_: TransitionLog,
+    ) -> None:
+        self._store = store
+        self._sessionmaker = sessionmaker
+        self.transitions = log_
+
+    async def push(self, new: NewMessage) -> tuple[str, datetime]:
+        """Durable in PostgreSQL first, then queued in Redis."""
+        message_id = new.id or str(ULID())
+        row = DelayedMessage(
+            id=message_id,
+            topic=new.topic,
+            body=new.body,
+            priority=new.priority,
+            ttl_ms=new.ttl_ms,
+            biz_key=new.biz_key,
+            due_at=from_ms(new.due_ms),
+            status="delayed",
+        )
+        async with self._sessionmaker.begin() as session:
+            session.add(row)
+        await self._queue(row)
+        self.transitions.add([Transition(message_id, "delayed")])
+        return message_id, row.due_at
+
+    async def _queue(self, row: DelayedMessage) -> bool:
+        payload = orjson.dumps(message_json(row))
+        return await self._store.push(
+            row.id, row.topic, payload, to_ms(row.due_at), row.priority, row.ttl_ms
+        )
+
+    async def get(self, message_id: str) -> dict[str, Any]:
+        async with self._sessionmaker() as session:
+            row = await session.get(DelayedMessage, message_id)
+        if row is None:
+            raise NotFound(f"no delayed message {message_id}")
+        status = await self._store.status(message_id) or row.status
+        return {**message_json(row), "status": status}
+
+    async def cancel(self, message_id: str) -> None:
+        topic = await self._topic(message_id)
+        result = await self._store.settle(message_id, topic, "cancel")
+        if result == -1:
+            raise NotFound(f"no delayed message {message_id} in Redis (restore it first)")
+        if result == 0:
+            raise Conflict("the message is already reserved or consumed")
+        await self._finish(message_id, "cancelled")
+
+    async def ack(self, topic: str, message_id: str, receipt: str) -> None:
+        result = await self._store.settle(message_id, topic, "ack", receipt)
+        if result == -1:
+            raise NotFound(f"no delayed message {message_id}")
+        if result == -2:
+            raise Conflict("stale receipt: the message was offered again after its ttl")
+        if result == 0:
+            raise Conflict("the message is not reserved")
+        await self._finish(message_id, "consumed")
+
+    async def consume(self, topic: str, wait_s: int, max_messages: int) -> list[dict[str, Any]]:
+        """Long-poll: return as soon as something is ready, or [] after `wait_s`."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            found = await self._reserve(topic, max_messages)
+            if found or asyncio.get_running_loop().time() >= deadline:
+                return found
+            await asyncio.sleep(POLL_S)
+
+    async def _reserve(self, topic: str, max_messages: int) -> list[dict[str, Any]]:
+        """The best `max_messages` across every set, by priority then due time: peek each
+        set's head, choose the global top N, reserve exactly that many from each set."""
+        peeked = [
+            (score, index)
+            for index in range(self._store.sets)
+            for score in await self._store.peek(index, topic, max_messages)
+        ]
+        chosen = sorted(peeked)[:max_messages]
+        if not chosen:
+            return []
+        per_set = Counter(index for _score, index in chosen)
+        bound = chosen[-1][0]
+        reserved: list[tuple[float, dict[str, Any]]] = []
+        for index, count in sorted(per_set.items()):
+            for r in await self._store.reserve(index, topic, count, bound):
+                reserved.append((r.score, {**orjson.loads(r.message), "receipt": r.receipt}))
+                self.transitions.add([Transition(r.id, "reserved", index, "consumer")])
+        reserved.sort(key=lambda pair: pair[0])
+        return [message for _score, message in reserved]
+
+    async def move(self, limit: int = 1000) -> list[Moved]:
+        """One mover pass over every set and topic (idempotent; any number may run)."""
+        results = []
+        for index in range(self._store.sets):
+            for topic in await self._store.topics(index):
+                moved = await self._store.move(index, topic, limit)
+                self.transitions.add([Transition(i, "ready", index, "mover") for i in moved.moved])
+                self.transitions.add(
+                    [Transition(i, "ready", index, "reaper") for i in moved.reoffered]
+                )
+                results.append(moved)
+        return results
+
+    async def restore(self, *, expired: bool, message_id: str | None = None) -> int:
+        """Re-queue from PostgreSQL what is not consumed or cancelled (and not in Redis)."""
+        query = select(DelayedMessage).where(DelayedMessage.status.not_in(FINISHED))
+        if message_id is not None:
+            query = query.where(DelayedMessage.id == message_id)
+        if not expired:
+            query = query.where(DelayedMessage.due_at > datetime.now(UTC))
+        restored = 0
+        async with self._sessionmaker() as session:
+            rows = await session.stream_scalars(query.execution_options(yield_per=1000))
+            async for row in rows:
+                restored += int(await self._queue(row))
+        if (
+            message_id is not None
+            and restored == 0
+            and await self._store.status(message_id) is None
+        ):
+            raise NotFound(f"no restorable delayed message {message_id}")
+        return restored
+
+    async def _topic(self, message_id: str) -> str:
+        async with self._sessionmaker() as session:
+            topic = await session.scalar(
+                select(DelayedMessage.topic).where(DelayedMessage.id == message_id)
+            )
+        if topic is None:
+            raise NotFound(f"no delayed message {message_id}")
+        return topic
+
+    async def _finish(self, message_id: str, status: str) -> None:
+        async with self._sessionmaker.begin() as session:
+            await session.execute(
+                update(DelayedMessage).where(DelayedMessage.id == message_id).values(status=status)
+            )
+        self.transitions.add([Transition(message_id, status)])
+
+
+def due_ms_from(delay_ms: int | None, due_at: datetime | None) -> int:
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    if due_at is not None:
+        return to_ms(due_at)
+    if delay_ms is not None:
+        return now_ms + delay_ms
+    raise InvalidInput("give `delay_ms` or `due_at`")

@@ -1,0 +1,102 @@
+"""The delayed queue in Redis: N sets of sorted sets, every step one Lua script."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from importlib.resources import files
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from notifyhub.store.keys import DelayedKeys, Keys
+
+DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle")
+
+
+def _source(name: str) -> str:
+    return (files("notifyhub.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    id: str
+    message: bytes
+    receipt: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    set_index: int
+    topic: str
+    oldest_due_age_ms: int
+    moved: list[str]
+    reoffered: list[str]
+
+
+class DelayedStore:
+    def __init__(self, redis: Redis, keys: Keys, sets: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self.sets = sets
+        common = _source("dq_common")
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(common + "\n" + _source(name)) for name in DQ_SCRIPTS
+        }
+
+    def _set(self, message_id: str) -> DelayedKeys:
+        return self._keys.delayed(self._keys.delayed_set(message_id, self.sets))
+
+    async def push(
+        self, message_id: str, topic: str, message: bytes, due_ms: int, priority: int, ttl_ms: int
+    ) -> bool:
+        k = self._set(message_id)
+        keys = [k.due(topic), k.state, k.msg, k.topics]
+        args: list[str | bytes | int] = [message_id, message, due_ms, topic, priority, ttl_ms]
+        return bool(await self._scripts["dq_push"](keys=keys, args=args))
+
+    async def move(self, set_index: int, topic: str, limit: int) -> Moved:
+        k = self._keys.delayed(set_index)
+        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
+        raw = await self._scripts["dq_move"](keys=keys, args=[limit])
+        oldest, n_moved = int(raw[0]), int(raw[1])
+        ids = [_text(i) for i in raw[2:]]
+        return Moved(set_index, topic, oldest, ids[:n_moved], ids[n_moved:])
+
+    async def topics(self, set_index: int) -> list[str]:
+        members = await self._redis.smembers(self._keys.delayed(set_index).topics)
+        return sorted(_text(t) for t in members)
+
+    async def peek(self, set_index: int, topic: str, count: int) -> list[float]:
+        """Scores of the first `count` ready messages of one set (lower goes first)."""
+        found = await self._redis.zrange(
+            self._keys.delayed(set_index).ready(topic), 0, count - 1, withscores=True
+        )
+        return [float(pair[1]) for pair in found]
+
+    async def reserve(
+        self, set_index: int, topic: str, max_messages: int, max_score: float
+    ) -> list[Reserved]:
+        k = self._keys.delayed(set_index)
+        keys = [k.ready(topic), k.reserved(topic), k.state, k.msg]
+        args: list[str | int] = [max_messages, secrets.token_hex(6) + ".", repr(max_score)]
+        raw = await self._scripts["dq_reserve"](keys=keys, args=args)
+        return [
+            Reserved(_text(raw[i]), raw[i + 1], _text(raw[i + 2]), float(raw[i + 3]))
+            for i in range(0, len(raw), 4)
+        ]
+
+    async def settle(self, message_id: str, topic: str, action: str, receipt: str = "") -> int:
+        """1 done, 0 wrong state, -1 unknown, -2 stale receipt."""
+        k = self._set(message_id)
+        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
+        return int(await self._scripts["dq_settle"](keys=keys, args=[action, message_id, receipt]))
+
+    async def status(self, message_id: str) -> str | None:
+        raw = await self._redis.hget(self._set(message_id).state, message_id)
+        return _text(raw).split("|", 1)[0] if raw else None

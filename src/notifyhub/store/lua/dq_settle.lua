@@ -1,0 +1,19 @@
+-- Ack (consume) or cancel one message. KEYS: due, ready, reserved, state.
+-- ARGV: action ('ack' | 'cancel'), id, receipt (ack only)
+-- Returns 1 done, 0 wrong state (409), -1 unknown id (404), -2 stale receipt.
+local action, id = ARGV[1], ARGV[2]
+local raw = redis.call('HGET', KEYS[4], id)
+if not raw then return -1 end
+local status, receipt, n = parse(raw)
+if action == 'ack' then
+  if status ~= 'reserved' then return 0 end
+  if receipt ~= ARGV[3] then return -2 end
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('HSET', KEYS[4], id, state('consumed', '', n))
+  return 1
+end
+if status ~= 'delayed' and status ~= 'ready' then return 0 end
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+redis.call('HSET', KEYS[4], id, state('cancelled', '', n))
+return 1

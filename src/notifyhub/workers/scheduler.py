@@ -1,0 +1,60 @@
+"""Delayed-queue workers: the mover, the transition-log flusher, and the consumer that
+delivers scheduled notifications when they fall due."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.metrics import Metrics
+from notifyhub.services.delayed import DelayedService
+from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
+from notifyhub.settings import DelayedSettings
+from notifyhub.workers.runner import Loop
+
+log = logging.getLogger(__name__)
+
+SCHEDULED_BATCH = 50
+
+
+class ScheduledNotifications:
+    """Consumes the internal topic: deliver, then ack (unacked ones come back after ttl)."""
+
+    def __init__(
+        self,
+        delayed: DelayedService,
+        ingest: IngestService,
+        sessionmaker: async_sessionmaker[AsyncSession],
+    ) -> None:
+        self._delayed = delayed
+        self._ingest = ingest
+        self._sessionmaker = sessionmaker
+
+    async def run_once(self) -> int:
+        messages = await self._delayed.consume(SCHEDULED_TOPIC, 0, SCHEDULED_BATCH)
+        for message in messages:
+            await self._deliver(message)
+        return len(messages)
+
+    async def _deliver(self, message: dict[str, Any]) -> None:
+        async with self._sessionmaker() as session:
+            await self._ingest.deliver_scheduled(session, message)
+        await self._delayed.ack(SCHEDULED_TOPIC, str(message["id"]), str(message["receipt"]))
+
+
+def delayed_loops(
+    delayed: DelayedService,
+    scheduled: ScheduledNotifications,
+    settings: DelayedSettings,
+    metrics: Metrics,
+) -> list[Loop]:
+    async def move() -> None:
+        await delayed.move(settings.move_batch)
+
+    return [
+        Loop("delayed-mover", settings.mover_interval_s, move, metrics),
+        Loop("delayed-log", settings.log_flush_interval_s, delayed.transitions.flush, metrics),
+        Loop("scheduled-notifications", settings.mover_interval_s, scheduled.run_once, metrics),
+    ]

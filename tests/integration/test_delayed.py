@@ -1,0 +1,220 @@
+"""The delayed queue and scheduled notifications, on real Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from notifyhub.api.app import create_app
+from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
+from notifyhub.store.delayed import DelayedStore
+from notifyhub.store.keys import Keys
+from support.sse import EventReader
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+async def consume_key(create_key: Any) -> str:
+    return str(await create_key("test-consume", "consume"))
+
+
+async def _push(hub: Any, key: str, **fields: Any) -> str:
+    response = await hub.client.post("/v1/delayed", json=fields, headers=_auth(key))
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+async def _take(
+    hub: Any, key: str, topic: str, wait: int = 0, max_: int = 10
+) -> list[dict[str, Any]]:
+    response = await hub.client.get(
+        f"/v1/topics/{topic}/messages", params={"wait": wait, "max": max_}, headers=_auth(key)
+    )
+    assert response.status_code == 200, response.text
+    return list(response.json()["messages"])
+
+
+async def test_not_before_due_then_promptly(hub: Any, publish_key: str, consume_key: str) -> None:
+    sent = await _push(
+        hub, publish_key, topic="sms", body={"to": "+1"}, delay_ms=600, biz_key="o-1"
+    )
+    assert await _take(hub, consume_key, "sms") == []
+    started = time.monotonic()
+    [message] = await _take(hub, consume_key, "sms", wait=5)
+    waited = time.monotonic() - started
+    assert message["id"] == sent
+    assert message["body"] == {"to": "+1"}
+    assert message["biz_key"] == "o-1"
+    assert message["receipt"]
+    assert waited < 2.0  # the long poll returned once the message fell due, not at 5 s
+    status = (await hub.client.get(f"/v1/delayed/{sent}", headers=_auth(publish_key))).json()
+    assert status["status"] == "reserved"
+
+
+async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_key: str) -> None:
+    due = (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat()
+    ids = {
+        p: await _push(hub, publish_key, topic="prio", body=p, due_at=due, priority=p)
+        for p in (1, 9, 5)
+    }
+    await asyncio.sleep(0.5)
+    taken = await _take(hub, consume_key, "prio", wait=2, max_=3)
+    assert [m["id"] for m in taken] == [ids[9], ids[5], ids[1]]
+
+
+async def test_cancel_before_due_and_after_consume(
+    hub: Any, publish_key: str, consume_key: str
+) -> None:
+    cancelled = await _push(hub, publish_key, topic="cx", body=1, delay_ms=300)
+    assert (
+        await hub.client.delete(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))
+    ).status_code == 204
+    await asyncio.sleep(0.5)
+    assert await _take(hub, consume_key, "cx", wait=1) == []
+    status = (await hub.client.get(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))).json()
+    assert status["status"] == "cancelled"
+    consumed = await _push(hub, publish_key, topic="cx", body=2, delay_ms=0)
+    [message] = await _take(hub, consume_key, "cx", wait=2)
+    ack = await hub.client.post(
+        f"/v1/topics/cx/messages/{consumed}/ack",
+        json={"receipt": message["receipt"]},
+        headers=_auth(consume_key),
+    )
+    assert ack.status_code == 204
+    late = await hub.client.delete(f"/v1/delayed/{consumed}", headers=_auth(publish_key))
+    assert late.status_code == 409
+    unknown = await hub.client.delete(
+        "/v1/delayed/01ARZ3NDEKTSV4RRFFQ69G5FAV", headers=_auth(publish_key)
+    )
+    assert unknown.status_code == 404
+
+
+async def test_unacked_is_offered_again_after_ttl(
+    hub: Any, publish_key: str, consume_key: str
+) -> None:
+    sent = await _push(hub, publish_key, topic="retry", body="x", delay_ms=0, ttl_ms=300)
+    [first] = await _take(hub, consume_key, "retry", wait=2)
+    assert await _take(hub, consume_key, "retry") == []  # invisible while reserved
+    [again] = await _take(hub, consume_key, "retry", wait=3)
+    assert again["id"] == sent
+    assert again["receipt"] != first["receipt"]
+    stale = await hub.client.post(
+        f"/v1/topics/retry/messages/{sent}/ack",
+        json={"receipt": first["receipt"]},
+        headers=_auth(consume_key),
+    )
+    assert stale.status_code == 409
+    ok = await hub.client.post(
+        f"/v1/topics/retry/messages/{sent}/ack",
+        json={"receipt": again["receipt"]},
+        headers=_auth(consume_key),
+    )
+    assert ok.status_code == 204
+    status = (await hub.client.get(f"/v1/delayed/{sent}", headers=_auth(publish_key))).json()
+    assert status["status"] == "consumed"
+
+
+async def test_redis_loss_then_restart_restores_unconsumed(
+    hub: Any, publish_key: str, consume_key: str, settings: Any, redis: Redis
+) -> None:
+    done = await _push(hub, publish_key, topic="dr", body="acked", delay_ms=0)
+    [m] = await _take(hub, consume_key, "dr", wait=2)
+    await hub.client.post(
+        f"/v1/topics/dr/messages/{done}/ack",
+        json={"receipt": m["receipt"]},
+        headers=_auth(consume_key),
+    )
+    pending = [await _push(hub, publish_key, topic="dr", body=i, delay_ms=200) for i in range(3)]
+    async for key in redis.scan_iter(match=settings.redis_prefix + "*"):  # what FLUSHALL does to us
+        await redis.delete(key)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app) as state:  # a hub starting after the loss
+        await asyncio.sleep(0.4)
+        taken = await state["delayed"].consume("dr", 3, 10)
+    assert sorted(t["id"] for t in taken) == sorted(pending)
+
+
+async def test_two_movers_never_duplicate_or_lose(
+    redis: Redis, settings: Any, sessionmaker: Any
+) -> None:
+    keys = Keys(settings.redis_prefix)
+    services = [
+        DelayedService(DelayedStore(redis, keys, 4), sessionmaker, TransitionLog(sessionmaker))
+        for _ in range(2)
+    ]
+    now_ms = int(time.time() * 1000)
+    ids = [
+        (await services[0].push(NewMessage("race", i, now_ms + (i % 20))))[0] for i in range(300)
+    ]
+    await asyncio.sleep(0.05)
+    for _ in range(20):
+        await asyncio.gather(*(s.move(limit=7) for s in services))
+    taken: list[str] = []
+    while batch := await services[1].consume("race", 0, 100):
+        taken += [m["id"] for m in batch]
+    assert sorted(taken) == sorted(ids)
+    assert len(taken) == len(set(taken))
+
+
+async def test_scheduled_notification_arrives_on_time(hub: Any, publish_key: str) -> None:
+    token = hub.tokens.mint_user_token("later")
+    async with (
+        httpx.AsyncClient(timeout=10) as client,
+        client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=_auth(token)) as response,
+    ):
+        stream = EventReader(response)
+        await stream.next()
+        body = {"recipients": {"users": ["later"]}, "title": "Rate your visit", "delay": 1}
+        accepted = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+        assert accepted.status_code == 202
+        assert accepted.json()["scheduled_for"] is not None
+        counts = (await hub.client.get("/v1/me/notifications/counts", headers=_auth(token))).json()
+        assert counts["total"] == 0  # not before its time
+        event, _ = await stream.until("notification", timeout=5)
+        assert event.data["id"] == accepted.json()["id"]
+        assert event.data["title"] == "Rate your visit"
+
+
+async def test_recall_cancels_a_scheduled_notification(hub: Any, publish_key: str) -> None:
+    body = {"recipients": {"users": ["recalled"]}, "title": "never", "delay": 1}
+    sent = (
+        await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    ).json()["id"]
+    assert (
+        await hub.client.delete(f"/v1/notifications/{sent}", headers=_auth(publish_key))
+    ).status_code == 204
+    await asyncio.sleep(1.5)
+    token = hub.tokens.mint_user_token("recalled")
+    counts = (await hub.client.get("/v1/me/notifications/counts", headers=_auth(token))).json()
+    assert counts["total"] == 0
+
+
+async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_key: str) -> None:
+    assert (
+        await hub.client.get("/v1/topics/sms/messages", headers=_auth(publish_key))
+    ).status_code == 403
+    reserved = await hub.client.get(
+        "/v1/topics/notifyhub.scheduled/messages", headers=_auth(consume_key)
+    )
+    assert reserved.status_code == 422
+    both = await hub.client.post(
+        "/v1/delayed", json={"topic": "a", "delay_ms": 1, "due_at": 1}, headers=_auth(publish_key)
+    )
+    assert both.status_code == 422
+    bad_priority = await hub.client.post(
+        "/v1/delayed",
+        json={"topic": "a", "delay_ms": 1, "priority": 10},
+        headers=_auth(publish_key),
+    )
+    assert bad_priority.status_code == 422
+    too_long = await hub.client.get("/v1/topics/sms/messages?wait=61", headers=_auth(consume_key))
+    assert too_long.status_code == 422
