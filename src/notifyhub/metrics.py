@@ -38,9 +38,28 @@ class Metrics:
         self.loop_last_success_timestamp_seconds = Gauge(
             "loop_last_success_timestamp_seconds", "Last successful tick", ["loop"], registry=r
         )
+        self.delayed_backlog = Gauge(
+            "delayed_backlog", "Delayed messages not yet due, per set", ["set"], registry=r
+        )
+        self.delayed_oldest_due_age_seconds = Gauge(
+            "delayed_oldest_due_age_seconds",
+            "How late the oldest due, unmoved message is",
+            registry=r,
+        )
+        self.delayed_moved_total = Counter(
+            "delayed_moved_total", "Delayed messages moved to ready", registry=r
+        )
         self.loop_errors_total = Counter(
             "loop_errors_total", "Background loop failures", ["loop"], registry=r
         )
+
+    def observe_delayed(
+        self, backlog_by_set: dict[int, int], oldest_due_age_s: float, moved: int
+    ) -> None:
+        for index, backlog in backlog_by_set.items():
+            self.delayed_backlog.labels(set=str(index)).set(backlog)
+        self.delayed_oldest_due_age_seconds.set(oldest_due_age_s)
+        self.delayed_moved_total.inc(moved)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

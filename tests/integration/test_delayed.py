@@ -218,3 +218,14 @@ async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_k
     assert bad_priority.status_code == 422
     too_long = await hub.client.get("/v1/topics/sms/messages?wait=61", headers=_auth(consume_key))
     assert too_long.status_code == 422
+
+
+async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None:
+    await _push(hub, publish_key, topic="metered", body=1, delay_ms=60_000)
+    await asyncio.sleep(0.3)  # a few mover ticks
+    text = (await hub.client.get("/metrics")).text
+    backlog = [line for line in text.splitlines() if line.startswith("delayed_backlog{")]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in backlog) >= 1
+    assert "delayed_oldest_due_age_seconds" in text
+    assert 'loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
+    assert (await hub.client.get("/readyz")).json()["checks"]["loops"] is True

@@ -35,6 +35,7 @@ class Moved:
     set_index: int
     topic: str
     oldest_due_age_ms: int
+    backlog: int
     moved: list[str]
     reoffered: list[str]
 
@@ -64,9 +65,9 @@ class DelayedStore:
         k = self._keys.delayed(set_index)
         keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
         raw = await self._scripts["dq_move"](keys=keys, args=[limit])
-        oldest, n_moved = int(raw[0]), int(raw[1])
-        ids = [_text(i) for i in raw[2:]]
-        return Moved(set_index, topic, oldest, ids[:n_moved], ids[n_moved:])
+        oldest, backlog, n_moved = int(raw[0]), int(raw[1]), int(raw[2])
+        ids = [_text(i) for i in raw[3:]]
+        return Moved(set_index, topic, oldest, backlog, ids[:n_moved], ids[n_moved:])
 
     async def topics(self, set_index: int) -> list[str]:
         members = await self._redis.smembers(self._keys.delayed(set_index).topics)

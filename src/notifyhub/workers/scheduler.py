@@ -51,7 +51,13 @@ def delayed_loops(
     metrics: Metrics,
 ) -> list[Loop]:
     async def move() -> None:
-        await delayed.move(settings.move_batch)
+        results = await delayed.move(settings.move_batch)
+        backlog: dict[int, int] = {}
+        for r in results:
+            backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
+        oldest_ms = max((r.oldest_due_age_ms for r in results), default=-1)
+        moved = sum(len(r.moved) for r in results)
+        metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
 
     return [
         Loop("delayed-mover", settings.mover_interval_s, move, metrics),

@@ -1,7 +1,7 @@
 -- The mover for one (set, topic): due ids -> ready, atomically (nothing popped and
 -- lost, nothing pushed twice). Also re-offers reservations whose visibility expired.
 -- KEYS: due, ready, reserved, state. ARGV: limit
--- Returns {oldest_due_age_ms or -1, n_moved, moved ids..., reoffered ids...}.
+-- Returns {oldest_due_age_ms or -1, backlog (still delayed), n_moved, moved ids..., reoffered ids...}.
 local now, limit = now_ms(), tonumber(ARGV[1])
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local moved, reoffered = {}, {}
@@ -36,7 +36,7 @@ end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local oldest = -1
 if head[2] and tonumber(head[2]) <= now then oldest = now - tonumber(head[2]) end
-local out = {oldest, #moved}
+local out = {oldest, redis.call('ZCARD', KEYS[1]), #moved}
 for _, id in ipairs(moved) do out[#out + 1] = id end
 for _, id in ipairs(reoffered) do out[#out + 1] = id end
 return out
