@@ -7,6 +7,34 @@ from prometheus_client.exposition import generate_latest
 
 
 class Metrics:
+    """Every metric the hub exports, registered in this instance's own registry.
+
+    Never the global registry: several apps may live in one process (tests), and each
+    must count only its own traffic.
+    """
+
+    registry: CollectorRegistry
+    http_requests_total: Counter
+    """Labels: method, route (the route template, never the raw path), status."""
+    http_request_duration_seconds: Histogram
+    notifications_ingested_total: Counter
+    notification_copies_total: Counter
+    """Recipient copies written (a notification to N users counts N)."""
+    streams_open: Gauge
+    stream_events_sent_total: Counter
+    """Label: type (notification, update, delete, counts, reset)."""
+    streams_dropped_total: Counter
+    """Label: reason (send_timeout, cap, shutdown)."""
+    pubsub_reconnects_total: Counter
+    cleaner_runs_total: Counter
+    cleaner_purged_total: Counter
+    loop_last_success_timestamp_seconds: Gauge
+    loop_errors_total: Counter
+    delayed_backlog: Gauge
+    """Label: set (the delayed set's index). Messages due but not yet moved."""
+    delayed_oldest_due_age_seconds: Gauge
+    delayed_moved_total: Counter
+
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         self.http_requests_total = Counter(
@@ -38,28 +66,26 @@ class Metrics:
         self.loop_last_success_timestamp_seconds = Gauge(
             "loop_last_success_timestamp_seconds", "Last successful tick", ["loop"], registry=r
         )
+        self.loop_errors_total = Counter(
+            "loop_errors_total", "Background loop failures", ["loop"], registry=r
+        )
         self.delayed_backlog = Gauge(
-            "delayed_backlog", "Delayed messages not yet due, per set", ["set"], registry=r
+            "delayed_backlog", "Due delayed messages left after a move", ["set"], registry=r
         )
         self.delayed_oldest_due_age_seconds = Gauge(
-            "delayed_oldest_due_age_seconds",
-            "How late the oldest due, unmoved message is",
-            registry=r,
+            "delayed_oldest_due_age_seconds", "Age of the oldest due, unmoved message", registry=r
         )
         self.delayed_moved_total = Counter(
             "delayed_moved_total", "Delayed messages moved to ready", registry=r
         )
-        self.loop_errors_total = Counter(
-            "loop_errors_total", "Background loop failures", ["loop"], registry=r
-        )
 
-    def observe_delayed(
-        self, backlog_by_set: dict[int, int], oldest_due_age_s: float, moved: int
-    ) -> None:
-        for index, backlog in backlog_by_set.items():
-            self.delayed_backlog.labels(set=str(index)).set(backlog)
+    def observe_delayed(self, backlog: dict[int, int], oldest_due_age_s: float, moved: int) -> None:
+        """Record one delayed-mover tick: backlog per set, oldest due age, messages moved."""
+        for index, count in backlog.items():
+            self.delayed_backlog.labels(set=str(index)).set(count)
         self.delayed_oldest_due_age_seconds.set(oldest_due_age_s)
         self.delayed_moved_total.inc(moved)
 
     def render(self) -> tuple[bytes, str]:
+        """The exposition body and its content type, for `GET /metrics`."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

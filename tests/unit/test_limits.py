@@ -1,25 +1,26 @@
-"""Request limits and problem+json mapping on a tiny app (in-process ASGI transport)."""
+"""Request limits: size (declared and chunked), JSON depth and UTF-8, before any parsing."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from pydantic import BaseModel
-from redis.exceptions import ConnectionError as RedisConnectionError
+from pydantic import BaseModel, JsonValue
+from starlette.types import Message, Receive, Scope, Send
 
 from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.limits import RequestLimits, json_depth
-from notifyhub.errors import NotFound
 
-LIMIT = 1024
+LIMIT = 64 * 1024
+JSON = {"content-type": "application/json"}
 
 
 class Body(BaseModel):
-    value: Any = None
+    value: JsonValue = None
 
 
 def tiny_app() -> FastAPI:
@@ -28,96 +29,215 @@ def tiny_app() -> FastAPI:
     app.add_middleware(RequestLimits, max_body_bytes=LIMIT)
 
     @app.post("/echo")
-    async def echo(body: Body) -> dict[str, Any]:
-        return {"ok": True}
+    async def echo(body: Body) -> dict[str, int]:
+        return {"bytes": len(str(body.value))}
 
-    @app.get("/missing")
-    async def missing() -> None:
-        raise NotFound("no such thing")
-
-    @app.get("/redis")
-    async def redis_down() -> None:
-        raise RedisConnectionError("refused")
-
-    @app.get("/boom")
-    async def boom() -> None:
-        raise RuntimeError("secret internals")
+    @app.get("/hello")
+    async def hello() -> dict[str, str]:
+        return {"hello": "world"}
 
     return app
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=tiny_app(), raise_app_exceptions=False)
+    transport = httpx.ASGITransport(app=tiny_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         yield c
 
 
-async def test_declared_large_body_is_413(client: httpx.AsyncClient) -> None:
-    response = await client.post("/echo", content=b"x" * (10 * LIMIT))
-    assert response.status_code == 413
+def _nested(levels: int) -> bytes:
+    """`{"value": [[...]]}` nested `levels` deep in all (the object is one level)."""
+    inner = levels - 1
+    return b'{"value":' + b"[" * inner + b"]" * inner + b"}"
+
+
+def _assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status
     assert response.headers["content-type"] == "application/problem+json"
+    problem: dict[str, Any] = response.json()
+    assert problem["status"] == status
+    assert set(problem) >= {"type", "title", "status", "detail"}
+    return problem
 
 
-async def test_chunked_large_body_is_413(client: httpx.AsyncClient) -> None:
+async def test_declared_10_mb_body_is_413(client: httpx.AsyncClient) -> None:
+    response = await client.post("/echo", content=b"x" * (10 * 1024 * 1024), headers=JSON)
+    problem = _assert_problem(response, 413)
+    assert str(LIMIT) in problem["detail"]
+    assert response.headers["connection"] == "close"
+
+
+async def test_chunked_body_over_the_cap_is_413_as_soon_as_it_passes(
+    client: httpx.AsyncClient,
+) -> None:
+    pulled = 0
+
     async def chunks() -> AsyncIterator[bytes]:
-        for _ in range(10):
-            yield b"x" * 512
+        nonlocal pulled
+        for _ in range(10 * 1024):  # 10 MB in 1 KiB chunks, no Content-Length
+            pulled += 1
+            yield b"x" * 1024
 
-    response = await client.post("/echo", content=chunks())
-    assert response.status_code == 413
+    response = await client.post("/echo", content=chunks(), headers=JSON)
+    _assert_problem(response, 413)
+    assert pulled <= LIMIT // 1024 + 2
 
 
-async def test_body_at_the_limit_passes(client: httpx.AsyncClient) -> None:
-    value = "x" * (LIMIT - len('{"value":""}'))
-    response = await client.post(
-        "/echo",
-        content=f'{{"value":"{value}"}}'.encode(),
-        headers={"content-type": "application/json"},
-    )
+async def test_body_exactly_at_the_limit_passes_one_more_byte_does_not(
+    client: httpx.AsyncClient,
+) -> None:
+    value = "x" * (LIMIT - len(b'{"value":""}'))
+    body = f'{{"value":"{value}"}}'.encode()
+    assert len(body) == LIMIT
+    response = await client.post("/echo", content=body, headers=JSON)
     assert response.status_code == 200
+    assert response.json() == {"bytes": len(value)}
+    _assert_problem(await client.post("/echo", content=body + b" ", headers=JSON), 413)
 
 
-async def test_deep_nesting_is_422_before_parsing(client: httpx.AsyncClient) -> None:
-    body = b'{"value":' + b"[" * 500 + b"]" * 500 + b"}"
-    response = await client.post(
-        "/echo", content=body, headers={"content-type": "application/json"}
-    )
-    assert response.status_code == 422
-    assert "nested" in response.json()["detail"]
+async def test_10_000_levels_of_nesting_is_422_before_parsing(client: httpx.AsyncClient) -> None:
+    response = await client.post("/echo", content=_nested(10_000), headers=JSON)
+    problem = _assert_problem(response, 422)
+    assert problem["detail"] == "JSON nested deeper than 32 levels"
+
+
+async def test_unclosed_deep_nesting_without_content_type_is_422(
+    client: httpx.AsyncClient,
+) -> None:
+    # FastAPI parses a body without a content type as JSON, so it is checked too.
+    response = await client.post("/echo", content=b"[" * 10_000)
+    assert _assert_problem(response, 422)["detail"] == "JSON nested deeper than 32 levels"
+
+
+async def test_depth_32_passes_and_33_does_not(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/echo", content=_nested(32), headers=JSON)).status_code == 200
+    _assert_problem(await client.post("/echo", content=_nested(33), headers=JSON), 422)
 
 
 async def test_brackets_inside_strings_do_not_count(client: httpx.AsyncClient) -> None:
-    response = await client.post("/echo", json={"value": "[" * 500 + '\\"{'})
+    response = await client.post("/echo", json={"value": "[" * 1000})
     assert response.status_code == 200
+    escaped = await client.post("/echo", json={"value": ['\\"' + "{" * 1000, '"[[[', "\\"]})
+    assert escaped.status_code == 200
 
 
-async def test_invalid_json_and_utf8(client: httpx.AsyncClient) -> None:
-    headers = {"content-type": "application/json"}
-    bad_json = await client.post("/echo", content=b'{"value": ', headers=headers)
-    assert bad_json.status_code == 422
-    assert bad_json.json()["detail"] == "request body is not valid JSON"
-    bad_utf8 = await client.post("/echo", content=b'{"value": "\xff"}', headers=headers)
-    assert bad_utf8.status_code == 422
+async def test_invalid_utf8_is_422(client: httpx.AsyncClient) -> None:
+    response = await client.post("/echo", content=b'{"value": "\xff\xfe"}', headers=JSON)
+    assert _assert_problem(response, 422)["detail"] == "request body is not valid UTF-8"
+    surrogate = await client.post("/echo", content=b'{"value": "\xed\xa0\x80"}', headers=JSON)
+    _assert_problem(surrogate, 422)
 
 
-async def test_problem_shapes(client: httpx.AsyncClient) -> None:
-    missing = await client.get("/missing")
-    assert missing.status_code == 404
-    assert missing.json() == {
-        "type": "about:blank",
-        "title": "Not found",
-        "status": 404,
-        "detail": "no such thing",
-    }
-    assert (await client.get("/nowhere")).headers["content-type"] == "application/problem+json"
-    assert (await client.delete("/echo")).status_code == 405
-    assert (await client.get("/redis")).status_code == 503
-    boom = await client.get("/boom")
-    assert boom.status_code == 500
-    assert "secret internals" not in boom.text
+async def test_get_passes(client: httpx.AsyncClient) -> None:
+    response = await client.get("/hello")
+    assert response.status_code == 200
+    assert response.json() == {"hello": "world"}
 
 
-def test_json_depth() -> None:
+def _scope(method: str, headers: list[tuple[bytes, bytes]]) -> Scope:
+    return {"type": "http", "method": method, "path": "/", "headers": headers}
+
+
+async def _never_receive() -> Message:
+    raise AssertionError("the middleware must not read this body")
+
+
+async def _ignore(message: Message) -> None:
+    return None
+
+
+async def test_bodyless_requests_pass_through_untouched() -> None:
+    seen: list[Receive] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(receive)
+
+    limits = RequestLimits(app, max_body_bytes=LIMIT)
+    stream = _scope("GET", [(b"accept", b"text/event-stream")])
+    await limits(stream, _never_receive, _ignore)
+    assert seen == [_never_receive]  # the very same receive: no buffering, no wrapper
+
+
+async def test_declared_oversize_is_refused_without_reading_the_body() -> None:
+    sent: list[Message] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("the app must not run")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    limits = RequestLimits(app, max_body_bytes=LIMIT)
+    await limits(_scope("POST", [(b"content-length", b"10485760")]), _never_receive, send)
+    assert sent[0]["status"] == 413
+
+
+async def test_body_is_replayed_once_then_later_messages_pass_through() -> None:
+    incoming: list[Message] = [
+        {"type": "http.request", "body": b'{"a":', "more_body": True},
+        {"type": "http.request", "body": b"1}", "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+    received: list[Message] = []
+
+    async def receive() -> Message:
+        return incoming.pop(0)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        received.extend([await receive(), await receive()])
+
+    await RequestLimits(app, max_body_bytes=LIMIT)(_scope("POST", []), receive, _ignore)
+    assert received == [
+        {"type": "http.request", "body": b'{"a":1}', "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+
+
+async def test_client_gone_mid_body_never_reaches_the_app() -> None:
+    incoming: list[Message] = [
+        {"type": "http.request", "body": b'{"a":', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return incoming.pop(0)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("the app must not run")
+
+    await RequestLimits(app, max_body_bytes=LIMIT)(_scope("POST", []), receive, _ignore)
+
+
+def _reference_depth(body: bytes) -> int:
+    """The obvious byte-by-byte scan that `json_depth` must agree with."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+def test_json_depth_matches_a_byte_by_byte_scan() -> None:
     assert json_depth(b'{"a": [1, {"b": "[[[["}]}') == 3
     assert json_depth(b'"\\"[["') == 0
+    assert json_depth(b'"\\\\"[[') == 2
+    assert json_depth(b"]]][[") == 0
+    rng = random.Random(7)
+    for _ in range(5000):
+        body = bytes(rng.choice(b'[]{}"\\x') for _ in range(rng.randint(0, 40)))
+        assert json_depth(body) == _reference_depth(body), body
+
+
+def test_json_depth_across_chunks() -> None:
+    body = b"[1]," * 30_000 + b"[" * 40 + b'"]]]' + b"]" * 40
+    assert json_depth(body) == _reference_depth(body) == 40
+    assert json_depth(body, stop_above=32) > 32

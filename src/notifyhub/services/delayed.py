@@ -149,12 +149,15 @@ class DelayedService:
         return {**message_json(row), "status": status}
 
     async def cancel(self, message_id: str) -> None:
-        topic = await self._topic(message_id)
-        result = await self._store.settle(message_id, topic, "cancel")
-        if result == -1:
-            raise NotFound(f"no delayed message {message_id} in Redis (restore it first)")
-        if result == 0:
-            raise Conflict("the message is already reserved or consumed")
+        row = await self._row(message_id)
+        result = await self._store.settle(message_id, row.topic, "cancel")
+        if result == -1:  # Redis lost it: PostgreSQL decides
+            if row.status in FINISHED:
+                raise Conflict(f"the message is already {row.status}")
+            await self._queue(row)
+            result = await self._store.settle(message_id, row.topic, "cancel")
+        if result != 1:
+            raise Conflict("the message is already reserved, consumed or cancelled")
         await self._finish(message_id, "cancelled")
 
     async def ack(self, topic: str, message_id: str, receipt: str) -> None:
@@ -230,14 +233,12 @@ class DelayedService:
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 
-    async def _topic(self, message_id: str) -> str:
+    async def _row(self, message_id: str) -> DelayedMessage:
         async with self._sessionmaker() as session:
-            topic = await session.scalar(
-                select(DelayedMessage.topic).where(DelayedMessage.id == message_id)
-            )
-        if topic is None:
+            row = await session.get(DelayedMessage, message_id)
+        if row is None:
             raise NotFound(f"no delayed message {message_id}")
-        return topic
+        return row
 
     async def _finish(self, message_id: str, status: str) -> None:
         async with self._sessionmaker.begin() as session:

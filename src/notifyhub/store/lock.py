@@ -1,5 +1,4 @@
-"""A token-checked Redis lock (SET NX PX). It only saves duplicate work: every step
-it guards is idempotent, so correctness never depends on it (no Redlock)."""
+"""A token-checked Redis lock (SET NX PX) that saves duplicate work between processes."""
 
 from __future__ import annotations
 
@@ -20,6 +19,15 @@ return 0
 
 
 class RedisLock:
+    """One holder at a time per key, until release or `ttl_ms` passes.
+
+    The lock only saves duplicate work: every step it guards is idempotent and atomic
+    on its own, so two holders at once (a paused process whose lock expired, a failover
+    that lost the key) cost work, never correctness. Hence no Redlock. Release and
+    extend check this instance's random token, so a holder whose lock expired cannot
+    free or prolong the next holder's lock.
+    """
+
     def __init__(self, redis: Redis, key: str, ttl_ms: int) -> None:
         self._redis = redis
         self._key = key
@@ -32,9 +40,11 @@ class RedisLock:
         return bool(await self._redis.set(self._key, self._token, nx=True, px=self._ttl_ms))
 
     async def release(self) -> bool:
+        """Free the lock if this instance still holds it; False if it had expired."""
         return bool(await self._release(keys=[self._key], args=[self._token]))
 
     async def extend(self) -> bool:
+        """Restart the lock's `ttl_ms` if this instance still holds it."""
         return bool(await self._extend(keys=[self._key], args=[self._token, self._ttl_ms]))
 
     @asynccontextmanager

@@ -1,8 +1,6 @@
-"""The expiry cleaner: drops expired copies of users nobody reads, from the expiry index."""
+"""The expiry cleaner: removes expired copies from Redis, driven by the expiry index."""
 
 from __future__ import annotations
-
-import time
 
 from redis.asyncio import Redis
 
@@ -14,11 +12,19 @@ from notifyhub.store.lock import RedisLock
 
 
 class Cleaner:
-    """One pass (`run_once`) takes due users from `keys.expiry` and purges each.
+    """One pass (`run_once`) purges the users whose earliest expiry in `keys.expiry` is due.
 
-    A concurrent ingest may lower a user's index entry just before this pass writes the
-    user's next expiry back; at worst the entry is later than needed, which only delays
-    reclaiming memory: every read path drops expired items itself.
+    This is the only place expired copies leave Redis: no keyspace SCAN, no keyspace
+    notifications. Reads never wait for it, since every read path drops expired items
+    itself; the cleaner only reclaims memory of inboxes nobody reads.
+
+    Race with a concurrent ingest, which writes the copy first and then `ZADD LT`s the
+    user's entry. While an entry is due its score is in the past, so that ZADD changes
+    nothing; a copy written after our purge is then missing from the `next_ms` we write
+    back, and at worst the entry is later than needed (reads still hide the item). When
+    the purge left the inbox empty we remove the entry and purge once more: a copy that
+    arrived meanwhile is either seen by that second purge or its ZADD comes after our
+    ZREM and re-adds the entry, so no copy is left out of the index.
     """
 
     def __init__(
@@ -37,27 +43,37 @@ class Cleaner:
         self._lock = RedisLock(redis, keys.lock("cleaner"), settings.lock_ttl_ms)
 
     async def run_once(self) -> int:
+        """Purge up to `cleaner_batch` due users; the number of copies removed.
+
+        Returns 0 at once while another process holds the cleaner's lock.
+        """
         async with self._lock.hold() as held:
             if not held:
                 return 0
-            purged = await self._pass()
+            purged = 0
+            for member in await self._due():
+                purged += await self._clean(member)
         self._metrics.cleaner_runs_total.inc()
         self._metrics.cleaner_purged_total.inc(purged)
         return purged
 
-    async def _pass(self) -> int:
-        now_ms = int(time.time() * 1000)
+    async def _due(self) -> list[str]:
+        # Redis's clock, the one the purge script judges expiry by.
+        seconds, micros = await self._redis.time()
+        now_ms = seconds * 1000 + micros // 1000
         due = await self._redis.zrangebyscore(
             self._keys.expiry, "-inf", now_ms, start=0, num=self._settings.cleaner_batch
         )
-        purged = 0
-        for raw in due:
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            tenant, user = split_member(name)
-            count, next_ms = await self._store.purge(tenant, user)
-            purged += count
-            if next_ms is None:
-                await self._redis.zrem(self._keys.expiry, name)
-            else:
-                await self._redis.zadd(self._keys.expiry, {name: next_ms})
-        return purged
+        return [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in due]
+
+    async def _clean(self, member: str) -> int:
+        tenant, user = split_member(member)
+        purged, next_ms = await self._store.purge(tenant, user)
+        if next_ms is not None:
+            await self._redis.zadd(self._keys.expiry, {member: next_ms})
+            return purged
+        await self._redis.zrem(self._keys.expiry, member)
+        late, next_ms = await self._store.purge(tenant, user)
+        if next_ms is not None:
+            await self._redis.zadd(self._keys.expiry, {member: next_ms}, lt=True)
+        return purged + late

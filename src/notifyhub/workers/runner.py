@@ -1,4 +1,4 @@
-"""Background loops that never die: each step is retried with backoff and timed."""
+"""Background loops that never die: each failing step is logged, counted and retried."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ MAX_BACKOFF_S = 30.0
 
 
 class Loop:
-    """Run `step` every `interval_s`; on failure log, count, back off and go on."""
+    """Run `step` every `interval_s`; on failure log, count, back off and go on.
+
+    The pause after a failure doubles from `interval_s` up to `MAX_BACKOFF_S` (or the
+    interval, if longer) and returns to `interval_s` after the next success.
+    """
 
     def __init__(
         self, name: str, interval_s: float, step: Callable[[], Awaitable[object]], metrics: Metrics
@@ -27,6 +31,7 @@ class Loop:
         self.metrics = metrics
         self.started_at = time.monotonic()
         self.last_success: float | None = None
+        """`time.monotonic()` of the last step that returned normally."""
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -35,20 +40,28 @@ class Loop:
 
     async def run(self) -> None:
         self.started_at = time.monotonic()
-        backoff_s = self.interval_s
+        failures = 0
         while not self._stopping.is_set():
             try:
                 await self.step()
             except Exception:
-                log.exception("loop %s failed; retrying in %.1fs", self.name, backoff_s)
+                failures += 1
+                pause_s = self._backoff_s(failures)
+                log.exception("loop %s failed; retrying in %.2fs", self.name, pause_s)
                 self.metrics.loop_errors_total.labels(loop=self.name).inc()
-                await self._pause(backoff_s)
-                backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+                await self._pause(pause_s)
                 continue
-            self.last_success = time.monotonic()
-            self.metrics.loop_last_success_timestamp_seconds.labels(loop=self.name).set(time.time())
-            backoff_s = self.interval_s
+            failures = 0
+            self._succeeded()
             await self._pause(self.interval_s)
+
+    def _backoff_s(self, failures: int) -> float:
+        cap_s = max(MAX_BACKOFF_S, self.interval_s)
+        return min(self.interval_s * 2.0 ** min(failures, 32), cap_s)
+
+    def _succeeded(self) -> None:
+        self.last_success = time.monotonic()
+        self.metrics.loop_last_success_timestamp_seconds.labels(loop=self.name).set(time.time())
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -90,4 +103,9 @@ class Runner:
         self._tasks = []
 
     def stuck(self, after_s: float) -> list[str]:
-        return [loop.name for loop in self._loops if loop.age_s() > after_s]
+        """Loops with no success for `after_s` beyond their own interval (for `/readyz`).
+
+        A loop that never succeeded is measured from its start. The interval is added so
+        that a loop which runs every ten minutes is not "stuck" between two healthy runs.
+        """
+        return [loop.name for loop in self._loops if loop.age_s() > after_s + loop.interval_s]

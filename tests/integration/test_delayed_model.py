@@ -1,0 +1,138 @@
+"""A Hypothesis state machine: the delayed queue against a plain-Python model.
+
+Messages are pushed due now or an hour ahead (the scripts use Redis' own clock, which a
+test cannot advance); moves, consumes, acks, cancels and "Redis lost everything, then
+restore from PostgreSQL" interleave at random.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from redis.asyncio import Redis
+
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.errors import Conflict
+from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
+from notifyhub.store.delayed import DelayedStore
+from notifyhub.store.keys import Keys
+
+
+class DelayedModel(RuleBasedStateMachine):
+    redis_url = "redis://127.0.0.1:6379/0"
+    database_url = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.redis = Redis.from_url(self.redis_url)
+        self.engine = create_engine(self.database_url)
+        self.prefix = f"nhtest:dqm:{uuid.uuid4().hex[:8]}:"
+        maker = create_sessionmaker(self.engine)
+        self.queue = DelayedService(
+            DelayedStore(self.redis, Keys(self.prefix), 3), maker, TransitionLog(maker)
+        )
+        self.topic = f"m{uuid.uuid4().hex[:6]}"
+        self.state: dict[str, str] = {}  # id -> due | future | reserved | consumed | cancelled
+        self.receipts: dict[str, str] = {}
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    @rule(now=st.booleans())
+    def push(self, now: bool) -> None:
+        due_ms = int(time.time() * 1000) + (-1000 if now else 3_600_000)
+        message_id, _ = self.run(
+            self.queue.push(NewMessage(self.topic, {"n": len(self.state)}, due_ms))
+        )
+        self.state[message_id] = "due" if now else "future"
+
+    @rule()
+    def move(self) -> None:
+        self.run(self.queue.move(limit=1000))
+
+    @rule(count=st.integers(1, 5))
+    def consume(self, count: int) -> None:
+        self.run(self.queue.move(limit=1000))
+        for message in self.run(self.queue.consume(self.topic, 0, count)):
+            assert self.state[message["id"]] == "due", (message["id"], self.state[message["id"]])
+            self.state[message["id"]] = "reserved"
+            self.receipts[message["id"]] = message["receipt"]
+
+    @precondition(lambda self: any(s == "reserved" for s in self.state.values()))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        message_id = data.draw(
+            st.sampled_from(sorted(k for k, s in self.state.items() if s == "reserved"))
+        )
+        self.run(self.queue.ack(self.topic, message_id, self.receipts[message_id]))
+        self.state[message_id] = "consumed"
+
+    @precondition(lambda self: self.state)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        message_id = data.draw(st.sampled_from(sorted(self.state)))
+        expected_ok = self.state[message_id] in ("due", "future")
+        try:
+            self.run(self.queue.cancel(message_id))
+            assert expected_ok, self.state[message_id]
+            self.state[message_id] = "cancelled"
+        except Conflict:
+            assert not expected_ok
+
+    @rule()
+    def lose_redis_then_restore(self) -> None:
+        async def lose() -> None:
+            async for key in self.redis.scan_iter(match=self.prefix + "*"):
+                await self.redis.delete(key)
+
+        self.run(lose())
+        self.run(self.queue.restore(expired=True))
+        for message_id, status in self.state.items():
+            if status == "reserved":  # never acked: it must come back
+                self.state[message_id] = "due"
+
+    @invariant()
+    def statuses_agree(self) -> None:
+        for message_id, status in self.state.items():
+            got = self.run(self.queue.get(message_id))["status"]  # Redis, else PostgreSQL
+            allowed = {
+                "due": {"delayed", "ready"},
+                "future": {"delayed"},
+                "reserved": {"reserved"},
+                "consumed": {"consumed"},
+                "cancelled": {"cancelled"},
+            }[status]
+            assert got in allowed, (message_id, status, got)
+
+    def teardown(self) -> None:
+        async def clean() -> None:
+            async for key in self.redis.scan_iter(match=self.prefix + "*"):
+                await self.redis.delete(key)
+            await self.redis.aclose()
+            await self.engine.dispose()
+
+        self.run(clean())
+        self.loop.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_delayed_queue_matches_the_model(settings: Any, database_url: str) -> None:
+    DelayedModel.redis_url = settings.redis_url
+    DelayedModel.database_url = database_url
+    DelayedModel.TestCase.settings = hsettings(
+        max_examples=20,
+        stateful_step_count=20,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    DelayedModel.TestCase().runTest()
