@@ -42,6 +42,7 @@ class BenchHub:
     settings: Settings
     admin_key: str
     publish_key: str
+    consume_key: str
     tokens: TokenService
     restart: Callable[[], Awaitable[int]] = field(repr=False, default=lambda: _never())
 
@@ -67,7 +68,7 @@ class BenchHub:
         )
         try:
             await asyncio.to_thread(upgrade_head, database_url)
-            admin_key, publish_key = await _keys(database_url)
+            admin_key, publish_key, consume_key = await _keys(database_url)
             async with _process(settings) as process:
                 hub = cls(
                     process.base_url,
@@ -75,6 +76,7 @@ class BenchHub:
                     settings,
                     admin_key,
                     publish_key,
+                    consume_key,
                     TokenService(settings),
                 )
 
@@ -90,7 +92,7 @@ class BenchHub:
             await conn.close()
 
 
-async def _keys(database_url: str) -> tuple[str, str]:
+async def _keys(database_url: str) -> tuple[str, str, str]:
     engine = create_engine(database_url)
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
@@ -100,7 +102,10 @@ async def _keys(database_url: str) -> tuple[str, str]:
             publish = await apikeys.create_key(
                 session, name="bench-pub", scope=Scope.PUBLISH, tenant=None
             )
-        return admin, publish
+            consume = await apikeys.create_key(
+                session, name="bench-consume", scope=Scope.CONSUME, tenant=None
+            )
+        return admin, publish, consume
     finally:
         await engine.dispose()
 

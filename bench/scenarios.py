@@ -12,6 +12,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
+from redis.asyncio import Redis
+from ulid import ULID
+
+from notifyhub.store.delayed import DelayedStore
+from notifyhub.store.keys import Keys
 
 if TYPE_CHECKING:
     from bench.hubproc import BenchHub
@@ -182,4 +187,101 @@ ALL: list[tuple[str, Callable[[BenchHub], Awaitable[dict[str, float]]]]] = [
     ("fan-out to a 100k group", fan_out(100_000)),
     ("100k fan-out, topic vs group", topic_vs_group),
     ("1k idle streams", idle_streams),
+]
+
+
+def _delayed_store(hub: BenchHub) -> tuple[Redis, DelayedStore]:
+    redis = Redis.from_url(str(hub.settings.redis_url))
+    store = DelayedStore(redis, Keys(hub.settings.redis_prefix), hub.settings.delayed.sets)
+    return redis, store
+
+
+async def _load(store: DelayedStore, topic: str, due_ms: list[int]) -> list[str]:
+    """Queue messages straight into Redis (the mover's input; PostgreSQL is not measured)."""
+    ids = [str(ULID()) for _ in due_ms]
+    for start in range(0, len(ids), 5000):
+        batch = range(start, min(start + 5000, len(ids)))
+        await store.push_many(
+            [
+                (ids[i], topic, orjson.dumps({"id": ids[i], "body": i}), due_ms[i], 0, 60_000)
+                for i in batch
+            ]
+        )
+    return ids
+
+
+async def _ready_count(redis: Redis, hub: BenchHub, topic: str) -> int:
+    keys = Keys(hub.settings.redis_prefix)
+    counts = [
+        await redis.zcard(keys.delayed(i).ready(topic)) for i in range(hub.settings.delayed.sets)
+    ]
+    return sum(counts)
+
+
+async def burst_due(hub: BenchHub, count: int = 100_000) -> dict[str, float]:
+    """100k messages due in the same instant: how long until the last is ready."""
+    redis, store = _delayed_store(hub)
+    topic = f"burst-{uuid.uuid4().hex[:6]}"
+    due = int(time.time() * 1000) + 8000 + count // 20  # after loading completes
+    await _load(store, topic, [due] * count)
+    while int(time.time() * 1000) < due:
+        await asyncio.sleep(0.005)
+    while await _ready_count(redis, hub, topic) < count:
+        await asyncio.sleep(0.005)
+    all_ready_ms = time.time() * 1000 - due
+    await redis.aclose()
+    return {"messages": float(count), "all ready after ms": all_ready_ms}
+
+
+async def lateness(hub: BenchHub, rate: int = 5000, seconds: int = 4) -> dict[str, float]:
+    """Messages due at `rate`/s; a consumer long-polls over HTTP and records lateness."""
+    redis, store = _delayed_store(hub)
+    topic = f"late-{uuid.uuid4().hex[:6]}"
+    start = int(time.time() * 1000) + 6000
+    total = rate * seconds
+    ids = await _load(store, topic, [start + i * 1000 // rate for i in range(total)])
+    due_of = {message_id: start + i * 1000 // rate for i, message_id in enumerate(ids)}
+    late: list[float] = []
+    headers = {"Authorization": f"Bearer {hub.consume_key}"}
+    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=30) as client:
+        while len(late) < total:
+            response = await client.get(
+                f"/v1/topics/{topic}/messages", params={"wait": 5, "max": 100}
+            )
+            now = time.time() * 1000
+            late += [now - due_of[m["id"]] for m in response.json()["messages"]]
+    await redis.aclose()
+    late.sort()
+    return {
+        "due/s": float(rate),
+        "p50 late ms": late[len(late) // 2],
+        "p99 late ms": late[int(len(late) * 0.99) - 1],
+        "max late ms": late[-1],
+    }
+
+
+async def delayed_push(hub: BenchHub, total: int = 3000, concurrency: int = 32) -> dict[str, float]:
+    """POST /v1/delayed at fixed concurrency: each push commits to PostgreSQL first."""
+    headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
+    body = orjson.dumps({"topic": "bench-push", "body": {"x": 1}, "delay_ms": 3_600_000})
+    remaining = total
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal remaining
+        client = RawClient(hub.base_url)
+        await client.connect()
+        while remaining > 0:
+            remaining -= 1
+            assert await client.request("POST", "/v1/delayed", headers, body) == 201
+        client.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"pushes/s": total / (time.perf_counter() - started)}
+
+
+ALL += [
+    ("delayed: push, 32 connections", delayed_push),
+    ("delayed: 100k due at once", burst_due),
+    ("delayed: 5k due/s, HTTP consumer", lateness),
 ]

@@ -47,7 +47,7 @@ class DelayedSettings(BaseModel):
     """The delayed queue: N sets keep each sorted set short; the mover's tick."""
 
     sets: int = Field(4, ge=1, le=1024)
-    mover_interval_s: float = Field(0.05, gt=0)
+    mover_interval_s: float = Field(0.02, gt=0)
     move_batch: int = Field(1000, ge=1)
     default_ttl_ms: int = Field(30_000, ge=100)
     log_flush_interval_s: float = Field(0.1, gt=0)

@@ -229,3 +229,31 @@ async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None
     assert "delayed_oldest_due_age_seconds" in text
     assert 'loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
     assert (await hub.client.get("/readyz")).json()["checks"]["loops"] is True
+
+
+async def test_transitions_are_logged(
+    hub: Any, publish_key: str, consume_key: str, sessionmaker: Any
+) -> None:
+    from sqlalchemy import select
+
+    from notifyhub.db.models import DelayedTransition
+
+    sent = await _push(hub, publish_key, topic="audit", body=1, delay_ms=0)
+    [m] = await _take(hub, consume_key, "audit", wait=2)
+    await hub.client.post(
+        f"/v1/topics/audit/messages/{sent}/ack",
+        json={"receipt": m["receipt"]},
+        headers=_auth(consume_key),
+    )
+    await asyncio.sleep(0.3)  # the log is flushed in batches
+    async with sessionmaker() as session:
+        rows = (
+            await session.execute(
+                select(DelayedTransition.status, DelayedTransition.worker, DelayedTransition.host)
+                .where(DelayedTransition.message_id == sent)
+                .order_by(DelayedTransition.id)
+            )
+        ).all()
+    assert [r.status for r in rows] == ["delayed", "ready", "reserved", "consumed"]
+    assert rows[1].worker == "mover"
+    assert all(r.host for r in rows)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 HOST = socket.gethostname()
 FINISHED = ("consumed", "cancelled")
-POLL_S = 0.05
+POLL_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,23 +73,25 @@ class TransitionLog:
         batch, self._buffer = self._buffer, []
         if not batch:
             return 0
-        rows = [
-            {
-                "message_id": t.message_id,
-                "status": t.status,
-                "set_index": t.set_index,
-                "worker": t.worker,
-                "host": HOST,
-            }
-            for t in batch
-        ]
+        rows = [(t.message_id, t.status, t.set_index, t.worker, HOST) for t in batch]
         try:
             async with self._sessionmaker.begin() as session:
-                await session.execute(insert(DelayedTransition), rows)
+                await _copy(session, rows)
         except Exception:
             self._buffer[:0] = batch  # keep them for the next flush
             raise
         return len(batch)
+
+
+async def _copy(session: AsyncSession, rows: list[tuple[Any, ...]]) -> None:
+    """COPY is about twenty times cheaper per row than an INSERT executemany."""
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+        DelayedTransition.__tablename__,
+        records=rows,
+        columns=["message_id", "status", "set_index", "worker", "host"],
+    )
 
 
 def message_json(row: DelayedMessage) -> dict[str, Any]:
@@ -135,10 +137,7 @@ class DelayedService:
         return message_id, row.due_at
 
     async def _queue(self, row: DelayedMessage) -> bool:
-        payload = orjson.dumps(message_json(row))
-        return await self._store.push(
-            row.id, row.topic, payload, to_ms(row.due_at), row.priority, row.ttl_ms
-        )
+        return bool(await self._store.push_many([_entry(row)]))
 
     async def get(self, message_id: str) -> dict[str, Any]:
         async with self._sessionmaker() as session:
@@ -200,18 +199,26 @@ class DelayedService:
         reserved.sort(key=lambda pair: pair[0])
         return [message for _score, message in reserved]
 
-    async def move(self, limit: int = 1000) -> list[Moved]:
-        """One mover pass over every set and topic (idempotent; any number may run)."""
+    async def move(self, limit: int = 1000, max_batches: int = 50) -> list[Moved]:
+        """One mover pass over every set and topic (idempotent; any number may run).
+
+        A (set, topic) whose batch came back full is moved again at once, up to
+        `max_batches`, so a burst due in the same second does not wait for later ticks."""
         results = []
         for index in range(self._store.sets):
             for topic in await self._store.topics(index):
-                moved = await self._store.move(index, topic, limit)
-                self.transitions.add([Transition(i, "ready", index, "mover") for i in moved.moved])
-                self.transitions.add(
-                    [Transition(i, "ready", index, "reaper") for i in moved.reoffered]
-                )
-                results.append(moved)
+                for _ in range(max_batches):
+                    moved = await self._store.move(index, topic, limit)
+                    self._log_moves(moved)
+                    results.append(moved)
+                    if len(moved.moved) < limit:
+                        break
         return results
+
+    def _log_moves(self, moved: Moved) -> None:
+        index = moved.set_index
+        self.transitions.add([Transition(i, "ready", index, "mover") for i in moved.moved])
+        self.transitions.add([Transition(i, "ready", index, "reaper") for i in moved.reoffered])
 
     async def restore(self, *, expired: bool, message_id: str | None = None) -> int:
         """Re-queue from PostgreSQL what is not consumed or cancelled (and not in Redis)."""
@@ -223,8 +230,8 @@ class DelayedService:
         restored = 0
         async with self._sessionmaker() as session:
             rows = await session.stream_scalars(query.execution_options(yield_per=1000))
-            async for row in rows:
-                restored += int(await self._queue(row))
+            async for batch in rows.partitions(1000):
+                restored += await self._store.push_many([_entry(row) for row in batch])
         if (
             message_id is not None
             and restored == 0
@@ -246,6 +253,11 @@ class DelayedService:
                 update(DelayedMessage).where(DelayedMessage.id == message_id).values(status=status)
             )
         self.transitions.add([Transition(message_id, status)])
+
+
+def _entry(row: DelayedMessage) -> tuple[str, str, bytes, int, int, int]:
+    payload = orjson.dumps(message_json(row))
+    return row.id, row.topic, payload, to_ms(row.due_at), row.priority, row.ttl_ms
 
 
 def due_ms_from(delay_ms: int | None, due_at: datetime | None) -> int:

@@ -53,13 +53,24 @@ class DelayedStore:
     def _set(self, message_id: str) -> DelayedKeys:
         return self._keys.delayed(self._keys.delayed_set(message_id, self.sets))
 
-    async def push(
-        self, message_id: str, topic: str, message: bytes, due_ms: int, priority: int, ttl_ms: int
-    ) -> bool:
-        k = self._set(message_id)
-        keys = [k.due(topic), k.state, k.msg, k.topics]
-        args: list[str | bytes | int] = [message_id, message, due_ms, topic, priority, ttl_ms]
-        return bool(await self._scripts["dq_push"](keys=keys, args=args))
+    async def push_many(self, messages: list[tuple[str, str, bytes, int, int, int]]) -> int:
+        """Pipelined pushes of (id, topic, message, due_ms, priority, ttl_ms); returns how
+        many were new. Each push is still its own atomic script."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for message_id, topic, message, due_ms, priority, ttl_ms in messages:
+                k = self._set(message_id)
+                keys = [k.due(topic), k.state, k.msg, k.topics]
+                args: list[str | bytes | int] = [
+                    message_id,
+                    message,
+                    due_ms,
+                    topic,
+                    priority,
+                    ttl_ms,
+                ]
+                await self._scripts["dq_push"](keys=keys, args=args, client=pipe)
+            results = await pipe.execute()
+        return sum(int(r) for r in results)
 
     async def move(self, set_index: int, topic: str, limit: int) -> Moved:
         k = self._keys.delayed(set_index)
