@@ -44,12 +44,12 @@ async def run(repeats: int, out: Path) -> None:
 
 def _fmt(values: list[float]) -> str:
     median = statistics.median(values)
-    spread = (max(values) - min(values)) if len(values) > 1 else 0.0
-    return (
-        f"{median:,.1f} (±{spread / 2:,.1f})"
-        if median < 1000
-        else f"{median:,.0f} (±{spread / 2:,.0f})"
-    )
+    half = (max(values) - min(values)) / 2 if len(values) > 1 else 0.0
+    if median < 10:
+        return f"{median:,.2f} (±{half:,.2f})"
+    if median < 1000:
+        return f"{median:,.1f} (±{half:,.1f})"
+    return f"{median:,.0f} (±{half:,.0f})"
 
 
 def render(results: dict[str, list[dict[str, float]]], repeats: int) -> str:

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -46,12 +47,23 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
     database_url = os.environ.get("NOTIFYHUB_TEST_DATABASE_URL")
     if redis_url and database_url:
         yield Backends(redis_url, database_url)
+        _drop_run_keys(redis_url)
         return
     servers = EmbeddedServers.start(tmp_path_factory.mktemp("embedded"), database="postgres")
     try:
         yield Backends(servers.redis_url, servers.database_url)
     finally:
         servers.stop()
+
+
+def _drop_run_keys(redis_url: str) -> None:
+    """This run's keys leave the shared Redis with it (never FLUSHDB: others use it)."""
+    client = SyncRedis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(match=f"nhtest:{RUN_ID}:*", count=1000):
+            client.unlink(key)
+    finally:
+        client.close()
 
 
 def _with_database(url: str, name: str) -> str:
@@ -77,17 +89,6 @@ async def database_url(backends: Backends) -> AsyncIterator[str]:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
-
-
-@pytest.fixture(scope="session", autouse=True)
-async def _drop_run_keys(backends: Backends) -> AsyncIterator[None]:
-    yield
-    redis = Redis.from_url(backends.redis_url)
-    try:
-        async for key in redis.scan_iter(match=f"nhtest:{RUN_ID}:*", count=1000):
-            await redis.unlink(key)
-    finally:
-        await redis.aclose()
 
 
 @pytest.fixture

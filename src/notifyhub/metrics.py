@@ -31,7 +31,7 @@ class Metrics:
     loop_last_success_timestamp_seconds: Gauge
     loop_errors_total: Counter
     delayed_backlog: Gauge
-    """Label: set (the delayed set's index). Messages due but not yet moved."""
+    """Label: set (the delayed set's index). Messages still waiting to be moved to ready."""
     delayed_oldest_due_age_seconds: Gauge
     delayed_moved_total: Counter
 
@@ -70,7 +70,10 @@ class Metrics:
             "loop_errors_total", "Background loop failures", ["loop"], registry=r
         )
         self.delayed_backlog = Gauge(
-            "delayed_backlog", "Due delayed messages left after a move", ["set"], registry=r
+            "delayed_backlog",
+            "Messages still waiting in the delayed set (due or not)",
+            ["set"],
+            registry=r,
         )
         self.delayed_oldest_due_age_seconds = Gauge(
             "delayed_oldest_due_age_seconds", "Age of the oldest due, unmoved message", registry=r
