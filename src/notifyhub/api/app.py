@@ -22,6 +22,7 @@ from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.caches import warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.inbox import InboxService
@@ -97,6 +98,7 @@ def create_app(settings: Settings) -> FastAPI:
         hub = Hub(
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
         )
+        reader = ChangeReader(store)
         runner = Runner()
         cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
         runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
@@ -128,6 +130,7 @@ def create_app(settings: Settings) -> FastAPI:
                 sessionmaker=sessionmaker,
                 store=store,
                 hub=hub,
+                reader=reader,
                 tokens=TokenService(settings),
                 keys_cache=KeyCache(),
                 ingest=ingest,
@@ -144,6 +147,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             open_streams = hub.stream_count
             await hub.stop()
+            await reader.aclose()
             await runner.stop()
             for producer in producers:
                 await producer.close()
