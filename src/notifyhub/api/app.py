@@ -156,9 +156,9 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
-    routers += (browser_router,)
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(browser_router.router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
