@@ -90,9 +90,10 @@ async def metric(base_url: str, name: str, **labels: str) -> float:
 
 async def publish(hub: Any, key: str, user: str, **fields: Any) -> str:
     body = {"recipients": {"users": [user]}, "title": fields.pop("title", "hello"), **fields}
-    response = await hub.client.post(
-        "/v1/notifications", json=body, headers={"Authorization": f"Bearer {key}"}
-    )
+    async with httpx.AsyncClient(base_url=hub.base_url) as client:
+        response = await client.post(
+            "/v1/notifications", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
 
@@ -191,6 +192,7 @@ async def test_resume_after_a_network_cut_without_duplicates(
     tabs = await open_tabs(context, browser_hub.base_url, make_token("cy"), mode)
     for tab in tabs:
         await tab.record_notifications()
+        await tab.js("window.__resets = 0; notifyhubDemo.client.on('reset', () => __resets++); 1")
     await peers_see(tabs, mode)
     before = await publish(hub, publish_key, "cy", title="before the cut")
     for tab in tabs:
@@ -210,11 +212,11 @@ async def test_resume_after_a_network_cut_without_duplicates(
             await tab.item(sent).wait_for()
 
     for tab in tabs:
+        assert await tab.js("window.__resets") == 0  # resumed, not reloaded
         assert await tab.seen() == [before, *missed]
         assert await tab.page.locator("[data-testid=item]").count() == 4
         assert await tab.page.locator("[data-testid=badge]").text_content() == "4"
     assert sorted(await all_toasts(tabs)) == sorted([before, *missed])
-    assert await metric(browser_hub.base_url, "stream_events_sent_total", type="reset") == 0
     assert await metric(browser_hub.base_url, "streams_open") == (
         1 if mode == "shared-worker" else 2
     )
@@ -248,6 +250,49 @@ async def test_expired_stream_token_is_renewed_through_the_callback(
     sent = await publish(hub, publish_key, "dee", title="after renewal")
     for tab in tabs:
         await tab.item(sent).wait_for()
+
+
+async def test_reset_after_a_gap_older_than_the_change_log_reloads_the_list(
+    context: Any,
+    mode: str,
+    settings: Settings,
+    start_browser_hub: Any,
+    publish_key: str,
+    make_token: Any,
+) -> None:
+    small = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"change_log_max": 10})}
+    )
+    browser_hub, publisher = await start_browser_hub(small), await start_browser_hub(small)
+    tabs = await open_tabs(context, browser_hub.base_url, make_token("fay"), mode)
+    for tab in tabs:
+        await tab.record_notifications()
+        await tab.js("window.__resets = 0; notifyhubDemo.client.on('reset', () => __resets++); 1")
+    before = await publish(publisher, publish_key, "fay", title="before the gap")
+    for tab in tabs:
+        await tab.item(before).wait_for()
+
+    await browser_hub.stop()
+    missed = [await publish(publisher, publish_key, "fay", title=f"gap {n}") for n in range(12)]
+    await browser_hub.start()
+    for tab in tabs:
+        for sent in missed[-10:]:
+            await tab.item(sent).wait_for()
+        assert await tab.js("window.__resets") == 1
+        assert await tab.seen() == [before]  # the rest came by reloading the list
+        assert await tab.page.locator("[data-testid=badge]").text_content() == "13"
+
+
+@pytest.mark.parametrize("mode", ["shared-worker"])
+async def test_a_worker_that_fails_to_load_falls_back_to_a_stream_per_tab(
+    context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
+) -> None:
+    await context.route("**/notifyhub-worker.js", lambda route: route.fulfill(status=404))
+    tab = await open_tab(context, browser_hub.base_url, make_token("gus"))
+    await tab.page.wait_for_function("notifyhubDemo.client.mode === 'tab'")
+    sent = await publish(hub, publish_key, "gus", title="still live")
+    await tab.item(sent).wait_for()
+    assert await tab.toasts() == [sent]
 
 
 @pytest.mark.parametrize("mode", ["shared-worker"])

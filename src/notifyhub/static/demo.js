@@ -405,7 +405,13 @@
     for (const event of ["notification", "update", "delete"]) client.on(event, (d) => apply(event, d));
     client.on("toast", showToast);
     renderStatus(client.status);
-    await loadPage(true);
+    try {
+      await loadPage(true);
+    } catch (error) {
+      if (error.status === 401) signOut("The hub refused this token (expired or wrong secret).");
+      else $("[data-testid=summary]").textContent = `Could not load the inbox: ${error.message}`;
+      return;
+    }
     const counts = client.counts || (await client.fetchCounts());
     renderCounts(client.counts || counts); // a live `counts` may have overtaken the fetch
     demo.ready = true;

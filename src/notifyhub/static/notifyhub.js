@@ -224,6 +224,7 @@
     constructor(client, workerUrl, name) {
       this._client = client;
       this._worker = new SharedWorker(workerUrl, { name });
+      this._worker.onerror = () => client._workerFailed(); // e.g. the script did not load
       this._port = this._worker.port;
       this._port.onmessage = (message) => this._receive(message.data);
       this._presence = new Presence(() => this._post({ type: "presence", tab: this._presence.state }));
@@ -352,16 +353,17 @@
       this.mode = null;
       this._listeners = new Map();
       this._transport = null;
+      this._name = null;
       // Leave on pagehide (the worker forgets this tab); come back from the back/forward cache.
       this._onPageHide = () => this._stop();
       this._onPageShow = (event) => event.persisted && this._transport === null && this._start();
     }
 
     _start() {
-      const name = `notifyhub:${this.baseUrl}:${this.options.user || "default"}`;
-      this._transport = this._workerTransport(name);
+      this._name = `notifyhub:${this.baseUrl}:${this.options.user || "default"}`;
+      this._transport = this._workerTransport(this._name);
       this.mode = this._transport === null ? "tab" : "shared-worker";
-      if (this._transport === null) this._transport = new TabTransport(this, name);
+      if (this._transport === null) this._transport = new TabTransport(this, this._name);
       addEventListener("pagehide", this._onPageHide);
       addEventListener("pageshow", this._onPageShow);
       return this;
@@ -371,6 +373,13 @@
       if (this._transport !== null) this._transport.close();
       this._transport = null;
       this._setStatus("closed");
+    }
+
+    _workerFailed() {
+      if (this.mode !== "shared-worker") return;
+      this._transport.close();
+      this._transport = new TabTransport(this, this._name);
+      this.mode = "tab";
     }
 
     _workerTransport(name) {
