@@ -268,9 +268,19 @@
     } else if (event === "update") {
       const item = view.items.get(data.id);
       if (item) upsert({ ...item, status: data.status, seen: data.seen, read_at: data.read_at });
+      else if (data.status === "unread" && view.filter === "unread") showAgain(data.id);
     } else if (event === "delete") {
       remove(data.id);
     }
+  }
+
+  /** Marked unread elsewhere while this tab lists unread ones: fetch it back into view. */
+  function showAgain(id) {
+    const client = demo.client;
+    client.get(id).then(
+      (item) => client === demo.client && view.filter === "unread" && upsert(item),
+      () => {}, // deleted meanwhile: nothing to show
+    );
   }
 
   function renderCounts(counts) {
@@ -377,6 +387,7 @@
   }
 
   async function open(jwt) {
+    demo.ready = false;
     const claims = claimsOf(jwt);
     if (claims === null || !claims.sub) return showSignIn("That does not look like a user token.");
     if (claims.exp && claims.exp * 1000 < Date.now()) return showSignIn("That token has expired.");
@@ -419,6 +430,11 @@
 
   function main() {
     wireControls();
+    addEventListener("hashchange", () => {
+      if (!new URLSearchParams(location.hash.slice(1)).has("token")) return;
+      if (demo.client !== null) demo.client.close();
+      open(takeToken()); // a demo link pasted into this tab: no reload happens
+    });
     const jwt = takeToken();
     if (jwt) open(jwt);
     else showSignIn();
