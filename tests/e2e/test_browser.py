@@ -296,6 +296,71 @@ async def test_reset_after_a_gap_older_than_the_change_log_reloads_the_list(
         assert await tab.page.locator("[data-testid=badge]").text_content() == "13"
 
 
+HOST_PAGE = """<!doctype html><meta charset="utf-8"><title>host</title>
+<script src="/static/notifyhub.js"></script>
+<script>
+  const jwt = new URLSearchParams(location.hash.slice(1)).get("token");
+  sessionStorage.loads = String(Number(sessionStorage.loads || 0) + 1);
+  window.hub = NotifyHub.connect({
+    user: "host-page",
+    getAccessToken: () => jwt,
+    getStreamToken: async () => {
+      const r = await fetch("/v1/me/stream-tokens", {
+        method: "POST", headers: {Authorization: `Bearer ${jwt}`},
+      });
+      return (await r.json()).token;
+    },
+  });
+  window.events = [];
+  for (const name of ["notification", "update", "delete", "counts"]) {
+    hub.on(name, (data) => events.push([name, data]));
+  }
+</script>"""
+
+
+async def test_a_host_page_uses_the_library_and_reloads_on_reset(
+    context: Any,
+    mode: str,
+    settings: Settings,
+    start_browser_hub: Any,
+    publish_key: str,
+    make_token: Any,
+) -> None:
+    """Without a `reset` listener the library reloads the page; the REST helpers work."""
+    small = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"change_log_max": 10})}
+    )
+    browser_hub, publisher = await start_browser_hub(small), await start_browser_hub(small)
+    await context.route(
+        f"{browser_hub.base_url}/host.html",
+        lambda route: route.fulfill(body=HOST_PAGE, content_type="text/html"),
+    )
+    page = await context.new_page()
+    await page.goto(f"{browser_hub.base_url}/host.html#token={make_token('hal')}")
+    await page.wait_for_function("() => window.hub?.status === 'open'")
+    assert await page.evaluate("hub.mode") == mode
+
+    sent = await publish(publisher, publish_key, "hal", title="via the library")
+    await page.wait_for_function("() => hub.counts?.unread === 1")
+    listed = await page.evaluate("async () => (await hub.list({status: 'unread'})).items")
+    assert [item["id"] for item in listed] == [sent]
+    await page.evaluate("async id => { await hub.markRead(id); await hub.markUnread(id); }", sent)
+    assert await page.evaluate("async () => (await hub.markAllRead()).updated") == 1
+    await page.wait_for_function("() => hub.counts.unread === 0")
+    kinds = await page.evaluate("events.map(([name]) => name)")
+    assert kinds.count("update") == 3 and "notification" in kinds
+
+    await browser_hub.stop()
+    for n in range(12):
+        await publish(publisher, publish_key, "hal", title=f"gap {n}")
+    await browser_hub.start()
+    await page.wait_for_function("() => sessionStorage.loads === '2'", timeout=30_000)
+    await page.wait_for_function("() => window.hub?.status === 'open'")
+    assert await page.evaluate("async () => (await hub.fetchCounts()).unread") == 12
+    await page.evaluate("async id => hub.delete(id)", sent)
+    await page.wait_for_function("() => hub.counts?.total === 12")
+
+
 @pytest.mark.parametrize("mode", ["shared-worker"])
 async def test_a_worker_that_fails_to_load_falls_back_to_a_stream_per_tab(
     context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
