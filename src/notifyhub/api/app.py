@@ -18,6 +18,7 @@ from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
+from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
@@ -161,6 +162,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(browser_router.router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
