@@ -153,6 +153,7 @@ class InboxStream(Response):
     async def _send_counts(self, send: Send, event: str) -> int:
         counts, seq = await self._store.counts(self._tenant, self._user)
         await self._write(send, frame(event, seq, counts_data(counts.model_dump(), seq)))
+        self._metrics.stream_events_sent_total.labels(type=event).inc()
         return seq
 
     async def _write(self, send: Send, body: bytes) -> None:
