@@ -109,7 +109,7 @@ def _user(state: AppState, presented: Bearer) -> UserPrincipal:
 CurrentUser = Annotated[UserPrincipal, Depends(_user)]
 
 
-def _stream_user(
+def stream_user(
     request: Request, state: AppState, access_token: str | None = None
 ) -> UserPrincipal:
     """The stream accepts a stream token in the query, or a user JWT in the header."""
@@ -118,4 +118,4 @@ def _stream_user(
     return state["tokens"].verify_user_token(bearer(request))
 
 
-StreamUser = Annotated[UserPrincipal, Depends(_stream_user)]
+StreamUser = Annotated[UserPrincipal, Depends(stream_user)]
