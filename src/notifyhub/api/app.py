@@ -19,16 +19,22 @@ from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
 from notifyhub.api.routers import delayed as delayed_router
+from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.services.alerts import AlertSender
 from notifyhub.services.caches import warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
+from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
@@ -38,6 +44,7 @@ from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.producers import Producer
 from notifyhub.workers.producers import load as load_producers
 from notifyhub.workers.producers import loops as producer_loops
@@ -80,6 +87,19 @@ def _producers(
     ]
 
 
+def _dispatcher(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+) -> tuple[DeliverySender, Dispatcher]:
+    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
+    s = settings.deliveries
+    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    delivery_metrics = DeliveryMetrics(metrics.registry)
+    sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
+    alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
+    return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
@@ -120,6 +140,8 @@ def create_app(settings: Settings) -> FastAPI:
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
+        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, metrics)
+        runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(
                 settings=settings,
@@ -138,13 +160,17 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
+                deliveries=DeliveryService(delivery_sender),
+                dispatcher=dispatcher,
             )
+            delivery_sender.start()
             await runner.start()
             yield state
         finally:
             open_streams = hub.stream_count
             await hub.stop()
             await runner.stop()
+            await delivery_sender.stop()
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()
@@ -157,6 +183,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(deliveries_router.router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
