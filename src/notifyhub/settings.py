@@ -58,7 +58,7 @@ class DeliverySettings(BaseModel):
 
     dispatcher_interval_s: float = Field(0.2, gt=0)
     batch: int = Field(200, ge=1, le=10_000)
-    lease_s: float = Field(120.0, ge=5)
+    lease_s: float = Field(120.0, ge=1)
     """How long a claimed attempt is owned; longer than any definition's timeout."""
     concurrency: int = Field(64, ge=1, le=1000)
     inline_queue: int = Field(10_000, ge=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import urlsplit
 
+import httpx
 import orjson
 from pydantic import AfterValidator, BaseModel, Field, JsonValue, model_validator
 
@@ -20,6 +21,10 @@ def _http_url(value: str) -> str:
         raise ValueError("must be an absolute http:// or https:// URL")
     if parts.username or parts.password:
         raise ValueError("must not carry credentials")
+    try:
+        httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"is not a valid URL: {exc}") from exc
     return value
 
 

@@ -187,7 +187,7 @@ class Outbound:
                     await self._drain(response)
         except TimeoutError:
             error = f"timed out after {timeout_s:g}s"
-        except (httpx.HTTPError, httpcore.ConnectError, OSError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, httpcore.ConnectError, OSError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
         return Outcome(status_code, error, time.perf_counter() - started, wait_s)
 
