@@ -148,6 +148,26 @@ async def test_unconfirmed_delivery_is_sent_again_after_the_confirm_deadline(
     assert (await get(hub.client, publish_key, delivery_id))["status"] == "sent"
 
 
+async def test_unconfirmed_delivery_without_retries_left_finally_fails(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("noconfirm")
+    await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/noconfirm"),
+        need_confirm=True,
+        max_confirm_delay_s=1,
+        max_retries=0,
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    assert "not confirmed" in found["last_error"]
+    assert len(receiver.at("/noconfirm")) == 1
+
+
 async def test_redirect_is_a_failure_and_its_target_is_never_visited(
     hub, admin_key: str, publish_key: str, receiver: Receiver
 ) -> None:

@@ -97,6 +97,8 @@ class Outcome:
     error: str | None
     duration_s: float
     retry_after_s: float | None = None
+    attempted: bool = True
+    """False when nothing was sent (an unconfirmed delivery out of retries)."""
 
     @property
     def ok(self) -> bool:

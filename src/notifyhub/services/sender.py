@@ -63,23 +63,35 @@ def _settlement(
     )
 
 
+def _policy(definition: DeliveryDefinition, jitter: float) -> RetryPolicy:
+    return RetryPolicy(parse_intervals(definition.retry_intervals), definition.max_retries, jitter)
+
+
+def _prior_failures(claimed: Claimed) -> int:
+    """Failures so far; an attempt that was never confirmed in time counts as one."""
+    return claimed.failures + (1 if claimed.status == DeliveryStatus.AWAITING_CONFIRM else 0)
+
+
+def out_of_retries(claimed: Claimed, definition: DeliveryDefinition) -> bool:
+    """An unconfirmed delivery whose last retry is used up: fail it instead of re-sending."""
+    unconfirmed = claimed.status == DeliveryStatus.AWAITING_CONFIRM
+    return unconfirmed and _policy(definition, 0.0).exhausted(_prior_failures(claimed))
+
+
 def plan(
     claimed: Claimed, definition: DeliveryDefinition | None, outcome: Outcome, jitter: float
 ) -> Settlement:
     """What an attempt's outcome does to its delivery (pure: no I/O)."""
+    prior = _prior_failures(claimed)
     if definition is None:
-        return _settlement(claimed, outcome, DeliveryStatus.FINAL_FAILED, claimed.failures + 1, 0)
+        return _settlement(claimed, outcome, DeliveryStatus.FINAL_FAILED, prior + 1, 0)
     if outcome.ok:
         if definition.need_confirm:
             wait_s = float(definition.max_confirm_delay_s)
-            return _settlement(
-                claimed, outcome, DeliveryStatus.AWAITING_CONFIRM, claimed.failures, wait_s
-            )
-        return _settlement(claimed, outcome, DeliveryStatus.SENT, claimed.failures, 0.0)
-    failures = claimed.failures + 1
-    policy = RetryPolicy(
-        parse_intervals(definition.retry_intervals), definition.max_retries, jitter
-    )
+            return _settlement(claimed, outcome, DeliveryStatus.AWAITING_CONFIRM, prior, wait_s)
+        return _settlement(claimed, outcome, DeliveryStatus.SENT, prior, 0.0)
+    failures = prior + (1 if outcome.attempted else 0)
+    policy = _policy(definition, jitter)
     final = outcome.gone or definition.disabled_at is not None or policy.exhausted(failures)
     alert = AlertPolicy(AlertTrigger(definition.alert_trigger), definition.alert_after_n)
     channels = _channels(definition) if alert.fires(failures, final) else ()
@@ -178,8 +190,9 @@ class DeliverySender:
             return Outcome(None, f"no delivery definition {claimed.definition!r}", 0.0)
         if definition.disabled_at is not None:
             return Outcome(None, "definition disabled (a receiver answered 410 Gone)", 0.0)
-        if claimed.status == DeliveryStatus.AWAITING_CONFIRM:
-            log.info("delivery %s not confirmed in time: sending again", claimed.id)
+        if out_of_retries(claimed, definition):
+            error = f"not confirmed within {definition.max_confirm_delay_s}s; no retries left"
+            return Outcome(None, error, 0.0, attempted=False)
         body = orjson.dumps(claimed.payload)
         secrets_ = [s for s in (definition.secret, definition.previous_secret) if s]
         headers = signing.headers(secrets_, claimed.id, int(time.time()), body)
