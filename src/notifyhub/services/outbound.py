@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import ipaddress
+import itertools
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import httpcore
-import httpx
 
 from notifyhub.domain.delivery import Outcome
 
@@ -43,6 +44,7 @@ BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
     )
 )
 RETRY_AFTER_STATUSES = (429, 503)
+POOL_SIZE = 8
 
 
 class BlockedAddress(httpcore.ConnectError):
@@ -118,20 +120,6 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a connection pool that uses the guarded backend."""
-
-    def __init__(self, guard: AddressGuard, max_connections: int) -> None:
-        super().__init__(trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=30.0,
-            network_backend=GuardedBackend(guard),
-        )
-
-
 def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
     """`Retry-After` as seconds (delta-seconds or an HTTP date); None when absent or bad."""
     if not value:
@@ -147,57 +135,91 @@ def retry_after_s(value: str | None, now: datetime | None = None) -> float | Non
     return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
-def _judge(response: httpx.Response) -> tuple[str | None, float | None]:
-    code = response.status_code
-    if 200 <= code < 300:
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _judge(status: int, headers: list[tuple[bytes, bytes]]) -> tuple[str | None, float | None]:
+    if 200 <= status < 300:
         return None, None
-    wait_s = retry_after_s(response.headers.get("retry-after"))
-    if 300 <= code < 400:
-        where = response.headers.get("location", "?")
-        return f"HTTP {code}: redirect to {where[:200]} not followed", None
-    return f"HTTP {code}", wait_s if code in RETRY_AFTER_STATUSES else None
+    if 300 <= status < 400:
+        where = (_header(headers, b"location") or "?")[:200]
+        return f"HTTP {status}: redirect to {where} not followed", None
+    if status in RETRY_AFTER_STATUSES:
+        return f"HTTP {status}", retry_after_s(_header(headers, b"retry-after"))
+    return f"HTTP {status}", None
+
+
+FAILURES: tuple[type[Exception], ...] = (
+    httpcore.NetworkError,  # connect (incl. BlockedAddress), read, write
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+    ValueError,  # a URL httpcore cannot parse
+    OSError,
+)
 
 
 class Outbound:
-    """POSTs signed webhooks: total timeout, no redirects, response body read up to a cap."""
+    """POSTs signed webhooks: total timeout, no redirects (httpcore never follows them),
+    response body read up to a cap, connections kept alive per origin."""
 
     def __init__(self, guard: AddressGuard, response_cap_bytes: int, max_connections: int) -> None:
         self._cap = response_cap_bytes
-        self._client = httpx.AsyncClient(
-            transport=GuardedTransport(guard, max_connections),
-            follow_redirects=False,
-            trust_env=False,
-        )
+        backend = GuardedBackend(guard)
+        context = ssl.create_default_context()
+        # Several small pools, used in turn: httpcore's pool re-checks every connection on
+        # every request, which grows quadratic with its size under concurrency.
+        self._pools = [
+            httpcore.AsyncConnectionPool(
+                ssl_context=context,
+                max_connections=POOL_SIZE,
+                max_keepalive_connections=POOL_SIZE,
+                keepalive_expiry=30.0,
+                network_backend=backend,
+            )
+            for _ in range(max(1, -(-max_connections // POOL_SIZE)))
+        ]
+        self._turn = itertools.cycle(self._pools)
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> Outcome:
         started = time.perf_counter()
-        status_code: int | None = None
+        status: int | None = None
         wait_s: float | None = None
-        sent = {"content-type": "application/json", "accept-encoding": "identity", **headers}
+        sent = [
+            ("content-type", "application/json"),
+            ("content-length", str(len(body))),
+            *headers.items(),
+        ]
+        timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
         try:
             async with asyncio.timeout(timeout_s):
-                request = self._client.stream(
-                    "POST", url, content=body, headers=sent, timeout=timeout_s
+                request = next(self._turn).stream(
+                    "POST", url, headers=sent, content=body, extensions={"timeout": timeouts}
                 )
                 async with request as response:
-                    status_code = response.status_code
-                    error, wait_s = _judge(response)
+                    status = response.status
+                    error, wait_s = _judge(status, response.headers)
                     await self._drain(response)
         except TimeoutError:
             error = f"timed out after {timeout_s:g}s"
-        except (httpx.HTTPError, httpx.InvalidURL, httpcore.ConnectError, OSError) as exc:
+        except FAILURES as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
-        return Outcome(status_code, error, time.perf_counter() - started, wait_s)
+        return Outcome(status, error, time.perf_counter() - started, wait_s)
 
-    async def _drain(self, response: httpx.Response) -> None:
+    async def _drain(self, response: httpcore.Response) -> None:
         """Read (and drop) at most the cap: a 10 GB answer costs us `cap` bytes."""
         read = 0
-        async for chunk in response.aiter_raw():
+        async for chunk in response.aiter_stream():
             read += len(chunk)
             if read >= self._cap:
                 return
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for pool in self._pools:
+            await pool.aclose()

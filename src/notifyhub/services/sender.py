@@ -34,6 +34,10 @@ from notifyhub.settings import DeliverySettings
 
 log = logging.getLogger(__name__)
 
+INLINE_BATCH = 500
+INLINE_BATCHES = 4
+DEFINITION_TTL_S = 1.0
+
 
 def _channels(definition: DeliveryDefinition) -> tuple[str, ...]:
     channels = ("email",) if definition.alert_emails else ()
@@ -119,6 +123,9 @@ class DeliverySender:
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._task: asyncio.Task[None] | None = None
+        self._batches = asyncio.Semaphore(INLINE_BATCHES)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._definitions: dict[str, tuple[float, DeliveryDefinition | None]] = {}
 
     def kick(self, expected: Iterable[tuple[str, int]]) -> None:
         """Send these (delivery id, current attempt) at once; called after their commit.
@@ -136,42 +143,55 @@ class DeliverySender:
         self._task = asyncio.create_task(self._drain_forever(), name="deliveries-inline")
 
     async def stop(self) -> None:
-        """Cancel the at-once task; anything it held is re-sent by a dispatcher later."""
-        if self._task is not None:
-            self._task.cancel()
+        """Cancel the at-once work; anything it held is re-sent by a dispatcher later."""
+        tasks = [t for t in (self._task, *self._inflight) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._task = None
         await self._outbound.aclose()
 
     async def _drain_forever(self) -> None:
+        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next."""
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
-                batch = [self._queue.popleft() for _ in range(min(len(self._queue), 500))]
-                try:
-                    await self.attempt_exact(batch)
-                except Exception:
-                    log.exception("at-once send of %d deliveries failed", len(batch))
+                await self._batches.acquire()
+                size = min(len(self._queue), INLINE_BATCH)
+                batch = [self._queue.popleft() for _ in range(size)]
+                task = asyncio.create_task(self._inline_batch(batch))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
+    async def _inline_batch(self, batch: list[tuple[str, int]]) -> None:
+        try:
+            await self.attempt_exact(batch)
+        except Exception:
+            log.exception("at-once send of %d deliveries failed", len(batch))
+        finally:
+            self._batches.release()
 
     async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
         """Claim exactly these attempts (where still current), send, settle; how many sent."""
         async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
             claimed = await repo.claim_exact(session, expected, self._settings.lease_s)
         return await self._process(claimed)
 
     async def attempt_due(self, limit: int) -> int:
         """Claim up to `limit` due deliveries, send, settle; how many were attempted."""
         async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
             claimed = await repo.claim_due(session, limit, self._settings.lease_s)
         return await self._process(claimed)
 
     async def _process(self, claimed: list[Claimed]) -> int:
         if not claimed:
             return 0
-        async with self._sessionmaker() as session:
-            found = await repo.definitions(session, {c.definition for c in claimed})
+        found = await self._definitions_of({c.definition for c in claimed})
         outcomes = await asyncio.gather(*(self._send(c, found.get(c.definition)) for c in claimed))
         jitter = self._settings.jitter
         settlements = [
@@ -179,11 +199,32 @@ class DeliverySender:
             for c, o in zip(claimed, outcomes, strict=True)
         ]
         async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
             landed = await repo.settle(session, settlements)
         for s in settlements:
             if s.id in landed:
                 self._metrics.settled_total.labels(status=s.status).inc()
+            if s.disable_definition:
+                self._definitions.pop(s.definition, None)
         return len(claimed)
+
+    def _fresh(self, name: str, now: float) -> bool:
+        """Only enabled definitions are cached: a disabled one is asked for again."""
+        cached = self._definitions.get(name)
+        if cached is None or cached[1] is None or cached[1].disabled_at is not None:
+            return False
+        return now - cached[0] <= DEFINITION_TTL_S
+
+    async def _definitions_of(self, names: set[str]) -> dict[str, DeliveryDefinition]:
+        """Definitions by name, cached for DEFINITION_TTL_S (a PUT is seen within it)."""
+        now = time.monotonic()
+        cache = self._definitions
+        stale = {n for n in names if not self._fresh(n, now)}
+        if stale:
+            async with self._sessionmaker() as session:
+                fresh = await repo.definitions(session, stale)
+            cache.update((name, (now, fresh.get(name))) for name in stale)
+        return {n: row for n in names if (row := cache[n][1]) is not None}
 
     async def _send(self, claimed: Claimed, definition: DeliveryDefinition | None) -> Outcome:
         if definition is None:

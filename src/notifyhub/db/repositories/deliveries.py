@@ -195,6 +195,12 @@ async def add(session: AsyncSession, delivery: Delivery) -> None:
     await session.flush()
 
 
+async def relax_durability(session: AsyncSession) -> None:
+    """Claims and settlements need no WAL flush before we go on: a crash that loses one
+    only re-sends the delivery (at-least-once). The enqueue commit stays synchronous."""
+    await session.execute(text("SET LOCAL synchronous_commit = off"))
+
+
 async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Claimed]:
     """Take up to `limit` due deliveries that no other worker holds (SKIP LOCKED)."""
     result = await session.execute(_CLAIM_DUE, {"limit": limit, "lease_s": lease_s})
