@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import ipaddress
-import itertools
 import socket
 import ssl
 import time
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -24,6 +24,7 @@ from notifyhub.domain.delivery import Outcome
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+OriginKey = tuple[bytes, bytes, int]
 
 BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
     ipaddress.ip_network(cidr)
@@ -44,7 +45,6 @@ BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
     )
 )
 RETRY_AFTER_STATUSES = (429, 503)
-POOL_SIZE = 8
 
 
 class BlockedAddress(httpcore.ConnectError):
@@ -163,54 +163,94 @@ FAILURES: tuple[type[Exception], ...] = (
 )
 
 
+class Connections:
+    """Idle keep-alive connections per origin, taken and given back in O(1).
+
+    httpcore's own pool re-checks every connection on every request, which under
+    concurrency costs more than the requests. Concurrency is bounded by the caller (the
+    sender's semaphore), so this keeps at most `max_idle` idle connections per origin.
+    """
+
+    def __init__(self, backend: GuardedBackend, max_idle: int) -> None:
+        self._backend = backend
+        self._ssl = ssl.create_default_context()
+        self._max_idle = max_idle
+        self._idle: dict[OriginKey, list[httpcore.AsyncHTTPConnection]] = defaultdict(list)
+
+    async def take(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        idle = self._idle[(origin.scheme, origin.host, origin.port)]
+        while idle:
+            connection = idle.pop()
+            if connection.is_idle() and not connection.has_expired():
+                return connection
+            await connection.aclose()
+        return httpcore.AsyncHTTPConnection(
+            origin, ssl_context=self._ssl, keepalive_expiry=30.0, network_backend=self._backend
+        )
+
+    async def give(
+        self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection
+    ) -> None:
+        """Keep it for the next request to `origin` if it is reusable, else close it."""
+        idle = self._idle[(origin.scheme, origin.host, origin.port)]
+        if connection.is_idle() and len(idle) < self._max_idle:
+            idle.append(connection)
+        else:
+            await connection.aclose()
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            for connection in idle:
+                await connection.aclose()
+        self._idle.clear()
+
+
 class Outbound:
     """POSTs signed webhooks: total timeout, no redirects (httpcore never follows them),
     response body read up to a cap, connections kept alive per origin."""
 
     def __init__(self, guard: AddressGuard, response_cap_bytes: int, max_connections: int) -> None:
         self._cap = response_cap_bytes
-        backend = GuardedBackend(guard)
-        context = ssl.create_default_context()
-        # Several small pools, used in turn: httpcore's pool re-checks every connection on
-        # every request, which grows quadratic with its size under concurrency.
-        self._pools = [
-            httpcore.AsyncConnectionPool(
-                ssl_context=context,
-                max_connections=POOL_SIZE,
-                max_keepalive_connections=POOL_SIZE,
-                keepalive_expiry=30.0,
-                network_backend=backend,
-            )
-            for _ in range(max(1, -(-max_connections // POOL_SIZE)))
-        ]
-        self._turn = itertools.cycle(self._pools)
+        self._connections = Connections(GuardedBackend(guard), max_connections)
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> Outcome:
         started = time.perf_counter()
-        status: int | None = None
-        wait_s: float | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                status, error, wait_s = await self._exchange(url, body, headers, timeout_s)
+        except TimeoutError:
+            status, error, wait_s = None, f"timed out after {timeout_s:g}s", None
+        except FAILURES as exc:
+            status, error, wait_s = None, f"{type(exc).__name__}: {exc}"[:500], None
+        return Outcome(status, error, time.perf_counter() - started, wait_s)
+
+    async def _exchange(
+        self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+    ) -> tuple[int, str | None, float | None]:
+        target = httpcore.URL(url)
+        if target.scheme not in (b"http", b"https"):
+            raise httpcore.UnsupportedProtocol(f"scheme {target.scheme!r} is not allowed")
         sent = [
             ("content-type", "application/json"),
             ("content-length", str(len(body))),
             *headers.items(),
         ]
         timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
+        connection = await self._connections.take(target.origin)
         try:
-            async with asyncio.timeout(timeout_s):
-                request = next(self._turn).stream(
-                    "POST", url, headers=sent, content=body, extensions={"timeout": timeouts}
-                )
-                async with request as response:
-                    status = response.status
-                    error, wait_s = _judge(status, response.headers)
-                    await self._drain(response)
-        except TimeoutError:
-            error = f"timed out after {timeout_s:g}s"
-        except FAILURES as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
-        return Outcome(status, error, time.perf_counter() - started, wait_s)
+            request = connection.stream(
+                "POST", target, headers=sent, content=body, extensions={"timeout": timeouts}
+            )
+            async with request as response:
+                error, wait_s = _judge(response.status, response.headers)
+                await self._drain(response)
+        except BaseException:
+            await connection.aclose()
+            raise
+        await self._connections.give(target.origin, connection)
+        return response.status, error, wait_s
 
     async def _drain(self, response: httpcore.Response) -> None:
         """Read (and drop) at most the cap: a 10 GB answer costs us `cap` bytes."""
@@ -221,5 +261,4 @@ class Outbound:
                 return
 
     async def aclose(self) -> None:
-        for pool in self._pools:
-            await pool.aclose()
+        await self._connections.aclose()
