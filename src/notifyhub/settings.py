@@ -78,6 +78,15 @@ class DeliverySettings(BaseModel):
     smtp_starttls: bool = False
     smtp_timeout_s: float = Field(10.0, gt=0)
 
+    @model_validator(mode="after")
+    def _lease_outlives_requests(self) -> DeliverySettings:
+        if self.lease_s <= self.max_timeout_s:
+            raise ValueError(
+                "deliveries.lease_s must exceed deliveries.max_timeout_s, or a slow attempt "
+                "would be claimed again while it is still being sent"
+            )
+        return self
+
 
 class Settings(BaseSettings):
     """Configuration from `NOTIFYHUB_*` environment variables or `.env`."""

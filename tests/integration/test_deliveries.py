@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -29,6 +30,7 @@ def settings(settings: Settings, smtp: SmtpSink) -> Settings:
         jitter=0.0,
         smtp_port=smtp.port,
         lease_s=5,
+        max_timeout_s=4,
     )
     return settings.model_copy(update={"deliveries": deliveries})
 
@@ -99,6 +101,32 @@ async def test_always_failing_ends_final_failed_with_exactly_one_alert_email(
         await hub.app_state["dispatcher"].run_once()
     assert len(mine()) == 1
     assert mine()[0]["To"] == "ops@example.com"  # type: ignore[index]
+
+
+async def test_every_failure_alerts_the_webhook_once_per_failure(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("alerts")
+    receiver.plan("/flaky", Reply(500), Reply(502))
+    created = await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/flaky"),
+        retry_intervals="1s",
+        alert={"trigger": "every_failure", "webhook_url": receiver.url("/alerts")},
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "sent")
+    alerts = await receiver.wait_for("/alerts", 2)
+    for _ in range(5):
+        await hub.app_state["dispatcher"].run_once()
+
+    assert len(receiver.at("/alerts")) == 2
+    bodies = [json.loads(a.body) for a in alerts]
+    assert [b["attempt"] for b in bodies] == [1, 2]
+    assert {b["delivery_id"] for b in bodies} == {delivery_id}
+    assert _verified(created["secret"], alerts)
 
 
 async def test_need_confirm_waits_then_confirm_makes_it_sent(

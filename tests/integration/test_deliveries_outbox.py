@@ -35,7 +35,9 @@ async def receiver() -> AsyncIterator[Receiver]:
 @contextlib.asynccontextmanager
 async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[DeliverySender]:
     """A sender as one hub process would have it (its own HTTP client and metrics)."""
-    settings = DeliverySettings(allow_networks=["127.0.0.1/32"], lease_s=lease_s, jitter=0.0)
+    settings = DeliverySettings(
+        allow_networks=["127.0.0.1/32"], lease_s=lease_s, max_timeout_s=lease_s / 2, jitter=0.0
+    )
     guard = AddressGuard(False, settings.allow_networks)
     outbound = Outbound(guard, settings.response_cap_bytes, settings.concurrency)
     sender = DeliverySender(sessionmaker, outbound, settings, DeliveryMetrics(CollectorRegistry()))

@@ -98,3 +98,12 @@ def test_guard_permits_public_addresses_and_its_allow_list() -> None:
     assert guard.permits(ipaddress.ip_address("::ffff:127.0.0.1"))
     assert not guard.permits(ipaddress.ip_address("127.0.0.2"))
     assert AddressGuard(allow_private=True).permits(ipaddress.ip_address("10.0.0.1"))
+
+
+def test_settings_refuse_a_lease_shorter_than_a_request() -> None:
+    from pydantic import ValidationError
+
+    from notifyhub.settings import DeliverySettings
+
+    with pytest.raises(ValidationError, match="lease_s must exceed"):
+        DeliverySettings(lease_s=10, max_timeout_s=30)
