@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
-from notifyhub.db.repositories.deliveries import ClaimedAlert
+from notifyhub.db.repositories import delivery_alerts
+from notifyhub.db.repositories.delivery_alerts import ClaimedAlert
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.services import signing
 from notifyhub.services.outbound import Outbound
@@ -58,7 +59,7 @@ class AlertSender:
     async def run_once(self) -> int:
         """Claim and send owed alerts; the number sent."""
         async with self._sessionmaker.begin() as session:
-            claimed = await repo.claim_alerts(session, ALERT_BATCH, self._settings.lease_s)
+            claimed = await delivery_alerts.claim(session, ALERT_BATCH, self._settings.lease_s)
             found = await repo.definitions(session, {a.definition for a in claimed})
         sent = 0
         for alert in claimed:
@@ -66,7 +67,7 @@ class AlertSender:
             if definition is None or not await self._send(alert, definition):
                 continue
             async with self._sessionmaker.begin() as session:
-                if await repo.alert_sent(session, alert.id, alert.claims):
+                if await delivery_alerts.mark_sent(session, alert.id, alert.claims):
                     sent += 1
                     self._metrics.alerts_sent_total.labels(channel=alert.channel).inc()
         return sent

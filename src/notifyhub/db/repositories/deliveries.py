@@ -85,22 +85,6 @@ WITH moved AS (DELETE FROM delivery_history WHERE id = :id RETURNING *)
 INSERT INTO deliveries SELECT * FROM moved
 """)
 
-_CLAIM_ALERTS = text("""
-UPDATE delivery_alerts a
-SET claims = a.claims + 1,
-    due_at = clock_timestamp() + make_interval(secs => :lease_s)
-FROM (
-    SELECT id FROM delivery_alerts
-    WHERE sent_at IS NULL AND due_at <= clock_timestamp()
-    ORDER BY due_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-) c
-WHERE a.id = c.id
-RETURNING a.id, a.claims, a.channel, a.delivery_id, a.definition, a.attempt, a.failures,
-          a.final, a.error
-""")
-
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
@@ -127,19 +111,6 @@ class Settlement:
     alert_channels: tuple[str, ...] = ()
     definition: str = ""
     disable_definition: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedAlert:
-    id: int
-    claims: int
-    channel: str
-    delivery_id: str
-    definition: str
-    attempt: int
-    failures: int
-    final: bool
-    error: str | None
 
 
 def _claimed(rows: Sequence[Any]) -> list[Claimed]:
@@ -332,33 +303,6 @@ async def reopen(session: AsyncSession, delivery_id: str) -> int | None:
 async def move_to_history(session: AsyncSession, age_s: float, limit: int) -> int:
     result = await session.execute(_TO_HISTORY, {"age_s": age_s, "limit": limit})
     return int(result.rowcount)  # type: ignore[attr-defined]
-
-
-async def claim_alerts(session: AsyncSession, limit: int, lease_s: float) -> list[ClaimedAlert]:
-    rows = (await session.execute(_CLAIM_ALERTS, {"limit": limit, "lease_s": lease_s})).all()
-    return [
-        ClaimedAlert(
-            r.id,
-            r.claims,
-            r.channel,
-            r.delivery_id,
-            r.definition,
-            r.attempt,
-            r.failures,
-            r.final,
-            r.error,
-        )
-        for r in rows
-    ]
-
-
-async def alert_sent(session: AsyncSession, alert_id: int, claims: int) -> bool:
-    result = await session.execute(
-        update(DeliveryAlert)
-        .where(DeliveryAlert.id == alert_id, DeliveryAlert.claims == claims)
-        .values(sent_at=func.clock_timestamp())
-    )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def counts(session: AsyncSession) -> tuple[dict[str, int], float]:
