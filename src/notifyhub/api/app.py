@@ -21,17 +21,23 @@ from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
+from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
+from notifyhub.services.alerts import AlertSender
 from notifyhub.services.caches import warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
+from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
@@ -41,6 +47,7 @@ from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.producers import Producer
 from notifyhub.workers.producers import load as load_producers
 from notifyhub.workers.producers import loops as producer_loops
@@ -81,6 +88,19 @@ def _producers(
         )
         for config in load_producers(settings.producers_file)
     ]
+
+
+def _dispatcher(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+) -> tuple[DeliverySender, Dispatcher]:
+    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
+    s = settings.deliveries
+    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    delivery_metrics = DeliveryMetrics(metrics.registry)
+    sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
+    alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
+    return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -124,6 +144,8 @@ def create_app(settings: Settings) -> FastAPI:
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
+        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, metrics)
+        runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(
                 settings=settings,
@@ -143,7 +165,10 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
+                deliveries=DeliveryService(delivery_sender),
+                dispatcher=dispatcher,
             )
+            delivery_sender.start()
             await runner.start()
             yield state
         finally:
@@ -151,6 +176,7 @@ def create_app(settings: Settings) -> FastAPI:
             await hub.stop()
             await reader.aclose()
             await runner.stop()
+            await delivery_sender.stop()
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()
@@ -165,6 +191,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router)
     app.include_router(browser_router.router)
     app.add_middleware(StreamFastPath)
+    app.include_router(deliveries_router.router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

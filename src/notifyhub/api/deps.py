@@ -16,6 +16,7 @@ from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
 from notifyhub.services.delayed import DelayedService
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -25,6 +26,7 @@ from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
+from notifyhub.workers.dispatcher import Dispatcher
 from notifyhub.workers.runner import Runner
 
 
@@ -46,6 +48,8 @@ class State(TypedDict):
     delayed: DelayedService
     metrics: Metrics
     runner: Runner
+    deliveries: DeliveryService
+    dispatcher: Dispatcher
 
 
 def _state(request: Request) -> State:
