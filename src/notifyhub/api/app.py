@@ -190,8 +190,8 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(browser_router.router)
-    app.add_middleware(StreamFastPath)
     app.include_router(deliveries_router.router)
+    app.add_middleware(StreamFastPath)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
