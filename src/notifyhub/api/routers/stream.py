@@ -20,7 +20,14 @@ def _cursor(value: str | None) -> int | None:
     return int(value) if value.isdigit() and len(value) < 19 else -1
 
 
-@router.get("/stream", response_class=InboxStream)
+# The status is declared because InboxStream takes none: FastAPI could not build the
+# OpenAPI document (GET /openapi.json was a 500) without it.
+@router.get(
+    "/stream",
+    response_class=InboxStream,
+    status_code=200,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Inbox events"}},
+)
 async def stream(
     me: StreamUser,
     state: AppState,
