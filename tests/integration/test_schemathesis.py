@@ -6,6 +6,8 @@ runs in-process over ASGI (Schemathesis runs its lifespan in its own event loop)
 the real Redis and PostgreSQL. Service routes are called with an admin key, `/v1/me`
 routes with a user JWT. The stream and the long-poll are left out: they hold the
 connection open by design (tests/integration/test_stream.py covers the stream).
+A stateful test then chains calls along the links Schemathesis infers (publish then
+recall, push then get/cancel a delayed message, read then replace a rule).
 """
 
 from __future__ import annotations
@@ -114,3 +116,38 @@ def test_operation_conforms_to_the_schema(
         case.call_and_validate(headers=headers, excluded_checks=excluded)
 
     fuzz()
+
+
+def test_stateful_sequences(
+    api_schema: OpenApiSchema, module_settings: Settings, admin_key: str
+) -> None:
+    """Chains of calls (create, then read, change, delete what was created), links
+    inferred by Schemathesis from the schema, every response checked."""
+    schema = api_schema.exclude(path="/v1/me/stream").exclude(
+        path="/v1/topics/{topic}/messages", method="GET"
+    )
+    user_token = TokenService(module_settings).mint_user_token("schemathesis-stateful")
+    machine = schema.as_state_machine()
+
+    class Sequences(machine):  # type: ignore[misc, valid-type]
+        def get_call_kwargs(self, case: Case) -> dict[str, Any]:
+            return {"headers": _headers(case.path, admin_key, user_token)}
+
+        def validate_response(self, response: Any, case: Case, **kwargs: Any) -> None:
+            stricter = (case.method.upper(), case.path) in STRICTER_THAN_THE_SCHEMA
+            case.validate_response(
+                response,
+                excluded_checks=[positive_data_acceptance] if stricter else [],
+                headers=kwargs.get("headers"),
+                transport_kwargs=kwargs or None,
+            )
+
+    Sequences.run(
+        settings=hypothesis_settings(
+            max_examples=MAX_EXAMPLES,
+            stateful_step_count=5,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
+
