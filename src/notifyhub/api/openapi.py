@@ -50,10 +50,11 @@ def _document_operation(operation: dict[str, Any]) -> None:
     operation["security"] = [{"bearer": []}]
     responses: dict[str, Any] = operation.setdefault("responses", {})
     for status, description in PROBLEM_STATUSES.items():
-        responses[status] = {
-            "description": description,
-            "content": {PROBLEM_JSON: {"schema": _PROBLEM_REF}},
-        }
+        responses[status] = _problem(description)
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {PROBLEM_JSON: {"schema": _PROBLEM_REF}}}
 
 
 def document(schema: dict[str, Any]) -> dict[str, Any]:
@@ -64,9 +65,11 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
     components["schemas"].pop("ValidationError", None)
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     for path, operations in schema.get("paths", {}).items():
-        if path.startswith("/v1/"):
-            for operation in operations.values():
+        for operation in operations.values():
+            if path.startswith("/v1/"):
                 _document_operation(operation)
+            elif "422" in operation.get("responses", {}):  # FastAPI's, not our shape
+                operation["responses"]["422"] = _problem(PROBLEM_STATUSES["422"])
     return schema
 
 
