@@ -94,7 +94,7 @@ def _dev_credentials(settings: Settings, host: str, port: int) -> None:
     console.print(
         f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
     )
-    console.print(f"  demo inbox    : http://{host}:{port}/demo", soft_wrap=True)
+    console.print(f"  demo inbox    : http://{host}:{port}/demo#token={token}", soft_wrap=True)
 
 
 @app.command()

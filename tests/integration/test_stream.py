@@ -109,8 +109,11 @@ async def test_gap_older_than_log_gets_reset(
 
 
 async def test_unknown_last_event_id_gets_reset(hub: Any, make_token: Any) -> None:
+    resets = hub.app.state.metrics.stream_events_sent_total.labels(type="reset")
+    before = resets._value.get()
     async with open_stream(hub, make_token("vera"), **{"Last-Event-ID": "99999"}) as stream:
         assert (await stream.next()).event == "reset"
+    assert resets._value.get() == before + 1
 
 
 async def test_payload_cannot_forge_events(hub: Any, publish_key: str, make_token: Any) -> None:

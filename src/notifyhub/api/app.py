@@ -17,10 +17,12 @@ from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
+from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.caches import warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.inbox import InboxService
@@ -88,6 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
         hub = Hub(
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
         )
+        reader = ChangeReader(store)
         runner = Runner()
         cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
         runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
@@ -119,6 +122,7 @@ def create_app(settings: Settings) -> FastAPI:
                 sessionmaker=sessionmaker,
                 store=store,
                 hub=hub,
+                reader=reader,
                 tokens=TokenService(settings),
                 keys_cache=KeyCache(),
                 ingest=ingest,
@@ -136,6 +140,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             open_streams = hub.stream_count
             await hub.stop()
+            await reader.aclose()
             await runner.stop()
             for producer in producers:
                 await producer.close()
@@ -150,6 +155,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(browser_router.router)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

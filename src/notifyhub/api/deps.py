@@ -13,6 +13,7 @@ from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import AuthenticationError, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.inbox import InboxService
@@ -35,6 +36,7 @@ class State(TypedDict):
     sessionmaker: async_sessionmaker[AsyncSession]
     store: InboxStore
     hub: Hub
+    reader: ChangeReader
     tokens: TokenService
     keys_cache: KeyCache
     ingest: IngestService

@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from notifyhub.domain.notification import from_ms, to_rfc3339
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
 from notifyhub.store.inbox import Change, InboxStore, item_json
@@ -83,6 +84,7 @@ class InboxStream(Response):
         self,
         *,
         store: InboxStore,
+        reader: ChangeReader,
         hub: Hub,
         sub: Subscriber,
         settings: StreamSettings,
@@ -91,7 +93,7 @@ class InboxStream(Response):
         user: str,
         last_event_id: int | None,
     ) -> None:
-        self._store, self._hub, self._sub = store, hub, sub
+        self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
@@ -134,7 +136,7 @@ class InboxStream(Response):
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
         while True:
-            changes = await self._store.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
+            changes = await self._reader.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
             if changes.seq == cursor:
                 return cursor
             if cursor > changes.seq or cursor < changes.oldest_logged - 1 or not changes.entries:
@@ -151,6 +153,7 @@ class InboxStream(Response):
     async def _send_counts(self, send: Send, event: str) -> int:
         counts, seq = await self._store.counts(self._tenant, self._user)
         await self._write(send, frame(event, seq, counts_data(counts.model_dump(), seq)))
+        self._metrics.stream_events_sent_total.labels(type=event).inc()
         return seq
 
     async def _write(self, send: Send, body: bytes) -> None:

@@ -53,6 +53,16 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangeRead:
+    """One stream's question: what changed for (tenant, user) after `after_seq`?"""
+
+    tenant: str
+    user: str
+    after_seq: int
+    max_entries: int
+
+
+@dataclass(frozen=True, slots=True)
 class Changes:
     seq: int
     oldest_logged: int
@@ -200,11 +210,20 @@ class InboxStore:
         raw = await self.scripts.changes(
             keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
         )
-        entries = [
-            Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
-            for i in range(2, len(raw), 3)
-        ]
-        return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
+        return _parse_changes(raw)
+
+    async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
+        """`changes` for many users in one pipelined round trip (one script per user, so
+        each stays in its user's Cluster slot)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for read in reads:
+                await self.scripts.changes(
+                    keys=self._keys.inbox_list(read.tenant, read.user),
+                    args=[read.after_seq, read.max_entries],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:
         """Every user holding a copy of this notification (for recall)."""
@@ -231,6 +250,14 @@ class InboxStore:
         changed = [(m, s) for m, s in changed if s]
         if changed:
             await self._redis.publish(self._keys.channel, _doorbell(changed))
+
+
+def _parse_changes(raw: list[Any]) -> Changes:
+    entries = [
+        Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
+        for i in range(2, len(raw), 3)
+    ]
+    return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
 
 
 def _doorbell(changed: list[tuple[str, int]]) -> bytes:

@@ -39,6 +39,7 @@ async def stream(
     sub = state["hub"].attach(me.tenant, me.user)
     return InboxStream(
         store=state["store"],
+        reader=state["reader"],
         hub=state["hub"],
         sub=sub,
         settings=state["settings"].stream,
