@@ -86,6 +86,13 @@ class DeliverySettings(BaseModel):
                 "would be claimed again while it is still being sent"
             )
         return self
+class RateLimits(BaseModel):
+    """Token buckets in Redis: requests per second and burst; a rate of 0 turns one off."""
+
+    per_key_per_s: float = Field(10_000.0, ge=0)
+    per_key_burst: int = Field(20_000, ge=1)
+    per_user_per_s: float = Field(100.0, ge=0)
+    per_user_burst: int = Field(1000, ge=1)
 
 
 class Settings(BaseSettings):
@@ -119,6 +126,7 @@ class Settings(BaseSettings):
     workers: WorkerSettings = WorkerSettings()
     delayed: DelayedSettings = DelayedSettings()
     deliveries: DeliverySettings = DeliverySettings()
+    rate_limits: RateLimits = RateLimits()
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:
@@ -131,6 +139,16 @@ class Settings(BaseSettings):
                 )
         elif not self.jwt_public_key:
             raise ValueError(f"NOTIFYHUB_JWT_PUBLIC_KEY is required for {self.jwt_algorithm}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_cors(self) -> Settings:
+        # Credentials are allowed on cross-origin requests, so `*` would let any site
+        # read a user's inbox with their cookies/headers: name the origins instead.
+        if "*" in self.cors_origins:
+            raise ValueError(
+                "NOTIFYHUB_CORS_ORIGINS must list origins: `*` is refused with credentials"
+            )
         return self
 
     @property

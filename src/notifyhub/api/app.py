@@ -9,8 +9,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
@@ -18,6 +16,7 @@ from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.fastpath import StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
+from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
@@ -41,10 +40,12 @@ from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
+from notifyhub.store.client import check_durability, create_redis
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
+from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
@@ -55,17 +56,6 @@ from notifyhub.workers.runner import Loop, Runner
 from notifyhub.workers.scheduler import ScheduledNotifications, delayed_loops
 
 log = logging.getLogger(__name__)
-
-
-def create_redis(url: str) -> Redis:
-    """The shared client: idempotent commands (all our scripts are) retried with backoff."""
-    return Redis.from_url(
-        url,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
-        health_check_interval=30,
-        socket_connect_timeout=2.0,
-        socket_timeout=5.0,
-    )
 
 
 def _producers(
@@ -114,6 +104,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
         redis = create_redis(redis_url)
+        await check_durability(redis)
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix)
         store = InboxStore(redis, keys, settings.limits)
@@ -167,6 +158,7 @@ def create_app(settings: Settings) -> FastAPI:
                 runner=runner,
                 deliveries=DeliveryService(delivery_sender),
                 dispatcher=dispatcher,
+                limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
             delivery_sender.start()
             await runner.start()
@@ -186,6 +178,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_openapi(app)
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)

@@ -25,6 +25,7 @@ from notifyhub.errors import (
     NotifyhubError,
     PermissionDenied,
     TooLarge,
+    TooManyRequests,
     TooManyStreams,
     Unavailable,
 )
@@ -62,6 +63,7 @@ _TITLES = {
         InvalidInput,
         TooLarge,
         TooManyStreams,
+        TooManyRequests,
         Unavailable,
     )
 }

@@ -44,7 +44,7 @@ class StreamFastPath:
         request = Request(scope)
         state: State = scope["state"]
         try:
-            me = stream_user(request, state, request.query_params.get("access_token"))
+            me = await stream_user(request, state, request.query_params.get("access_token"))
             last_event_id = request.headers.get("last-event-id") or request.query_params.get(
                 "last_event_id"
             )

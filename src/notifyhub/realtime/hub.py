@@ -31,6 +31,7 @@ from redis.retry import Retry
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.subscriber import Subscriber
+from notifyhub.store.client import connect
 from notifyhub.store.keys import member
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class Hub:
     async def _run(self) -> None:
         backoff_s = 0.1
         while True:
-            client = Redis.from_url(
+            client = connect(
                 self._redis_url, retry=Retry(NoBackoff(), 0), client_name=self.client_name
             )
             try:

@@ -49,7 +49,14 @@ def open_stream(state: State, me: UserPrincipal, last_event_id: str | None) -> I
     )
 
 
-@router.get("/stream", response_class=InboxStream)
+# The status is declared because InboxStream takes none: FastAPI could not build the
+# OpenAPI document (GET /openapi.json was a 500) without it.
+@router.get(
+    "/stream",
+    response_class=InboxStream,
+    status_code=200,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Inbox events"}},
+)
 async def stream(
     me: StreamUser,
     state: AppState,
