@@ -24,7 +24,6 @@ from schemathesis.generation.case import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from conftest import RUN_ID, Backends
 from notifyhub.api.app import create_app
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
@@ -43,6 +42,8 @@ STRICTER_THAN_THE_SCHEMA = {
     ("PATCH", "/v1/me/notifications/{notification_id}"): "at least one of read and seen",
     ("POST", "/v1/me/notifications/bulk"): "one action: read/seen or delete",
     ("PUT", "/v1/admin/rules/{rule}"): "one recipient entry per relationship",
+    ("POST", "/v1/deliveries"): "unknown definition",
+    ("PUT", "/v1/admin/delivery-definitions/{name}"): "an absolute http(s) URL; lease vs timeout",
 }
 """Where Schemathesis' `positive_data_acceptance` check does not apply, and why."""
 
@@ -76,12 +77,12 @@ def _headers(path: str, admin_key: str, user_token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def module_settings(backends: Backends, database_url: str) -> Settings:
+def module_settings(backends: Any, database_url: str, run_id: str) -> Settings:
     """One app for the module: its schema is loaded once (its lifespan still restarts)."""
     return Settings(
         redis_url=backends.redis_url,
         database_url=database_url,
-        redis_prefix=f"nhtest:{RUN_ID}:schemathesis:",
+        redis_prefix=f"nhtest:{run_id}:schemathesis:",
         jwt_secret="schemathesis-secret-" + "x" * 32,  # type: ignore[arg-type]
         _env_file=None,  # type: ignore[call-arg]
     )

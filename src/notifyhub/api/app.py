@@ -81,13 +81,14 @@ def _producers(
 
 
 def _dispatcher(
-    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    delivery_metrics: DeliveryMetrics,
 ) -> tuple[DeliverySender, Dispatcher]:
     """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
     s = settings.deliveries
     guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
-    delivery_metrics = DeliveryMetrics(metrics.registry)
     sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
     alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
     return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
@@ -100,6 +101,7 @@ def create_app(settings: Settings) -> FastAPI:
         )
     redis_url, database_url = settings.redis_url, settings.database_url
     metrics = Metrics()
+    delivery_metrics = DeliveryMetrics(metrics.registry)  # once per app, not per lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
@@ -135,7 +137,7 @@ def create_app(settings: Settings) -> FastAPI:
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
-        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, metrics)
+        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, delivery_metrics)
         runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(

@@ -8,9 +8,12 @@ from fastapi import APIRouter, Response, status
 
 from notifyhub.api.delivery_schemas import DefinitionIn, DeliveryAccepted, DeliveryIn
 from notifyhub.api.deps import Admin, AppState, Publisher, Session
-from notifyhub.api.schemas import Name
+from notifyhub.api.schemas import Name, NotificationId
 from notifyhub.domain.delivery import DeliveryStatus
 from notifyhub.services.deliveries import DefinitionSpec
+
+DeliveryId = NotificationId
+"""Delivery ids are ULIDs (also the `webhook-id` receivers see)."""
 
 router = APIRouter(tags=["deliveries"])
 
@@ -69,20 +72,20 @@ async def create(
 
 @router.get("/v1/deliveries/{delivery_id}")
 async def get(
-    delivery_id: str, principal: Publisher, session: Session, state: AppState
+    delivery_id: DeliveryId, principal: Publisher, session: Session, state: AppState
 ) -> dict[str, Any]:
     return await state["deliveries"].get(session, delivery_id)
 
 
 @router.post("/v1/deliveries/{delivery_id}/confirm")
 async def confirm(
-    delivery_id: str, principal: Publisher, session: Session, state: AppState
+    delivery_id: DeliveryId, principal: Publisher, session: Session, state: AppState
 ) -> dict[str, Any]:
     return await state["deliveries"].confirm(session, delivery_id)
 
 
 @router.post("/v1/deliveries/{delivery_id}/retry", status_code=status.HTTP_202_ACCEPTED)
 async def retry(
-    delivery_id: str, principal: Admin, session: Session, state: AppState
+    delivery_id: DeliveryId, principal: Admin, session: Session, state: AppState
 ) -> dict[str, Any]:
     return await state["deliveries"].retry(session, delivery_id)
