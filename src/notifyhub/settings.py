@@ -41,6 +41,7 @@ class WorkerSettings(BaseModel):
     cleaner_batch: int = Field(200, ge=1)
     lock_ttl_ms: int = Field(30_000, ge=1000)
     stuck_after_s: float = Field(60.0, gt=0)
+    epoch_check_interval_s: float = Field(1.0, gt=0)
 
 
 class DelayedSettings(BaseModel):

@@ -22,7 +22,7 @@ from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
-from notifyhub.services.caches import warm_caches
+from notifyhub.services.caches import EpochWatch, warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
@@ -117,6 +117,9 @@ def create_app(settings: Settings) -> FastAPI:
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
             runner.add(loop)
+        epoch = EpochWatch(redis, keys, topics, preferences, delayed)
+        epoch_interval_s = settings.workers.epoch_check_interval_s
+        runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)

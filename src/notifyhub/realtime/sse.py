@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 import orjson
+from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -109,6 +110,8 @@ class InboxStream(Response):
             self._metrics.streams_dropped_total.labels(reason="send_timeout").inc()
         except OSError as exc:
             log.info("stream for %s/%s ended: %s", self._tenant, self._user, exc)
+        except RedisError as exc:  # the client resumes from its Last-Event-ID elsewhere
+            log.warning("stream for %s/%s ended, Redis: %r", self._tenant, self._user, exc)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
