@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
