@@ -51,6 +51,7 @@ async def test_redis_down(fault_env: Callable[..., AbstractAsyncContextManager[F
         # httpx raises ReadTimeout past CLIENT_TIMEOUT_S: answering at all is the check.
         _assert_503(await client.get("/v1/me/notifications", headers=user), "Redis")
         _assert_503(await client.post("/v1/notifications", json=body, headers=publish), "Redis")
+        _assert_503(await client.get("/v1/me/stream", headers=user), "Redis")
 
         await asyncio.to_thread(env.redis.start)
         await env.hub.wait_ready(timeout_s=30)
