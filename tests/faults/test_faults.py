@@ -22,8 +22,8 @@ from support.workloads import DelayedWorkload, InboxWorkload, Workload
 
 pytestmark = pytest.mark.slow
 
-BEFORE_FAULT_S = 2.0
-AFTER_FAULT_S = 2.5
+BEFORE_FAULT_S = 1.5
+AFTER_FAULT_S = 2.0
 OUTAGE_S = 1.5
 DRAIN_S = 15.0
 CLIENT_TIMEOUT_S = 5.0
@@ -83,6 +83,15 @@ async def flush_redis(env: FaultEnv) -> None:
         client.close()
 
 
+async def flush_redis_while_postgres_down(env: FaultEnv) -> None:
+    """The rebuild cannot run until PostgreSQL is back: it must be retried, not skipped."""
+    await asyncio.to_thread(env.postgres.stop, "immediate")
+    await _assert_unready(env, "postgres")
+    await flush_redis(env)
+    await asyncio.sleep(OUTAGE_S)
+    await asyncio.to_thread(env.postgres.start)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -100,6 +109,11 @@ SCENARIOS = [
     Scenario("Redis kill -9 + restart (AOF everysec)", kill_redis, inbox_survives=False),
     Scenario("Redis kill -9 + restart (no AOF)", kill_redis, False, inbox_survives=False),
     Scenario("Redis FLUSHALL", flush_redis, inbox_survives=False),
+    Scenario(
+        "Redis FLUSHALL while PostgreSQL is down",
+        flush_redis_while_postgres_down,
+        inbox_survives=False,
+    ),
 ]
 
 

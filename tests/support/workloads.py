@@ -42,6 +42,19 @@ async def _until(done: Callable[[], bool], timeout_s: float) -> None:
                 await asyncio.sleep(0.1)
 
 
+async def _until_quiet(
+    done: Callable[[], bool], progress: Callable[[], int], quiet_s: float, timeout_s: float
+) -> None:
+    """Until `done()`, or `progress()` has not moved for `quiet_s` (nothing more coming)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            last, since = progress(), asyncio.get_running_loop().time()
+            while not done() and asyncio.get_running_loop().time() - since < quiet_s:
+                await asyncio.sleep(0.1)
+                if progress() != last:
+                    last, since = progress(), asyncio.get_running_loop().time()
+
+
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
@@ -161,7 +174,7 @@ class InboxWorkload:
         def streamed() -> bool:
             return all(self.sent[u] <= self.seen[u] for u in self.users)
 
-        await _until(streamed, timeout_s)
+        await _until_quiet(streamed, lambda: self.stream.arrivals.total(), 3.0, timeout_s)
         await _cancel(self._readers)
         for user in self.users:
             for item_id in await self._list_retrying(user):
