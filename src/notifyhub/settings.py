@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+InboxDurability = Literal["redis", "postgres"]
 
 
 class Limits(BaseModel):
@@ -84,6 +85,10 @@ class Settings(BaseSettings):
     stream: StreamSettings = StreamSettings()
     workers: WorkerSettings = WorkerSettings()
     delayed: DelayedSettings = DelayedSettings()
+
+    inbox_durability: InboxDurability = "redis"
+    """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""
+    inbox_changes_flush_interval_s: float = Field(0.2, gt=0)
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:

@@ -80,7 +80,7 @@ async def _keys(database_url: str) -> tuple[str, str]:
         await engine.dispose()
 
 
-def _hub_env(settings: Settings) -> dict[str, str]:
+def _hub_env(settings: Settings, durability: str) -> dict[str, str]:
     assert settings.jwt_secret is not None
     return {
         "NOTIFYHUB_REDIS_URL": str(settings.redis_url),
@@ -89,6 +89,7 @@ def _hub_env(settings: Settings) -> dict[str, str]:
         "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
         "NOTIFYHUB_WORKERS__EPOCH_CHECK_INTERVAL_S": "0.5",
         "NOTIFYHUB_STREAM__PING_S": "1",
+        "NOTIFYHUB_INBOX_DURABILITY": durability,
     }
 
 
@@ -99,7 +100,9 @@ def fault_env(
     """`async with fault_env(appendonly=...) as env`: Valkey, a database, a hub process."""
 
     @contextlib.asynccontextmanager
-    async def start(*, appendonly: bool = True) -> AsyncIterator[FaultEnv]:
+    async def start(
+        *, appendonly: bool = True, durability: str = "redis"
+    ) -> AsyncIterator[FaultEnv]:
         redis = RedisProcess(tmp_path / "valkey", appendonly=appendonly)
         redis.start()
         database_url = await _database(postgres_process)
@@ -111,7 +114,7 @@ def fault_env(
             _env_file=None,  # type: ignore[call-arg]
         )
         publish_key, consume_key = await _keys(database_url)
-        hub = HubProcess(_hub_env(settings), tmp_path / "hub.log")
+        hub = HubProcess(_hub_env(settings, durability), tmp_path / "hub.log")
         try:
             await hub.start()
             yield FaultEnv(redis, postgres_process, hub, settings, publish_key, consume_key)

@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from notifyhub.services.delayed import DelayedService
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.topics import TopicService
 from notifyhub.store.keys import Keys
@@ -21,6 +22,7 @@ async def warm_caches(
     topics: TopicService,
     preferences: PreferenceService,
     delayed: DelayedService,
+    inboxes: DurableInbox | None = None,
 ) -> None:
     """Topic caches always; everything else when the epoch marker says Redis lost its data.
 
@@ -29,18 +31,25 @@ async def warm_caches(
     try:
         count = await topics.rebuild_cache()
         if not await redis.exists(keys.epoch):
-            await _rebuild_derived(redis, keys, preferences, delayed)
+            await _rebuild_derived(redis, keys, preferences, delayed, inboxes)
         log.info("topic cache rebuilt: %d topics", count)
     except Exception:
         log.exception("could not rebuild caches from PostgreSQL at start-up")
 
 
 async def _rebuild_derived(
-    redis: Redis, keys: Keys, preferences: PreferenceService, delayed: DelayedService
+    redis: Redis,
+    keys: Keys,
+    preferences: PreferenceService,
+    delayed: DelayedService,
+    inboxes: DurableInbox | None,
 ) -> None:
-    """Preferences and the delayed queue from PostgreSQL, then the marker (idempotent)."""
+    """Preferences, the delayed queue and (durable inbox mode) every inbox from PostgreSQL,
+    then the marker (idempotent)."""
     users = await preferences.rebuild_cache()
     messages = await delayed.restore(expired=True)
+    if inboxes is not None:
+        await inboxes.rebuild()
     await redis.set(keys.epoch, str(ULID()), nx=True)
     log.info(
         "Redis epoch marker was missing or Redis restarted: rebuilt preferences of %d users, "
@@ -66,8 +75,10 @@ class EpochWatch:
         topics: TopicService,
         preferences: PreferenceService,
         delayed: DelayedService,
+        inboxes: DurableInbox | None = None,
     ) -> None:
         self._redis = redis
+        self._inboxes = inboxes
         self._keys = keys
         self._topics = topics
         self._preferences = preferences
@@ -83,8 +94,14 @@ class EpochWatch:
         if lost or restarted:
             why = "lost its data" if lost else "restarted"
             log.warning("Redis %s: rebuilding from PostgreSQL", why)
-            await self._topics.rebuild_cache()
-            await _rebuild_derived(self._redis, self._keys, self._preferences, self._delayed)
-            self.rebuilds += 1
+            await self.rebuild()
         self._run_id = run_id
         return lost or restarted
+
+    async def rebuild(self) -> None:
+        """Everything Redis holds that PostgreSQL can give back (`notifyhub restore`)."""
+        await self._topics.rebuild_cache()
+        await _rebuild_derived(
+            self._redis, self._keys, self._preferences, self._delayed, self._inboxes
+        )
+        self.rebuilds += 1
