@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import InboxChange, InboxNotification
+from notifyhub.db.models import InboxChange, InboxNotification, InboxRecipient
 from notifyhub.settings import Settings
 from notifyhub.store.keys import Keys
 
@@ -144,3 +144,18 @@ async def test_notifyhub_restore_rebuilds_inboxes(
     items, counts = await _inbox(hub, token)
     assert [i["id"] for i in items] == sent[::-1]
     assert counts["total"] == 3
+
+
+async def test_expired_notifications_are_pruned(
+    hub: Any,
+    settings: Settings,
+    publish_key: str,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    short = await _publish(hub, publish_key, "prune-user", "short", ttl=1)
+    kept = await _publish(hub, publish_key, "prune-user", "kept")
+    await asyncio.sleep(1.1)
+    await hub.app.state.durable.prune(settings.max_ttl_s)
+    assert await _count(sessionmaker, InboxNotification, id=short) == 0
+    assert await _count(sessionmaker, InboxRecipient, notification_id=short) == 0
+    assert await _count(sessionmaker, InboxNotification, id=kept) == 1

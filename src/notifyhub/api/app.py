@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -133,6 +134,8 @@ def create_app(settings: Settings) -> FastAPI:
         if durable is not None:
             flush_s = settings.inbox_changes_flush_interval_s
             runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))
+            prune = functools.partial(durable.prune, settings.max_ttl_s)
+            runner.add(Loop("inbox-prune", settings.workers.cleaner_interval_s, prune, metrics))
         epoch_interval_s = settings.workers.epoch_check_interval_s
         runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
         producers = _producers(settings, ingest, sessionmaker, redis, keys)

@@ -44,6 +44,20 @@ SELECT t, u, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDIN
 ORDER BY n
 """
 
+_PRUNE_RECIPIENTS = """
+DELETE FROM inbox_recipients WHERE notification_id IN (
+    SELECT id FROM inbox_notifications WHERE expires_at < now() ORDER BY id LIMIT $1)
+"""
+_PRUNE_NOTIFICATIONS = """
+DELETE FROM inbox_notifications WHERE id IN (
+    SELECT id FROM inbox_notifications WHERE expires_at < now() ORDER BY id LIMIT $1)
+"""
+_PRUNE_CHANGES = """
+DELETE FROM inbox_changes WHERE id IN (
+    SELECT id FROM inbox_changes WHERE at < now() - make_interval(secs => $1) LIMIT $2)
+"""
+PRUNE_BATCH = 10_000
+
 _Pending = tuple[Notification, Sequence[UserRef], bool, "asyncio.Future[None]"]
 
 
@@ -117,6 +131,16 @@ class DurableInbox:
             raise
         return len(batch)
 
+    async def prune(self, max_ttl_s: int) -> int:
+        """Drop expired notifications (a rebuild skips them anyway) and changes older than
+        any notification can live; one bounded batch per call."""
+        async with self._sessionmaker.begin() as session:
+            raw = await _raw(session)
+            await raw.execute(_PRUNE_RECIPIENTS, PRUNE_BATCH)
+            notifications = await raw.execute(_PRUNE_NOTIFICATIONS, PRUNE_BATCH)
+            changes = await raw.execute(_PRUNE_CHANGES, float(max_ttl_s), PRUNE_BATCH)
+        return _deleted(notifications) + _deleted(changes)
+
     async def rebuild(self) -> tuple[int, int]:
         """Replay every unexpired notification, then every state change, into Redis.
 
@@ -155,6 +179,11 @@ class DurableInbox:
                 await apply_change(self._store, change.tenant, change.user_id, change.op)
                 replayed += 1
         return replayed
+
+
+def _deleted(status: str) -> int:
+    """asyncpg's command tag `DELETE n` -> n."""
+    return int(status.rsplit(" ", 1)[-1])
 
 
 def _settle(batch: list[_Pending], error: Exception | None) -> None:
