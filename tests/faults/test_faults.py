@@ -148,13 +148,15 @@ async def run(env: FaultEnv, scenario: Scenario) -> list[History]:
         await workload.start()
     stop = asyncio.Event()
     writers = asyncio.gather(*(w.write(stop) for w in workloads))
-    await asyncio.sleep(BEFORE_FAULT_S)
-    pid = env.hub.proc.pid if env.hub.proc else None
-    await scenario.inject(env)
-    await env.hub.wait_ready(timeout_s=30)  # recovered, without a restart unless it was killed
-    await asyncio.sleep(AFTER_FAULT_S)
-    stop.set()
-    await writers
+    try:
+        await asyncio.sleep(BEFORE_FAULT_S)
+        pid = env.hub.proc.pid if env.hub.proc else None
+        await scenario.inject(env)
+        await env.hub.wait_ready(timeout_s=30)  # recovered; no restart unless it was killed
+        await asyncio.sleep(AFTER_FAULT_S)
+    finally:
+        stop.set()
+        await writers
     if not scenario.restarts_hub:
         assert env.hub.proc is not None and env.hub.proc.pid == pid
     return [h for w in workloads for h in await w.drain(DRAIN_S)]

@@ -194,12 +194,22 @@ class HubProcess:
         await self.wait_ready()
 
     async def wait_ready(self, timeout_s: float = 60) -> None:
-        async with httpx.AsyncClient(timeout=5) as client, asyncio.timeout(timeout_s):
-            while True:
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(f"{self.base_url}/readyz")).status_code == 200:
-                        return
-                await asyncio.sleep(0.1)
+        """Until /readyz says 200; on timeout, say what it said last (for CI logs)."""
+        last = "no answer"
+        try:
+            async with httpx.AsyncClient(timeout=5) as client, asyncio.timeout(timeout_s):
+                while True:
+                    try:
+                        response = await client.get(f"{self.base_url}/readyz")
+                    except httpx.TransportError as exc:
+                        last = repr(exc)
+                    else:
+                        if response.status_code == 200:
+                            return
+                        last = response.text
+                    await asyncio.sleep(0.1)
+        except TimeoutError as exc:
+            raise TimeoutError(f"hub not ready after {timeout_s}s; /readyz: {last}") from exc
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
