@@ -70,9 +70,7 @@ async def _raw(session: AsyncSession) -> Any:
 class DurableInbox:
     """The notification log (group-committed) and the buffered state-change log."""
 
-    def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore
-    ) -> None:
+    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore) -> None:
         self._sessionmaker = sessionmaker
         self._store = store
         self._pending: list[_Pending] = []
