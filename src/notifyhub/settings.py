@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+InboxDurability = Literal["redis", "postgres"]
 
 
 class Limits(BaseModel):
@@ -41,6 +42,7 @@ class WorkerSettings(BaseModel):
     cleaner_batch: int = Field(200, ge=1)
     lock_ttl_ms: int = Field(30_000, ge=1000)
     stuck_after_s: float = Field(60.0, gt=0)
+    epoch_check_interval_s: float = Field(1.0, gt=0)
 
 
 class DelayedSettings(BaseModel):
@@ -127,6 +129,10 @@ class Settings(BaseSettings):
     delayed: DelayedSettings = DelayedSettings()
     deliveries: DeliverySettings = DeliverySettings()
     rate_limits: RateLimits = RateLimits()
+
+    inbox_durability: InboxDurability = "redis"
+    """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""
+    inbox_changes_flush_interval_s: float = Field(0.2, gt=0)
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,9 +28,10 @@ from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.alerts import AlertSender
-from notifyhub.services.caches import warm_caches
+from notifyhub.services.caches import EpochWatch, warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.deliveries import DeliveryService
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -94,6 +96,15 @@ def _dispatcher(
     return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
 
 
+def _durable_inbox(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore
+) -> DurableInbox | None:
+    """Durable inbox mode's log, or None in the default Redis-only mode."""
+    if settings.inbox_durability != "postgres":
+        return None
+    return DurableInbox(sessionmaker, store)
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
@@ -128,12 +139,22 @@ def create_app(settings: Settings) -> FastAPI:
             sessionmaker,
             TransitionLog(sessionmaker),
         )
-        await warm_caches(redis, keys, topics, preferences, delayed)
+        durable = _durable_inbox(settings, sessionmaker, store)
+        await warm_caches(redis, keys, topics, preferences, delayed, durable)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
+        ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
             runner.add(loop)
+        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
+        if durable is not None:
+            flush_s = settings.inbox_changes_flush_interval_s
+            runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))
+            prune = functools.partial(durable.prune, settings.max_ttl_s)
+            runner.add(Loop("inbox-prune", settings.workers.cleaner_interval_s, prune, metrics))
+        epoch_interval_s = settings.workers.epoch_check_interval_s
+        runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
@@ -163,6 +184,8 @@ def create_app(settings: Settings) -> FastAPI:
                 limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
             delivery_sender.start()
+            state["inbox"].durable = durable
+            app.state.durable = durable
             await runner.start()
             yield state
         finally:
@@ -174,6 +197,8 @@ def create_app(settings: Settings) -> FastAPI:
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()
+            if durable is not None:
+                await durable.flush_changes()
             await redis.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)

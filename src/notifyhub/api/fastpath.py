@@ -5,7 +5,8 @@ stays alive with it. Served by the FastAPI route, each stream kept FastAPI's rou
 exit stacks, dependency frames and exception wrappers: about 6 KiB of a 28 KiB stream
 (measured with tracemalloc and RSS at 3k streams). This middleware takes stream
 requests before those layers; request metrics, limits and CORS still wrap it, and
-domain errors (401, 422, 429) are answered as problem+json exactly as elsewhere. The
+domain errors (401, 422, 429) and Redis outages (503) are answered as problem+json
+exactly as elsewhere. The
 FastAPI route in `routers/stream.py` documents the same contract in OpenAPI.
 """
 
@@ -17,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from notifyhub.api.deps import State, stream_user
-from notifyhub.api.errors import domain_problem
+from notifyhub.api.errors import REDIS_OUTAGES, domain_problem, unavailable
 from notifyhub.api.routers.stream import PATH, open_stream
 from notifyhub.errors import NotifyhubError
 
@@ -49,8 +50,9 @@ class StreamFastPath:
                 "last_event_id"
             )
             response = open_stream(state, me, last_event_id)
+            del request
+            await response(scope, receive, send)  # raises only before its 200
         except NotifyhubError as exc:
             await domain_problem(exc)(scope, receive, send)
-            return
-        del request
-        await response(scope, receive, send)
+        except REDIS_OUTAGES:
+            await unavailable("Redis")(scope, receive, send)

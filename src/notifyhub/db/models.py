@@ -14,6 +14,7 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
     SmallInteger,
     String,
     UniqueConstraint,
@@ -282,3 +283,34 @@ class DeliveryAlert(Base):
     claims: Mapped[int] = mapped_column(Integer, default=0)
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+class InboxNotification(Base):
+    """Durable inbox mode: a notification's content, committed before the 202."""
+
+    __tablename__ = "inbox_notifications"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    pull: Mapped[bool] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class InboxRecipient(Base):
+    """Durable inbox mode: who got a copy."""
+
+    __tablename__ = "inbox_recipients"
+
+    notification_id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class InboxChange(Base):
+    """Durable inbox mode: a user's state change (mark, remove, mark_all, recall), in order."""
+
+    __tablename__ = "inbox_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    op: Mapped[Any] = mapped_column(JSONB)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
