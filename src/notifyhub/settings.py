@@ -23,6 +23,8 @@ class Limits(BaseModel):
     stream_queue: int = Field(64, ge=1)
     change_log_max: int = Field(1000, ge=10)
     list_scan_budget: int = Field(2000, ge=100)
+    items_per_user: int = Field(10_000, ge=0)
+    """Notifications one inbox keeps; a delivery past it drops the oldest (0: no cap)."""
 
 
 class StreamSettings(BaseModel):

@@ -120,7 +120,9 @@ def create_app(settings: Settings) -> FastAPI:
         await check_durability(redis)
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix)
-        store = InboxStore(redis, keys, settings.limits)
+        store = InboxStore(
+            redis, keys, settings.limits, on_evicted=metrics.notifications_evicted_total.inc
+        )
         hub = Hub(
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -95,10 +95,19 @@ def item_json(content: bytes, state: bytes, *, replaces: object = None) -> bytes
 class InboxStore:
     """Reads and writes of users' inboxes, and the Pub/Sub doorbell after each change."""
 
-    def __init__(self, redis: Redis, keys: Keys, limits: Limits) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        limits: Limits,
+        *,
+        on_evicted: Callable[[int], object] | None = None,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._limits = limits
+        self._on_evicted = on_evicted
+        """Told how many oldest notifications full inboxes dropped (a metric)."""
         self.scripts = InboxScripts(redis)
 
     async def deliver(
@@ -110,7 +119,8 @@ class InboxStore:
         finds every user a crash may have reached), then the copies, the expiry index and
         one doorbell message for the batch. Returns the new seq per user, 0 where the user
         already had this id, -1 where the user's preferences drop its category. `pull`
-        copies are stored without a live `notification` event (counts still update).
+        copies are stored without a live `notification` event (counts still update). An
+        inbox past `limits.items_per_user` drops its oldest notifications (delete changes).
         """
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
@@ -126,6 +136,7 @@ class InboxStore:
             self._limits.change_log_max,
             "1" if notification.severity is Severity.CRITICAL else "",
             "1" if pull else "",
+            self._limits.items_per_user,
         ]
         recipients = self._keys.recipients(notification.id)
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -135,7 +146,10 @@ class InboxStore:
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
             results = await pipe.execute()
-        return [int(seq) for seq in results[2]]
+        *seqs, evicted = (int(value) for value in results[2])
+        if evicted and self._on_evicted is not None:
+            self._on_evicted(evicted)
+        return seqs
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self.scripts.get(
