@@ -13,18 +13,20 @@ recall, push then get/cancel a delayed message, read then replace a rule).
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from redis import Redis as SyncRedis
 from schemathesis import GenerationMode
 from schemathesis.generation.case import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from conftest import RUN_ID, Backends
 from notifyhub.api.app import create_app
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
@@ -83,15 +85,22 @@ def _headers(path: str, admin_key: str, user_token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def module_settings(backends: Backends, database_url: str) -> Settings:
+def module_settings(backends: Any, database_url: str) -> Iterator[Settings]:
     """One app for the module: its schema is loaded once (its lifespan still restarts)."""
-    return Settings(
+    prefix = f"nhtest:schemathesis-{secrets.token_hex(4)}:"
+    yield Settings(
         redis_url=backends.redis_url,
         database_url=database_url,
-        redis_prefix=f"nhtest:{RUN_ID}:schemathesis:",
+        redis_prefix=prefix,
         jwt_secret="schemathesis-secret-" + "x" * 32,  # type: ignore[arg-type]
         _env_file=None,  # type: ignore[call-arg]
     )
+    client = SyncRedis.from_url(backends.redis_url)
+    try:
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.unlink(key)
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="module")
