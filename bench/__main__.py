@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench import deliveries as _deliveries  # noqa: F401 (registers its scenario)
 from bench import scenarios
 from bench.hubproc import BenchHub
 

@@ -143,6 +143,19 @@ def migrate() -> None:
     console.print("migrations applied")
 
 
+@app.command()
+def restore() -> None:
+    """Rebuild Redis from PostgreSQL: topic caches, preferences, the delayed queue and,
+    in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
+    from notifyhub.services.restore import restore_redis
+
+    settings = Settings()
+    if settings.redis_url is None:
+        raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
+    asyncio.run(restore_redis(settings, settings.redis_url, _database_url(settings)))
+    console.print("Redis restored from PostgreSQL")
+
+
 @apikey_app.command("create")
 def apikey_create(
     name: Annotated[str, typer.Option(help="A unique name for the key.")],

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+InboxDurability = Literal["redis", "postgres"]
 
 
 class Limits(BaseModel):
@@ -41,6 +42,7 @@ class WorkerSettings(BaseModel):
     cleaner_batch: int = Field(200, ge=1)
     lock_ttl_ms: int = Field(30_000, ge=1000)
     stuck_after_s: float = Field(60.0, gt=0)
+    epoch_check_interval_s: float = Field(1.0, gt=0)
 
 
 class DelayedSettings(BaseModel):
@@ -53,6 +55,39 @@ class DelayedSettings(BaseModel):
     log_flush_interval_s: float = Field(0.1, gt=0)
 
 
+class DeliverySettings(BaseModel):
+    """Reliable deliveries: the dispatcher, outbound HTTP limits, history, SMTP alerts."""
+
+    dispatcher_interval_s: float = Field(0.2, gt=0)
+    batch: int = Field(200, ge=1, le=10_000)
+    lease_s: float = Field(120.0, ge=1)
+    """How long a claimed attempt is owned; longer than any definition's timeout."""
+    concurrency: int = Field(64, ge=1, le=1000)
+    inline_queue: int = Field(10_000, ge=1)
+    """Deliveries waiting for their at-once send; beyond it the dispatcher sends them."""
+    jitter: float = Field(0.1, ge=0, le=0.5)
+    response_cap_bytes: int = Field(64 * 1024, ge=1024)
+    max_timeout_s: float = Field(60.0, gt=0)
+    allow_networks: list[str] = []
+    """CIDRs a target may resolve to even when private networks are not allowed."""
+    history_after_s: float = Field(7 * 86400.0, ge=0)
+    history_batch: int = Field(1000, ge=1)
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = Field(25, ge=1, le=65535)
+    smtp_sender: str = "notifyhub@localhost"
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_starttls: bool = False
+    smtp_timeout_s: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lease_outlives_requests(self) -> DeliverySettings:
+        if self.lease_s <= self.max_timeout_s:
+            raise ValueError(
+                "deliveries.lease_s must exceed deliveries.max_timeout_s, or a slow attempt "
+                "would be claimed again while it is still being sent"
+            )
+        return self
 class RateLimits(BaseModel):
     """Token buckets in Redis: requests per second and burst; a rate of 0 turns one off."""
 
@@ -92,7 +127,12 @@ class Settings(BaseSettings):
     stream: StreamSettings = StreamSettings()
     workers: WorkerSettings = WorkerSettings()
     delayed: DelayedSettings = DelayedSettings()
+    deliveries: DeliverySettings = DeliverySettings()
     rate_limits: RateLimits = RateLimits()
+
+    inbox_durability: InboxDurability = "redis"
+    """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""
+    inbox_changes_flush_interval_s: float = Field(0.2, gt=0)
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:

@@ -13,15 +13,12 @@ recall, push then get/cancel a delayed message, read then replace a rule).
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
-from redis import Redis as SyncRedis
 from schemathesis import GenerationMode
 from schemathesis.generation.case import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -52,6 +49,8 @@ STRICTER_THAN_THE_SCHEMA = {
     ("PATCH", "/v1/me/notifications/{notification_id}"): "at least one of read and seen",
     ("POST", "/v1/me/notifications/bulk"): "one action: read/seen or delete",
     ("PUT", "/v1/admin/rules/{rule}"): "one recipient entry per relationship",
+    ("POST", "/v1/deliveries"): "unknown definition",
+    ("PUT", "/v1/admin/delivery-definitions/{name}"): "an absolute http(s) URL; lease vs timeout",
 }
 """Where Schemathesis' `positive_data_acceptance` check does not apply, and why."""
 
@@ -85,22 +84,15 @@ def _headers(path: str, admin_key: str, user_token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def module_settings(backends: Any, database_url: str) -> Iterator[Settings]:
+def module_settings(backends: Any, database_url: str, run_id: str) -> Settings:
     """One app for the module: its schema is loaded once (its lifespan still restarts)."""
-    prefix = f"nhtest:schemathesis-{secrets.token_hex(4)}:"
-    yield Settings(
+    return Settings(
         redis_url=backends.redis_url,
         database_url=database_url,
-        redis_prefix=prefix,
+        redis_prefix=f"nhtest:{run_id}:schemathesis:",
         jwt_secret="schemathesis-secret-" + "x" * 32,  # type: ignore[arg-type]
         _env_file=None,  # type: ignore[call-arg]
     )
-    client = SyncRedis.from_url(backends.redis_url)
-    try:
-        for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            client.unlink(key)
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="module")

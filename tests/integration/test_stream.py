@@ -163,6 +163,19 @@ async def test_stream_requires_credentials(hub: Any, user: str) -> None:
     assert (await hub.client.get("/v1/me/stream?access_token=garbage")).status_code == 401
 
 
+async def test_stream_errors_are_problems(hub: Any, make_token: Any) -> None:
+    """The stream fast path keeps the contract: problem+json, the route in metrics."""
+    auth = {"Authorization": f"Bearer {make_token('yael')}"}
+    too_long = await hub.client.get("/v1/me/stream", headers={**auth, "Last-Event-ID": "1" * 33})
+    assert too_long.status_code == 422
+    assert too_long.headers["content-type"] == "application/problem+json"
+    assert "Last-Event-ID" in too_long.json()["detail"]
+    unauthorized = await hub.client.get("/v1/me/stream?access_token=garbage")
+    assert unauthorized.headers["content-type"] == "application/problem+json"
+    metrics = (await hub.client.get("/metrics")).text
+    assert 'route="/v1/me/stream",status="401"' in metrics
+
+
 async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:
     async with open_stream(hub, make_token("zed")) as stream:
         await stream.next()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,23 +14,31 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
+from notifyhub.api.fastpath import StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
+from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
-from notifyhub.services.caches import warm_caches
+from notifyhub.services.alerts import AlertSender
+from notifyhub.services.caches import EpochWatch, warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
+from notifyhub.services.deliveries import DeliveryService
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
+from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
@@ -41,6 +50,7 @@ from notifyhub.store.keys import Keys
 from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.producers import Producer
 from notifyhub.workers.producers import load as load_producers
 from notifyhub.workers.producers import loops as producer_loops
@@ -72,6 +82,29 @@ def _producers(
     ]
 
 
+def _dispatcher(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    delivery_metrics: DeliveryMetrics,
+) -> tuple[DeliverySender, Dispatcher]:
+    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
+    s = settings.deliveries
+    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
+    alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
+    return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
+
+
+def _durable_inbox(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore
+) -> DurableInbox | None:
+    """Durable inbox mode's log, or None in the default Redis-only mode."""
+    if settings.inbox_durability != "postgres":
+        return None
+    return DurableInbox(sessionmaker, store)
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
@@ -79,6 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
         )
     redis_url, database_url = settings.redis_url, settings.database_url
     metrics = Metrics()
+    delivery_metrics = DeliveryMetrics(metrics.registry)  # once per app, not per lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
@@ -105,15 +139,27 @@ def create_app(settings: Settings) -> FastAPI:
             sessionmaker,
             TransitionLog(sessionmaker),
         )
-        await warm_caches(redis, keys, topics, preferences, delayed)
+        durable = _durable_inbox(settings, sessionmaker, store)
+        await warm_caches(redis, keys, topics, preferences, delayed, durable)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
+        ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
             runner.add(loop)
+        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
+        if durable is not None:
+            flush_s = settings.inbox_changes_flush_interval_s
+            runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))
+            prune = functools.partial(durable.prune, settings.max_ttl_s)
+            runner.add(Loop("inbox-prune", settings.workers.cleaner_interval_s, prune, metrics))
+        epoch_interval_s = settings.workers.epoch_check_interval_s
+        runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
+        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, delivery_metrics)
+        runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(
                 settings=settings,
@@ -133,8 +179,13 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
+                deliveries=DeliveryService(delivery_sender),
+                dispatcher=dispatcher,
                 limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
+            delivery_sender.start()
+            state["inbox"].durable = durable
+            app.state.durable = durable
             await runner.start()
             yield state
         finally:
@@ -142,9 +193,12 @@ def create_app(settings: Settings) -> FastAPI:
             await hub.stop()
             await reader.aclose()
             await runner.stop()
+            await delivery_sender.stop()
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()
+            if durable is not None:
+                await durable.flush_changes()
             await redis.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
@@ -156,6 +210,8 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(browser_router.router)
+    app.include_router(deliveries_router.router)
+    app.add_middleware(StreamFastPath)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

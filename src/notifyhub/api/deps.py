@@ -16,6 +16,7 @@ from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
 from notifyhub.services.delayed import DelayedService
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -26,6 +27,7 @@ from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.ratelimit import RateLimiter
+from notifyhub.workers.dispatcher import Dispatcher
 from notifyhub.workers.runner import Runner
 
 
@@ -47,6 +49,8 @@ class State(TypedDict):
     delayed: DelayedService
     metrics: Metrics
     runner: Runner
+    deliveries: DeliveryService
+    dispatcher: Dispatcher
     limiter: RateLimiter
 
 
@@ -114,7 +118,7 @@ async def _user(state: AppState, presented: Bearer) -> UserPrincipal:
 CurrentUser = Annotated[UserPrincipal, Depends(_user)]
 
 
-async def _stream_user(
+async def stream_user(
     request: Request, state: AppState, access_token: str | None = None
 ) -> UserPrincipal:
     """The stream accepts a stream token in the query, or a user JWT in the header."""
@@ -126,4 +130,4 @@ async def _stream_user(
     return principal
 
 
-StreamUser = Annotated[UserPrincipal, Depends(_stream_user)]
+StreamUser = Annotated[UserPrincipal, Depends(stream_user)]

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics

@@ -14,10 +14,11 @@ import logging
 from typing import Any
 
 import orjson
+from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from notifyhub.domain.notification import from_ms, to_rfc3339
+from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
@@ -101,16 +102,23 @@ class InboxStream(Response):
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
+            opening = await self._store.counts(self._tenant, self._user)
+        except BaseException:
+            self._hub.detach(self._sub)
+            raise
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
-            await self._serve(send)
+            await self._serve(send, opening)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except SendTimeout:
             self._metrics.streams_dropped_total.labels(reason="send_timeout").inc()
         except OSError as exc:
             log.info("stream for %s/%s ended: %s", self._tenant, self._user, exc)
+        except RedisError as exc:  # the client resumes from its Last-Event-ID elsewhere
+            log.warning("stream for %s/%s ended, Redis: %r", self._tenant, self._user, exc)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -122,10 +130,12 @@ class InboxStream(Response):
             pass
         self._sub.close()
 
-    async def _serve(self, send: Send) -> None:
+    async def _serve(self, send: Send, opening: tuple[Counts, int]) -> None:
         cursor = self._cursor
         if cursor is None:
-            cursor = await self._send_counts(send, "counts")
+            counts, cursor = opening
+            data = counts_data(counts.model_dump(), cursor)
+            await self._write(send, frame("counts", cursor, data))
         while not self._sub.closed:
             cursor = await self._catch_up(send, cursor)
             if self._sub.closed:

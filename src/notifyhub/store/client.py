@@ -18,10 +18,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 

@@ -45,11 +45,10 @@ async def _check(probe: Any) -> bool:
     responses={503: {"description": "Not ready", "content": {"application/json": {}}}},
 )
 async def readyz(state: AppState) -> Response:
-    checks = {
-        "redis": await _check(_redis_ok(state)),
-        "postgres": await _check(_postgres_ok(state)),
-        "pubsub": state["hub"].healthy,
-    }
+    redis_ok, postgres_ok = await asyncio.gather(
+        _check(_redis_ok(state)), _check(_postgres_ok(state))
+    )
+    checks = {"redis": redis_ok, "postgres": postgres_ok, "pubsub": state["hub"].healthy}
     stuck = state["runner"].stuck(state["settings"].workers.stuck_after_s)
     checks["loops"] = not stuck
     ready = all(checks.values())
