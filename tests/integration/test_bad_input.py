@@ -227,6 +227,11 @@ async def test_a_million_recipients_is_refused_before_any_work(
         ("/v1/admin/rules/r1", {"target_type": "doc", "recipients": [
             {"relationship": "author", "title": "hi \x00"}]}),
         ("/v1/admin/groups/g1/members", {"add": ["ok", "tab\tinside"]}),
+        # JSON kept in PostgreSQL's jsonb (scheduled and delayed bodies) cannot hold NUL.
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t", "delay": 60,
+                               "data": {"k": "nul \x00"}}),
+        ("/v1/delayed", {"topic": "t", "delay_ms": 1000, "body": {"k\x00": 1}}),
+        ("/v1/delayed", {"topic": "t", "delay_ms": 1000, "body": [1e30]}),
     ],
 )
 async def test_nul_and_control_characters_are_422(
@@ -259,6 +264,23 @@ async def test_lone_surrogates_are_422(hub: Any, publish_key: str, raw: bytes) -
     headers = {**_auth(publish_key), "content-type": "application/json"}
     response = await hub.client.post("/v1/notifications", content=raw, headers=headers)
     _assert_problem(response, 422)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"ttl": 2**70},
+        {"ttl": 10**12},
+        {"expires_at": 2**70},
+        {"deliver_at": "9999-12-31T23:59:59Z"},
+    ],
+)
+async def test_huge_times_are_422_not_500(
+    hub: Any, publish_key: str, extra: dict[str, Any]
+) -> None:
+    body = {"recipients": {"users": ["a"]}, "title": "t", **extra}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    assert response.status_code in (202, 422), response.text
 
 
 async def test_oversized_headers_and_ids_are_422(

@@ -28,6 +28,13 @@ from notifyhub.api.app import create_app
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
 
+# redis-py closes a connection without waiting when a command is cancelled mid-flight
+# (`disconnect(nowait=True)`); in Schemathesis' own event loop the writer can then be
+# collected before its transport finishes closing. Nothing leaks: the socket is closed.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function StreamWriter.__del__"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
 MAX_EXAMPLES = int(os.environ.get("NOTIFYHUB_SCHEMATHESIS_EXAMPLES", "5"))
 """Per operation and mode: small by default (the suite stays fast); raise it for a deep run."""
 SKIPPED = {("GET", "/v1/me/stream"), ("GET", "/v1/topics/{topic}/messages")}
@@ -148,6 +155,9 @@ def test_stateful_sequences(
             max_examples=MAX_EXAMPLES,
             stateful_step_count=5,
             deadline=None,
+            # Steps depend on what the server answered, so a saved example cannot be
+            # replayed faithfully against a fresh database: do not save any.
+            database=None,
             suppress_health_check=list(HealthCheck),
         )
     )

@@ -25,6 +25,7 @@ MAX_DATA_BYTES = 16 * 1024
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 MAX_EPOCH_DIGITS = 14
 MAX_JSON_NUMBER = 2**63
+MAX_TTL_FIELD_S = 100 * 366 * 24 * 3600
 TOKEN = r"^[A-Za-z0-9._:-]+$"
 NO_CONTROL = r"^[^\x00-\x1F\x7F-\x9F]*$"
 """No control characters (Unicode Cc), so the schema says what `_single_line` enforces."""
@@ -64,22 +65,24 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _exact_numbers(value: JsonValue) -> bool:
-    """Whether every number is within +-2^63 (nesting is bounded by the request limits)."""
+def _jsonb_safe(value: JsonValue) -> bool:
+    """Whether PostgreSQL's jsonb keeps `value` as is (nesting is bounded by the limits)."""
     if isinstance(value, dict):
-        return all(_exact_numbers(v) for v in value.values())
+        return all("\x00" not in k and _jsonb_safe(v) for k, v in value.items())
     if isinstance(value, list):
-        return all(_exact_numbers(v) for v in value)
+        return all(_jsonb_safe(v) for v in value)
+    if isinstance(value, str):
+        return "\x00" not in value
     if isinstance(value, int | float) and not isinstance(value, bool):
         return -MAX_JSON_NUMBER <= value < MAX_JSON_NUMBER
     return True
 
 
 def _storable(value: JsonValue) -> None:
-    # PostgreSQL's jsonb writes 1e30 back as 1000...0, an integer orjson cannot encode:
-    # a scheduled or delayed body like that could never be restored or sent.
-    if not _exact_numbers(value):
-        raise ValueError(f"numbers must be within +-{MAX_JSON_NUMBER}")
+    # Scheduled and delayed bodies live in jsonb, which refuses \u0000 and writes 1e30
+    # back as 1000...0, an integer orjson cannot encode: neither could be sent later.
+    if not _jsonb_safe(value):
+        raise ValueError(f"must not contain NUL characters, nor numbers beyond +-{MAX_JSON_NUMBER}")
 
 
 def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -146,7 +149,8 @@ class PublishRequest(Strict):
     ] | None = None
     actor: Ref | None = None
     target: Ref | None = None
-    ttl: Annotated[int, Field(ge=1)] | None = None
+    # Bounded so date arithmetic cannot overflow; `max_ttl_s` (a setting) is checked later.
+    ttl: Annotated[int, Field(ge=1, le=MAX_TTL_FIELD_S)] | None = None
     expires_at: Time | None = None
     collapse_key: CollapseKey | None = None
     deliver_at: Time | None = None
