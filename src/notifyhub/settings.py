@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     data_dir: Path = Path(".notifyhub")
     redis_prefix: str = "nh:"
+    redis_pool_size: int = Field(128, ge=4)
+    """Connections the shared Redis client may hold; callers beyond wait for one."""
+    redis_pool_timeout_s: float = Field(5.0, gt=0)
 
     jwt_secret: SecretStr | None = None
     jwt_public_key: str | None = None

@@ -176,6 +176,27 @@ async def test_stream_errors_are_problems(hub: Any, make_token: Any) -> None:
     assert 'route="/v1/me/stream",status="401"' in metrics
 
 
+async def test_an_idle_stream_pings_without_reading(hub: Any, make_token: Any) -> None:
+    """Pings keep an idle stream open without a Redis read each: only a ring re-reads."""
+    state = hub.app.state.lifespan
+    state["settings"].stream.ping_s = 0.05
+    reader = state["reader"]
+    reads: list[str] = []
+    original = reader.changes
+
+    async def counted(tenant: str, user: str, after: int, most: int) -> Any:
+        reads.append(user)
+        return await original(tenant, user, after, most)
+
+    reader.changes = counted
+    async with open_stream(hub, make_token("idle")) as stream:
+        await stream.next()  # the opening counts
+        with pytest.raises(TimeoutError):
+            await stream.next(timeout=0.6)  # nothing but pings
+        assert stream.comments >= 5
+    assert reads.count("idle") == 1  # the catch-up on open, none per ping
+
+
 async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:
     async with open_stream(hub, make_token("zed")) as stream:
         await stream.next()

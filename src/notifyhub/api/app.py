@@ -116,7 +116,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
-        redis = create_redis(redis_url)
+        redis = create_redis(
+            redis_url,
+            pool_size=settings.redis_pool_size,
+            pool_timeout_s=settings.redis_pool_timeout_s,
+        )
         await check_durability(redis)
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix)

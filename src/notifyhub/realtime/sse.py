@@ -138,9 +138,10 @@ class InboxStream(Response):
             await self._write(send, frame("counts", cursor, data))
         while not self._sub.closed:
             cursor = await self._catch_up(send, cursor)
-            if self._sub.closed:
-                break
-            if not await self._sub.wait(self._settings.ping_s):
+            # Idle: ping until rung. Re-reading the log after each ping would cost every
+            # idle stream a Redis read per ping interval, and streams opened together
+            # ping together.
+            while not await self._sub.wait(self._settings.ping_s):
                 await self._write(send, b": ping\n\n")
 
     async def _catch_up(self, send: Send, cursor: int) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
@@ -73,11 +73,23 @@ def parse_sentinel_url(url: str) -> SentinelUrl | None:
     )
 
 
-def connect(url: str, **options: Any) -> Redis:
-    """A client for `url`: `redis://`, `rediss://`, `unix://` or `redis+sentinel://`."""
+def connect(url: str, *, pool_size: int | None = None, **options: Any) -> Redis:
+    """A client for `url`: `redis://`, `rediss://`, `unix://` or `redis+sentinel://`.
+
+    With `pool_size`, a bounded pool whose callers wait (up to `pool_timeout`) for a free
+    connection: redis-py's default pool raises `MaxConnectionsError` at 100 at once,
+    which a broadcast to thousands of streams or a burst of stream openings reaches.
+    """
     sentinel = parse_sentinel_url(url)
     if sentinel is None:
-        return Redis.from_url(url, **options)
+        if pool_size is None:
+            return Redis.from_url(url, **options)
+        timeout = options.pop("pool_timeout", 5.0)
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=pool_size, timeout=timeout, **options
+        )
+        return Redis.from_pool(pool)
+    options.pop("pool_timeout", None)
     sentinel_kwargs = {"password": sentinel.sentinel_password} if sentinel.sentinel_password else {}
     sentinels = Sentinel(list(sentinel.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     master: Redis = sentinels.master_for(
@@ -90,10 +102,13 @@ def connect(url: str, **options: Any) -> Redis:
     return master
 
 
-def create_redis(url: str) -> Redis:
-    """The shared client: idempotent commands (all our scripts are) retried with backoff."""
+def create_redis(url: str, *, pool_size: int = 128, pool_timeout_s: float = 5.0) -> Redis:
+    """The shared client: idempotent commands (all our scripts are) retried with backoff,
+    at most `pool_size` connections (callers wait for one up to `pool_timeout_s`)."""
     return connect(
         url,
+        pool_size=pool_size,
+        pool_timeout=pool_timeout_s,
         retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
         health_check_interval=30,
         socket_connect_timeout=2.0,
