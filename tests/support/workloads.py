@@ -19,7 +19,7 @@ import httpx
 
 from support.deliveries import define
 from support.history import History
-from support.receiver import Receiver
+from support.receiver import Receiver, Reply
 from support.sse import EventReader
 
 CLIENT_TIMEOUT_S = 5.0
@@ -256,11 +256,16 @@ class DelayedWorkload:
 
 
 class DeliveriesWorkload:
-    """Writers post deliveries to one definition whose webhook is a local receiver that
-    answers 200 to everything and records each `webhook-id`; retried every second for
-    ever, so every acknowledged delivery must arrive. One history: `deliveries`."""
+    """Writers post deliveries to one definition whose webhook is a local receiver; it
+    answers every `FAIL_EVERY`-th request 500 (so the dispatcher's retries run through
+    the fault too) and the rest 200. Retried every second for ever, so every acknowledged
+    delivery must reach it; an arrival is a 2xx-answered request, counted by `webhook-id`.
+    One history: `deliveries`."""
 
     definition = "faults"
+    path = "/faults"
+    FAIL_EVERY = 4
+    PLANNED = 100_000
 
     def __init__(
         self, base_url: str, publish_key: str, admin_key: str, *, writers: int = 3
@@ -275,7 +280,9 @@ class DeliveriesWorkload:
 
     async def start(self) -> None:
         await self._receiver.start()
-        url = self._receiver.url("/faults")
+        cycle = itertools.cycle([Reply(500), *[Reply()] * (self.FAIL_EVERY - 1)])
+        self._receiver.plan(self.path, *itertools.islice(cycle, self.PLANNED))
+        url = self._receiver.url(self.path)
         await define(self._client, self.admin_key, self.definition, url=url, timeout_s=1,
                      retry_intervals="1s", max_retries=-1)  # fmt: skip
 
@@ -300,11 +307,12 @@ class DeliveriesWorkload:
                 await asyncio.sleep(RETRY_PAUSE_S)
 
     def _collect(self) -> None:
-        """Count the receiver's new requests as arrivals of their `webhook-id`."""
+        """Count the receiver's new 2xx-answered requests as arrivals of their `webhook-id`."""
         fresh = self._receiver.received[self._counted :]
         self._counted += len(fresh)
         for request in fresh:
-            self.history.arrived(request.headers["webhook-id"])
+            if 200 <= request.status < 300:
+                self.history.arrived(request.headers["webhook-id"])
 
     def _all_arrived(self) -> bool:
         self._collect()
