@@ -65,17 +65,15 @@ async def _database(server: PostgresProcess) -> str:
     return url
 
 
-async def _keys(database_url: str) -> tuple[str, str]:
+async def _keys(database_url: str) -> list[str]:
+    """A publish, a consume and an admin key, in that order."""
     engine = create_engine(database_url)
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
-            publish = await apikeys.create_key(
-                session, name="faults-publish", scope=Scope.PUBLISH, tenant=None
-            )
-            consume = await apikeys.create_key(
-                session, name="faults-consume", scope=Scope.CONSUME, tenant=None
-            )
-        return publish, consume
+            return [
+                await apikeys.create_key(session, name=f"faults-{scope}", scope=scope, tenant=None)
+                for scope in (Scope.PUBLISH, Scope.CONSUME, Scope.ADMIN)
+            ]
     finally:
         await engine.dispose()
 
@@ -90,6 +88,11 @@ def _hub_env(settings: Settings, durability: str) -> dict[str, str]:
         "NOTIFYHUB_WORKERS__EPOCH_CHECK_INTERVAL_S": "0.5",
         "NOTIFYHUB_STREAM__PING_S": "1",
         "NOTIFYHUB_INBOX_DURABILITY": durability,
+        # Webhooks go to the suite's receiver on 127.0.0.1; a killed hub's claimed
+        # attempts are re-sent after the lease: 3 s here instead of 120 s.
+        "NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS": "true",
+        "NOTIFYHUB_DELIVERIES__LEASE_S": "3",
+        "NOTIFYHUB_DELIVERIES__MAX_TIMEOUT_S": "2",
     }
 
 
@@ -113,11 +116,11 @@ def fault_env(
             jwt_secret="faults-" + secrets.token_hex(32),  # type: ignore[arg-type]
             _env_file=None,  # type: ignore[call-arg]
         )
-        publish_key, consume_key = await _keys(database_url)
+        keys = await _keys(database_url)
         hub = HubProcess(_hub_env(settings, durability), tmp_path / "hub.log")
         try:
             await hub.start()
-            yield FaultEnv(redis, postgres_process, hub, settings, publish_key, consume_key)
+            yield FaultEnv(redis, postgres_process, hub, settings, *keys)
         finally:
             await hub.stop()
             redis.stop()

@@ -1,9 +1,10 @@
 """Jepsen-style fault scenarios: clients record every acknowledged id, a fault is injected
 while they run, and the checker classifies each id as delivered, duplicated or lost.
 
-Promises checked: no acknowledged delayed message is ever lost; no inbox notification is
-lost across hub kills, Pub/Sub drops and PostgreSQL restarts; the hub recovers without a
-restart. Redis-only inbox mode may lose inbox data when Redis loses data: reported.
+Promises checked: no acknowledged delayed message or outbound delivery (webhook) is ever
+lost; no inbox notification is lost across hub kills, Pub/Sub drops and PostgreSQL
+restarts; the hub recovers without a restart. Redis-only inbox mode may lose inbox data
+when Redis loses data: reported.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
-from support.workloads import DelayedWorkload, InboxWorkload, Workload
+from support.workloads import DelayedWorkload, DeliveriesWorkload, InboxWorkload, Workload
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +139,7 @@ def _workloads(env: FaultEnv) -> list[Workload]:
     return [
         InboxWorkload(base, publish, env.user_token),
         DelayedWorkload(base, publish, env.consume_key),
+        DeliveriesWorkload(base, publish, env.admin_key),
     ]
 
 
@@ -180,8 +182,8 @@ async def test_fault(
     verdicts = {h.workload: h.verdict(scenario.name) for h in histories}
     fault_report.extend(verdicts.values())
     assert all(v.acknowledged > 0 for v in verdicts.values()), verdicts
-    delayed = verdicts["delayed"]
-    assert delayed.lost == 0, delayed.lost_ids[:10]
+    for name in ("delayed", "deliveries"):
+        assert verdicts[name].lost == 0, (name, verdicts[name].lost_ids[:10])
     required = ["inbox (REST)"] if scenario.inbox_survives else []
     stream_survives = scenario.inbox_survives
     if scenario.stream_survives is not None:

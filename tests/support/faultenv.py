@@ -21,6 +21,7 @@ class FaultEnv:
     settings: Settings
     publish_key: str
     consume_key: str
+    admin_key: str
 
     def user_token(self, user: str) -> str:
         return TokenService(self.settings).mint_user_token(user, "default", 3600)

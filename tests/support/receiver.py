@@ -27,6 +27,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    status: int = 200
+    """The status it was answered with."""
 
 
 class Receiver:
@@ -90,11 +92,11 @@ class Receiver:
             name, _, value = raw.decode().partition(":")
             headers[name.strip().lower()] = value.strip()
         body = await reader.readexactly(int(headers.get("content-length", "0")))
-        async with self._arrived:
-            self.received.append(Received(path, headers, body))
-            self._arrived.notify_all()
         plan = self._plans[path]
         reply = plan.popleft() if plan else self._defaults.get(path, Reply())
+        async with self._arrived:
+            self.received.append(Received(path, headers, body, reply.status))
+            self._arrived.notify_all()
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         head = f"HTTP/1.1 {reply.status} X\r\nContent-Length: {len(reply.body)}\r\n"

@@ -3,9 +3,7 @@
 A workload is anything with this shape (see `Workload`): `start()` opens its readers,
 `write(stop)` runs its writers until `stop` is set, recording every acknowledged id,
 and `drain(timeout_s)` waits until what was acknowledged arrived (or time is up),
-closes its clients and returns its histories. A deliveries workload would start a
-local receiver on 127.0.0.1:0 in `start`, publish with a webhook target in `write`
-(recording each 202's delivery id) and count `webhook-id`s at the receiver in `drain`.
+closes its clients and returns its histories.
 """
 
 from __future__ import annotations
@@ -19,7 +17,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from support.deliveries import define
 from support.history import History
+from support.receiver import Receiver, Reply
 from support.sse import EventReader
 
 CLIENT_TIMEOUT_S = 5.0
@@ -252,4 +252,75 @@ class DelayedWorkload:
         await _until(lambda: not self.history.missing(), timeout_s)
         await _cancel(self._tasks)
         await self._client.aclose()
+        return [self.history]
+
+
+class DeliveriesWorkload:
+    """Writers post deliveries to one definition whose webhook is a local receiver; it
+    answers every `FAIL_EVERY`-th request 500 (so the dispatcher's retries run through
+    the fault too) and the rest 200. Retried every second for ever, so every acknowledged
+    delivery must reach it; an arrival is a 2xx-answered request, counted by `webhook-id`.
+    One history: `deliveries`."""
+
+    definition = "faults"
+    path = "/faults"
+    FAIL_EVERY = 4
+    PLANNED = 100_000
+
+    def __init__(
+        self, base_url: str, publish_key: str, admin_key: str, *, writers: int = 3
+    ) -> None:
+        self.publish = {"Authorization": f"Bearer {publish_key}"}
+        self.admin_key = admin_key
+        self.writers = writers
+        self.history = History("deliveries")
+        self._receiver = Receiver()
+        self._counted = 0
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
+
+    async def start(self) -> None:
+        await self._receiver.start()
+        cycle = itertools.cycle([Reply(500), *[Reply()] * (self.FAIL_EVERY - 1)])
+        self._receiver.plan(self.path, *itertools.islice(cycle, self.PLANNED))
+        url = self._receiver.url(self.path)
+        await define(self._client, self.admin_key, self.definition, url=url, timeout_s=1,
+                     retry_intervals="1s", max_retries=-1)  # fmt: skip
+
+    async def write(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
+
+    async def _writer(self, stop: asyncio.Event, n: int) -> None:
+        counter = itertools.count()
+        while not stop.is_set():
+            body = {"definition": self.definition, "payload": {"writer": n, "n": next(counter)}}
+            try:
+                response = await self._client.post(
+                    "/v1/deliveries", json=body, headers=self.publish
+                )
+            except httpx.HTTPError:
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
+            if response.status_code == 202:
+                self.history.ack(response.json()["id"])
+                await asyncio.sleep(WRITE_PAUSE_S)
+            else:
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    def _collect(self) -> None:
+        """Count the receiver's new 2xx-answered requests as arrivals of their `webhook-id`."""
+        fresh = self._receiver.received[self._counted :]
+        self._counted += len(fresh)
+        for request in fresh:
+            if 200 <= request.status < 300:
+                self.history.arrived(request.headers["webhook-id"])
+
+    def _all_arrived(self) -> bool:
+        self._collect()
+        return not self.history.missing()
+
+    async def drain(self, timeout_s: float) -> list[History]:
+        await _until(self._all_arrived, timeout_s)
+        await self._client.aclose()
+        await self._receiver.close()
+        self._collect()
         return [self.history]
