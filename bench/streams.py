@@ -1,0 +1,265 @@
+"""Stream scenarios: idle streams' memory, a broadcast to every stream, steady publish-to-receive.
+
+The streams live in separate load-generator processes (bench/streamgen.py, uvloop and raw
+sockets); each generator connects from its own loopback source address, so tens of
+thousands of connections never run out of ephemeral ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import resource
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from bench.clients import RawClient, make_group, member_names, quantile
+from bench.report import Measured
+
+if TYPE_CHECKING:
+    from bench.hubproc import BenchHub
+
+PER_PROCESS = 12_000
+FD_MARGIN = 500
+WARM_UP = 100
+# Stream opens in flight per generator: below the hub's Redis pool (redis-py's default
+# 100 connections, which raises instead of waiting when exhausted).
+OPEN_PARALLEL = 64
+_SOURCES = iter(f"127.{random.randint(1, 250)}.{random.randint(1, 250)}.{i}" for i in range(1, 255))
+
+
+def stream_cap() -> int:
+    """The most streams one hub process can hold under this machine's hard fd limit."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1] - FD_MARGIN
+
+
+class Generator:
+    """One `python -m bench.streamgen` process and its JSON-lines conversation."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def spawn(cls) -> Generator:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.streamgen",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**28,
+        )
+        return cls(proc)
+
+    async def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(orjson.dumps(cmd) + b"\n")
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the stream generator died")
+        return orjson.loads(line)  # type: ignore[no-any-return]
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(RuntimeError, ConnectionError):
+                await self.ask({"cmd": "close"})
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+class StreamFleet:
+    """`len(users)` live streams, one per user, spread over generator processes."""
+
+    def __init__(self, generators: list[Generator], shares: list[int]) -> None:
+        self.generators = generators
+        self.shares = shares
+        self.open_seconds = 0.0
+
+    @property
+    def size(self) -> int:
+        return sum(self.shares)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, hub: BenchHub, users: list[str]) -> AsyncIterator[StreamFleet]:
+        count = math.ceil(len(users) / PER_PROCESS)
+        chunks = [users[i::count] for i in range(count)]
+        fleet = cls([await Generator.spawn() for _ in chunks], [len(c) for c in chunks])
+        try:
+            started = time.perf_counter()
+            answers = await asyncio.gather(
+                *(g.ask(_open_cmd(hub, c)) for g, c in zip(fleet.generators, chunks, strict=True))
+            )
+            fleet.open_seconds = time.perf_counter() - started
+            failed = sum(a["failed"] for a in answers)
+            if failed:
+                errors = [a["error"] for a in answers if a["error"]]
+                raise RuntimeError(f"{failed} of {len(users)} streams failed: {errors[0]}")
+            yield fleet
+        finally:
+            await asyncio.gather(*(g.stop() for g in fleet.generators))
+
+    async def collect(self, expect: int, timeout_s: float) -> list[float]:
+        """Latencies (ms) of the next `expect` notification events, sorted."""
+        if expect == self.size:
+            wanted = self.shares  # a broadcast: one event per stream
+        else:
+            assert len(self.generators) == 1, "spread events need one generator"
+            wanted = [expect]
+        answers = await asyncio.gather(
+            *(
+                g.ask({"cmd": "collect", "expect": n, "timeout_s": timeout_s})
+                for g, n in zip(self.generators, wanted, strict=True)
+            )
+        )
+        return sorted(us / 1000 for a in answers for us in a["latencies_us"])
+
+
+def _open_cmd(hub: BenchHub, users: list[str]) -> dict[str, Any]:
+    parts = urlsplit(hub.base_url)
+    return {
+        "cmd": "open",
+        "host": parts.hostname,
+        "port": parts.port,
+        "src": next(_SOURCES),
+        "tokens": [hub.tokens.mint_user_token(u, ttl_s=3 * 3600) for u in users],
+        "parallel": OPEN_PARALLEL,
+    }
+
+
+def _label(count: int) -> str:
+    return f"{count / 1000:g}k"
+
+
+def idle_streams(count: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
+    """RSS growth of a freshly started hub per idle stream (distinct users)."""
+
+    async def scenario(hub: BenchHub) -> dict[str, float]:
+        await hub.restart()
+        run = uuid.uuid4().hex[:6]
+        async with StreamFleet.open(hub, [f"warm-{run}-{i}" for i in range(WARM_UP)]):
+            pass
+        await asyncio.sleep(1.0)
+        before = hub.rss_kib()
+        async with StreamFleet.open(hub, [f"idle-{run}-{i}" for i in range(count)]) as fleet:
+            await asyncio.sleep(1.0)
+            after = hub.rss_kib()
+        return {
+            "streams": float(count),
+            "KiB per stream": (after - before) / count,
+            "hub RSS MiB": after / 1024,
+            "open seconds": fleet.open_seconds,
+        }
+
+    return scenario
+
+
+def _stamped(recipients: dict[str, list[str]]) -> bytes:
+    """A publish body whose title carries the send time (CLOCK_MONOTONIC ns)."""
+    title = f"bench:{time.monotonic_ns()}"
+    return orjson.dumps({"recipients": recipients, "title": title, "body": "x" * 200})
+
+
+async def _post(client: RawClient, hub: BenchHub, recipients: dict[str, list[str]]) -> None:
+    headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
+    status = await client.request("POST", "/v1/notifications", headers, _stamped(recipients))
+    assert status == 202, status
+
+
+def _cdf(latencies: list[float], points: int = 400) -> list[float]:
+    """`points` evenly spaced quantiles of sorted latencies: enough to draw a CDF."""
+    if not latencies:
+        return []
+    return [quantile(latencies, (i + 1) / points) for i in range(points)]
+
+
+def _spread(latencies: list[float], prefix: str = "") -> dict[str, float]:
+    if not latencies:
+        return {f"{prefix}p50 ms": math.nan, f"{prefix}p99 ms": math.nan, "max ms": math.nan}
+    return {
+        f"{prefix}p50 ms": quantile(latencies, 0.5),
+        f"{prefix}p99 ms": quantile(latencies, 0.99),
+        "max ms": latencies[-1],
+    }
+
+
+async def broadcast(hub: BenchHub, size: int = 10_000) -> Measured:
+    """One POST to a group whose every member has a live stream: latency to each stream."""
+    name = f"bcast{size}"
+    await make_group(hub.base_url, hub.admin_key, name, size)
+    client = RawClient(hub.base_url)
+    await client.connect()
+    async with StreamFleet.open(hub, member_names(name, size)) as fleet:
+        await asyncio.sleep(1.0)
+        started = time.perf_counter()
+        await _post(client, hub, {"groups": [name]})
+        post_s = time.perf_counter() - started
+        latencies = await fleet.collect(size, timeout_s=60)
+    client.close()
+    metrics = {
+        "streams": float(size),
+        "received": float(len(latencies)),
+        "POST seconds": post_s,
+        **_spread(latencies),
+        # n/a unless every stream got the event within the collect timeout
+        "last stream ms": latencies[-1] if len(latencies) == size else math.nan,
+    }
+    return Measured(metrics, {"latency ms": _cdf(latencies)})
+
+
+async def _publish_at(hub: BenchHub, users: list[str], rate: int, total: int) -> float:
+    """Open-loop publishing: POST i leaves at start + i / rate; returns the achieved rate."""
+    pool: asyncio.Queue[RawClient] = asyncio.Queue()
+    for _ in range(32):
+        client = RawClient(hub.base_url)
+        await client.connect()
+        pool.put_nowait(client)
+
+    async def one(client: RawClient, user: str) -> None:
+        await _post(client, hub, {"users": [user]})
+        pool.put_nowait(client)
+
+    tasks: list[asyncio.Task[None]] = []
+    started = time.perf_counter()
+    for i in range(total):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        client = await pool.get()
+        tasks.append(asyncio.create_task(one(client, random.choice(users))))
+    elapsed = time.perf_counter() - started
+    await asyncio.gather(*tasks)
+    while not pool.empty():
+        pool.get_nowait().close()
+    return total / elapsed
+
+
+async def steady(
+    hub: BenchHub, rate: int = 500, seconds: int = 10, streams: int = 1000
+) -> Measured:
+    """`rate` single-user notifications/s to random users among `streams` live streams."""
+    users = [f"steady-{uuid.uuid4().hex[:6]}-{i}" for i in range(streams)]
+    total = rate * seconds
+    async with StreamFleet.open(hub, users) as fleet:
+        await asyncio.sleep(1.0)
+        achieved = await _publish_at(hub, users, rate, total)
+        latencies = await fleet.collect(total, timeout_s=30)
+    metrics = {
+        "sent/s": achieved,
+        "received": float(len(latencies)),
+        **_spread(latencies),
+    }
+    return Measured(metrics, {"latency ms": _cdf(latencies)})
