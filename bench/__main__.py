@@ -12,6 +12,7 @@ import argparse
 import shlex
 import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,19 +41,29 @@ async def measure(
     command: str,
     done: Callable[[str, Row], None],
 ) -> None:
-    """Run each scenario `repeats` times; hand each finished row to `done` at once."""
+    """Run each scenario `repeats` times; hand each finished row to `done` at once.
+
+    A scenario that fails is reported and left out (its old row, if any, stays)."""
     prefix = f"nhbench:{uuid.uuid4().hex[:8]}:"
     commit = report.git_commit()
     async with BenchHub.start(prefix) as hub:
         print(f"hub pid {hub.pid} at {hub.base_url}", flush=True)
         for name, scenario in chosen:
-            runs: list[Measured] = []
-            for _ in range(repeats):
-                result = await scenario(hub)
-                runs.append(result if isinstance(result, Measured) else Measured(result))
-                print(name, runs[-1].metrics, flush=True)
+            try:
+                runs = [await _once(name, scenario, hub) for _ in range(repeats)]
+            except Exception:
+                traceback.print_exc()
+                print(f"{name}: FAILED, no row written", flush=True)
+                continue
             date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             done(name, Row.of(runs, date=date, commit=commit, command=command))
+
+
+async def _once(name: str, scenario: scenarios.Scenario, hub: BenchHub) -> Measured:
+    result = await scenario(hub)
+    measured = result if isinstance(result, Measured) else Measured(result)
+    print(name, measured.metrics, f"(hub pid {hub.pid})", flush=True)
+    return measured
 
 
 def write(out: Path, rows: dict[str, Row]) -> None:

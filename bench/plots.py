@@ -68,6 +68,7 @@ def _cdf(row: Row | None, name: str, path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(values, [(i + 1) / len(values) for i in range(len(values))])
     ax.set(xlabel="latency ms (send to receipt)", ylabel="fraction of events", title=name)
+    ax.set_xscale("log")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

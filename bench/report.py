@@ -105,8 +105,14 @@ def load(data: Path, markdown: Path) -> dict[str, Row]:
 
 
 def _row(fields: dict[str, Any]) -> Row:
-    fields["summary"] = {m: (v[0], v[1]) for m, v in fields["summary"].items()}
+    """JSON has no NaN (orjson writes null): null comes back as NaN."""
+    fields["summary"] = {m: (_num(v[0]), _num(v[1])) for m, v in fields["summary"].items()}
+    fields["runs"] = [{m: _num(v) for m, v in run.items()} for run in fields["runs"]]
     return Row(**fields)
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def save(data: Path, rows: dict[str, Row]) -> None:
