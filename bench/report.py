@@ -55,10 +55,13 @@ class Row:
 
 
 def _summarise(values: list[float]) -> tuple[float, float]:
-    finite = [v for v in values if not math.isnan(v)]
-    if not finite:
-        return math.nan, math.nan
-    return statistics.median(finite), (max(finite) - min(finite)) / 2
+    """Median and half range; a NaN (a loss: infinitely late) sorts above every number."""
+    ordered = [math.inf if math.isnan(v) else v for v in values]
+    median = statistics.median(ordered)
+    half = (max(ordered) - min(ordered)) / 2
+    return (median if math.isfinite(median) else math.nan), (
+        half if math.isfinite(half) else math.nan
+    )
 
 
 def machine() -> str:
@@ -155,6 +158,8 @@ def _from_markdown(markdown: Path) -> dict[str, Row]:
 def fmt(median: float, half: float) -> str:
     if math.isnan(median):
         return "n/a"
+    if math.isnan(half):
+        return f"{median:,.4g} (± n/a)"
     if abs(median) < 10:
         return f"{median:,.2f} (±{half:,.2f})"
     if abs(median) < 1000:
