@@ -9,7 +9,9 @@ contain any of the given words and keeps every other row of the report as it was
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -44,6 +46,9 @@ async def measure(
     """Run each scenario `repeats` times; hand each finished row to `done` at once.
 
     A scenario that fails is reported and left out (its old row, if any, stays)."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)  # cleans up
     prefix = f"nhbench:{uuid.uuid4().hex[:8]}:"
     commit = report.git_commit()
     async with BenchHub.start(prefix) as hub:
