@@ -43,9 +43,26 @@ class RawClient:
 
 @dataclass(frozen=True)
 class LoadResult:
-    requests_per_s: float
-    p50_ms: float
-    p99_ms: float
+    """Round trips (seconds) of a closed-loop load and the wall time it took."""
+
+    latencies: list[float]
+    elapsed_s: float
+
+    @property
+    def requests_per_s(self) -> float:
+        return len(self.latencies) / self.elapsed_s
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies) * 1000
+
+    @property
+    def p99_ms(self) -> float:
+        return quantile(sorted(self.latencies), 0.99) * 1000
+
+    def __add__(self, other: LoadResult) -> LoadResult:
+        """Two loads as one: all their requests over their summed wall time."""
+        return LoadResult(self.latencies + other.latencies, self.elapsed_s + other.elapsed_s)
 
 
 def quantile(ordered: list[float], q: float) -> float:
@@ -81,13 +98,7 @@ async def closed_loop(
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - started
-    latencies.sort()
-    return LoadResult(
-        len(latencies) / elapsed,
-        statistics.median(latencies) * 1000,
-        quantile(latencies, 0.99) * 1000,
-    )
+    return LoadResult(latencies, time.perf_counter() - started)
 
 
 def member_names(name: str, size: int) -> list[str]:

@@ -28,11 +28,11 @@ NOTES = """\
 - Load generators share the cores with the hub, Redis and PostgreSQL, so absolute rates
   understate what a dedicated host would do.
 - Ingest: 4,000 single-recipient POSTs over 32 keep-alive connections (raw-socket HTTP/1.1
-  client) after 300 warm-up POSTs, first against the hub, then, in the same run, against
-  a bare FastAPI app in its own uvicorn process (`bench/bareapp.py`: the hub's
-  `PublishRequest` parsed, the content built the same way, one EVALSHA of the hub's own
-  deliver script for one user; no auth, no idempotency, no doorbell). `hub / bare` is the
-  ratio of the two rates.
+  client) after 300 warm-up POSTs, against the hub and, in the same run, in alternating
+  rounds of 1,000 (so both see the same background load), against a bare FastAPI app in
+  its own uvicorn process (`bench/bareapp.py`: the hub's `PublishRequest` parsed, the
+  content built the same way, one EVALSHA of the hub's own deliver script for one user;
+  no auth, no idempotency, no doorbell). `hub / bare` is the ratio of the two rates.
 - Fan-out time is the POST's wall time: the 202 returns only after every copy is in
   Redis and every doorbell is published.
 - Idle streams: a freshly restarted hub, 100 streams opened and closed (warm-up), RSS
