@@ -41,6 +41,8 @@ NOTES = """\
   12k streams each); RSS per stream = (hub RSS with N streams - RSS before) / N. N is
   capped at the fd hard limit (RLIMIT_NOFILE) minus 500: an unprivileged process cannot
   raise it, so where that limit is 20,000 the largest row holds 19,500 streams.
+- `open retries`: streams the hub closed while the generators were opening them (each
+  is reopened, up to 6 rounds); `alive at ...`: streams still open at that moment.
 - Broadcast: every member of a 10k group holds a stream; one POST to the group, its
   title stamped with CLOCK_MONOTONIC just before the request is written; latency is
   receipt of that stream's `notification` event minus the stamp (one clock for all

@@ -5,6 +5,7 @@ It reads one JSON command per line on stdin and answers one JSON line on stdout:
     {"cmd": "open", "host", "port", "src", "tokens": [...], "parallel"}
         -> opened, failed, retries (streams the hub dropped while opening, reopened), seconds
     {"cmd": "collect", "expect", "timeout_s"}  -> latencies_us of the `notification` events
+    {"cmd": "status"}                          -> alive (streams still open)
     {"cmd": "close"}                           -> closed (then the process exits)
 
 A notification's title carries `bench:<CLOCK_MONOTONIC ns at send>`; receipt time minus
@@ -192,6 +193,8 @@ async def serve() -> None:
             answer = await fleet.open(cmd)
         elif cmd["cmd"] == "collect":
             answer = await fleet.collect(cmd)
+        elif cmd["cmd"] == "status":
+            answer = {"alive": sum(not stream.dead for stream in fleet.streams)}
         else:
             answer = fleet.close()
         sys.stdout.buffer.write(orjson.dumps(answer) + b"\n")

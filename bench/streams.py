@@ -116,6 +116,11 @@ class StreamFleet:
         finally:
             await asyncio.gather(*(g.stop() for g in fleet.generators))
 
+    async def alive(self) -> int:
+        """How many of the streams are still open (the hub may have dropped some)."""
+        answers = await asyncio.gather(*(g.ask({"cmd": "status"}) for g in self.generators))
+        return sum(a["alive"] for a in answers)
+
     async def collect(self, expect: int, timeout_s: float) -> list[float]:
         """Latencies (ms) of the next `expect` notification events, sorted."""
         if expect == self.size:
@@ -161,12 +166,14 @@ def idle_streams(count: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]
         async with StreamFleet.open(hub, [f"idle-{run}-{i}" for i in range(count)]) as fleet:
             await asyncio.sleep(1.0)
             after = hub.rss_kib()
+            alive = await fleet.alive()
         return {
             "streams": float(count),
             "KiB per stream": (after - before) / count,
             "hub RSS MiB": after / 1024,
             "open seconds": fleet.open_seconds,
             "open retries": float(fleet.open_retries),
+            "alive at RSS read": float(alive),
         }
 
     return scenario
@@ -213,6 +220,7 @@ async def broadcast(hub: BenchHub, size: int = 10_000) -> Measured:
     await client.connect()
     async with StreamFleet.open(hub, member_names(name, size)) as fleet:
         await asyncio.sleep(1.0)
+        alive = await fleet.alive()
         started = time.perf_counter()
         await _post(client, hub, {"groups": [name]})
         post_s = time.perf_counter() - started
@@ -220,6 +228,7 @@ async def broadcast(hub: BenchHub, size: int = 10_000) -> Measured:
     client.close()
     metrics = {
         "streams": float(size),
+        "alive at POST": float(alive),
         "received": float(len(latencies)),
         "POST seconds": post_s,
         **_spread(latencies, size),
