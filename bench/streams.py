@@ -73,8 +73,9 @@ class Generator:
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
-            with contextlib.suppress(RuntimeError, ConnectionError):
-                await self.ask({"cmd": "close"})
+            # A generator still busy opening streams answers late: give it 10 s, then kill.
+            with contextlib.suppress(RuntimeError, ConnectionError, TimeoutError):
+                await asyncio.wait_for(self.ask({"cmd": "close"}), 10)
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
             except TimeoutError:
