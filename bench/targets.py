@@ -28,7 +28,23 @@ class Target:
             return "n/a", "no"
         held = median <= self.limit if self.at_most else median >= self.limit
         shown = f"{median:,.0f}" if abs(median) >= 100 else f"{median:.3g}"
+        caveat = _caveat(row)
+        if caveat:
+            return f"{shown} ({self.metric}; {caveat})", "unsure" if held else "**no**"
         return f"{shown} ({self.metric})", "yes" if held else "**no**"
+
+
+def _caveat(row: Row) -> str | None:
+    """Why a stream row's number may not describe N live streams, if it may not."""
+    summary = row.summary
+    streams = summary.get("streams", (math.nan, 0.0))[0]
+    for alive in ("alive at RSS read", "alive at POST"):
+        if alive in summary and summary[alive][0] < streams:
+            return f"only {summary[alive][0]:,.0f} of {streams:,.0f} streams open"
+    retries = summary.get("open retries", (0.0, 0.0))[0]
+    if retries and not any(a in summary for a in ("alive at RSS read", "alive at POST")):
+        return f"the hub dropped streams while they opened ({retries:,.0f} retries)"
+    return None
 
 
 TARGETS = [
