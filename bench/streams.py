@@ -175,6 +175,8 @@ def idle_streams(count: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]
             "open seconds": fleet.open_seconds,
             "open retries": float(fleet.open_retries),
             "alive at RSS read": float(alive),
+            # the same growth over the streams still open: an estimate when the hub dropped some
+            "KiB per open stream": (after - before) / alive if alive else math.nan,
         }
 
     return scenario
