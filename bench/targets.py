@@ -41,11 +41,16 @@ def _caveat(row: Row) -> str | None:
     for alive in ("alive at RSS read", "alive at POST"):
         if alive in summary and summary[alive][0] < streams:
             return f"only {summary[alive][0]:,.0f} of {streams:,.0f} streams open"
+    sent = summary.get("sent/s", (math.inf, 0.0))[0]
+    if sent < 0.95 * STEADY_RATE:
+        return f"only {sent:,.0f}/s sent: POSTs queued behind the hub's answers"
     retries = summary.get("open retries", (0.0, 0.0))[0]
     if retries and not any(a in summary for a in ("alive at RSS read", "alive at POST")):
         return f"the hub dropped streams while they opened ({retries:,.0f} retries)"
     return None
 
+
+STEADY_RATE = 500
 
 TARGETS = [
     Target(
