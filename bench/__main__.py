@@ -87,9 +87,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--list", action="store_true", help="print the scenario names and exit")
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite the report and plots from the JSON only"
+    )
     args = parser.parse_args()
     if args.list:
         print("\n".join(name for name, _ in scenarios.ALL))
+        return
+    if args.render:
+        write(args.out, report.load(args.out.with_suffix(".json"), args.out))
         return
     chosen = _selected(args.only)
     raise_fd_limit()  # the hub and the generators inherit it

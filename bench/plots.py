@@ -35,7 +35,7 @@ def _rss(rows: dict[str, Row], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     points = sorted(
-        (row.summary["streams"][0], row.summary["KiB per stream"])
+        (row.summary["streams"][0], row.summary["KiB per stream"], _alive(row))
         for name, row in rows.items()
         if name.endswith(IDLE_SUFFIX) and "KiB per stream" in row.summary
     )
@@ -43,12 +43,22 @@ def _rss(rows: dict[str, Row], path: Path) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.errorbar(
-        [n for n, _ in points],
-        [m for _, (m, _h) in points],
-        yerr=[h for _, (_m, h) in points],
+        [n for n, _, _ in points],
+        [m for _, (m, _h), _ in points],
+        yerr=[h for _, (_m, h), _ in points],
         marker="o",
         capsize=3,
     )
+    for n, (median, _), alive in points:
+        if alive < n:  # the hub dropped streams: the point is not N live streams
+            ax.annotate(
+                f"only {alive:,.0f} open",
+                (n, median),
+                textcoords="offset points",
+                xytext=(-30, 8),
+                fontsize=8,
+                color="red",
+            )
     ax.axhline(16, color="red", linestyle="--", label="target 16 KiB")
     ax.set(xlabel="idle streams N", ylabel="KiB per stream", title="hub RSS per idle stream")
     ax.set_ylim(bottom=0)
@@ -57,6 +67,11 @@ def _rss(rows: dict[str, Row], path: Path) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _alive(row: Row) -> float:
+    """Streams open when RSS was read (N where the row predates that metric)."""
+    return row.summary.get("alive at RSS read", row.summary["streams"])[0]
 
 
 def _cdf(row: Row | None, name: str, path: Path) -> bool:
