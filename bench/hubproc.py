@@ -123,6 +123,7 @@ class _Process:
             "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
             "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
             "NOTIFYHUB_LIMITS__STREAMS_PER_USER": "100000",
+            "NOTIFYHUB_DELIVERIES__ALLOW_NETWORKS": '["127.0.0.1/32"]',
         }
         self.proc: asyncio.subprocess.Process | None = None
 

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from bench import ceiling, streams
-from bench.clients import RawClient, make_group
+from bench.clients import RawClient, closed_loop, make_group
 from bench.report import Measured
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys
@@ -54,6 +54,21 @@ NOTES = """\
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
 """
+
+
+async def ingest(hub: BenchHub, total: int = 4000, concurrency: int = 32) -> dict[str, float]:
+    """Single-recipient POSTs at fixed concurrency (the hub alone; see ceiling.ingest_vs_bare)."""
+    headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
+    result = await closed_loop(
+        hub.base_url,
+        "/v1/notifications",
+        headers,
+        ceiling.BODY,
+        total=total,
+        concurrency=concurrency,
+        expect=202,
+    )
+    return {"requests/s": result.requests_per_s, "p50 ms": result.p50_ms, "p99 ms": result.p99_ms}
 
 
 async def _group(hub: BenchHub, name: str, size: int) -> None:

@@ -56,6 +56,12 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
         servers.stop()
 
 
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    """This run's id: Redis key prefixes under `nhtest:<run_id>:` are dropped at the end."""
+    return RUN_ID
+
+
 def _drop_run_keys(redis_url: str) -> None:
     """This run's keys leave the shared Redis with it (never FLUSHDB: others use it)."""
     client = SyncRedis.from_url(redis_url)

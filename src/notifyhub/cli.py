@@ -94,7 +94,7 @@ def _dev_credentials(settings: Settings, host: str, port: int) -> None:
     console.print(
         f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
     )
-    console.print(f"  demo inbox    : http://{host}:{port}/demo", soft_wrap=True)
+    console.print(f"  demo inbox    : http://{host}:{port}/demo#token={token}", soft_wrap=True)
 
 
 @app.command()
@@ -141,6 +141,19 @@ def migrate() -> None:
     """Apply database migrations (idempotent)."""
     upgrade_head(_database_url(Settings()))
     console.print("migrations applied")
+
+
+@app.command()
+def restore() -> None:
+    """Rebuild Redis from PostgreSQL: topic caches, preferences, the delayed queue and,
+    in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
+    from notifyhub.services.restore import restore_redis
+
+    settings = Settings()
+    if settings.redis_url is None:
+        raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
+    asyncio.run(restore_redis(settings, settings.redis_url, _database_url(settings)))
+    console.print("Redis restored from PostgreSQL")
 
 
 @apikey_app.command("create")

@@ -8,7 +8,8 @@ NotifyhubError
 ├── InvalidInput               422  well-formed request that names unknown things
 │   └── IdempotencyMismatch    422  same Idempotency-Key, different body
 ├── TooLarge                   413  body or collection over a configured limit
-├── TooManyStreams             429  per-user stream cap reached
+├── TooManyRequests            429  rate limit reached (with Retry-After)
+│   └── TooManyStreams         429  per-user stream cap reached
 └── Unavailable                503  a dependency (Redis, PostgreSQL) is down
 """
 
@@ -60,8 +61,20 @@ class TooLarge(NotifyhubError):
     title = "Content too large"
 
 
-class TooManyStreams(NotifyhubError):
+class TooManyRequests(NotifyhubError):
+    """Over a rate limit; `retry_after_s` (if known) becomes the `Retry-After` header."""
+
     status = 429
+    title = "Too many requests"
+    retry_after_s: float | None = None
+
+    def __init__(self, detail: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(detail)
+        if retry_after_s is not None:
+            self.retry_after_s = retry_after_s
+
+
+class TooManyStreams(TooManyRequests):
     title = "Too many streams"
 
 

@@ -20,6 +20,8 @@ class Metrics:
     notifications_ingested_total: Counter
     notification_copies_total: Counter
     """Recipient copies written (a notification to N users counts N)."""
+    notifications_evicted_total: Counter
+    """Oldest notifications dropped because an inbox reached `limits.items_per_user`."""
     streams_open: Gauge
     stream_events_sent_total: Counter
     """Label: type (notification, update, delete, counts, reset)."""
@@ -45,6 +47,11 @@ class Metrics:
         )
         self.notifications_ingested_total = Counter(
             "notifications_ingested_total", "Notifications accepted", registry=r
+        )
+        self.notifications_evicted_total = Counter(
+            "notifications_evicted_total",
+            "Oldest notifications dropped from full inboxes (limits.items_per_user)",
+            registry=r,
         )
         self.notification_copies_total = Counter(
             "notification_copies_total", "Per-recipient copies written", registry=r

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+InboxDurability = Literal["redis", "postgres"]
 
 
 class Limits(BaseModel):
@@ -22,6 +23,8 @@ class Limits(BaseModel):
     stream_queue: int = Field(64, ge=1)
     change_log_max: int = Field(1000, ge=10)
     list_scan_budget: int = Field(2000, ge=100)
+    items_per_user: int = Field(10_000, ge=0)
+    """Notifications one inbox keeps; a delivery past it drops the oldest (0: no cap)."""
 
 
 class StreamSettings(BaseModel):
@@ -41,6 +44,7 @@ class WorkerSettings(BaseModel):
     cleaner_batch: int = Field(200, ge=1)
     lock_ttl_ms: int = Field(30_000, ge=1000)
     stuck_after_s: float = Field(60.0, gt=0)
+    epoch_check_interval_s: float = Field(1.0, gt=0)
 
 
 class DelayedSettings(BaseModel):
@@ -51,6 +55,48 @@ class DelayedSettings(BaseModel):
     move_batch: int = Field(1000, ge=1)
     default_ttl_ms: int = Field(30_000, ge=100)
     log_flush_interval_s: float = Field(0.1, gt=0)
+
+
+class DeliverySettings(BaseModel):
+    """Reliable deliveries: the dispatcher, outbound HTTP limits, history, SMTP alerts."""
+
+    dispatcher_interval_s: float = Field(0.2, gt=0)
+    batch: int = Field(200, ge=1, le=10_000)
+    lease_s: float = Field(120.0, ge=1)
+    """How long a claimed attempt is owned; longer than any definition's timeout."""
+    concurrency: int = Field(64, ge=1, le=1000)
+    inline_queue: int = Field(10_000, ge=1)
+    """Deliveries waiting for their at-once send; beyond it the dispatcher sends them."""
+    jitter: float = Field(0.1, ge=0, le=0.5)
+    response_cap_bytes: int = Field(64 * 1024, ge=1024)
+    max_timeout_s: float = Field(60.0, gt=0)
+    allow_networks: list[str] = []
+    """CIDRs a target may resolve to even when private networks are not allowed."""
+    history_after_s: float = Field(7 * 86400.0, ge=0)
+    history_batch: int = Field(1000, ge=1)
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = Field(25, ge=1, le=65535)
+    smtp_sender: str = "notifyhub@localhost"
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_starttls: bool = False
+    smtp_timeout_s: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lease_outlives_requests(self) -> DeliverySettings:
+        if self.lease_s <= self.max_timeout_s:
+            raise ValueError(
+                "deliveries.lease_s must exceed deliveries.max_timeout_s, or a slow attempt "
+                "would be claimed again while it is still being sent"
+            )
+        return self
+class RateLimits(BaseModel):
+    """Token buckets in Redis: requests per second and burst; a rate of 0 turns one off."""
+
+    per_key_per_s: float = Field(10_000.0, ge=0)
+    per_key_burst: int = Field(20_000, ge=1)
+    per_user_per_s: float = Field(100.0, ge=0)
+    per_user_burst: int = Field(1000, ge=1)
 
 
 class Settings(BaseSettings):
@@ -83,6 +129,12 @@ class Settings(BaseSettings):
     stream: StreamSettings = StreamSettings()
     workers: WorkerSettings = WorkerSettings()
     delayed: DelayedSettings = DelayedSettings()
+    deliveries: DeliverySettings = DeliverySettings()
+    rate_limits: RateLimits = RateLimits()
+
+    inbox_durability: InboxDurability = "redis"
+    """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""
+    inbox_changes_flush_interval_s: float = Field(0.2, gt=0)
 
     @model_validator(mode="after")
     def _check_jwt(self) -> Settings:
@@ -95,6 +147,16 @@ class Settings(BaseSettings):
                 )
         elif not self.jwt_public_key:
             raise ValueError(f"NOTIFYHUB_JWT_PUBLIC_KEY is required for {self.jwt_algorithm}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_cors(self) -> Settings:
+        # Credentials are allowed on cross-origin requests, so `*` would let any site
+        # read a user's inbox with their cookies/headers: name the origins instead.
+        if "*" in self.cors_origins:
+            raise ValueError(
+                "NOTIFYHUB_CORS_ORIGINS must list origins: `*` is refused with credentials"
+            )
         return self
 
     @property

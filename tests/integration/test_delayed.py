@@ -134,8 +134,10 @@ async def test_redis_loss_then_restart_restores_unconsumed(
         headers=_auth(consume_key),
     )
     pending = [await _push(hub, publish_key, topic="dr", body=i, delay_ms=200) for i in range(3)]
-    async for key in redis.scan_iter(match=settings.redis_prefix + "*"):  # what FLUSHALL does to us
-        await redis.delete(key)
+    # What FLUSHALL does to us, atomically like FLUSHALL: the running hub's epoch watch
+    # must not rebuild between the deletion of two keys.
+    lost = [key async for key in redis.scan_iter(match=settings.redis_prefix + "*")]
+    await redis.unlink(*lost)
     app = create_app(settings)
     async with app.router.lifespan_context(app) as state:  # a hub starting after the loss
         await asyncio.sleep(0.4)

@@ -162,3 +162,23 @@ def test_counts_never_drift(settings: Any) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     InboxModel.TestCase().runTest()
+
+
+async def test_a_full_inbox_drops_its_oldest(redis: Redis, settings: Any) -> None:
+    """Past `items_per_user`, each delivery drops the oldest, as a delete change streams
+    see; counts stay exact and the drops are reported (the eviction metric)."""
+    evicted: list[int] = []
+    store = InboxStore(
+        redis, Keys(settings.redis_prefix), Limits(items_per_user=3), on_evicted=evicted.append
+    )
+    notes = [make_notification(title=f"n{i}") for i in range(5)]
+    for note in notes:
+        await store.deliver(note, [("default", "full")])
+    page = await store.page("default", "full", PageQuery())
+    assert [item.id for item in page.items] == [n.id for n in reversed(notes[2:])]
+    counts, _seq = await store.counts("default", "full")
+    assert (counts.total, counts.unread, counts.unseen) == (3, 3, 3)
+    assert sum(evicted) == 2
+    log = await store.changes("default", "full", 0, 100)
+    deletes = [c.entry["id"] for c in log.entries if c.entry["type"] == "delete"]
+    assert deletes == [notes[0].id, notes[1].id]

@@ -109,8 +109,11 @@ async def test_gap_older_than_log_gets_reset(
 
 
 async def test_unknown_last_event_id_gets_reset(hub: Any, make_token: Any) -> None:
+    resets = hub.app.state.metrics.stream_events_sent_total.labels(type="reset")
+    before = resets._value.get()
     async with open_stream(hub, make_token("vera"), **{"Last-Event-ID": "99999"}) as stream:
         assert (await stream.next()).event == "reset"
+    assert resets._value.get() == before + 1
 
 
 async def test_payload_cannot_forge_events(hub: Any, publish_key: str, make_token: Any) -> None:
@@ -158,6 +161,19 @@ async def test_per_user_stream_cap(hub: Any, make_token: Any, settings: Any) -> 
 async def test_stream_requires_credentials(hub: Any, user: str) -> None:
     assert (await hub.client.get("/v1/me/stream")).status_code == 401
     assert (await hub.client.get("/v1/me/stream?access_token=garbage")).status_code == 401
+
+
+async def test_stream_errors_are_problems(hub: Any, make_token: Any) -> None:
+    """The stream fast path keeps the contract: problem+json, the route in metrics."""
+    auth = {"Authorization": f"Bearer {make_token('yael')}"}
+    too_long = await hub.client.get("/v1/me/stream", headers={**auth, "Last-Event-ID": "1" * 33})
+    assert too_long.status_code == 422
+    assert too_long.headers["content-type"] == "application/problem+json"
+    assert "Last-Event-ID" in too_long.json()["detail"]
+    unauthorized = await hub.client.get("/v1/me/stream?access_token=garbage")
+    assert unauthorized.headers["content-type"] == "application/problem+json"
+    metrics = (await hub.client.get("/metrics")).text
+    assert 'route="/v1/me/stream",status="401"' in metrics
 
 
 async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,35 +10,47 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
+from notifyhub.api.fastpath import StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
+from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
+from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
+from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
-from notifyhub.services.caches import warm_caches
+from notifyhub.realtime.reader import ChangeReader
+from notifyhub.services.alerts import AlertSender
+from notifyhub.services.caches import EpochWatch, warm_caches
 from notifyhub.services.delayed import DelayedService, TransitionLog
+from notifyhub.services.deliveries import DeliveryService
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
+from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
+from notifyhub.store.client import check_durability, create_redis
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
+from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.store.topics import TopicCache
 from notifyhub.workers.cleaner import Cleaner
+from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.producers import Producer
 from notifyhub.workers.producers import load as load_producers
 from notifyhub.workers.producers import loops as producer_loops
@@ -45,17 +58,6 @@ from notifyhub.workers.runner import Loop, Runner
 from notifyhub.workers.scheduler import ScheduledNotifications, delayed_loops
 
 log = logging.getLogger(__name__)
-
-
-def create_redis(url: str) -> Redis:
-    """The shared client: idempotent commands (all our scripts are) retried with backoff."""
-    return Redis.from_url(
-        url,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
-        health_check_interval=30,
-        socket_connect_timeout=2.0,
-        socket_timeout=5.0,
-    )
 
 
 def _producers(
@@ -80,6 +82,29 @@ def _producers(
     ]
 
 
+def _dispatcher(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    delivery_metrics: DeliveryMetrics,
+) -> tuple[DeliverySender, Dispatcher]:
+    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
+    s = settings.deliveries
+    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
+    alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
+    return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
+
+
+def _durable_inbox(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore
+) -> DurableInbox | None:
+    """Durable inbox mode's log, or None in the default Redis-only mode."""
+    if settings.inbox_durability != "postgres":
+        return None
+    return DurableInbox(sessionmaker, store)
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
@@ -87,16 +112,21 @@ def create_app(settings: Settings) -> FastAPI:
         )
     redis_url, database_url = settings.redis_url, settings.database_url
     metrics = Metrics()
+    delivery_metrics = DeliveryMetrics(metrics.registry)  # once per app, not per lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
         redis = create_redis(redis_url)
+        await check_durability(redis)
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix)
-        store = InboxStore(redis, keys, settings.limits)
+        store = InboxStore(
+            redis, keys, settings.limits, on_evicted=metrics.notifications_evicted_total.inc
+        )
         hub = Hub(
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
         )
+        reader = ChangeReader(store)
         runner = Runner()
         cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
         runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
@@ -111,15 +141,27 @@ def create_app(settings: Settings) -> FastAPI:
             sessionmaker,
             TransitionLog(sessionmaker),
         )
-        await warm_caches(redis, keys, topics, preferences, delayed)
+        durable = _durable_inbox(settings, sessionmaker, store)
+        await warm_caches(redis, keys, topics, preferences, delayed, durable)
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
+        ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
             runner.add(loop)
+        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
+        if durable is not None:
+            flush_s = settings.inbox_changes_flush_interval_s
+            runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))
+            prune = functools.partial(durable.prune, settings.max_ttl_s)
+            runner.add(Loop("inbox-prune", settings.workers.cleaner_interval_s, prune, metrics))
+        epoch_interval_s = settings.workers.epoch_check_interval_s
+        runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
+        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, delivery_metrics)
+        runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(
                 settings=settings,
@@ -128,6 +170,7 @@ def create_app(settings: Settings) -> FastAPI:
                 sessionmaker=sessionmaker,
                 store=store,
                 hub=hub,
+                reader=reader,
                 tokens=TokenService(settings),
                 keys_cache=KeyCache(),
                 ingest=ingest,
@@ -138,25 +181,39 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
+                deliveries=DeliveryService(delivery_sender),
+                dispatcher=dispatcher,
+                limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
+            delivery_sender.start()
+            state["inbox"].durable = durable
+            app.state.durable = durable
             await runner.start()
             yield state
         finally:
             open_streams = hub.stream_count
             await hub.stop()
+            await reader.aclose()
             await runner.stop()
+            await delivery_sender.stop()
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()
+            if durable is not None:
+                await durable.flush_changes()
             await redis.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 
     app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_openapi(app)
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(browser_router.router)
+    app.include_router(deliveries_router.router)
+    app.add_middleware(StreamFastPath)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

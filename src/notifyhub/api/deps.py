@@ -13,8 +13,10 @@ from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import AuthenticationError, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
 from notifyhub.services.delayed import DelayedService
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -24,6 +26,8 @@ from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
+from notifyhub.store.ratelimit import RateLimiter
+from notifyhub.workers.dispatcher import Dispatcher
 from notifyhub.workers.runner import Runner
 
 
@@ -34,6 +38,7 @@ class State(TypedDict):
     sessionmaker: async_sessionmaker[AsyncSession]
     store: InboxStore
     hub: Hub
+    reader: ChangeReader
     tokens: TokenService
     keys_cache: KeyCache
     ingest: IngestService
@@ -44,6 +49,9 @@ class State(TypedDict):
     delayed: DelayedService
     metrics: Metrics
     runner: Runner
+    deliveries: DeliveryService
+    dispatcher: Dispatcher
+    limiter: RateLimiter
 
 
 def _state(request: Request) -> State:
@@ -82,6 +90,7 @@ async def _service(state: AppState, presented: Bearer) -> ServicePrincipal:
         async with state["sessionmaker"]() as session:
             principal = await apikeys.authenticate(session, presented)
         cache.put(presented, principal)
+    await state["limiter"].check_key(principal)
     return principal
 
 
@@ -100,20 +109,25 @@ Publisher = Annotated[ServicePrincipal, Depends(require(Scope.PUBLISH))]
 Admin = Annotated[ServicePrincipal, Depends(require(Scope.ADMIN))]
 
 
-def _user(state: AppState, presented: Bearer) -> UserPrincipal:
-    return state["tokens"].verify_user_token(presented)
+async def _user(state: AppState, presented: Bearer) -> UserPrincipal:
+    principal = state["tokens"].verify_user_token(presented)
+    await state["limiter"].check_user(principal)
+    return principal
 
 
 CurrentUser = Annotated[UserPrincipal, Depends(_user)]
 
 
-def _stream_user(
+async def stream_user(
     request: Request, state: AppState, access_token: str | None = None
 ) -> UserPrincipal:
     """The stream accepts a stream token in the query, or a user JWT in the header."""
     if access_token is not None:
-        return state["tokens"].verify_stream_token(access_token)
-    return state["tokens"].verify_user_token(bearer(request))
+        principal = state["tokens"].verify_stream_token(access_token)
+    else:
+        principal = state["tokens"].verify_user_token(bearer(request))
+    await state["limiter"].check_user(principal)
+    return principal
 
 
-StreamUser = Annotated[UserPrincipal, Depends(_stream_user)]
+StreamUser = Annotated[UserPrincipal, Depends(stream_user)]

@@ -25,6 +25,7 @@ from notifyhub.errors import (
     NotifyhubError,
     PermissionDenied,
     TooLarge,
+    TooManyRequests,
     TooManyStreams,
     Unavailable,
 )
@@ -62,6 +63,7 @@ _TITLES = {
         InvalidInput,
         TooLarge,
         TooManyStreams,
+        TooManyRequests,
         Unavailable,
     )
 }
@@ -100,6 +102,11 @@ def unavailable(dependency: str) -> Response:
 
 
 async def _domain(request: Request, exc: NotifyhubError) -> Response:
+    return domain_problem(exc)
+
+
+def domain_problem(exc: NotifyhubError) -> Response:
+    """The problem+json response for a domain error (with Retry-After/WWW-Authenticate)."""
     headers: dict[str, str] = {}
     retry_after_s = getattr(exc, "retry_after_s", None)
     if isinstance(retry_after_s, int | float) and retry_after_s > 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -14,13 +14,21 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    StrictBool,
+    WithJsonSchema,
     model_validator,
 )
 
 from notifyhub.domain.notification import Display, Ref, Severity
 
 MAX_DATA_BYTES = 16 * 1024
+MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+MAX_EPOCH_DIGITS = 14
+MAX_JSON_NUMBER = 2**63
 TOKEN = r"^[A-Za-z0-9._:-]+$"
+NO_CONTROL = r"^[^\x00-\x1F\x7F-\x9F]*$"
+"""No control characters (Unicode Cc), so the schema says what `_single_line` enforces."""
+NO_CONTROL_BUT_WHITESPACE = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$"
 
 
 def _clean(value: str, allowed: str) -> str:
@@ -40,10 +48,15 @@ def _multi_line(value: str) -> str:
 
 def _to_time(value: Any) -> Any:
     """Times are RFC 3339 strings or epoch milliseconds; naive times are UTC."""
+    if isinstance(value, str):
+        try:  # a number in a string (query parameters are strings) is epoch ms too
+            value = int(value) if value.isdigit() else float(value)
+        except ValueError:
+            return value  # RFC 3339, parsed by pydantic
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_EPOCH_MS:  # also keeps fromtimestamp from overflowing
+            raise ValueError(f"epoch milliseconds must be within 0..{MAX_EPOCH_MS}")
         return datetime.fromtimestamp(value / 1000, tz=UTC)
-    if isinstance(value, str) and value.isdigit():
-        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
     return value
 
 
@@ -51,7 +64,26 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _exact_numbers(value: JsonValue) -> bool:
+    """Whether every number is within +-2^63 (nesting is bounded by the request limits)."""
+    if isinstance(value, dict):
+        return all(_exact_numbers(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_exact_numbers(v) for v in value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return -MAX_JSON_NUMBER <= value < MAX_JSON_NUMBER
+    return True
+
+
+def _storable(value: JsonValue) -> None:
+    # PostgreSQL's jsonb writes 1e30 back as 1000...0, an integer orjson cannot encode:
+    # a scheduled or delayed body like that could never be restored or sent.
+    if not _exact_numbers(value):
+        raise ValueError(f"numbers must be within +-{MAX_JSON_NUMBER}")
+
+
 def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    _storable(value)
     try:
         size = len(orjson.dumps(value))
     except orjson.JSONEncodeError as exc:
@@ -61,7 +93,7 @@ def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return value
 
 
-Line = Annotated[str, AfterValidator(_single_line)]
+Line = Annotated[str, Field(pattern=NO_CONTROL), AfterValidator(_single_line)]
 Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
 UserId = Annotated[Line, Field(min_length=1, max_length=200)]
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=TOKEN)]
@@ -70,7 +102,19 @@ CollapseKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Z
 NotificationId = Annotated[
     str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
 ]
-Time = Annotated[datetime, BeforeValidator(_to_time), AfterValidator(_aware)]
+MessageId = NotificationId
+"""Delayed messages have ULID ids too."""
+TIME_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "pattern": f"^[0-9]{{1,{MAX_EPOCH_DIGITS}}}$"},
+        {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_MS},
+    ]
+}
+"""RFC 3339, or epoch milliseconds as a number or a string of digits."""
+Time = Annotated[
+    datetime, BeforeValidator(_to_time), AfterValidator(_aware), WithJsonSchema(TIME_SCHEMA)
+]
 
 
 class Strict(BaseModel):
@@ -87,13 +131,19 @@ class PublishRequest(Strict):
     tenant: Tenant = "default"
     recipients: RecipientsIn
     title: Annotated[Line, Field(min_length=1, max_length=200)]
-    body: Annotated[str, AfterValidator(_multi_line), Field(max_length=4000)] = ""
+    body: Annotated[
+        str, Field(max_length=4000, pattern=NO_CONTROL_BUT_WHITESPACE), AfterValidator(_multi_line)
+    ] = ""
     severity: Severity = Severity.INFO
     category: Category | None = None
     source: Annotated[Line, Field(max_length=100)] | None = None
     display: Display = Display.BOTH
     data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
-    action_url: Annotated[Line, Field(max_length=2000, pattern=r"^(https?://|/)")] | None = None
+    action_url: Annotated[
+        str,
+        Field(max_length=2000, pattern=r"^(https?://|/)[^\x00-\x1F\x7F-\x9F]*$"),
+        AfterValidator(_single_line),
+    ] | None = None
     actor: Ref | None = None
     target: Ref | None = None
     ttl: Annotated[int, Field(ge=1)] | None = None
@@ -106,6 +156,12 @@ class PublishRequest(Strict):
     def _one_schedule(self) -> PublishRequest:
         if self.deliver_at is not None and self.delay is not None:
             raise ValueError("give `deliver_at` or `delay`, not both")
+        due = self.deliver_at
+        if self.delay is not None:
+            due = datetime.now(UTC) + timedelta(seconds=self.delay)
+        if due is not None and self.expires_at is not None and self.expires_at <= due:
+            # Caught here: at delivery time it would fail, and the message be retried forever.
+            raise ValueError("`expires_at` must be after the delivery time")
         return self
 
 
@@ -116,7 +172,7 @@ class Accepted(BaseModel):
 
 
 class PatchRequest(Strict):
-    read: bool | None = None
+    read: StrictBool | None = None
     seen: Literal[True] | None = None
 
     @model_validator(mode="after")
@@ -133,7 +189,7 @@ class ReadAllRequest(Strict):
 
 class BulkRequest(Strict):
     ids: list[NotificationId] = Field(min_length=1, max_length=100)
-    read: bool | None = None
+    read: StrictBool | None = None
     seen: Literal[True] | None = None
     delete: Literal[True] | None = None
 
@@ -206,18 +262,27 @@ class TopicOut(BaseModel):
 
 Relationship = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
 Template = Annotated[str, Field(max_length=1000)]
+MultiLine = Annotated[str, Field(pattern=NO_CONTROL_BUT_WHITESPACE), AfterValidator(_multi_line)]
+"""Text kept in PostgreSQL, which cannot store NUL."""
 
 
 class RuleRecipientIn(Strict):
     relationship: Relationship
     obtain: Literal["push", "pull"] = "push"
-    title: Annotated[str, Field(min_length=1, max_length=1000)]
-    body: Annotated[str, Field(max_length=8000)] = ""
+    title: Annotated[MultiLine, Field(min_length=1, max_length=1000)]
+    body: Annotated[MultiLine, Field(max_length=8000)] = ""
 
 
 class RuleIn(Strict):
     target_type: Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
     recipients: list[RuleRecipientIn] = Field(min_length=1, max_length=20)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RuleIn:
+        relationships = [r.relationship for r in self.recipients]
+        if len(set(relationships)) != len(relationships):
+            raise ValueError("recipients: one entry per relationship")
+        return self
 
 
 class RuleOut(RuleIn):
@@ -248,12 +313,16 @@ class RelationshipIn(Strict):
 
 
 class CategoryPreferenceIn(Strict):
-    inbox: bool = True
-    push: bool = True
+    inbox: StrictBool = True
+    push: StrictBool = True
 
 
 class PreferencesIn(Strict):
-    categories: dict[Category, CategoryPreferenceIn] = Field(default_factory=dict, max_length=200)
+    categories: dict[Category, CategoryPreferenceIn] = Field(
+        default_factory=dict,
+        max_length=200,
+        json_schema_extra={"propertyNames": {"minLength": 1, "maxLength": 64, "pattern": TOKEN}},
+    )
 
 
 class SubscriptionOut(BaseModel):
@@ -285,6 +354,7 @@ class DelayedIn(Strict):
     def _one_time(self) -> DelayedIn:
         if (self.delay_ms is None) == (self.due_at is None):
             raise ValueError("give exactly one of `delay_ms` and `due_at`")
+        _storable(self.body)
         try:
             size = len(orjson.dumps(self.body))
         except orjson.JSONEncodeError as exc:

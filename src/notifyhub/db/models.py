@@ -7,10 +7,14 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
+    Index,
     Integer,
+    LargeBinary,
     SmallInteger,
     String,
     UniqueConstraint,
@@ -173,3 +177,140 @@ class DelayedTransition(Base):
     set_index: Mapped[int | None] = mapped_column(SmallInteger)
     worker: Mapped[str | None] = mapped_column(String(100))
     host: Mapped[str | None] = mapped_column(String(200))
+
+
+class DeliveryDefinition(Base):
+    """Design 2: where a kind of delivery goes, how it is retried, who hears of failures."""
+
+    __tablename__ = "delivery_definitions"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    timeout_s: Mapped[float] = mapped_column(Float)
+    retry_intervals: Mapped[str] = mapped_column(String(500))
+    max_retries: Mapped[int] = mapped_column(Integer)
+    alert_trigger: Mapped[str] = mapped_column(String(16))
+    alert_after_n: Mapped[int | None] = mapped_column(Integer)
+    alert_emails: Mapped[list[str]] = mapped_column(JSONB)
+    alert_webhook_url: Mapped[str | None] = mapped_column(String(2000))
+    need_confirm: Mapped[bool] = mapped_column(Boolean)
+    max_confirm_delay_s: Mapped[int] = mapped_column(Integer)
+    secret: Mapped[str] = mapped_column(String(200))
+    previous_secret: Mapped[str | None] = mapped_column(String(200))
+    """Set during a rotation: every attempt is signed with both until it is cleared."""
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Set when a receiver answered 410 Gone; a PUT enables the definition again."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class _DeliveryColumns:
+    """The columns shared, in the same order, by the live table and its history."""
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    definition: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[Any] = mapped_column(JSONB)
+    description: Mapped[str | None] = mapped_column(String(1000))
+    status: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    """The fencing token: bumped by every claim; only its holder may settle."""
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    """When the row is next due; while an attempt is in flight, its lease's end."""
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Delivery(_DeliveryColumns, Base):
+    """The outbox: one row per delivery that is not yet finished (or recently finished)."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        Index(
+            "ix_deliveries_due",
+            "next_attempt_at",
+            postgresql_where=text("status IN ('pending', 'failed', 'awaiting_confirm')"),
+        ),
+        Index(
+            "ix_deliveries_finished",
+            "finished_at",
+            postgresql_where=text("finished_at IS NOT NULL"),
+        ),
+    )
+
+
+class DeliveryHistory(_DeliveryColumns, Base):
+    """Finished deliveries moved out of the outbox after a configurable age."""
+
+    __tablename__ = "delivery_history"
+
+
+class DeliveryAttempt(Base):
+    """One settled attempt: when, which HTTP status, what went wrong."""
+
+    __tablename__ = "delivery_attempts"
+    __table_args__ = (UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempts"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(26))
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(String(1000))
+    duration_ms: Mapped[float] = mapped_column(Float)
+
+
+class DeliveryAlert(Base):
+    """An alert owed for one failed attempt on one channel (email | webhook): written with
+    the winning settlement, sent by the dispatcher, so each trigger event alerts once."""
+
+    __tablename__ = "delivery_alerts"
+    __table_args__ = (
+        UniqueConstraint("delivery_id", "attempt", "channel", name="uq_delivery_alerts"),
+        Index("ix_delivery_alerts_due", "due_at", postgresql_where=text("sent_at IS NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(26))
+    attempt: Mapped[int] = mapped_column(Integer)
+    channel: Mapped[str] = mapped_column(String(8))
+    definition: Mapped[str] = mapped_column(String(100))
+    failures: Mapped[int] = mapped_column(Integer)
+    final: Mapped[bool] = mapped_column(Boolean)
+    error: Mapped[str | None] = mapped_column(String(1000))
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+class InboxNotification(Base):
+    """Durable inbox mode: a notification's content, committed before the 202."""
+
+    __tablename__ = "inbox_notifications"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    pull: Mapped[bool] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class InboxRecipient(Base):
+    """Durable inbox mode: who got a copy."""
+
+    __tablename__ = "inbox_recipients"
+
+    notification_id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
+class InboxChange(Base):
+    """Durable inbox mode: a user's state change (mark, remove, mark_all, recall), in order."""
+
+    __tablename__ = "inbox_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    op: Mapped[Any] = mapped_column(JSONB)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -6,9 +6,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
 NotificationStatus = Literal["unread", "read"]
+PRINTABLE = r"^[^\x00-\x1F\x7F-\x9F]*$"
+"""No control characters (Unicode Cc)."""
 
 
 def to_rfc3339(value: datetime) -> str:
@@ -46,8 +48,16 @@ class Ref(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: str = Field(min_length=1, max_length=64)
-    id: str = Field(min_length=1, max_length=200)
+    type: str = Field(min_length=1, max_length=64, pattern=PRINTABLE)
+    id: str = Field(min_length=1, max_length=200, pattern=PRINTABLE)
+
+    @field_validator("type", "id")
+    @classmethod
+    def _no_surrogates(cls, value: str) -> str:
+        # Stored in PostgreSQL, which refuses NUL (the pattern) and lone surrogates.
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise ValueError("must not contain lone surrogates")
+        return value
 
 
 class Notification(BaseModel):

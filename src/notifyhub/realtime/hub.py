@@ -23,14 +23,15 @@ from collections.abc import Iterator
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.subscriber import Subscriber
+from notifyhub.store.client import connect
 from notifyhub.store.keys import member
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class Hub:
     async def _run(self) -> None:
         backoff_s = 0.1
         while True:
-            client = Redis.from_url(
+            client = connect(
                 self._redis_url, retry=Retry(NoBackoff(), 0), client_name=self.client_name
             )
             try:

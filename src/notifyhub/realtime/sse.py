@@ -14,12 +14,14 @@ import logging
 from typing import Any
 
 import orjson
+from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from notifyhub.domain.notification import from_ms, to_rfc3339
+from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
 from notifyhub.store.inbox import Change, InboxStore, item_json
@@ -83,6 +85,7 @@ class InboxStream(Response):
         self,
         *,
         store: InboxStore,
+        reader: ChangeReader,
         hub: Hub,
         sub: Subscriber,
         settings: StreamSettings,
@@ -91,7 +94,7 @@ class InboxStream(Response):
         user: str,
         last_event_id: int | None,
     ) -> None:
-        self._store, self._hub, self._sub = store, hub, sub
+        self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
@@ -99,16 +102,23 @@ class InboxStream(Response):
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
+            opening = await self._store.counts(self._tenant, self._user)
+        except BaseException:
+            self._hub.detach(self._sub)
+            raise
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
-            await self._serve(send)
+            await self._serve(send, opening)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except SendTimeout:
             self._metrics.streams_dropped_total.labels(reason="send_timeout").inc()
         except OSError as exc:
             log.info("stream for %s/%s ended: %s", self._tenant, self._user, exc)
+        except RedisError as exc:  # the client resumes from its Last-Event-ID elsewhere
+            log.warning("stream for %s/%s ended, Redis: %r", self._tenant, self._user, exc)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -120,10 +130,12 @@ class InboxStream(Response):
             pass
         self._sub.close()
 
-    async def _serve(self, send: Send) -> None:
+    async def _serve(self, send: Send, opening: tuple[Counts, int]) -> None:
         cursor = self._cursor
         if cursor is None:
-            cursor = await self._send_counts(send, "counts")
+            counts, cursor = opening
+            data = counts_data(counts.model_dump(), cursor)
+            await self._write(send, frame("counts", cursor, data))
         while not self._sub.closed:
             cursor = await self._catch_up(send, cursor)
             if self._sub.closed:
@@ -134,7 +146,7 @@ class InboxStream(Response):
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
         while True:
-            changes = await self._store.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
+            changes = await self._reader.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
             if changes.seq == cursor:
                 return cursor
             if cursor > changes.seq or cursor < changes.oldest_logged - 1 or not changes.entries:
@@ -151,6 +163,7 @@ class InboxStream(Response):
     async def _send_counts(self, send: Send, event: str) -> int:
         counts, seq = await self._store.counts(self._tenant, self._user)
         await self._write(send, frame(event, seq, counts_data(counts.model_dump(), seq)))
+        self._metrics.stream_events_sent_total.labels(type=event).inc()
         return seq
 
     async def _write(self, send: Send, body: bytes) -> None:

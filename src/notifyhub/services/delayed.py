@@ -204,15 +204,21 @@ class DelayedService:
 
         A (set, topic) whose batch came back full is moved again at once, up to
         `max_batches`, so a burst due in the same second does not wait for later ticks."""
+        per_set = await asyncio.gather(
+            *(self._move_set(index, limit, max_batches) for index in range(self._store.sets))
+        )
+        return [moved for results in per_set for moved in results]
+
+    async def _move_set(self, index: int, limit: int, max_batches: int) -> list[Moved]:
+        """The sets are independent: moving them concurrently overlaps round trips."""
         results = []
-        for index in range(self._store.sets):
-            for topic in await self._store.topics(index):
-                for _ in range(max_batches):
-                    moved = await self._store.move(index, topic, limit)
-                    self._log_moves(moved)
-                    results.append(moved)
-                    if len(moved.moved) < limit:
-                        break
+        for topic in await self._store.topics(index):
+            for _ in range(max_batches):
+                moved = await self._store.move(index, topic, limit)
+                self._log_moves(moved)
+                results.append(moved)
+                if len(moved.moved) < limit:
+                    break
         return results
 
     def _log_moves(self, moved: Moved) -> None:

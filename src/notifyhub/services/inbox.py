@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from ulid import ULID
 
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Counts, InboxItem, InboxPage, to_ms
 from notifyhub.errors import InvalidInput, NotFound
+from notifyhub.services.durable import DurableInbox
 from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
 
 
@@ -45,6 +47,12 @@ def _check_cursor(cursor: str | None) -> None:
 class InboxService:
     def __init__(self, store: InboxStore) -> None:
         self._store = store
+        self.durable: DurableInbox | None = None
+        """Durable inbox mode's log (set by the composition root): changes are appended."""
+
+    def _changed(self, me: UserPrincipal, op: dict[str, Any]) -> None:
+        if self.durable is not None:
+            self.durable.changed(me.tenant, me.user, op)
 
     async def list(self, me: UserPrincipal, request: ListRequest) -> InboxPage:
         _check_cursor(request.cursor)
@@ -73,24 +81,33 @@ class InboxService:
         result = await self._store.mark(me.tenant, me.user, [notification_id], read=read, seen=seen)
         if result.codes == [0]:
             raise NotFound(f"no notification {notification_id}")
+        self._changed(me, {"kind": "mark", "ids": [notification_id], "read": read, "seen": seen})
         return await self.get(me, notification_id)
 
     async def delete(self, me: UserPrincipal, notification_id: str) -> None:
         if not await self._store.remove(me.tenant, me.user, [notification_id]):
             raise NotFound(f"no notification {notification_id}")
+        self._changed(me, {"kind": "remove", "ids": [notification_id]})
 
     async def read_all(
         self, me: UserPrincipal, *, category: str | None, before: datetime | None
     ) -> int:
         before_id = ulid_at(to_ms(before)) if before is not None else None
-        return await self._store.mark_all(
+        updated = await self._store.mark_all(
             me.tenant, me.user, category=category, before_id=before_id
         )
+        # Replayed later, "everything" must still mean everything up to now.
+        bound = before_id or ulid_at(to_ms(datetime.now(UTC)) + 1)
+        self._changed(me, {"kind": "mark_all", "category": category, "before_id": bound})
+        return updated
 
     async def bulk(
         self, me: UserPrincipal, ids: Sequence[str], *, read: bool | None, seen: bool, delete: bool
     ) -> int:
         if delete:
-            return await self._store.remove(me.tenant, me.user, ids)
+            removed = await self._store.remove(me.tenant, me.user, ids)
+            self._changed(me, {"kind": "remove", "ids": list(ids)})
+            return removed
         result = await self._store.mark(me.tenant, me.user, ids, read=read, seen=seen)
+        self._changed(me, {"kind": "mark", "ids": list(ids), "read": read, "seen": seen})
         return sum(1 for code in result.codes if code == 2)

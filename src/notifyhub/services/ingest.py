@@ -19,6 +19,7 @@ from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
 from notifyhub.services.delayed import DelayedService, NewMessage
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
@@ -59,6 +60,8 @@ class IngestService:
         self._idempotency = idempotency
         self._settings = settings
         self._metrics = metrics
+        self.durable: DurableInbox | None = None
+        """Durable inbox mode's log (set by the composition root), else None."""
 
     async def publish(
         self,
@@ -144,6 +147,8 @@ class IngestService:
         for user_tenant, user in holders:
             removed += await self._store.remove(user_tenant, user, [notification_id])
         await self._store.forget(notification_id)
+        if self.durable is not None:
+            self.durable.changed(tenant, "", {"kind": "recall", "id": notification_id})
         return removed
 
     async def _cancel_scheduled(self, tenant: str, notification_id: str) -> None:
@@ -210,6 +215,8 @@ class IngestService:
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
+        if self.durable is not None:  # durable inbox mode: committed before any copy
+            await self.durable.write(notification, users, pull=pull)
         batch = self._settings.limits.fanout_batch
         in_flight = asyncio.Semaphore(2)
 

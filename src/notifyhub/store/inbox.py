@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,6 +53,16 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangeRead:
+    """One stream's question: what changed for (tenant, user) after `after_seq`?"""
+
+    tenant: str
+    user: str
+    after_seq: int
+    max_entries: int
+
+
+@dataclass(frozen=True, slots=True)
 class Changes:
     seq: int
     oldest_logged: int
@@ -85,10 +95,19 @@ def item_json(content: bytes, state: bytes, *, replaces: object = None) -> bytes
 class InboxStore:
     """Reads and writes of users' inboxes, and the Pub/Sub doorbell after each change."""
 
-    def __init__(self, redis: Redis, keys: Keys, limits: Limits) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        limits: Limits,
+        *,
+        on_evicted: Callable[[int], object] | None = None,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._limits = limits
+        self._on_evicted = on_evicted
+        """Told how many oldest notifications full inboxes dropped (a metric)."""
         self.scripts = InboxScripts(redis)
 
     async def deliver(
@@ -100,7 +119,8 @@ class InboxStore:
         finds every user a crash may have reached), then the copies, the expiry index and
         one doorbell message for the batch. Returns the new seq per user, 0 where the user
         already had this id, -1 where the user's preferences drop its category. `pull`
-        copies are stored without a live `notification` event (counts still update).
+        copies are stored without a live `notification` event (counts still update). An
+        inbox past `limits.items_per_user` drops its oldest notifications (delete changes).
         """
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
@@ -116,6 +136,7 @@ class InboxStore:
             self._limits.change_log_max,
             "1" if notification.severity is Severity.CRITICAL else "",
             "1" if pull else "",
+            self._limits.items_per_user,
         ]
         recipients = self._keys.recipients(notification.id)
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -125,7 +146,10 @@ class InboxStore:
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
             results = await pipe.execute()
-        return [int(seq) for seq in results[2]]
+        *seqs, evicted = (int(value) for value in results[2])
+        if evicted and self._on_evicted is not None:
+            self._on_evicted(evicted)
+        return seqs
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self.scripts.get(
@@ -200,11 +224,20 @@ class InboxStore:
         raw = await self.scripts.changes(
             keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
         )
-        entries = [
-            Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
-            for i in range(2, len(raw), 3)
-        ]
-        return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
+        return _parse_changes(raw)
+
+    async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
+        """`changes` for many users in one pipelined round trip (one script per user, so
+        each stays in its user's Cluster slot)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for read in reads:
+                await self.scripts.changes(
+                    keys=self._keys.inbox_list(read.tenant, read.user),
+                    args=[read.after_seq, read.max_entries],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:
         """Every user holding a copy of this notification (for recall)."""
@@ -231,6 +264,14 @@ class InboxStore:
         changed = [(m, s) for m, s in changed if s]
         if changed:
             await self._redis.publish(self._keys.channel, _doorbell(changed))
+
+
+def _parse_changes(raw: list[Any]) -> Changes:
+    entries = [
+        Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
+        for i in range(2, len(raw), 3)
+    ]
+    return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
 
 
 def _doorbell(changed: list[tuple[str, int]]) -> bytes:

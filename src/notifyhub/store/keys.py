@@ -21,6 +21,8 @@ Global keys:
     <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
+    <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)
+    <p>rl:user:{T/U}  hash   token bucket of one user
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
 Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}:
@@ -153,3 +155,7 @@ class Keys:
 
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"
+
+    def rate_limit(self, kind: str, name: str) -> str:
+        """The token bucket of one API key (`kind` "key") or user ("user", `T/U`)."""
+        return f"{self.prefix}rl:{kind}:{{{_escape(name)}}}"

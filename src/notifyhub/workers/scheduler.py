@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
@@ -39,8 +40,13 @@ class ScheduledNotifications:
         return len(messages)
 
     async def _deliver(self, message: dict[str, Any]) -> None:
-        async with self._sessionmaker() as session:
-            await self._ingest.deliver_scheduled(session, message)
+        try:
+            async with self._sessionmaker() as session:
+                await self._ingest.deliver_scheduled(session, message)
+        except InvalidInput as exc:
+            # Permanent (its group or topic is gone, it expired before its time): a retry
+            # would fail the same way forever and stall the batch behind it. Drop it, loudly.
+            log.warning("scheduled notification %s dropped: %s", message["id"], exc.detail)
         await self._delayed.ack(SCHEDULED_TOPIC, str(message["id"]), str(message["receipt"]))
 
 

@@ -32,7 +32,11 @@ def _own(principal: ServicePrincipal, tenant: str) -> str:
     return tenant
 
 
-@router.put("/groups/{group}", response_model=GroupOut)
+@router.put(
+    "/groups/{group}",
+    response_model=GroupOut,
+    responses={201: {"model": GroupOut, "description": "Created"}},
+)
 async def create_group(
     group: Name,
     principal: Admin,

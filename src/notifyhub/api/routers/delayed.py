@@ -7,7 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from notifyhub.api.deps import Admin, AppState, Publisher, require
-from notifyhub.api.schemas import DelayedAccepted, DelayedAck, DelayedIn, DelayedPage, Name
+from notifyhub.api.schemas import (
+    DelayedAccepted,
+    DelayedAck,
+    DelayedIn,
+    DelayedPage,
+    MessageId,
+    Name,
+)
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.errors import InvalidInput
 from notifyhub.services.delayed import NewMessage, due_ms_from
@@ -40,12 +47,12 @@ async def push(body: DelayedIn, principal: Publisher, state: AppState) -> Delaye
 
 
 @router.get("/v1/delayed/{message_id}")
-async def get(message_id: str, principal: Publisher, state: AppState) -> dict[str, Any]:
+async def get(message_id: MessageId, principal: Publisher, state: AppState) -> dict[str, Any]:
     return await state["delayed"].get(message_id)
 
 
 @router.delete("/v1/delayed/{message_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def cancel(message_id: str, principal: Publisher, state: AppState) -> Response:
+async def cancel(message_id: MessageId, principal: Publisher, state: AppState) -> Response:
     await state["delayed"].cancel(message_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -63,7 +70,7 @@ async def consume(
 
 @router.post("/v1/topics/{topic}/messages/{message_id}/ack", status_code=status.HTTP_204_NO_CONTENT)
 async def ack(
-    topic: Name, message_id: str, body: DelayedAck, principal: Consumer, state: AppState
+    topic: Name, message_id: MessageId, body: DelayedAck, principal: Consumer, state: AppState
 ) -> Response:
     await state["delayed"].ack(_public(topic), message_id, body.receipt)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -75,5 +82,5 @@ async def restore_all(principal: Admin, state: AppState, expired: bool = False) 
 
 
 @router.post("/v1/delayed/{message_id}/restore")
-async def restore_one(message_id: str, principal: Admin, state: AppState) -> dict[str, int]:
+async def restore_one(message_id: MessageId, principal: Admin, state: AppState) -> dict[str, int]:
     return {"restored": await state["delayed"].restore(expired=True, message_id=message_id)}

@@ -10,6 +10,7 @@ from notifyhub.api.deps import AppState, CurrentUser
 from notifyhub.api.schemas import (
     BulkRequest,
     Category,
+    NotificationId,
     PatchRequest,
     ReadAllRequest,
     Time,
@@ -19,6 +20,8 @@ from notifyhub.domain.notification import Counts, InboxItem, InboxPage
 from notifyhub.services.inbox import ListRequest
 
 router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"])
+ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+"""Cursors are the ULID of the last item of the previous page."""
 
 
 @router.get("", response_model=InboxPage)
@@ -28,7 +31,7 @@ async def list_notifications(
     status_: Annotated[Literal["unread", "read", "all"], Query(alias="status")] = "all",
     category: Annotated[Category | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(max_length=26)] = None,
+    cursor: Annotated[str | None, Query(pattern=ULID_CURSOR)] = None,
     since: Annotated[Time | None, Query()] = None,
 ) -> InboxPage:
     request = ListRequest(
@@ -58,18 +61,22 @@ async def bulk(me: CurrentUser, state: AppState, body: BulkRequest) -> Updated:
 
 
 @router.get("/{notification_id}", response_model=InboxItem)
-async def get_notification(notification_id: str, me: CurrentUser, state: AppState) -> InboxItem:
+async def get_notification(
+    notification_id: NotificationId, me: CurrentUser, state: AppState
+) -> InboxItem:
     return await state["inbox"].get(me, notification_id)
 
 
 @router.patch("/{notification_id}", response_model=InboxItem)
 async def patch_notification(
-    notification_id: str, body: PatchRequest, me: CurrentUser, state: AppState
+    notification_id: NotificationId, body: PatchRequest, me: CurrentUser, state: AppState
 ) -> InboxItem:
     return await state["inbox"].mark(me, notification_id, read=body.read, seen=bool(body.seen))
 
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_notification(notification_id: str, me: CurrentUser, state: AppState) -> Response:
+async def delete_notification(
+    notification_id: NotificationId, me: CurrentUser, state: AppState
+) -> Response:
     await state["inbox"].delete(me, notification_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

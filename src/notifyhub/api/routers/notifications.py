@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response, status
 
 from notifyhub.api.deps import AppState, Publisher, Session
-from notifyhub.api.schemas import Accepted, PublishRequest
+from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
 from notifyhub.domain.notification import Draft, Recipients
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
@@ -42,7 +42,7 @@ async def publish(
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def recall(
-    notification_id: str,
+    notification_id: NotificationId,
     state: AppState,
     principal: Publisher,
     tenant: Annotated[str, Query(max_length=64)] = "default",

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 
 from notifyhub.api.deps import AppState
@@ -40,13 +40,15 @@ async def _check(probe: Any) -> bool:
         return False
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={503: {"description": "Not ready", "content": {"application/json": {}}}},
+)
 async def readyz(state: AppState) -> Response:
-    checks = {
-        "redis": await _check(_redis_ok(state)),
-        "postgres": await _check(_postgres_ok(state)),
-        "pubsub": state["hub"].healthy,
-    }
+    redis_ok, postgres_ok = await asyncio.gather(
+        _check(_redis_ok(state)), _check(_postgres_ok(state))
+    )
+    checks = {"redis": redis_ok, "postgres": postgres_ok, "pubsub": state["hub"].healthy}
     stuck = state["runner"].stuck(state["settings"].workers.stuck_after_s)
     checks["loops"] = not stuck
     ready = all(checks.values())
@@ -54,7 +56,7 @@ async def readyz(state: AppState) -> Response:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(state: AppState) -> Response:
     body, content_type = state["metrics"].render()
     return Response(body, media_type=content_type)

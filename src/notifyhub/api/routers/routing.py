@@ -41,7 +41,11 @@ def _members(body: TopicMembersIn) -> TopicMembers:
     )
 
 
-@router.put("/v1/admin/topics/{topic}", response_model=TopicOut)
+@router.put(
+    "/v1/admin/topics/{topic}",
+    response_model=TopicOut,
+    responses={201: {"model": TopicOut, "description": "Created"}},
+)
 async def replace_topic(
     topic: Name,
     body: TopicMembersIn,
@@ -86,7 +90,11 @@ async def delete_topic(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.put("/v1/admin/rules/{rule}", response_model=RuleOut)
+@router.put(
+    "/v1/admin/rules/{rule}",
+    response_model=RuleOut,
+    responses={201: {"model": RuleOut, "description": "Created"}},
+)
 async def put_rule(
     rule: Name,
     body: RuleIn,

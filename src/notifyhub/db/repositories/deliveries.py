@@ -1,0 +1,318 @@
+"""Outbox rows: definitions, claims and compare-and-set settlements (flush, never commit).
+
+Every time is PostgreSQL's `clock_timestamp()`, so hubs with skewed clocks agree on what
+is due. The `attempt` column is the fencing token: a claim bumps it, and a settlement
+only lands `WHERE attempt = <the claimed value>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.models import (
+    Delivery,
+    DeliveryAlert,
+    DeliveryAttempt,
+    DeliveryDefinition,
+    DeliveryHistory,
+)
+
+OPEN = "('pending', 'failed', 'awaiting_confirm')"
+_RETURNING = "d.id, d.attempt, d.definition, d.payload, d.status, d.failures"
+
+_CLAIM_DUE = text(f"""
+UPDATE deliveries d
+SET attempt = d.attempt + 1,
+    next_attempt_at = clock_timestamp() + make_interval(secs => :lease_s)
+FROM (
+    SELECT id, attempt FROM deliveries
+    WHERE status IN {OPEN} AND next_attempt_at <= clock_timestamp()
+    ORDER BY next_attempt_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+) c
+WHERE d.id = c.id AND d.attempt = c.attempt
+RETURNING {_RETURNING}
+""")
+
+_CLAIM_EXACT = text(f"""
+UPDATE deliveries d
+SET attempt = d.attempt + 1,
+    next_attempt_at = clock_timestamp() + make_interval(secs => :lease_s)
+FROM unnest(CAST(:ids AS text[]), CAST(:attempts AS int[])) AS c(id, attempt)
+WHERE d.id = c.id AND d.attempt = c.attempt AND d.status IN {OPEN}
+RETURNING {_RETURNING}
+""")
+
+_SETTLE = text("""
+UPDATE deliveries d
+SET status = s.status,
+    failures = s.failures,
+    next_attempt_at = clock_timestamp() + make_interval(secs => s.delay_s),
+    last_attempt_at = clock_timestamp(),
+    last_error = s.error,
+    finished_at = CASE WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
+FROM unnest(
+    CAST(:ids AS text[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
+    CAST(:failures AS int[]), CAST(:delays AS float8[]), CAST(:errors AS text[])
+) AS s(id, attempt, status, failures, delay_s, error)
+WHERE d.id = s.id AND d.attempt = s.attempt
+RETURNING d.id
+""")
+
+_TO_HISTORY = text("""
+WITH moved AS (
+    DELETE FROM deliveries WHERE id IN (
+        SELECT id FROM deliveries
+        WHERE finished_at IS NOT NULL
+          AND finished_at < clock_timestamp() - make_interval(secs => :age_s)
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING *
+)
+INSERT INTO delivery_history SELECT * FROM moved
+""")
+
+_FROM_HISTORY = text("""
+WITH moved AS (DELETE FROM delivery_history WHERE id = :id RETURNING *)
+INSERT INTO deliveries SELECT * FROM moved
+""")
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A delivery whose attempt number `attempt` this worker now owns."""
+
+    id: str
+    attempt: int
+    definition: str
+    payload: Any
+    status: str
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    id: str
+    attempt: int
+    status: str
+    failures: int
+    delay_s: float
+    error: str | None
+    status_code: int | None
+    duration_ms: float
+    alert_channels: tuple[str, ...] = ()
+    definition: str = ""
+    disable_definition: bool = False
+
+
+def _claimed(rows: Sequence[Any]) -> list[Claimed]:
+    return [Claimed(r.id, r.attempt, r.definition, r.payload, r.status, r.failures) for r in rows]
+
+
+async def upsert_definition(
+    session: AsyncSession, values: dict[str, Any], new_secret: str
+) -> tuple[DeliveryDefinition, bool]:
+    """Create or replace a definition (its secret survives a replace); True when created."""
+    statement = (
+        insert(DeliveryDefinition)
+        .values(**values, secret=new_secret)
+        .on_conflict_do_update(
+            index_elements=[DeliveryDefinition.name],
+            set_={**values, "updated_at": func.now(), "disabled_at": None},
+        )
+        .returning(DeliveryDefinition, text("xmax = 0 AS created"))
+    )
+    row = (await session.execute(statement)).one()
+    return row[0], bool(row[1])
+
+
+async def rotate_secret(session: AsyncSession, name: str, new_secret: str) -> None:
+    await session.execute(
+        update(DeliveryDefinition)
+        .where(DeliveryDefinition.name == name)
+        .values(previous_secret=DeliveryDefinition.secret, secret=new_secret)
+    )
+
+
+async def drop_previous_secret(session: AsyncSession, name: str) -> None:
+    await session.execute(
+        update(DeliveryDefinition)
+        .where(DeliveryDefinition.name == name)
+        .values(previous_secret=None)
+    )
+
+
+async def definition(session: AsyncSession, name: str) -> DeliveryDefinition | None:
+    return await session.get(DeliveryDefinition, name, populate_existing=True)
+
+
+async def definitions(session: AsyncSession, names: set[str]) -> dict[str, DeliveryDefinition]:
+    rows = await session.scalars(
+        select(DeliveryDefinition).where(DeliveryDefinition.name.in_(names))
+    )
+    return {row.name: row for row in rows}
+
+
+async def add(session: AsyncSession, delivery: Delivery) -> None:
+    session.add(delivery)
+    await session.flush()
+
+
+async def relax_durability(session: AsyncSession) -> None:
+    """Claims and settlements need no WAL flush before we go on: a crash that loses one
+    only re-sends the delivery (at-least-once). The enqueue commit stays synchronous."""
+    await session.execute(text("SET LOCAL synchronous_commit = off"))
+
+
+async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Claimed]:
+    """Take up to `limit` due deliveries that no other worker holds (SKIP LOCKED)."""
+    result = await session.execute(_CLAIM_DUE, {"limit": limit, "lease_s": lease_s})
+    return _claimed(result.all())
+
+
+async def claim_exact(
+    session: AsyncSession, expected: Sequence[tuple[str, int]], lease_s: float
+) -> list[Claimed]:
+    """Compare-and-set: own each delivery only if its attempt is still the expected one."""
+    params = {
+        "ids": [delivery_id for delivery_id, _ in expected],
+        "attempts": [attempt for _, attempt in expected],
+        "lease_s": lease_s,
+    }
+    return _claimed((await session.execute(_CLAIM_EXACT, params)).all())
+
+
+async def settle(session: AsyncSession, settlements: Sequence[Settlement]) -> set[str]:
+    """Record outcomes whose attempt is still current; the ids that landed.
+
+    An attempt row (and the alerts it owes) is written only for those, so each attempt is
+    settled exactly once however many workers raced for it.
+    """
+    result = await session.execute(
+        _SETTLE,
+        {
+            "ids": [s.id for s in settlements],
+            "attempts": [s.attempt for s in settlements],
+            "statuses": [s.status for s in settlements],
+            "failures": [s.failures for s in settlements],
+            "delays": [s.delay_s for s in settlements],
+            "errors": [s.error for s in settlements],
+        },
+    )
+    landed = {row.id for row in result.all()}
+    won = [s for s in settlements if s.id in landed]
+    if won:
+        await _record(session, won)
+    return landed
+
+
+async def _record(session: AsyncSession, won: Sequence[Settlement]) -> None:
+    session.add_all(
+        DeliveryAttempt(
+            delivery_id=s.id,
+            attempt=s.attempt,
+            status_code=s.status_code,
+            error=s.error,
+            duration_ms=s.duration_ms,
+        )
+        for s in won
+    )
+    session.add_all(
+        DeliveryAlert(
+            delivery_id=s.id,
+            attempt=s.attempt,
+            channel=channel,
+            definition=s.definition,
+            failures=s.failures,
+            final=s.status == "final_failed",
+            error=s.error,
+            claims=0,
+        )
+        for s in won
+        for channel in s.alert_channels
+    )
+    gone = {s.definition for s in won if s.disable_definition}
+    if gone:
+        await session.execute(
+            update(DeliveryDefinition)
+            .where(DeliveryDefinition.name.in_(gone))
+            .values(disabled_at=func.now())
+        )
+    await session.flush()
+
+
+async def find(session: AsyncSession, delivery_id: str) -> Delivery | DeliveryHistory | None:
+    live = await session.get(Delivery, delivery_id, populate_existing=True)
+    return live or await session.get(DeliveryHistory, delivery_id)
+
+
+async def attempts(session: AsyncSession, delivery_id: str) -> list[DeliveryAttempt]:
+    rows = await session.scalars(
+        select(DeliveryAttempt)
+        .where(DeliveryAttempt.delivery_id == delivery_id)
+        .order_by(DeliveryAttempt.attempt)
+    )
+    return list(rows)
+
+
+async def confirm(session: AsyncSession, delivery_id: str) -> bool:
+    """awaiting_confirm -> sent; the bumped attempt fences out a re-send in flight."""
+    result = await session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.status == "awaiting_confirm")
+        .values(
+            status="sent",
+            attempt=Delivery.attempt + 1,
+            finished_at=func.clock_timestamp(),
+            last_error=None,
+        )
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def reopen(session: AsyncSession, delivery_id: str) -> int | None:
+    """Manual replay: back to pending and due now (from history if it moved there).
+
+    Returns the new attempt number (the one an at-once send must claim), or None.
+    """
+    await session.execute(_FROM_HISTORY, {"id": delivery_id})
+    result = await session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_id)
+        .values(
+            status="pending",
+            failures=0,
+            attempt=Delivery.attempt + 1,
+            next_attempt_at=func.clock_timestamp(),
+            finished_at=None,
+            last_error=None,
+        )
+        .returning(Delivery.attempt)
+    )
+    return result.scalar_one_or_none()
+
+
+async def move_to_history(session: AsyncSession, age_s: float, limit: int) -> int:
+    result = await session.execute(_TO_HISTORY, {"age_s": age_s, "limit": limit})
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def counts(session: AsyncSession) -> tuple[dict[str, int], float]:
+    """Live deliveries by status, and the age in seconds of the oldest due open one."""
+    rows = await session.execute(select(Delivery.status, func.count()).group_by(Delivery.status))
+    by_status = {str(status): int(n) for status, n in rows.all()}
+    oldest = await session.scalar(
+        text(
+            f"SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_attempt_at)) "
+            f"FROM deliveries WHERE status IN {OPEN} AND next_attempt_at <= clock_timestamp()"
+        )
+    )
+    return by_status, float(oldest or 0.0)

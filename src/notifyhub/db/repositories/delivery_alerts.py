@@ -1,0 +1,66 @@
+"""Alerts owed by failed deliveries: claimed with a lease, marked sent by the claim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.models import DeliveryAlert
+
+_CLAIM_ALERTS = text("""
+UPDATE delivery_alerts a
+SET claims = a.claims + 1,
+    due_at = clock_timestamp() + make_interval(secs => :lease_s)
+FROM (
+    SELECT id FROM delivery_alerts
+    WHERE sent_at IS NULL AND due_at <= clock_timestamp()
+    ORDER BY due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+) c
+WHERE a.id = c.id
+RETURNING a.id, a.claims, a.channel, a.delivery_id, a.definition, a.attempt, a.failures,
+          a.final, a.error
+""")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedAlert:
+    id: int
+    claims: int
+    channel: str
+    delivery_id: str
+    definition: str
+    attempt: int
+    failures: int
+    final: bool
+    error: str | None
+
+
+async def claim(session: AsyncSession, limit: int, lease_s: float) -> list[ClaimedAlert]:
+    rows = (await session.execute(_CLAIM_ALERTS, {"limit": limit, "lease_s": lease_s})).all()
+    return [
+        ClaimedAlert(
+            r.id,
+            r.claims,
+            r.channel,
+            r.delivery_id,
+            r.definition,
+            r.attempt,
+            r.failures,
+            r.final,
+            r.error,
+        )
+        for r in rows
+    ]
+
+
+async def mark_sent(session: AsyncSession, alert_id: int, claims: int) -> bool:
+    result = await session.execute(
+        update(DeliveryAlert)
+        .where(DeliveryAlert.id == alert_id, DeliveryAlert.claims == claims)
+        .values(sent_at=func.clock_timestamp())
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,226 @@
+"""Reliable deliveries (Design 2): definitions, the transactional outbox, confirm, replay.
+
+Library mode, for code that shares notifyhub's PostgreSQL::
+
+    from notifyhub.services.deliveries import enqueue
+
+    async with sessionmaker.begin() as session:      # your business transaction
+        session.add(order)
+        delivery_id = await enqueue(session, "order-paid", {"order": order.id})
+    # committed: a notifyhub dispatcher sends it (at once when `sender=` is given);
+    # rolled back: the row never existed, nothing is ever sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import event, func
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+from ulid import ULID
+
+from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
+from notifyhub.db.repositories import deliveries as repo
+from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
+from notifyhub.domain.notification import to_rfc3339
+from notifyhub.errors import Conflict, InvalidInput, NotFound
+from notifyhub.services import signing
+
+_PENDING_KEY = "notifyhub.deliveries.after_commit"
+
+
+class Kicker(Protocol):
+    """Whatever sends (delivery id, attempt) pairs at once; `DeliverySender` in the hub."""
+
+    def kick(self, expected: Iterable[tuple[str, int]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionSpec:
+    url: str
+    timeout_s: float
+    retry_intervals: str
+    max_retries: int
+    alert_trigger: AlertTrigger
+    alert_after_n: int | None
+    alert_emails: list[str]
+    alert_webhook_url: str | None
+    need_confirm: bool
+    max_confirm_delay_s: int
+
+
+def _after_commit(session: AsyncSession, sender: Kicker, expected: tuple[str, int]) -> None:
+    """Queue `expected` for `sender` when the outermost transaction commits, drop it on
+    rollback. One pair of listeners per session, however many deliveries it adds."""
+    sync = session.sync_session
+    pending: list[tuple[str, int]] | None = sync.info.get(_PENDING_KEY)
+    if pending is None:
+        pending = sync.info[_PENDING_KEY] = []
+
+        def committed(inner: Session) -> None:
+            ready, pending[:] = list(pending), []
+            if ready:
+                sender.kick(ready)
+
+        def rolled_back(inner: Session) -> None:
+            pending.clear()
+
+        event.listen(sync, "after_commit", committed)
+        event.listen(sync, "after_rollback", rolled_back)
+    pending.append(expected)
+
+
+async def enqueue(
+    session: AsyncSession,
+    definition: str,
+    payload: dict[str, Any],
+    description: str | None = None,
+    *,
+    sender: Kicker | None = None,
+) -> str:
+    """Add a delivery inside the caller's transaction; its id (the `webhook-id`).
+
+    Nothing is sent before the caller commits, and nothing ever for a rollback. With a
+    `sender` it is attempted at once after the commit; any notifyhub dispatcher sharing
+    the database sends it otherwise (and retries it either way).
+    """
+    found = await repo.definition(session, definition)
+    if found is None:
+        raise InvalidInput(f"definition: no delivery definition {definition!r}")
+    if found.disabled_at is not None:
+        raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
+    delivery_id = str(ULID())
+    row = Delivery(
+        id=delivery_id,
+        definition=definition,
+        payload=payload,
+        description=description,
+        status=DeliveryStatus.PENDING.value,
+        attempt=0,
+        failures=0,
+        next_attempt_at=func.clock_timestamp(),
+    )
+    await repo.add(session, row)
+    if sender is not None:
+        _after_commit(session, sender, (delivery_id, 0))
+    return delivery_id
+
+
+def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "name": row.name,
+        "url": row.url,
+        "timeout_s": row.timeout_s,
+        "retry_intervals": row.retry_intervals,
+        "max_retries": row.max_retries,
+        "alert": {
+            "trigger": row.alert_trigger,
+            "after_n": row.alert_after_n,
+            "emails": row.alert_emails,
+            "webhook_url": row.alert_webhook_url,
+        },
+        "need_confirm": row.need_confirm,
+        "max_confirm_delay_s": row.max_confirm_delay_s,
+        "disabled": row.disabled_at is not None,
+        "rotating": row.previous_secret is not None,
+    }
+    if show_secret:
+        shown["secret"] = row.secret
+    return shown
+
+
+def _time(value: Any) -> str | None:
+    return to_rfc3339(value) if value is not None else None
+
+
+class DeliveryService:
+    """What the HTTP API does with deliveries; every method runs in the caller's session."""
+
+    def __init__(self, sender: Kicker) -> None:
+        self.sender = sender
+
+    async def put_definition(
+        self, session: AsyncSession, name: str, spec: DefinitionSpec, rotate: bool, drop: bool
+    ) -> tuple[dict[str, Any], bool]:
+        """Create or replace; the secret is shown on creation and on rotation."""
+        values = {"name": name, **asdict(spec), "alert_trigger": spec.alert_trigger.value}
+        row, created = await repo.upsert_definition(session, values, signing.new_secret())
+        if rotate and not created:
+            await repo.rotate_secret(session, name, signing.new_secret())
+        if drop:
+            await repo.drop_previous_secret(session, name)
+        if rotate or drop:
+            row = await repo.definition(session, name) or row
+        return definition_json(row, show_secret=created or rotate), created
+
+    async def get_definition(self, session: AsyncSession, name: str) -> dict[str, Any]:
+        row = await repo.definition(session, name)
+        if row is None:
+            raise NotFound(f"no delivery definition {name}")
+        return definition_json(row, show_secret=False)
+
+    async def create(
+        self,
+        session: AsyncSession,
+        definition: str,
+        payload: dict[str, Any],
+        description: str | None,
+    ) -> str:
+        return await enqueue(session, definition, payload, description, sender=self.sender)
+
+    async def get(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
+        row = await repo.find(session, delivery_id)
+        if row is None:
+            raise NotFound(f"no delivery {delivery_id}")
+        attempts = await repo.attempts(session, delivery_id)
+        return {
+            **_row_json(row),
+            "attempts": [
+                {
+                    "attempt": a.attempt,
+                    "at": to_rfc3339(a.at),
+                    "status_code": a.status_code,
+                    "error": a.error,
+                    "duration_ms": round(a.duration_ms, 3),
+                }
+                for a in attempts
+            ],
+        }
+
+    async def confirm(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
+        if not await repo.confirm(session, delivery_id):
+            row = await repo.find(session, delivery_id)
+            if row is None:
+                raise NotFound(f"no delivery {delivery_id}")
+            if row.status != DeliveryStatus.SENT:
+                raise Conflict(f"delivery {delivery_id} is {row.status}, not awaiting_confirm")
+        return await self.get(session, delivery_id)
+
+    async def retry(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
+        """Manual replay: pending again, sent at once after this transaction commits."""
+        attempt = await repo.reopen(session, delivery_id)
+        if attempt is None:
+            raise NotFound(f"no delivery {delivery_id}")
+        _after_commit(session, self.sender, (delivery_id, attempt))
+        return await self.get(session, delivery_id)
+
+
+def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "definition": row.definition,
+        "status": row.status,
+        "payload": row.payload,
+        "description": row.description,
+        "failures": row.failures,
+        "created_at": _time(row.created_at),
+        "last_attempt_at": _time(row.last_attempt_at),
+        "next_attempt_at": _time(row.next_attempt_at)
+        if row.status in ("pending", "failed", "awaiting_confirm")
+        else None,
+        "last_error": row.last_error,
+        "finished_at": _time(row.finished_at),
+    }

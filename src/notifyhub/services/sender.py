@@ -1,0 +1,244 @@
+"""Attempts: claim (compare-and-set), send outside any transaction, settle (fenced).
+
+The same steps serve the at-once send after commit (`kick`) and the dispatcher's retries
+(`attempt_due`); whichever claims an attempt first owns it, the other finds nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.db.models import DeliveryDefinition
+from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.repositories.deliveries import Claimed, Settlement
+from notifyhub.delivery_metrics import DeliveryMetrics
+from notifyhub.domain.delivery import (
+    AlertPolicy,
+    AlertTrigger,
+    DeliveryStatus,
+    Outcome,
+    RetryPolicy,
+    parse_intervals,
+)
+from notifyhub.services import signing
+from notifyhub.services.outbound import Outbound
+from notifyhub.settings import DeliverySettings
+
+log = logging.getLogger(__name__)
+
+INLINE_BATCH = 500
+INLINE_BATCHES = 4
+DEFINITION_TTL_S = 1.0
+
+
+def _channels(definition: DeliveryDefinition) -> tuple[str, ...]:
+    channels = ("email",) if definition.alert_emails else ()
+    return channels + (("webhook",) if definition.alert_webhook_url else ())
+
+
+def _settlement(
+    claimed: Claimed,
+    outcome: Outcome,
+    status: DeliveryStatus,
+    failures: int,
+    delay_s: float,
+    alert_channels: tuple[str, ...] = (),
+) -> Settlement:
+    return Settlement(
+        id=claimed.id,
+        attempt=claimed.attempt,
+        status=status,
+        failures=failures,
+        delay_s=delay_s,
+        error=outcome.error,
+        status_code=outcome.status_code,
+        duration_ms=outcome.duration_s * 1000,
+        alert_channels=alert_channels,
+        definition=claimed.definition,
+        disable_definition=outcome.gone,
+    )
+
+
+def _policy(definition: DeliveryDefinition, jitter: float) -> RetryPolicy:
+    return RetryPolicy(parse_intervals(definition.retry_intervals), definition.max_retries, jitter)
+
+
+def _prior_failures(claimed: Claimed) -> int:
+    """Failures so far; an attempt that was never confirmed in time counts as one."""
+    return claimed.failures + (1 if claimed.status == DeliveryStatus.AWAITING_CONFIRM else 0)
+
+
+def out_of_retries(claimed: Claimed, definition: DeliveryDefinition) -> bool:
+    """An unconfirmed delivery whose last retry is used up: fail it instead of re-sending."""
+    unconfirmed = claimed.status == DeliveryStatus.AWAITING_CONFIRM
+    return unconfirmed and _policy(definition, 0.0).exhausted(_prior_failures(claimed))
+
+
+def plan(
+    claimed: Claimed, definition: DeliveryDefinition | None, outcome: Outcome, jitter: float
+) -> Settlement:
+    """What an attempt's outcome does to its delivery (pure: no I/O)."""
+    prior = _prior_failures(claimed)
+    if definition is None:
+        return _settlement(claimed, outcome, DeliveryStatus.FINAL_FAILED, prior + 1, 0)
+    if outcome.ok:
+        if definition.need_confirm:
+            wait_s = float(definition.max_confirm_delay_s)
+            return _settlement(claimed, outcome, DeliveryStatus.AWAITING_CONFIRM, prior, wait_s)
+        return _settlement(claimed, outcome, DeliveryStatus.SENT, prior, 0.0)
+    failures = prior + (1 if outcome.attempted else 0)
+    policy = _policy(definition, jitter)
+    final = outcome.gone or definition.disabled_at is not None or policy.exhausted(failures)
+    alert = AlertPolicy(AlertTrigger(definition.alert_trigger), definition.alert_after_n)
+    channels = _channels(definition) if alert.fires(failures, final) else ()
+    if final:
+        return _settlement(claimed, outcome, DeliveryStatus.FINAL_FAILED, failures, 0.0, channels)
+    delay_s = policy.delay_s(failures, outcome.retry_after_s)
+    return _settlement(claimed, outcome, DeliveryStatus.FAILED, failures, delay_s, channels)
+
+
+class DeliverySender:
+    """Owns the outbound client, the at-once queue and the task that drains it."""
+
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        outbound: Outbound,
+        settings: DeliverySettings,
+        metrics: DeliveryMetrics,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._outbound = outbound
+        self._settings = settings
+        self._metrics = metrics
+        self._queue: deque[tuple[str, int]] = deque()
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._task: asyncio.Task[None] | None = None
+        self._batches = asyncio.Semaphore(INLINE_BATCHES)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._definitions: dict[str, tuple[float, DeliveryDefinition | None]] = {}
+
+    def kick(self, expected: Iterable[tuple[str, int]]) -> None:
+        """Send these (delivery id, current attempt) at once; called after their commit.
+
+        Beyond `inline_queue` waiting entries the dispatcher sends them instead (counted).
+        """
+        for entry in expected:
+            if len(self._queue) >= self._settings.inline_queue:
+                self._metrics.inline_overflow_total.inc()
+                continue
+            self._queue.append(entry)
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._drain_forever(), name="deliveries-inline")
+
+    async def stop(self) -> None:
+        """Cancel the at-once work; anything it held is re-sent by a dispatcher later."""
+        tasks = [t for t in (self._task, *self._inflight) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._task = None
+        await self._outbound.aclose()
+
+    async def _drain_forever(self) -> None:
+        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                await self._batches.acquire()
+                size = min(len(self._queue), INLINE_BATCH)
+                batch = [self._queue.popleft() for _ in range(size)]
+                task = asyncio.create_task(self._inline_batch(batch))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
+    async def _inline_batch(self, batch: list[tuple[str, int]]) -> None:
+        try:
+            await self.attempt_exact(batch)
+        except Exception:
+            log.exception("at-once send of %d deliveries failed", len(batch))
+        finally:
+            self._batches.release()
+
+    async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
+        """Claim exactly these attempts (where still current), send, settle; how many sent."""
+        async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
+            claimed = await repo.claim_exact(session, expected, self._settings.lease_s)
+        return await self._process(claimed)
+
+    async def attempt_due(self, limit: int) -> int:
+        """Claim up to `limit` due deliveries, send, settle; how many were attempted."""
+        async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
+            claimed = await repo.claim_due(session, limit, self._settings.lease_s)
+        return await self._process(claimed)
+
+    async def _process(self, claimed: list[Claimed]) -> int:
+        if not claimed:
+            return 0
+        found = await self._definitions_of({c.definition for c in claimed})
+        outcomes = await asyncio.gather(*(self._send(c, found.get(c.definition)) for c in claimed))
+        jitter = self._settings.jitter
+        settlements = [
+            plan(c, found.get(c.definition), o, jitter)
+            for c, o in zip(claimed, outcomes, strict=True)
+        ]
+        async with self._sessionmaker.begin() as session:
+            await repo.relax_durability(session)
+            landed = await repo.settle(session, settlements)
+        for s in settlements:
+            if s.id in landed:
+                self._metrics.settled_total.labels(status=s.status).inc()
+            if s.disable_definition:
+                self._definitions.pop(s.definition, None)
+        return len(claimed)
+
+    def _fresh(self, name: str, now: float) -> bool:
+        """Only enabled definitions are cached: a disabled one is asked for again."""
+        cached = self._definitions.get(name)
+        if cached is None or cached[1] is None or cached[1].disabled_at is not None:
+            return False
+        return now - cached[0] <= DEFINITION_TTL_S
+
+    async def _definitions_of(self, names: set[str]) -> dict[str, DeliveryDefinition]:
+        """Definitions by name, cached for DEFINITION_TTL_S (a PUT is seen within it)."""
+        now = time.monotonic()
+        cache = self._definitions
+        stale = {n for n in names if not self._fresh(n, now)}
+        if stale:
+            async with self._sessionmaker() as session:
+                fresh = await repo.definitions(session, stale)
+            cache.update((name, (now, fresh.get(name))) for name in stale)
+        return {n: row for n in names if (row := cache[n][1]) is not None}
+
+    async def _send(self, claimed: Claimed, definition: DeliveryDefinition | None) -> Outcome:
+        if definition is None:
+            return Outcome(None, f"no delivery definition {claimed.definition!r}", 0.0)
+        if definition.disabled_at is not None:
+            return Outcome(None, "definition disabled (a receiver answered 410 Gone)", 0.0)
+        if out_of_retries(claimed, definition):
+            error = f"not confirmed within {definition.max_confirm_delay_s}s; no retries left"
+            return Outcome(None, error, 0.0, attempted=False)
+        body = orjson.dumps(claimed.payload)
+        secrets_ = [s for s in (definition.secret, definition.previous_secret) if s]
+        headers = signing.headers(secrets_, claimed.id, int(time.time()), body)
+        timeout_s = min(definition.timeout_s, self._settings.max_timeout_s)
+        async with self._slots:
+            outcome = await self._outbound.post(definition.url, body, headers, timeout_s)
+        self._metrics.attempt_seconds.observe(outcome.duration_s)
+        return outcome

@@ -1,0 +1,518 @@
+/*
+ * notifyhub.js - the browser client for notifyhub (plain modern JavaScript, no build step).
+ *
+ *   <script src="/static/notifyhub.js"></script>
+ *   const hub = NotifyHub.connect({
+ *     getStreamToken: async () => (await myBackend.post("/notifyhub/stream-token")).token,
+ *     getAccessToken: async () => userJwt,        // for the REST calls (optional)
+ *   });
+ *   hub.on("notification", (n) => ...);           // also: update, delete, counts, reset,
+ *   hub.on("toast", (n) => ...);                  //       toast, status
+ *   await hub.list({ status: "unread", limit: 20 });
+ *   await hub.markRead(id); await hub.markAllRead(); await hub.delete(id);
+ *
+ * One stream per browser and user: a SharedWorker (notifyhub-worker.js, same folder) holds
+ * the EventSource and every tab talks to it; where SharedWorker is missing each tab opens
+ * its own EventSource. Reconnects use a fresh stream token and the last event id seen,
+ * with exponential backoff and full jitter. A new notification is announced as a `toast`
+ * in exactly one visible tab: the one most recently made visible.
+ *
+ * This file is also loaded by the worker (importScripts), so its top level must not touch
+ * `window` or `document`.
+ */
+(function (root) {
+  "use strict";
+
+  const STREAM_EVENTS = ["notification", "update", "delete", "counts", "reset"];
+  const HEARTBEAT_MS = 4000;
+  const PRESENCE_STALE_MS = 3 * HEARTBEAT_MS;
+  const TOKEN_TIMEOUT_MS = 10000;
+
+  /** Full-jitter backoff: a random delay in [0.5, 1] x min(max, base * 2^attempt). */
+  function backoffDelay(attempt, baseMs, maxMs) {
+    const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 20));
+    return Math.round(ceiling * (0.5 + Math.random() * 0.5));
+  }
+
+  /** The tab that shows toasts: the visible one made visible last (ties: the larger id). */
+  function electToastTab(tabs, now) {
+    let best = null;
+    for (const tab of tabs) {
+      if (!tab.visible || now - tab.at > PRESENCE_STALE_MS) continue;
+      if (best === null || tab.since > best.since || (tab.since === best.since && tab.id > best.id)) {
+        best = tab;
+      }
+    }
+    return best === null ? null : best.id;
+  }
+
+  function wantsToast(notification) {
+    return Boolean(notification) && notification.display !== "inbox";
+  }
+
+  /**
+   * One EventSource with our own reconnect loop: the browser's would reuse an expired
+   * token, so every attempt asks for a fresh one and resumes after the last event seen.
+   */
+  class StreamConnection {
+    constructor({ url, getToken, onEvent, onStatus, backoff, lastEventId }) {
+      this.url = url;
+      this.lastEventId = lastEventId || null;
+      this._getToken = getToken;
+      this._onEvent = onEvent;
+      this._onStatus = onStatus || (() => {});
+      this._baseMs = (backoff && backoff.baseMs) || 500;
+      this._maxMs = (backoff && backoff.maxMs) || 15000;
+      this._attempt = 0;
+      this._source = null;
+      this._timer = null;
+      this._running = false;
+      this.status = "idle";
+    }
+
+    start() {
+      if (this._running) return;
+      this._running = true;
+      this._connect();
+    }
+
+    stop() {
+      this._running = false;
+      clearTimeout(this._timer);
+      this._timer = null;
+      this._closeSource();
+      this._setStatus("closed");
+    }
+
+    /** Drop the current connection and open a new one at once (fresh token, same cursor). */
+    reconnect() {
+      if (!this._running) return;
+      clearTimeout(this._timer);
+      this._closeSource();
+      this._attempt = 0;
+      this._connect();
+    }
+
+    async _connect() {
+      this._timer = null;
+      this._setStatus(this._attempt === 0 ? "connecting" : "reconnecting");
+      let token;
+      try {
+        token = await this._getToken();
+      } catch (error) {
+        this._retry();
+        return;
+      }
+      if (!this._running || this._source !== null || this._timer !== null) return;
+      const url = new URL(this.url);
+      url.searchParams.set("access_token", token);
+      if (this.lastEventId !== null) url.searchParams.set("last_event_id", this.lastEventId);
+      const source = new EventSource(url.toString());
+      this._source = source;
+      source.onopen = () => {
+        this._attempt = 0;
+        this._setStatus("open");
+      };
+      source.onerror = () => {
+        if (this._source !== source) return;
+        this._closeSource();
+        this._retry();
+      };
+      for (const name of STREAM_EVENTS) {
+        source.addEventListener(name, (message) => this._receive(name, message));
+      }
+    }
+
+    _receive(name, message) {
+      const seq = message.lastEventId ? Number(message.lastEventId) : null;
+      const last = this.lastEventId === null ? null : Number(this.lastEventId);
+      // The hub sends each change once after the cursor; this only guards against replays.
+      if (name !== "reset" && seq !== null && last !== null) {
+        if (seq < last || (seq === last && name !== "counts")) return;
+      }
+      let data;
+      try {
+        data = JSON.parse(message.data);
+      } catch (error) {
+        return;
+      }
+      if (seq !== null) this.lastEventId = String(seq);
+      this._onEvent({ event: name, id: this.lastEventId, data });
+    }
+
+    _retry() {
+      if (!this._running) return;
+      this._setStatus("reconnecting");
+      const delay = backoffDelay(this._attempt, this._baseMs, this._maxMs);
+      this._attempt += 1;
+      this._timer = setTimeout(() => this._connect(), delay);
+    }
+
+    _closeSource() {
+      if (this._source !== null) {
+        this._source.onerror = null;
+        this._source.close();
+        this._source = null;
+      }
+    }
+
+    _setStatus(status) {
+      if (status === this.status) return;
+      this.status = status;
+      this._onStatus(status);
+    }
+  }
+
+  /** An error answer from the hub's REST API (RFC 9457 problem details when it sent them). */
+  class NotifyHubError extends Error {
+    constructor(status, problem) {
+      super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+      this.name = "NotifyHubError";
+      this.status = status;
+      this.problem = problem || null;
+    }
+  }
+
+  const internal = { StreamConnection, backoffDelay, electToastTab, wantsToast, STREAM_EVENTS };
+  const api = { internal, NotifyHubError, HEARTBEAT_MS, PRESENCE_STALE_MS, TOKEN_TIMEOUT_MS };
+
+  if (typeof document === "undefined") {
+    root.NotifyHub = api; // inside the SharedWorker: only the connection machinery
+    return;
+  }
+
+  const scriptSrc = document.currentScript ? document.currentScript.src : location.href;
+
+  function newTabId() {
+    const random = Math.random().toString(36).slice(2, 10);
+    return `${Date.now().toString(36)}-${random}`;
+  }
+
+  function isVisible() {
+    return document.visibilityState === "visible";
+  }
+
+  /**
+   * Where this tab stands for the toast election; sent to the worker or to peer tabs.
+   * `since` is when the tab last became visible, so the tab the user just looked at wins.
+   */
+  class Presence {
+    constructor(onChange) {
+      this.id = newTabId();
+      this.since = isVisible() ? Date.now() : 0;
+      this._onChange = onChange;
+      this._listener = () => {
+        if (isVisible()) this.since = Date.now();
+        this._onChange();
+      };
+      document.addEventListener("visibilitychange", this._listener);
+      this._timer = setInterval(() => isVisible() && this._onChange(), HEARTBEAT_MS);
+    }
+
+    get state() {
+      return { id: this.id, visible: isVisible(), since: this.since, at: Date.now() };
+    }
+
+    close() {
+      document.removeEventListener("visibilitychange", this._listener);
+      clearInterval(this._timer);
+    }
+  }
+
+  /** One SharedWorker for this browser and user; the worker holds the only stream. */
+  class WorkerTransport {
+    constructor(client, workerUrl, name) {
+      this._client = client;
+      this._worker = new SharedWorker(workerUrl, { name });
+      this._worker.onerror = () => client._workerFailed(); // e.g. the script did not load
+      this._port = this._worker.port;
+      this._port.onmessage = (message) => this._receive(message.data);
+      this._presence = new Presence(() => this._post({ type: "presence", tab: this._presence.state }));
+      this._port.start();
+      this._post({
+        type: "hello",
+        tab: this._presence.state,
+        url: client.streamUrl,
+        backoff: client.options.backoff || null,
+      });
+    }
+
+    _post(message) {
+      this._port.postMessage(message);
+    }
+
+    async _receive(message) {
+      if (message.type === "event") {
+        this._client._dispatch(message.event, message.data);
+        if (message.toast && isVisible()) this._client._toast(message.data);
+      } else if (message.type === "state") {
+        if (message.counts) this._client._dispatch("counts", message.counts);
+        this._client._setStatus(message.status);
+      } else if (message.type === "status") {
+        this._client._setStatus(message.status);
+      } else if (message.type === "token-request") {
+        await this._answerToken(message.rid);
+      }
+    }
+
+    async _answerToken(rid) {
+      try {
+        const token = await this._client._streamToken();
+        this._post({ type: "token", rid, token });
+      } catch (error) {
+        this._post({ type: "token-error", rid, message: String(error) });
+      }
+    }
+
+    reconnect() {
+      this._post({ type: "reconnect" });
+    }
+
+    close() {
+      this._presence.close();
+      this._post({ type: "bye" });
+      this._port.close();
+    }
+  }
+
+  /**
+   * No SharedWorker: this tab's own stream. Tabs tell each other their presence over a
+   * BroadcastChannel and each runs the same election, so one visible tab shows the toast.
+   */
+  class TabTransport {
+    constructor(client, channelName) {
+      this._client = client;
+      this._peers = new Map();
+      this._toasted = new Set();
+      this._channel = typeof BroadcastChannel === "function" ? new BroadcastChannel(channelName) : null;
+      this._presence = new Presence(() => this._announce("presence"));
+      if (this._channel !== null) {
+        this._channel.onmessage = (message) => this._hear(message.data);
+        this._announce("hello");
+      }
+      this._connection = new StreamConnection({
+        url: client.streamUrl,
+        getToken: () => client._streamToken(),
+        onEvent: (event) => this._onEvent(event),
+        onStatus: (status) => client._setStatus(status),
+        backoff: client.options.backoff,
+      });
+      this._connection.start();
+    }
+
+    _announce(type) {
+      if (this._channel !== null) this._channel.postMessage({ type, tab: this._presence.state });
+    }
+
+    _hear(message) {
+      if (message.type === "bye") {
+        this._peers.delete(message.tab.id);
+        return;
+      }
+      if (message.type === "toasted") {
+        this._toasted.add(message.id);
+        return;
+      }
+      this._peers.set(message.tab.id, { ...message.tab, at: Date.now() });
+      if (message.type === "hello") this._announce("presence");
+    }
+
+    _onEvent({ event, data }) {
+      this._client._dispatch(event, data);
+      if (event !== "notification" || !wantsToast(data) || this._toasted.has(data.id)) return;
+      const tabs = [this._presence.state, ...this._peers.values()];
+      if (electToastTab(tabs, Date.now()) !== this._presence.id) return;
+      this._toasted.add(data.id);
+      if (this._channel !== null) this._channel.postMessage({ type: "toasted", id: data.id });
+      this._client._toast(data);
+    }
+
+    reconnect() {
+      this._connection.reconnect();
+    }
+
+    close() {
+      this._connection.stop();
+      this._presence.close();
+      this._announce("bye");
+      if (this._channel !== null) this._channel.close();
+    }
+  }
+
+  /** What `NotifyHub.connect()` returns: live events, current counts, and the REST calls. */
+  class NotifyHubClient {
+    constructor(options) {
+      if (typeof options.getStreamToken !== "function") {
+        throw new TypeError("NotifyHub.connect needs a getStreamToken() callback");
+      }
+      this.options = options;
+      this.baseUrl = new URL(options.baseUrl || scriptSrc, location.href).origin;
+      this.streamUrl = `${this.baseUrl}/v1/me/stream`;
+      this.counts = null;
+      this.status = "idle";
+      this.mode = null;
+      this._listeners = new Map();
+      this._transport = null;
+      this._name = null;
+      // Leave on pagehide (the worker forgets this tab); come back from the back/forward cache.
+      this._onPageHide = () => this._stop();
+      this._onPageShow = (event) => event.persisted && this._transport === null && this._start();
+    }
+
+    _start() {
+      this._name = `notifyhub:${this.baseUrl}:${this.options.user || "default"}`;
+      this._transport = this._workerTransport(this._name);
+      this.mode = this._transport === null ? "tab" : "shared-worker";
+      if (this._transport === null) this._transport = new TabTransport(this, this._name);
+      addEventListener("pagehide", this._onPageHide);
+      addEventListener("pageshow", this._onPageShow);
+      return this;
+    }
+
+    _stop() {
+      if (this._transport !== null) this._transport.close();
+      this._transport = null;
+      this._setStatus("closed");
+    }
+
+    _workerFailed() {
+      if (this.mode !== "shared-worker") return;
+      this._transport.close();
+      this._transport = new TabTransport(this, this._name);
+      this.mode = "tab";
+    }
+
+    _workerTransport(name) {
+      if (this.options.sharedWorker === false || typeof SharedWorker !== "function") return null;
+      const url = this.options.workerUrl || new URL("notifyhub-worker.js", scriptSrc).toString();
+      try {
+        return new WorkerTransport(this, url, name);
+      } catch (error) {
+        return null; // e.g. a cross-origin worker URL: fall back to a stream per tab
+      }
+    }
+
+    /** Subscribe to notification | update | delete | counts | reset | toast | status. */
+    on(event, handler) {
+      if (!this._listeners.has(event)) this._listeners.set(event, new Set());
+      this._listeners.get(event).add(handler);
+      return () => this._listeners.get(event).delete(handler);
+    }
+
+    /** Open a new stream now (fresh token, resuming after the last event). */
+    reconnect() {
+      if (this._transport !== null) this._transport.reconnect();
+    }
+
+    close() {
+      removeEventListener("pagehide", this._onPageHide);
+      removeEventListener("pageshow", this._onPageShow);
+      this._stop();
+    }
+
+    list({ status = "all", limit = 20, cursor = null, category = null } = {}) {
+      const query = new URLSearchParams({ status, limit: String(limit) });
+      if (cursor) query.set("cursor", cursor);
+      if (category) query.set("category", category);
+      return this._request("GET", `/v1/me/notifications?${query}`);
+    }
+
+    get(id) {
+      return this._request("GET", `/v1/me/notifications/${encodeURIComponent(id)}`);
+    }
+
+    markRead(id, read = true) {
+      return this._request("PATCH", `/v1/me/notifications/${encodeURIComponent(id)}`, { read });
+    }
+
+    markUnread(id) {
+      return this.markRead(id, false);
+    }
+
+    markSeen(ids) {
+      return this._request("POST", "/v1/me/notifications/bulk", { ids, seen: true });
+    }
+
+    markAllRead(filter = {}) {
+      return this._request("POST", "/v1/me/notifications/read-all", filter);
+    }
+
+    delete(id) {
+      return this._request("DELETE", `/v1/me/notifications/${encodeURIComponent(id)}`);
+    }
+
+    fetchCounts() {
+      return this._request("GET", "/v1/me/notifications/counts");
+    }
+
+    async _request(method, path, body) {
+      const headers = { Accept: "application/json" };
+      if (body !== undefined) headers["Content-Type"] = "application/json";
+      if (typeof this.options.getAccessToken === "function") {
+        headers.Authorization = `Bearer ${await this.options.getAccessToken()}`;
+      }
+      const response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: this.options.credentials || "same-origin",
+      });
+      if (response.status === 204) return null;
+      const payload = await response.json().catch(() => null);
+      if (!response.ok) throw new NotifyHubError(response.status, payload);
+      return payload;
+    }
+
+    async _streamToken() {
+      const token = await this.options.getStreamToken();
+      if (typeof token !== "string" || token === "") throw new Error("getStreamToken gave no token");
+      return token;
+    }
+
+    _dispatch(event, data) {
+      if (event === "counts" || event === "reset") this._setCounts(data);
+      if (event === "reset" && !this._has("reset")) {
+        location.reload(); // nobody reloads the list: reload the page, the safe default
+        return;
+      }
+      this._emit(event, data);
+    }
+
+    _toast(notification) {
+      this._emit("toast", notification);
+    }
+
+    _setCounts(counts) {
+      this.counts = counts;
+    }
+
+    _setStatus(status) {
+      if (!status || status === this.status) return;
+      this.status = status;
+      this._emit("status", status);
+    }
+
+    _has(event) {
+      return this._listeners.has(event) && this._listeners.get(event).size > 0;
+    }
+
+    _emit(event, data) {
+      for (const handler of this._listeners.get(event) || []) {
+        try {
+          handler(data);
+        } catch (error) {
+          setTimeout(() => {
+            throw error; // report it without breaking the other listeners
+          });
+        }
+      }
+    }
+  }
+
+  /** Start the client: `options.getStreamToken` is required; see the header comment. */
+  function connect(options) {
+    return new NotifyHubClient(options)._start();
+  }
+
+  root.NotifyHub = { ...api, connect, NotifyHubClient };
+})(typeof self !== "undefined" ? self : globalThis);

@@ -1,0 +1,349 @@
+"""RELIABILITY.md's bad inputs and attacks over a real server: the ones no other test covers.
+
+SECURITY.md maps every item of that list to the test that proves it (here or elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import struct
+import time
+from typing import Any
+
+import jwt
+import orjson
+import pytest
+
+from notifyhub.settings import Settings, StreamSettings
+
+SEND_TIMEOUT_S = 1.0
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """A short send timeout, so a stuck reader is dropped within the test."""
+    stream = StreamSettings(send_timeout_s=SEND_TIMEOUT_S)
+    return settings.model_copy(update={"stream": stream})
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _unique(name: str) -> str:
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+async def _publish(hub: Any, key: str, users: list[str], **fields: Any) -> str:
+    body = {"recipients": {"users": users}, "title": fields.pop("title", "hello"), **fields}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def _assert_problem(response: Any, status: int) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+# --- identity comes from the token -------------------------------------------------
+
+
+async def test_identity_comes_from_the_token_only(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    alice, bob = _unique("alice"), _unique("bob")
+    mine = await _publish(hub, publish_key, [alice])
+    await _publish(hub, publish_key, [bob])
+    await _publish(hub, publish_key, [alice], tenant="acme")
+    headers = _auth(make_token(alice))
+    for query in (f"?user={bob}", "?tenant=acme", f"?sub={bob}&tenant_id=acme"):
+        page = await hub.client.get(f"/v1/me/notifications{query}", headers=headers)
+        assert [i["id"] for i in page.json()["items"]] == [mine], query
+        counts = await hub.client.get(f"/v1/me/notifications/counts{query}", headers=headers)
+        assert counts.json()["total"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/me/notifications/read-all", {"user": "bob"}),
+        ("POST", "/v1/me/notifications/read-all", {"tenant": "acme"}),
+        ("POST", "/v1/me/notifications/bulk", {"ids": ["0" * 26], "read": True, "user": "b"}),
+        ("PUT", "/v1/me/preferences", {"categories": {}, "tenant": "acme"}),
+        ("DELETE", "/v1/me/subscriptions", {"rule": "r", "target": {"type": "t", "id": "1"},
+                                            "user": "bob"}),
+    ],
+)
+async def test_identity_fields_in_bodies_are_422(
+    hub: Any, make_token: Any, method: str, path: str, body: dict[str, Any]
+) -> None:
+    headers = _auth(make_token(_unique("carol")))
+    response = await hub.client.request(method, path, json=body, headers=headers)
+    _assert_problem(response, 422)
+    assert "user" in response.text or "tenant" in response.text
+
+
+# --- tokens -------------------------------------------------------------------------
+
+
+def _claims(**overrides: Any) -> dict[str, Any]:
+    return {"sub": "dave", "aud": "notifyhub", "exp": int(time.time()) + 600, **overrides}
+
+
+def _unsigned(payload: dict[str, Any]) -> str:
+    return jwt.encode(payload, key=None, algorithm="none")  # type: ignore[arg-type]
+
+
+def _bad_tokens(secret: str) -> dict[str, str]:
+    no_exp = {k: v for k, v in _claims().items() if k != "exp"}
+    return {
+        "alg none": _unsigned(_claims()),
+        "expired": jwt.encode(_claims(exp=int(time.time()) - 5), secret, algorithm="HS256"),
+        "missing exp": jwt.encode(no_exp, secret, algorithm="HS256"),
+        "wrong aud": jwt.encode(_claims(aud="someone-else"), secret, algorithm="HS256"),
+        "wrong key": jwt.encode(_claims(), "k" * 40, algorithm="HS256"),
+        "no sub": jwt.encode(_claims(sub=None), secret, algorithm="HS256"),
+        "garbage": "not.a.jwt",
+    }
+
+
+async def test_bad_user_tokens_are_401(hub: Any, settings: Settings) -> None:
+    assert settings.jwt_secret is not None
+    for name, token in _bad_tokens(settings.jwt_secret.get_secret_value()).items():
+        for path in ("/v1/me/notifications", "/v1/me/stream"):
+            response = await hub.client.get(path, headers=_auth(token))
+            _assert_problem(response, 401)
+            assert response.headers["www-authenticate"] == "Bearer", name
+    for header in ("Basic dXNlcjpwYXNz", "Bearer", "token abc", "Bearer a b"):
+        response = await hub.client.get("/v1/me/notifications", headers={"Authorization": header})
+        _assert_problem(response, 401)
+
+
+async def test_stream_token_mints_nothing(hub: Any, make_token: Any) -> None:
+    minted = await hub.client.post("/v1/me/stream-tokens", headers=_auth(make_token("erin")))
+    stream_token = minted.json()["token"]
+    again = await hub.client.post("/v1/me/stream-tokens", headers=_auth(stream_token))
+    _assert_problem(again, 401)
+    as_header = await hub.client.get("/v1/me/stream", headers=_auth(stream_token))
+    _assert_problem(as_header, 401)
+
+
+# --- bodies -------------------------------------------------------------------------
+
+
+async def _raw_request(hub: Any, head: str, body: list[bytes]) -> tuple[int, bytes]:
+    """Send a request head and some body bytes on a bare connection, then read the answer.
+
+    The server refuses oversized bodies without reading them; a client that kept on
+    writing 10 MB would only see its connection reset, so we stop early and listen.
+    """
+    host, port = hub.base_url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head.encode())
+        for chunk in body:
+            writer.write(chunk)
+            await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 10)
+        rest = await asyncio.wait_for(reader.read(65536), 10)
+        return int(status_line.split()[1]), rest
+    finally:
+        writer.close()
+
+
+def _head(path: str, key: str, extra: str) -> str:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\n{extra}\r\n"
+    )
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def test_chunked_body_without_content_length_is_413(
+    hub: Any, publish_key: str, settings: Settings
+) -> None:
+    cap = settings.limits.max_body_bytes
+    start = b'{"recipients": {"users": ["x"]}, "title": "'
+    filler = cap + 1 - len(start)  # one byte over the cap, and no final 0-chunk
+    chunks = [_chunk(start)] + [_chunk(b"x" * 65536) for _ in range(filler // 65536)]
+    chunks.append(_chunk(b"x" * (filler % 65536)))
+    head = _head("/v1/notifications", publish_key, "Transfer-Encoding: chunked\r\n")
+    status, rest = await _raw_request(hub, head, chunks)
+    assert status == 413
+    assert b"application/problem+json" in rest
+
+
+async def test_deeply_nested_json_is_422(hub: Any, publish_key: str, make_token: Any) -> None:
+    deep = b'{"recipients": {"users": ["x"]}, "title": "t", "data": {"a": ' + b"[" * 100_000
+    headers = {**_auth(publish_key), "content-type": "application/json"}
+    response = await hub.client.post("/v1/notifications", content=deep, headers=headers)
+    _assert_problem(response, 422)
+    assert "nested deeper" in response.json()["detail"]
+    user = {**_auth(make_token("frank")), "content-type": "application/json"}
+    prefs = b'{"categories": ' + b'{"a": ' * 50 + b"1" + b"}" * 51
+    _assert_problem(await hub.client.put("/v1/me/preferences", content=prefs, headers=user), 422)
+
+
+async def test_a_million_recipients_is_refused_before_any_work(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    first = _unique("many")
+    users = [first] + [f"u{i}" for i in range(1, 1_000_000)]
+    body = {"recipients": {"users": users}, "title": "everyone"}
+    encoded = orjson.dumps(body)  # ~9 MB: refused on its declared length, unread
+    head = _head("/v1/notifications", publish_key, f"Content-Length: {len(encoded)}\r\n")
+    status, _ = await _raw_request(hub, head, [encoded[:4096]])
+    assert status == 413
+    body = {"recipients": {"users": users[:10_001]}, "title": "everyone"}
+    many = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    _assert_problem(many, 422)  # under the size cap, over the per-request list limit
+    assert "recipients.users" in many.json()["detail"]
+    counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(make_token(first)))
+    assert counts.json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "esc \x1b[31m red"}),
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "bell \x07"}),
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t", "body": "nul \x00"}),
+        ("/v1/notifications", {"recipients": {"users": ["a\x00b"]}, "title": "t"}),
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t", "source": "s\x85"}),
+        (
+            "/v1/notifications",
+            {"recipients": {"users": ["a"]}, "title": "t", "actor": {"type": "u", "id": "\x00"}},
+        ),
+        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t",
+                               "action_url": "javascript:alert(1)"}),
+        ("/v1/relationships", {"user": "a", "relationship": "author",
+                               "target": {"type": "doc\x00", "id": "1"}}),
+        ("/v1/admin/rules/r1", {"target_type": "doc", "recipients": [
+            {"relationship": "author", "title": "hi \x00"}]}),
+        ("/v1/admin/groups/g1/members", {"add": ["ok", "tab\tinside"]}),
+    ],
+)
+async def test_nul_and_control_characters_are_422(
+    hub: Any, admin_key: str, path: str, body: dict[str, Any]
+) -> None:
+    method = "PUT" if path.startswith("/v1/admin/rules") else "POST"
+    response = await hub.client.request(method, path, json=body, headers=_auth(admin_key))
+    _assert_problem(response, 422)
+
+
+async def test_line_breaks_and_tabs_are_fine_in_a_body(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    user = _unique("gina")
+    nid = await _publish(hub, publish_key, [user], body="line one\r\nline two\tand a tab")
+    item = await hub.client.get(f"/v1/me/notifications/{nid}", headers=_auth(make_token(user)))
+    assert item.json()["body"] == "line one\r\nline two\tand a tab"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"recipients": {"users": ["a\\udc00"]}, "title": "t"}',
+        b'{"recipients": {"users": ["a"]}, "title": "t", "target": {"type": "\\ud800", "id": "1"}}',
+        b'{"recipients": {"users": ["a"]}, "title": "t", "data": {"k": "\\udfff"}}',
+        b'{"recipients": {"users": ["a"]}, "title": "t", "body": "\\ud83d"}',
+    ],
+)
+async def test_lone_surrogates_are_422(hub: Any, publish_key: str, raw: bytes) -> None:
+    headers = {**_auth(publish_key), "content-type": "application/json"}
+    response = await hub.client.post("/v1/notifications", content=raw, headers=headers)
+    _assert_problem(response, 422)
+
+
+async def test_oversized_headers_and_ids_are_422(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    headers = {**_auth(publish_key), "Idempotency-Key": "k" * 201}
+    body = {"recipients": {"users": ["a"]}, "title": "t"}
+    _assert_problem(await hub.client.post("/v1/notifications", json=body, headers=headers), 422)
+    user = _auth(make_token("hank"))
+    _assert_problem(await hub.client.get("/v1/me/notifications/" + "A" * 5000, headers=user), 422)
+    bulk = {"ids": ["0" * 26] * 101, "read": True}
+    _assert_problem(
+        await hub.client.post("/v1/me/notifications/bulk", json=bulk, headers=user), 422
+    )
+
+
+# --- streams -----------------------------------------------------------------------
+
+
+async def _stream_count(hub: Any, expected: int, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while hub.app.state.hub.stream_count != expected:
+            await asyncio.sleep(0.05)
+
+
+def _raw_stream(hub: Any, token: str, *, rcvbuf: int | None = None) -> socket.socket:
+    """A stream request on a bare socket that we then never read from."""
+    host, port = hub.base_url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect((host, int(port)))
+    request = (
+        f"GET /v1/me/stream HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    )
+    sock.sendall(request.encode())
+    return sock
+
+
+async def test_slow_reader_is_closed_by_the_send_timeout(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    user = _unique("slow")
+    sock = _raw_stream(hub, make_token(user), rcvbuf=4096)
+    try:
+        await _stream_count(hub, 1, 10)
+        big = {"body": "b" * 4000, "data": {"blob": "d" * 15_000}}
+        # ~20 KB per event; enough to fill the socket buffers (4 MB at most here) and
+        # the server's write buffer, so a send blocks past the timeout.
+        sent = 0
+        while hub.app.state.hub.stream_count and sent < 600:
+            await asyncio.gather(*(_publish(hub, publish_key, [user], **big) for _ in range(20)))
+            sent += 20
+        await _stream_count(hub, 0, 30)
+    finally:
+        sock.close()
+    dropped = hub.app.state.metrics.streams_dropped_total.labels(reason="send_timeout")
+    assert dropped._value.get() >= 1
+
+
+async def test_vanished_client_releases_its_stream(hub: Any, make_token: Any) -> None:
+    sock = _raw_stream(hub, make_token(_unique("gone")))
+    await _stream_count(hub, 1, 10)
+    # Reset, not close: no FIN handshake, the peer just disappears.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    await _stream_count(hub, 0, 10)
+
+
+# --- idempotency --------------------------------------------------------------------
+
+
+async def test_concurrent_duplicates_send_once(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    user = _unique("ivan")
+    headers = {**_auth(publish_key), "Idempotency-Key": _unique("order")}
+    body = {"recipients": {"users": [user]}, "title": "exactly one"}
+    responses = await asyncio.gather(
+        *(hub.client.post("/v1/notifications", json=body, headers=headers) for _ in range(10))
+    )
+    statuses = {r.status_code for r in responses}
+    assert statuses <= {202, 409}, [r.text for r in responses]
+    accepted = [r.json() for r in responses if r.status_code == 202]
+    assert accepted and all(a == accepted[0] for a in accepted)
+    counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(make_token(user)))
+    assert counts.json()["total"] == 1

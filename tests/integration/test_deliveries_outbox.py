@@ -1,0 +1,177 @@
+"""The outbox's guarantees on real PostgreSQL: races, crashes mid-send, library mode."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.db.models import Delivery, DeliveryAttempt
+from notifyhub.delivery_metrics import DeliveryMetrics
+from notifyhub.domain.delivery import AlertTrigger
+from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
+from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.sender import DeliverySender
+from notifyhub.settings import DeliverySettings
+from support.deliveries import unique
+from support.receiver import Receiver, Reply
+
+Maker = async_sessionmaker[AsyncSession]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = await Receiver().start()
+    yield r
+    await r.close()
+
+
+@contextlib.asynccontextmanager
+async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[DeliverySender]:
+    """A sender as one hub process would have it (its own HTTP client and metrics)."""
+    settings = DeliverySettings(
+        allow_networks=["127.0.0.1/32"], lease_s=lease_s, max_timeout_s=lease_s / 2, jitter=0.0
+    )
+    guard = AddressGuard(False, settings.allow_networks)
+    outbound = Outbound(guard, settings.response_cap_bytes, settings.concurrency)
+    sender = DeliverySender(sessionmaker, outbound, settings, DeliveryMetrics(CollectorRegistry()))
+    sender.start()
+    try:
+        yield sender
+    finally:
+        await sender.stop()
+
+
+class NoKicks:
+    def kick(self, expected: Iterable[tuple[str, int]]) -> None:
+        raise AssertionError("nothing to kick")
+
+
+async def _definition(sessionmaker: Maker, url: str) -> str:
+    name = unique("outbox")
+    spec = DefinitionSpec(
+        url=url,
+        timeout_s=30,
+        retry_intervals="1s",
+        max_retries=-1,
+        alert_trigger=AlertTrigger.NEVER,
+        alert_after_n=None,
+        alert_emails=[],
+        alert_webhook_url=None,
+        need_confirm=False,
+        max_confirm_delay_s=60,
+    )
+    async with sessionmaker.begin() as session:
+        await DeliveryService(NoKicks()).put_definition(session, name, spec, False, False)
+    return name
+
+
+async def _attempts(sessionmaker: Maker, delivery_ids: list[str]) -> dict[str, int]:
+    async with sessionmaker() as session:
+        rows = await session.execute(
+            select(DeliveryAttempt.delivery_id, func.count())
+            .where(DeliveryAttempt.delivery_id.in_(delivery_ids))
+            .group_by(DeliveryAttempt.delivery_id)
+        )
+    return {str(i): int(n) for i, n in rows.all()}
+
+
+@pytest.mark.slow
+async def test_inline_sender_and_dispatcher_racing_settle_each_attempt_once(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """1000 deliveries, each raced by an at-once send and a dispatcher claim, each from
+    its own PostgreSQL session: every one is sent once and settled once."""
+    name = await _definition(sessionmaker, receiver.url("/race"))
+    ids: list[str] = []
+    wins = {"inline": 0, "dispatcher": 0}
+    async with a_sender(sessionmaker) as inline, a_sender(sessionmaker) as dispatcher:
+        for i in range(1000):
+            async with sessionmaker.begin() as session:
+                ids.append(await enqueue(session, name, {"i": i}))
+            by_inline, by_dispatcher = await asyncio.gather(
+                inline.attempt_exact([(ids[-1], 0)]), dispatcher.attempt_due(10)
+            )
+            wins["inline"] += by_inline
+            wins["dispatcher"] += by_dispatcher and not by_inline
+
+    arrived = [r.headers["webhook-id"] for r in receiver.at("/race")]
+    assert sorted(arrived) == sorted(ids), "each delivery sent exactly once"
+    assert set((await _attempts(sessionmaker, ids)).values()) == {1}
+    async with sessionmaker() as session:
+        statuses = await session.scalars(select(Delivery.status).where(Delivery.id.in_(ids)))
+        assert set(statuses) == {"sent"}
+    assert wins["inline"] + wins["dispatcher"] >= 1000
+    print("race winners:", wins)
+
+
+async def test_a_dispatcher_killed_mid_send_is_redelivered_with_the_same_webhook_id(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    name = await _definition(sessionmaker, receiver.url("/crash"))
+    receiver.plan("/crash", Reply(200, delay_s=60))  # the first receipt hangs
+    async with sessionmaker.begin() as session:
+        delivery_id = await enqueue(session, name, {"n": 1})
+
+    async with a_sender(sessionmaker, lease_s=1) as doomed:
+        sending = asyncio.create_task(doomed.attempt_exact([(delivery_id, 0)]))
+        await receiver.wait_for("/crash", 1)
+        sending.cancel()  # the process dies mid-request: no settlement
+        with contextlib.suppress(asyncio.CancelledError):
+            await sending
+
+    async with a_sender(sessionmaker) as fresh, asyncio.timeout(20):
+        while len(receiver.at("/crash")) < 2:  # nothing is due until the lease ends
+            await fresh.attempt_due(10)
+            await asyncio.sleep(0.1)
+        await fresh.attempt_due(10)
+
+    first, second = receiver.at("/crash")[:2]
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == delivery_id
+    assert first.body == second.body
+    async with sessionmaker() as session:
+        row = await session.get(Delivery, delivery_id)
+        assert row is not None and row.status == "sent"
+
+
+@dataclass
+class Recorder:
+    kicked: list[tuple[str, int]]
+
+    def kick(self, expected: Iterable[tuple[str, int]]) -> None:
+        self.kicked.extend(expected)
+
+
+async def test_library_mode_sends_after_commit_and_never_for_a_rollback(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    name = await _definition(sessionmaker, receiver.url("/library"))
+    recorder = Recorder([])
+
+    async with sessionmaker() as session:
+        async with session.begin():
+            rolled_back = await enqueue(session, name, {"order": 1}, sender=recorder)
+            assert recorder.kicked == []  # not before the commit
+            await session.rollback()
+        async with session.begin():
+            committed = await enqueue(session, name, {"order": 2}, sender=recorder)
+        assert recorder.kicked == [(committed, 0)]
+
+    async with a_sender(sessionmaker) as sender:
+        async with sessionmaker.begin() as session:  # real at-once send after commit
+            at_once = await enqueue(session, name, {"order": 3}, sender=sender)
+        await receiver.wait_for("/library", 1)
+        for _ in range(3):
+            await sender.attempt_due(100)
+
+    arrived = {r.headers["webhook-id"] for r in receiver.at("/library")}
+    assert arrived == {committed, at_once}
+    assert rolled_back not in arrived
+    async with sessionmaker() as session:
+        assert await session.get(Delivery, rolled_back) is None

@@ -1,0 +1,100 @@
+"""Rate limits: per-API-key and per-user token buckets in Redis -> 429 with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
+from notifyhub.errors import TooManyRequests
+from notifyhub.settings import RateLimits, Settings
+from notifyhub.store.keys import Keys
+from notifyhub.store.ratelimit import RateLimiter
+
+BURST = 3
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Buckets that refill once a minute: the 4th request in a row is over the limit."""
+    limits = RateLimits(
+        per_key_per_s=1 / 60, per_key_burst=BURST, per_user_per_s=1 / 60, per_user_burst=BURST
+    )
+    return settings.model_copy(update={"rate_limits": limits})
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _assert_429(response: httpx.Response) -> None:
+    assert response.status_code == 429, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["status"] == 429
+    retry_after = int(response.headers["retry-after"])
+    assert 1 <= retry_after <= 60
+
+
+async def test_per_user_limit_is_429_with_retry_after(hub: Any, make_token: Any) -> None:
+    alice = _auth(make_token("rl-alice"))
+    for _ in range(BURST):
+        assert (await hub.client.get("/v1/me/notifications/counts", headers=alice)).is_success
+    _assert_429(await hub.client.get("/v1/me/notifications/counts", headers=alice))
+    # Every user route shares the bucket, streams included ...
+    _assert_429(await hub.client.get("/v1/me/stream", headers=alice))
+    # ... but another user, or the same user id in another tenant, has a bucket of their own.
+    bob = _auth(make_token("rl-bob"))
+    assert (await hub.client.get("/v1/me/notifications/counts", headers=bob)).is_success
+    elsewhere = _auth(make_token("rl-alice", tenant="acme"))
+    assert (await hub.client.get("/v1/me/notifications/counts", headers=elsewhere)).is_success
+
+
+async def test_per_key_limit_is_429_with_retry_after(hub: Any, create_key: Any) -> None:
+    key = _auth(await create_key("rl-key", "admin"))
+    for _ in range(BURST):
+        assert (await hub.client.get("/v1/admin/groups", headers=key)).is_success
+    _assert_429(await hub.client.get("/v1/admin/groups", headers=key))
+    other = _auth(await create_key("rl-other", "admin"))
+    assert (await hub.client.get("/v1/admin/groups", headers=other)).is_success
+
+
+async def test_refused_credentials_do_not_spend_the_bucket(hub: Any, make_token: Any) -> None:
+    for _ in range(BURST + 2):
+        bad = await hub.client.get("/v1/me/notifications", headers=_auth("not-a-token"))
+        assert bad.status_code == 401
+    carol = _auth(make_token("rl-carol"))
+    assert (await hub.client.get("/v1/me/notifications/counts", headers=carol)).is_success
+
+
+def _limiter(redis: Redis, settings: Settings, **limits: float) -> RateLimiter:
+    return RateLimiter(redis, Keys(settings.redis_prefix), RateLimits(**limits))  # type: ignore[arg-type]
+
+
+async def test_bucket_refills_at_its_rate(redis: Redis, settings: Settings) -> None:
+    limiter = _limiter(redis, settings, per_user_per_s=20, per_user_burst=1)
+    dana = UserPrincipal(tenant="default", user="rl-dana")
+    await limiter.check_user(dana)
+    with pytest.raises(TooManyRequests) as refused:
+        await limiter.check_user(dana)
+    assert refused.value.retry_after_s is not None and 0 < refused.value.retry_after_s <= 0.05
+    await asyncio.sleep(0.1)  # two tokens' worth of time; the bucket holds one
+    await limiter.check_user(dana)
+
+
+async def test_rate_zero_turns_a_limit_off(redis: Redis, settings: Settings) -> None:
+    limiter = _limiter(redis, settings, per_key_per_s=0, per_key_burst=1)
+    service = ServicePrincipal(key_id="k-off", name="off", scope=Scope.PUBLISH, tenant=None)
+    for _ in range(20):
+        await limiter.check_key(service)
+    assert await redis.exists(Keys(settings.redis_prefix).rate_limit("key", "k-off")) == 0
+
+
+async def test_idle_buckets_expire(redis: Redis, settings: Settings) -> None:
+    limiter = _limiter(redis, settings, per_user_per_s=10, per_user_burst=5)
+    await limiter.check_user(UserPrincipal(tenant="default", user="rl-erin"))
+    key = Keys(settings.redis_prefix).rate_limit("user", "default/rl-erin")
+    assert 0 < await redis.pttl(key) <= 1500  # refills in 0.5 s, kept 1 s more

@@ -1,0 +1,55 @@
+"""Shared steps of the delivery tests: define, post, wait for a status."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+async def define(client: httpx.AsyncClient, admin_key: str, name: str, **body: Any) -> Any:
+    response = await client.put(
+        f"/v1/admin/delivery-definitions/{name}",
+        json=body,
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+async def post(
+    client: httpx.AsyncClient, publish_key: str, definition: str, payload: dict[str, Any]
+) -> str:
+    response = await client.post(
+        "/v1/deliveries",
+        json={"definition": definition, "payload": payload, "description": "test"},
+        headers={"Authorization": f"Bearer {publish_key}"},
+    )
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "pending"
+    return str(response.json()["id"])
+
+
+async def get(client: httpx.AsyncClient, key: str, delivery_id: str) -> Any:
+    response = await client.get(
+        f"/v1/deliveries/{delivery_id}", headers={"Authorization": f"Bearer {key}"}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def wait_status(
+    client: httpx.AsyncClient, key: str, delivery_id: str, status: str, timeout_s: float = 20.0
+) -> Any:
+    async with asyncio.timeout(timeout_s):
+        while True:
+            found = await get(client, key, delivery_id)
+            if found["status"] == status:
+                return found
+            await asyncio.sleep(0.05)

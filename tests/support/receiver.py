@@ -1,0 +1,148 @@
+"""Real local webhook receivers (HTTP/1.1 keep-alive on 127.0.0.1:0) and an SMTP sink."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from email.message import Message
+from email.parser import BytesParser
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b"ok"
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Receiver:
+    """Records every request; answers each path from its planned replies, then 200."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._plans: dict[str, deque[Reply]] = defaultdict(deque)
+        self._defaults: dict[str, Reply] = {}
+        self._server: asyncio.Server | None = None
+        self._arrived = asyncio.Condition()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    async def start(self) -> Receiver:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def plan(self, path: str, *replies: Reply, default: Reply | None = None) -> None:
+        self._plans[path].extend(replies)
+        if default is not None:
+            self._defaults[path] = default
+
+    def at(self, path: str) -> list[Received]:
+        return [r for r in self.received if r.path == path]
+
+    async def wait_for(self, path: str, count: int, timeout_s: float = 15.0) -> list[Received]:
+        async with asyncio.timeout(timeout_s), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.at(path)) >= count)
+        return self.at(path)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        line = await reader.readline()
+        if not line:
+            return False
+        path = line.split()[1].decode()
+        headers: dict[str, str] = {}
+        while (raw := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = raw.decode().partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        async with self._arrived:
+            self.received.append(Received(path, headers, body))
+            self._arrived.notify_all()
+        plan = self._plans[path]
+        reply = plan.popleft() if plan else self._defaults.get(path, Reply())
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        head = f"HTTP/1.1 {reply.status} X\r\nContent-Length: {len(reply.body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items()) + "\r\n"
+        writer.write(head.encode() + reply.body)
+        await writer.drain()
+        return True
+
+
+@contextlib.asynccontextmanager
+async def receiver() -> Any:
+    r = await Receiver().start()
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(BytesParser().parsebytes(envelope.content))
+        return "250 OK"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SmtpSink:
+    """A real aiosmtpd server on 127.0.0.1 (its own thread) that keeps every message."""
+
+    def __init__(self) -> None:
+        self._sink = _Sink()
+        self.port = free_port()
+        self._controller = Controller(self._sink, hostname="127.0.0.1", port=self.port)
+
+    @property
+    def messages(self) -> list[Message]:
+        return self._sink.messages
+
+    def start(self) -> SmtpSink:
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        self._controller.stop()

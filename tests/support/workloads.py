@@ -1,0 +1,255 @@
+"""Concurrent clients for the fault suite; each workload records a `History` per channel.
+
+A workload is anything with this shape (see `Workload`): `start()` opens its readers,
+`write(stop)` runs its writers until `stop` is set, recording every acknowledged id,
+and `drain(timeout_s)` waits until what was acknowledged arrived (or time is up),
+closes its clients and returns its histories. A deliveries workload would start a
+local receiver on 127.0.0.1:0 in `start`, publish with a webhook target in `write`
+(recording each 202's delivery id) and count `webhook-id`s at the receiver in `drain`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import httpx
+
+from support.history import History
+from support.sse import EventReader
+
+CLIENT_TIMEOUT_S = 5.0
+WRITE_PAUSE_S = 0.01
+RETRY_PAUSE_S = 0.1
+
+
+class Workload(Protocol):
+    async def start(self) -> None: ...
+
+    async def write(self, stop: asyncio.Event) -> None: ...
+
+    async def drain(self, timeout_s: float) -> list[History]: ...
+
+
+async def _until(done: Callable[[], bool], timeout_s: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while not done():
+                await asyncio.sleep(0.1)
+
+
+async def _until_quiet(
+    done: Callable[[], bool], progress: Callable[[], int], quiet_s: float, timeout_s: float
+) -> None:
+    """Until `done()`, or `progress()` has not moved for `quiet_s` (nothing more coming)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            last, since = progress(), asyncio.get_running_loop().time()
+            while not done() and asyncio.get_running_loop().time() - since < quiet_s:
+                await asyncio.sleep(0.1)
+                if progress() != last:
+                    last, since = progress(), asyncio.get_running_loop().time()
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class InboxWorkload:
+    """Writers publish to a few users; each user has a live stream resuming with
+    Last-Event-ID (reloading the list on `reset`, as the contract says); at the end
+    every inbox is listed over REST. Two histories: `inbox (REST)` and `stream (SSE)`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        publish_key: str,
+        user_token: Callable[[str], str],
+        *,
+        users: int = 4,
+        writers: int = 3,
+    ) -> None:
+        self.base_url = base_url
+        self.publish = {"Authorization": f"Bearer {publish_key}"}
+        self.users = [f"fault-user-{n}" for n in range(users)]
+        self.tokens = {u: {"Authorization": f"Bearer {user_token(u)}"} for u in self.users}
+        self.writers = writers
+        self.rest = History("inbox (REST)")
+        self.stream = History("stream (SSE)")
+        self.sent: dict[str, set[str]] = {u: set() for u in self.users}
+        self.seen: dict[str, set[str]] = {u: set() for u in self.users}
+        self._readers: list[asyncio.Task[None]] = []
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
+        self._counter = itertools.count()
+
+    async def start(self) -> None:
+        opened = [asyncio.Event() for _ in self.users]
+        self._readers = [
+            asyncio.create_task(self._read(user, ready))
+            for user, ready in zip(self.users, opened, strict=True)
+        ]
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(ready.wait() for ready in opened))
+
+    async def write(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
+
+    async def _writer(self, stop: asyncio.Event, n: int) -> None:
+        rng = random.Random(n)
+        while not stop.is_set():
+            user = rng.choice(self.users)
+            body = {"recipients": {"users": [user]}, "title": f"fault {next(self._counter)}"}
+            try:
+                response = await self._client.post(
+                    "/v1/notifications", json=body, headers=self.publish
+                )
+            except httpx.HTTPError:
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
+            if response.status_code == 202:
+                item_id = response.json()["id"]
+                self.rest.ack(item_id)
+                self.stream.ack(item_id)
+                self.sent[user].add(item_id)
+                await asyncio.sleep(WRITE_PAUSE_S)
+            else:
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _read(self, user: str, ready: asyncio.Event) -> None:
+        last_id: str | None = None
+        while True:
+            headers = dict(self.tokens[user])
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            with contextlib.suppress(httpx.HTTPError, TimeoutError, EOFError, ValueError):
+                async with self._client.stream(
+                    "GET", "/v1/me/stream", headers=headers, timeout=None
+                ) as response:
+                    if response.status_code == 200:
+                        reader = EventReader(response)
+                        while True:
+                            event = await reader.next(timeout=CLIENT_TIMEOUT_S)
+                            last_id = event.id or last_id
+                            ready.set()
+                            await self._on_event(user, event.event, event.data)
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _on_event(self, user: str, kind: str, data: Any) -> None:
+        if kind == "notification":
+            self.stream.arrived(data["id"])
+            self.seen[user].add(data["id"])
+        elif kind == "reset":
+            for item_id in await self._list(user) - self.seen[user]:
+                self.stream.arrived(item_id)
+                self.seen[user].add(item_id)
+
+    async def _list(self, user: str) -> set[str]:
+        found: set[str] = set()
+        params: dict[str, str | int] = {"status": "all", "limit": 100}
+        while True:
+            response = await self._client.get(
+                "/v1/me/notifications", params=params, headers=self.tokens[user]
+            )
+            response.raise_for_status()
+            page = response.json()
+            found.update(item["id"] for item in page["items"])
+            if not page["next_cursor"]:
+                return found
+            params["cursor"] = page["next_cursor"]
+
+    async def _list_retrying(self, user: str, attempts: int = 50) -> set[str]:
+        for _ in range(attempts - 1):
+            with contextlib.suppress(httpx.HTTPError):
+                return await self._list(user)
+            await asyncio.sleep(RETRY_PAUSE_S)
+        return await self._list(user)
+
+    async def drain(self, timeout_s: float) -> list[History]:
+        def streamed() -> bool:
+            return all(self.sent[u] <= self.seen[u] for u in self.users)
+
+        await _until_quiet(streamed, lambda: self.stream.arrivals.total(), 3.0, timeout_s)
+        await _cancel(self._readers)
+        for user in self.users:
+            for item_id in await self._list_retrying(user):
+                self.rest.arrived(item_id)
+        await self._client.aclose()
+        return [self.rest, self.stream]
+
+
+class DelayedWorkload:
+    """Producers push delayed messages (due within a second); consumers long-poll,
+    record each message they receive and ack it. One history: `delayed`."""
+
+    topic = "faults"
+
+    def __init__(
+        self,
+        base_url: str,
+        publish_key: str,
+        consume_key: str,
+        *,
+        producers: int = 2,
+        consumers: int = 2,
+    ) -> None:
+        self.publish = {"Authorization": f"Bearer {publish_key}"}
+        self.consume = {"Authorization": f"Bearer {consume_key}"}
+        self.producers = producers
+        self.consumers = consumers
+        self.history = History("delayed")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._consumer()) for _ in range(self.consumers)]
+
+    async def write(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._producer(stop, n) for n in range(self.producers)))
+
+    async def _producer(self, stop: asyncio.Event, n: int) -> None:
+        rng = random.Random(100 + n)
+        while not stop.is_set():
+            body = {"topic": self.topic, "body": {"n": n}, "delay_ms": rng.randrange(0, 1000),
+                    "ttl_ms": 3000}  # fmt: skip
+            try:
+                response = await self._client.post("/v1/delayed", json=body, headers=self.publish)
+            except httpx.HTTPError:
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
+            if response.status_code == 201:
+                self.history.ack(response.json()["id"])
+                await asyncio.sleep(WRITE_PAUSE_S)
+            else:
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _consumer(self) -> None:
+        url = f"/v1/topics/{self.topic}/messages"
+        while True:
+            try:
+                response = await self._client.get(
+                    url, params={"wait": 1, "max": 20}, headers=self.consume
+                )
+                if response.status_code != 200:
+                    await asyncio.sleep(RETRY_PAUSE_S)
+                    continue
+                for message in response.json()["messages"]:
+                    self.history.arrived(message["id"])
+                    await self._client.post(
+                        f"{url}/{message['id']}/ack",
+                        json={"receipt": message["receipt"]},
+                        headers=self.consume,
+                    )
+            except httpx.HTTPError:
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def drain(self, timeout_s: float) -> list[History]:
+        await _until(lambda: not self.history.missing(), timeout_s)
+        await _cancel(self._tasks)
+        await self._client.aclose()
+        return [self.history]
