@@ -23,9 +23,10 @@ from ulid import ULID
 
 from notifyhub.api.schemas import Accepted, PublishRequest
 from notifyhub.domain.notification import Notification
+from notifyhub.settings import Limits
 from notifyhub.store.keys import Keys
 
-LOG_MAX = 1000
+LIMITS = Limits()
 TTL = timedelta(days=30)
 
 
@@ -54,7 +55,9 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         user = body.recipients.users[0]
-        args = [notification.id, content, "", "", expires_ms, LOG_MAX, "", ""]
+        # deliver.lua's ARGV, as store/inbox.py InboxStore.deliver passes them
+        args = [notification.id, content, "", "", expires_ms, LIMITS.change_log_max, "", ""]
+        args.append(LIMITS.items_per_user)
         await app.state.deliver(keys=keys.inbox_list(body.tenant, user), args=args)
         return Accepted(id=notification.id, recipients=1)
 
