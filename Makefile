@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 clean:

@@ -1,20 +1,21 @@
-"""Benchmark scenarios; each returns {metric: value} for one run."""
+"""Benchmark scenarios; each returns {metric: value} (or a Measured with series) for one run."""
 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
 from redis.asyncio import Redis
 from ulid import ULID
 
+from bench import ceiling, streams
+from bench.clients import RawClient, closed_loop, make_group
+from bench.report import Measured
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys
 
@@ -22,87 +23,56 @@ if TYPE_CHECKING:
     from bench.hubproc import BenchHub
 
 NOTES = """\
-Notes: the ingest load generator is a raw-socket HTTP/1.1 keep-alive client (asyncio)
-sharing the 2 cores with the hub, Redis and PostgreSQL, so absolute rates understate
-what a dedicated host would do. Fan-out time is the POST's wall time: the 202 returns
-only after every copy is in Redis and every doorbell is published. RSS per stream is
-(hub RSS with N idle streams - RSS before) / N.
+## Notes
+
+- Load generators share the cores with the hub, Redis and PostgreSQL, so absolute rates
+  understate what a dedicated host would do.
+- Ingest: 4,000 single-recipient POSTs over 32 keep-alive connections (raw-socket HTTP/1.1
+  client) after 300 warm-up POSTs, against the hub and, in the same run, in alternating
+  rounds of 1,000 (so both see the same background load), against a bare FastAPI app in
+  its own uvicorn process (`bench/bareapp.py`: the hub's `PublishRequest` parsed, the
+  content built the same way, one EVALSHA of the hub's own deliver script for one user;
+  no auth, no idempotency, no doorbell). `hub / bare` is the ratio of the two rates.
+- Fan-out time is the POST's wall time: the 202 returns only after every copy is in
+  Redis and every doorbell is published.
+- Idle streams: a freshly restarted hub, 100 streams opened and closed (warm-up), RSS
+  read, then N streams of distinct users (user JWT in the Authorization header) held by
+  separate load-generator processes (`bench/streamgen.py`, uvloop, raw sockets, up to
+  12k streams each); RSS per stream = (hub RSS with N streams - RSS before) / N. N is
+  capped at the fd hard limit (RLIMIT_NOFILE) minus 500: an unprivileged process cannot
+  raise it, so where that limit is 20,000 the largest row holds 19,500 streams.
+- `open retries`: streams the hub closed while the generators were opening them (each
+  is reopened, up to 6 rounds); `alive at ...`: streams still open at that moment.
+- Broadcast: every member of a 10k group holds a stream; one POST to the group, its
+  title stamped with CLOCK_MONOTONIC just before the request is written; latency is
+  receipt of that stream's `notification` event minus the stamp (one clock for all
+  processes of the machine). max = the last stream.
+- Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
+  its scheduled time on one of 32 keep-alive connections), to random users among them;
+  latency as for the broadcast. `sent/s` is the rate the publisher achieved.
+- The CDF plots show the last run's latencies (400 quantiles) of the events received;
+  `received` says how many arrived within 20 s. p50 / p99 / max count an event that
+  never arrived as infinitely late (n/a), so losses never flatter them.
 """
 
 
-class RawClient:
-    """A minimal HTTP/1.1 keep-alive client: cheap enough not to be the bottleneck."""
-
-    def __init__(self, base_url: str) -> None:
-        parts = urlsplit(base_url)
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.reader: asyncio.StreamReader
-        self.writer: asyncio.StreamWriter
-
-    async def connect(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-
-    async def request(
-        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
-    ) -> int:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        self.writer.write(head.encode() + body)
-        status_line = await self.reader.readline()
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        await self.reader.readexactly(length)
-        return int(status_line.split()[1])
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 async def ingest(hub: BenchHub, total: int = 4000, concurrency: int = 32) -> dict[str, float]:
-    """Single-recipient POSTs at fixed concurrency."""
-    body = orjson.dumps(
-        {"recipients": {"users": ["bench-one"]}, "title": "hello", "body": "x" * 200}
-    )
+    """Single-recipient POSTs at fixed concurrency (the hub alone; see ceiling.ingest_vs_bare)."""
     headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
-    latencies: list[float] = []
-    remaining = total
-
-    async def worker() -> None:
-        nonlocal remaining
-        client = RawClient(hub.base_url)
-        await client.connect()
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            status = await client.request("POST", "/v1/notifications", headers, body)
-            latencies.append(time.perf_counter() - started)
-            assert status == 202, status
-        client.close()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - started
-    latencies.sort()
-    return {
-        "requests/s": len(latencies) / elapsed,
-        "p50 ms": statistics.median(latencies) * 1000,
-        "p99 ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-    }
+    result = await closed_loop(
+        hub.base_url,
+        "/v1/notifications",
+        headers,
+        ceiling.BODY,
+        total=total,
+        concurrency=concurrency,
+        expect=202,
+    )
+    return {"requests/s": result.requests_per_s, "p50 ms": result.p50_ms, "p99 ms": result.p99_ms}
 
 
 async def _group(hub: BenchHub, name: str, size: int) -> None:
-    headers = {"Authorization": f"Bearer {hub.admin_key}"}
-    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=60) as client:
-        existing = await client.get(f"/v1/admin/groups/{name}/members")
-        if existing.status_code == 200 and existing.json()["members"]:
-            return
-        (await client.put(f"/v1/admin/groups/{name}")).raise_for_status()
-        for start in range(0, size, 10_000):
-            users = [f"{name}-u{i}" for i in range(start, min(start + 10_000, size))]
-            response = await client.post(f"/v1/admin/groups/{name}/members", json={"add": users})
-            response.raise_for_status()
+    await make_group(hub.base_url, hub.admin_key, name, size)
 
 
 async def _topic(hub: BenchHub, name: str, size: int) -> None:
@@ -157,36 +127,23 @@ def fan_out(size: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
     return scenario
 
 
-async def idle_streams(hub: BenchHub, count: int = 1000) -> dict[str, float]:
-    """RSS growth of a freshly started hub per idle stream (distinct users)."""
-    await hub.restart()
-    await asyncio.sleep(0.5)
-    before = hub.rss_kib()
-    run = uuid.uuid4().hex[:6]
-    conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-    parts = urlsplit(hub.base_url)
-    for i in range(count):
-        token = hub.tokens.mint_user_token(f"idle-{run}-{i}")
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        request = f"GET /v1/me/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
-        writer.write(request.encode())
-        conns.append((reader, writer))
-    for reader, _ in conns:  # wait for each stream's first event
-        await reader.readuntil(b"event: counts")
-    await asyncio.sleep(0.5)
-    after = hub.rss_kib()
-    for _, writer in conns:
-        writer.close()
-    await asyncio.sleep(1.0)
-    return {"streams": float(count), "KiB per stream": (after - before) / count}
+Scenario = Callable[["BenchHub"], Awaitable[dict[str, float] | Measured]]
 
 
-ALL: list[tuple[str, Callable[[BenchHub], Awaitable[dict[str, float]]]]] = [
-    ("ingest, 1 recipient, 32 connections", ingest),
+def _idle_sizes() -> list[int]:
+    """1k, 5k, 10k and 20k streams, capped by what the fd hard limit lets one process hold."""
+    cap = streams.stream_cap()
+    return sorted({min(n, cap) for n in (1000, 5000, 10_000, 20_000)})
+
+
+ALL: list[tuple[str, Scenario]] = [
+    ("ingest, 1 recipient, 32 connections", ceiling.ingest_vs_bare),
     ("fan-out to a 10k group", fan_out(10_000)),
     ("fan-out to a 100k group", fan_out(100_000)),
     ("100k fan-out, topic vs group", topic_vs_group),
-    ("1k idle streams", idle_streams),
+    *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
+    ("broadcast to 10k streams", streams.broadcast),
+    ("steady 500/s to 1k streams", streams.steady),
 ]
 
 

@@ -1,0 +1,121 @@
+"""Load-generator building blocks: a raw HTTP/1.1 client, a closed-loop load, group set-up."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+
+class RawClient:
+    """A minimal HTTP/1.1 keep-alive client: cheap enough not to be the bottleneck."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.reader: asyncio.StreamReader
+        self.writer: asyncio.StreamWriter
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
+    ) -> int:
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        self.writer.write(head.encode() + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await self.reader.readexactly(length)
+        return int(status_line.split()[1])
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """Round trips (seconds) of a closed-loop load and the wall time it took."""
+
+    latencies: list[float]
+    elapsed_s: float
+
+    @property
+    def requests_per_s(self) -> float:
+        return len(self.latencies) / self.elapsed_s
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies) * 1000
+
+    @property
+    def p99_ms(self) -> float:
+        return quantile(sorted(self.latencies), 0.99) * 1000
+
+    def __add__(self, other: LoadResult) -> LoadResult:
+        """Two loads as one: all their requests over their summed wall time."""
+        return LoadResult(self.latencies + other.latencies, self.elapsed_s + other.elapsed_s)
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """The q-quantile of an already sorted list (nearest rank)."""
+    return ordered[max(0, min(len(ordered) - 1, int(len(ordered) * q + 0.5) - 1))]
+
+
+async def closed_loop(
+    base_url: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    total: int,
+    concurrency: int,
+    expect: int,
+) -> LoadResult:
+    """`total` POSTs over `concurrency` keep-alive connections, each waiting for its answer."""
+    latencies: list[float] = []
+    remaining = total
+
+    async def worker() -> None:
+        nonlocal remaining
+        client = RawClient(base_url)
+        await client.connect()
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            status = await client.request("POST", path, headers, body)
+            latencies.append(time.perf_counter() - started)
+            assert status == expect, status
+        client.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return LoadResult(latencies, time.perf_counter() - started)
+
+
+def member_names(name: str, size: int) -> list[str]:
+    """The users `make_group` puts in group `name`."""
+    return [f"{name}-u{i}" for i in range(size)]
+
+
+async def make_group(base_url: str, admin_key: str, name: str, size: int) -> None:
+    """Group `name` with `size` users (kept when it already has members)."""
+    headers = {"Authorization": f"Bearer {admin_key}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
+        existing = await client.get(f"/v1/admin/groups/{name}/members")
+        if existing.status_code == 200 and existing.json()["members"]:
+            return
+        (await client.put(f"/v1/admin/groups/{name}")).raise_for_status()
+        users = member_names(name, size)
+        for start in range(0, size, 10_000):
+            batch = users[start : start + 10_000]
+            response = await client.post(f"/v1/admin/groups/{name}/members", json={"add": batch})
+            response.raise_for_status()

@@ -1,0 +1,303 @@
+"""Stream scenarios: idle streams' memory, a broadcast to every stream, steady publish-to-receive.
+
+The streams live in separate load-generator processes (bench/streamgen.py, uvloop and raw
+sockets); each generator connects from its own loopback source address, so tens of
+thousands of connections never run out of ephemeral ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import resource
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from bench.clients import RawClient, make_group, member_names, quantile
+from bench.report import Measured
+
+if TYPE_CHECKING:
+    from bench.hubproc import BenchHub
+
+PER_PROCESS = 12_000
+FD_MARGIN = 500
+WARM_UP = 100
+# Stream opens in flight per generator: well below the hub's Redis pool (redis-py's
+# default 100 connections, which raises instead of waiting when exhausted); streams the
+# hub drops while opening are reopened and counted as `open retries`.
+OPEN_PARALLEL = 32
+COLLECT_TIMEOUT_S = 20  # an event not received by then counts as lost
+_SOURCES = iter(f"127.{random.randint(1, 250)}.{random.randint(1, 250)}.{i}" for i in range(1, 255))
+
+
+def stream_cap() -> int:
+    """The most streams one hub process can hold under this machine's hard fd limit."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1] - FD_MARGIN
+
+
+class Generator:
+    """One `python -m bench.streamgen` process and its JSON-lines conversation."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def spawn(cls) -> Generator:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.streamgen",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**28,
+        )
+        return cls(proc)
+
+    async def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(orjson.dumps(cmd) + b"\n")
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the stream generator died")
+        return orjson.loads(line)  # type: ignore[no-any-return]
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            # A generator still busy opening streams answers late: give it 10 s, then kill.
+            with contextlib.suppress(RuntimeError, ConnectionError, TimeoutError):
+                await asyncio.wait_for(self.ask({"cmd": "close"}), 10)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+class StreamFleet:
+    """`len(users)` live streams, one per user, spread over generator processes."""
+
+    def __init__(self, generators: list[Generator], shares: list[int]) -> None:
+        self.generators = generators
+        self.shares = shares
+        self.open_seconds = 0.0
+        self.open_retries = 0
+
+    @property
+    def size(self) -> int:
+        return sum(self.shares)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, hub: BenchHub, users: list[str]) -> AsyncIterator[StreamFleet]:
+        count = math.ceil(len(users) / PER_PROCESS)
+        chunks = [users[i::count] for i in range(count)]
+        fleet = cls([await Generator.spawn() for _ in chunks], [len(c) for c in chunks])
+        try:
+            started = time.perf_counter()
+            answers = await asyncio.gather(
+                *(g.ask(_open_cmd(hub, c)) for g, c in zip(fleet.generators, chunks, strict=True))
+            )
+            fleet.open_seconds = time.perf_counter() - started
+            fleet.open_retries = sum(a["retries"] for a in answers)
+            failed = sum(a["failed"] for a in answers)
+            if failed:
+                errors = [a["error"] for a in answers if a["error"]]
+                raise RuntimeError(f"{failed} of {len(users)} streams failed: {errors[0]}")
+            yield fleet
+        finally:
+            await asyncio.gather(*(g.stop() for g in fleet.generators))
+
+    async def alive(self) -> int:
+        """How many of the streams are still open (the hub may have dropped some)."""
+        answers = await asyncio.gather(*(g.ask({"cmd": "status"}) for g in self.generators))
+        return sum(a["alive"] for a in answers)
+
+    async def collect(self, expect: int, timeout_s: float) -> list[float]:
+        """Latencies (ms) of the next `expect` notification events, sorted."""
+        if expect == self.size:
+            wanted = self.shares  # a broadcast: one event per stream
+        else:
+            assert len(self.generators) == 1, "spread events need one generator"
+            wanted = [expect]
+        answers = await asyncio.gather(
+            *(
+                g.ask({"cmd": "collect", "expect": n, "timeout_s": timeout_s})
+                for g, n in zip(self.generators, wanted, strict=True)
+            )
+        )
+        return sorted(us / 1000 for a in answers for us in a["latencies_us"])
+
+
+def _open_cmd(hub: BenchHub, users: list[str]) -> dict[str, Any]:
+    parts = urlsplit(hub.base_url)
+    return {
+        "cmd": "open",
+        "host": parts.hostname,
+        "port": parts.port,
+        "src": next(_SOURCES),
+        "tokens": [hub.tokens.mint_user_token(u, ttl_s=3 * 3600) for u in users],
+        "parallel": OPEN_PARALLEL,
+    }
+
+
+def _label(count: int) -> str:
+    return f"{count / 1000:g}k"
+
+
+def idle_streams(count: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
+    """RSS growth of a freshly started hub per idle stream (distinct users)."""
+
+    async def scenario(hub: BenchHub) -> dict[str, float]:
+        await hub.restart()
+        run = uuid.uuid4().hex[:6]
+        async with StreamFleet.open(hub, [f"warm-{run}-{i}" for i in range(WARM_UP)]):
+            pass
+        await asyncio.sleep(1.0)
+        before = hub.rss_kib()
+        async with StreamFleet.open(hub, [f"idle-{run}-{i}" for i in range(count)]) as fleet:
+            await asyncio.sleep(1.0)
+            after = hub.rss_kib()
+            alive = await fleet.alive()
+        return {
+            "streams": float(count),
+            "KiB per stream": (after - before) / count,
+            "hub RSS MiB": after / 1024,
+            "open seconds": fleet.open_seconds,
+            "open retries": float(fleet.open_retries),
+            "alive at RSS read": float(alive),
+            # the same growth over the streams still open: an estimate when the hub dropped some
+            "KiB per open stream": (after - before) / alive if alive else math.nan,
+        }
+
+    return scenario
+
+
+def _stamped(recipients: dict[str, list[str]]) -> bytes:
+    """A publish body whose title carries the send time (CLOCK_MONOTONIC ns)."""
+    title = f"bench:{time.monotonic_ns()}"
+    return orjson.dumps({"recipients": recipients, "title": title, "body": "x" * 200})
+
+
+async def _post(client: RawClient, hub: BenchHub, recipients: dict[str, list[str]]) -> int:
+    """POST one stamped notification; returns the status (202 unless the hub refused)."""
+    headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
+    return await client.request("POST", "/v1/notifications", headers, _stamped(recipients))
+
+
+def _cdf(latencies: list[float], points: int = 400) -> list[float]:
+    """`points` evenly spaced quantiles of sorted latencies: enough to draw a CDF."""
+    if not latencies:
+        return []
+    return [quantile(latencies, (i + 1) / points) for i in range(points)]
+
+
+def _spread(latencies: list[float], expected: int) -> dict[str, float]:
+    """p50 / p99 / max over `expected` events; events that never came count as infinitely late
+    (shown n/a), so losses can never make a quantile look better."""
+    padded = latencies + [math.inf] * (expected - len(latencies))
+    if not padded:
+        return {"p50 ms": math.nan, "p99 ms": math.nan, "max ms": math.nan}
+    values = {
+        "p50 ms": quantile(padded, 0.5),
+        "p99 ms": quantile(padded, 0.99),
+        "max ms": padded[-1],
+    }
+    return {k: v if math.isfinite(v) else math.nan for k, v in values.items()}
+
+
+async def broadcast(hub: BenchHub, size: int = 10_000) -> Measured:
+    """One POST to a group whose every member has a live stream: latency to each stream."""
+    name = f"bcast{size}"
+    await make_group(hub.base_url, hub.admin_key, name, size)
+    client = RawClient(hub.base_url)
+    await client.connect()
+    async with StreamFleet.open(hub, member_names(name, size)) as fleet:
+        await asyncio.sleep(1.0)
+        alive = await fleet.alive()
+        started = time.perf_counter()
+        status = await _post(client, hub, {"groups": [name]})
+        post_s = time.perf_counter() - started
+        latencies: list[float] = []
+        if status == 202:  # a refused POST (the hub's 503) is a result too: nothing arrives
+            latencies = await fleet.collect(size, timeout_s=COLLECT_TIMEOUT_S)
+    client.close()
+    metrics = {
+        "streams": float(size),
+        "alive at POST": float(alive),
+        "POST status": float(status),
+        "received": float(len(latencies)),
+        "POST seconds": post_s,
+        **_spread(latencies, size),
+        "received max ms": latencies[-1] if latencies else math.nan,
+        "open retries": float(fleet.open_retries),
+    }
+    return Measured(metrics, {"latency ms": _cdf(latencies)})
+
+
+async def _publish_at(
+    hub: BenchHub, users: list[str], rate: int, total: int
+) -> tuple[float, list[float], int]:
+    """Open-loop publishing: POST i leaves at start + i / rate (or when one of the 32
+    connections is free); returns the achieved rate, the accepted POSTs' round trips
+    (ms, sorted) and how many the hub refused."""
+    post_ms: list[float] = []
+    refused = 0
+    pool: asyncio.Queue[RawClient] = asyncio.Queue()
+    for _ in range(32):
+        client = RawClient(hub.base_url)
+        await client.connect()
+        pool.put_nowait(client)
+
+    async def one(client: RawClient, user: str) -> None:
+        nonlocal refused
+        started = time.perf_counter()
+        if await _post(client, hub, {"users": [user]}) == 202:
+            post_ms.append((time.perf_counter() - started) * 1000)
+        else:
+            refused += 1
+        pool.put_nowait(client)
+
+    tasks: list[asyncio.Task[None]] = []
+    started = time.perf_counter()
+    for i in range(total):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        client = await pool.get()
+        tasks.append(asyncio.create_task(one(client, random.choice(users))))
+    elapsed = time.perf_counter() - started
+    await asyncio.gather(*tasks)
+    while not pool.empty():
+        pool.get_nowait().close()
+    return total / elapsed, sorted(post_ms), refused
+
+
+async def steady(
+    hub: BenchHub, rate: int = 500, seconds: int = 10, streams: int = 1000
+) -> Measured:
+    """`rate` single-user notifications/s to random users among `streams` live streams."""
+    users = [f"steady-{uuid.uuid4().hex[:6]}-{i}" for i in range(streams)]
+    total = rate * seconds
+    async with StreamFleet.open(hub, users) as fleet:
+        await asyncio.sleep(1.0)
+        achieved, post_ms, refused = await _publish_at(hub, users, rate, total)
+        latencies = await fleet.collect(total - refused, timeout_s=COLLECT_TIMEOUT_S)
+    metrics = {
+        "sent/s": achieved,
+        "received": float(len(latencies)),
+        "POST refused": float(refused),
+        "POST p50 ms": quantile(post_ms, 0.5) if post_ms else math.nan,
+        **_spread(latencies, total),
+        "open retries": float(fleet.open_retries),
+    }
+    return Measured(metrics, {"latency ms": _cdf(latencies)})

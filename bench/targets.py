@@ -1,0 +1,114 @@
+"""Issue 7's targets, checked against the rows' medians."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.report import Row
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    scenario: str
+    metric: str
+    limit: float
+    at_most: bool = True  # False: the measured value must be at least `limit`
+
+    def check(self, rows: dict[str, Row]) -> tuple[str, str]:
+        """(measured, holds) for the report; `not measured` when the row is missing."""
+        row = rows.get(self.scenario)
+        if row is None or self.metric not in row.summary:
+            return "not measured", "not measured"
+        median = row.summary[self.metric][0]
+        if math.isnan(median):
+            return "n/a", "no"
+        held = median <= self.limit if self.at_most else median >= self.limit
+        shown = f"{median:,.0f}" if abs(median) >= 100 else f"{median:.3g}"
+        caveat = _caveat(row)
+        if caveat:
+            return f"{shown} ({self.metric}; {caveat})", "unsure" if held else "**no**"
+        return f"{shown} ({self.metric})", "yes" if held else "**no**"
+
+
+def _caveat(row: Row) -> str | None:
+    """Why a stream row's number may not describe N live streams, if it may not."""
+    summary = row.summary
+    streams = summary.get("streams", (math.nan, 0.0))[0]
+    for alive in ("alive at RSS read", "alive at POST"):
+        if alive in summary and summary[alive][0] < streams:
+            return f"only {summary[alive][0]:,.0f} of {streams:,.0f} streams open"
+    sent = summary.get("sent/s", (math.inf, 0.0))[0]
+    if sent < 0.95 * STEADY_RATE:
+        return f"only {sent:,.0f}/s sent: POSTs queued behind the hub's answers"
+    retries = summary.get("open retries", (0.0, 0.0))[0]
+    if retries and not any(a in summary for a in ("alive at RSS read", "alive at POST")):
+        return f"the hub dropped streams while they opened ({retries:,.0f} retries)"
+    return None
+
+
+STEADY_RATE = 500
+
+TARGETS = [
+    Target(
+        "RSS per idle stream <= 16 KiB at 10k streams", "10k idle streams", "KiB per stream", 16
+    ),
+    Target(
+        "broadcast to 10k streams: last stream within 1.0 s",
+        "broadcast to 10k streams",
+        "max ms",
+        1000,
+    ),
+    Target("broadcast to 10k streams: p99 <= 800 ms", "broadcast to 10k streams", "p99 ms", 800),
+    Target(
+        "500 notifications/s publish-to-receive p50 <= 5 ms",
+        "steady 500/s to 1k streams",
+        "p50 ms",
+        5,
+    ),
+    Target(
+        "500 notifications/s publish-to-receive p99 <= 25 ms",
+        "steady 500/s to 1k streams",
+        "p99 ms",
+        25,
+    ),
+    Target(
+        "ingest >= 70% of the bare endpoint's rate (same run)",
+        "ingest, 1 recipient, 32 connections",
+        "hub / bare",
+        0.70,
+        at_most=False,
+    ),
+    Target(
+        "100k-member fan-out stored and published <= 1.0 s",
+        "fan-out to a 100k group",
+        "seconds",
+        1.0,
+    ),
+    Target(
+        "100k topic fan-out <= 1.2x group", "100k fan-out, topic vs group", "topic / group", 1.2
+    ),
+    Target(
+        "delayed: 100k due at once all ready <= 1 s",
+        "delayed: 100k due at once",
+        "all ready after ms",
+        1000,
+    ),
+    Target(
+        "delayed: p99 lateness at 5k due/s <= 100 ms",
+        "delayed: 5k due/s, HTTP consumer",
+        "p99 late ms",
+        100,
+    ),
+]
+
+
+def table(rows: dict[str, Row]) -> list[str]:
+    lines = ["| target | measured (median) | holds |", "|---|---|---|"]
+    for target in TARGETS:
+        measured, holds = target.check(rows)
+        lines.append(f"| {target.text} | {measured} | {holds} |")
+    return lines
