@@ -31,7 +31,15 @@ from bench.streamgen import raise_fd_limit
 def _selected(only: list[str] | None) -> list[tuple[str, scenarios.Scenario]]:
     if not only:
         return scenarios.ALL
-    chosen = [(n, s) for n, s in scenarios.ALL if any(w.lower() in n.lower() for w in only)]
+    # A word naming a scenario exactly picks only it ("5k idle streams" is also part
+    # of "19.5k idle streams"); any other word matches as a substring.
+    exact = {w.lower() for w in only} & {n.lower() for n, _ in scenarios.ALL}
+    partial = [w for w in only if w.lower() not in exact]
+    chosen = [
+        (n, s)
+        for n, s in scenarios.ALL
+        if n.lower() in exact or any(w.lower() in n.lower() for w in partial)
+    ]
     if not chosen:
         names = "\n  ".join(n for n, _ in scenarios.ALL)
         raise SystemExit(f"no scenario matches {only}; the scenarios are:\n  {names}")
