@@ -54,7 +54,7 @@ class State(TypedDict):
     limiter: RateLimiter
 
 
-def _state(request: Request) -> State:
+async def _state(request: Request) -> State:
     return request.scope["state"]  # type: ignore[no-any-return]
 
 
@@ -72,7 +72,7 @@ async def _session(state: AppState) -> AsyncIterator[AsyncSession]:
 Session = Annotated[AsyncSession, Depends(_session, scope="function")]
 
 
-def bearer(request: Request) -> str:
+async def bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, credentials = header.partition(" ")
     if scheme.lower() != "bearer" or not credentials.strip():
@@ -125,7 +125,7 @@ async def stream_user(
     if access_token is not None:
         principal = state["tokens"].verify_stream_token(access_token)
     else:
-        principal = state["tokens"].verify_user_token(bearer(request))
+        principal = state["tokens"].verify_user_token(await bearer(request))
     await state["limiter"].check_user(principal)
     return principal
 
