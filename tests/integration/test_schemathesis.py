@@ -37,6 +37,10 @@ pytestmark = pytest.mark.filterwarnings(
 )
 MAX_EXAMPLES = int(os.environ.get("NOTIFYHUB_SCHEMATHESIS_EXAMPLES", "5"))
 """Per operation and mode: small by default (the suite stays fast); raise it for a deep run."""
+DERANDOMIZE = os.environ.get("NOTIFYHUB_SCHEMATHESIS_RANDOM") is None
+"""The default run fuzzes the same examples every time, so CI is reproducible (and a
+CPython 3.11.7 `ast` bug that Hypothesis' replay can trip stays out of it); set
+NOTIFYHUB_SCHEMATHESIS_RANDOM=1 to explore new examples."""
 SKIPPED = {("GET", "/v1/me/stream"), ("GET", "/v1/topics/{topic}/messages")}
 STRICTER_THAN_THE_SCHEMA = {
     # Rules JSON Schema cannot say, answered with a 422 naming the rule: names of
@@ -116,7 +120,10 @@ def test_operation_conforms_to_the_schema(
 
     @given(case=operation.as_strategy(generation_mode=mode, headers=headers))
     @hypothesis_settings(
-        max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck)
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=DERANDOMIZE,
     )
     def fuzz(case: Case) -> None:
         # Given to both: the strategy then never "breaks" the credentials, and the checks
@@ -155,6 +162,7 @@ def test_stateful_sequences(
             max_examples=MAX_EXAMPLES,
             stateful_step_count=5,
             deadline=None,
+            derandomize=DERANDOMIZE,
             # Steps depend on what the server answered, so a saved example cannot be
             # replayed faithfully against a fresh database: do not save any.
             database=None,
