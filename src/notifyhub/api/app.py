@@ -28,7 +28,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.alerts import AlertSender
-from notifyhub.services.caches import EpochWatch, warm_caches
+from notifyhub.services.caches import EpochWatch
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.durable import DurableInbox
@@ -146,14 +146,14 @@ def create_app(settings: Settings) -> FastAPI:
             TransitionLog(sessionmaker),
         )
         durable = _durable_inbox(settings, sessionmaker, store)
-        await warm_caches(redis, keys, topics, preferences, delayed, durable)
+        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
+        await epoch.warm()
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
         ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
             runner.add(loop)
-        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
         if durable is not None:
             flush_s = settings.inbox_changes_flush_interval_s
             runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))

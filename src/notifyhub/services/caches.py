@@ -16,49 +16,6 @@ from notifyhub.store.keys import Keys
 log = logging.getLogger(__name__)
 
 
-async def warm_caches(
-    redis: Redis,
-    keys: Keys,
-    topics: TopicService,
-    preferences: PreferenceService,
-    delayed: DelayedService,
-    inboxes: DurableInbox | None = None,
-) -> None:
-    """Topic caches always; everything else when the epoch marker says Redis lost its data.
-
-    Failures are logged, not fatal: a missing topic cache is refilled from PostgreSQL on
-    first use, /readyz reports a dependency that is down, and the epoch watch retries."""
-    try:
-        count = await topics.rebuild_cache()
-        if not await redis.exists(keys.epoch):
-            await _rebuild_derived(redis, keys, preferences, delayed, inboxes)
-        log.info("topic cache rebuilt: %d topics", count)
-    except Exception:
-        log.exception("could not rebuild caches from PostgreSQL at start-up")
-
-
-async def _rebuild_derived(
-    redis: Redis,
-    keys: Keys,
-    preferences: PreferenceService,
-    delayed: DelayedService,
-    inboxes: DurableInbox | None,
-) -> None:
-    """Preferences, the delayed queue and (durable inbox mode) every inbox from PostgreSQL,
-    then the marker (idempotent)."""
-    users = await preferences.rebuild_cache()
-    messages = await delayed.restore(expired=True)
-    if inboxes is not None:
-        await inboxes.rebuild()
-    await redis.set(keys.epoch, str(ULID()), nx=True)
-    log.info(
-        "Redis epoch marker was missing or Redis restarted: rebuilt preferences of %d users, "
-        "re-queued %d delayed messages",
-        users,
-        messages,
-    )
-
-
 class EpochWatch:
     """A loop step noticing, without a hub restart, that Redis lost data, and rebuilding.
 
@@ -86,6 +43,20 @@ class EpochWatch:
         self._run_id: str | None = None
         self.rebuilds = 0
 
+    async def warm(self) -> None:
+        """At start-up: topic caches always; the rest when the epoch marker says Redis
+        lost its data.
+
+        Failures are logged, not fatal: a missing topic cache is refilled from PostgreSQL
+        on first use, /readyz reports a dependency that is down, and `check` retries."""
+        try:
+            count = await self._topics.rebuild_cache()
+            if not await self._redis.exists(self._keys.epoch):
+                await self._rebuild_derived()
+            log.info("topic cache rebuilt: %d topics", count)
+        except Exception:
+            log.exception("could not rebuild caches from PostgreSQL at start-up")
+
     async def check(self) -> bool:
         """One tick; True when it rebuilt."""
         run_id = str((await self._redis.info("server"))["run_id"])
@@ -101,7 +72,20 @@ class EpochWatch:
     async def rebuild(self) -> None:
         """Everything Redis holds that PostgreSQL can give back (`notifyhub restore`)."""
         await self._topics.rebuild_cache()
-        await _rebuild_derived(
-            self._redis, self._keys, self._preferences, self._delayed, self._inboxes
-        )
+        await self._rebuild_derived()
         self.rebuilds += 1
+
+    async def _rebuild_derived(self) -> None:
+        """Preferences, the delayed queue and (durable inbox mode) every inbox from
+        PostgreSQL, then the marker (idempotent)."""
+        users = await self._preferences.rebuild_cache()
+        messages = await self._delayed.restore(expired=True)
+        if self._inboxes is not None:
+            await self._inboxes.rebuild()
+        await self._redis.set(self._keys.epoch, str(ULID()), nx=True)
+        log.info(
+            "Redis epoch marker was missing or Redis restarted: rebuilt preferences of %d "
+            "users, re-queued %d delayed messages",
+            users,
+            messages,
+        )
