@@ -18,7 +18,7 @@ from notifyhub.domain.notification import Draft, Notification, Recipients
 from notifyhub.services.ingest import body_sha
 from notifyhub.settings import Limits
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
-from notifyhub.store.inbox import InboxStore, PageQuery
+from notifyhub.store.inbox import ChangeRead, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
 
 
@@ -182,3 +182,25 @@ async def test_a_full_inbox_drops_its_oldest(redis: Redis, settings: Any) -> Non
     log = await store.changes("default", "full", 0, 100)
     deletes = [c.entry["id"] for c in log.entries if c.entry["type"] == "delete"]
     assert deletes == [notes[0].id, notes[1].id]
+
+
+async def test_pipelined_scripts_survive_redis_forgetting_them(
+    redis: Redis, settings: Any
+) -> None:
+    """Pipelines send EVALSHA without asking SCRIPT EXISTS first; when Redis answers
+    NOSCRIPT (restarted, or SCRIPT FLUSH) the scripts are loaded and the pipeline rerun."""
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
+    known = store.scripts.deliver.sha, store.scripts.changes.sha
+    store.scripts.deliver.sha = store.scripts.changes.sha = "0" * 40  # a script Redis lacks
+    notification = make_notification()
+    users = [("default", "forgot-1"), ("default", "forgot-2")]
+    assert await store.deliver(notification, users) == [1, 1]
+    reads = [ChangeRead("default", user, 0, 10) for _, user in users]
+    changes = await store.changes_many(reads)
+    seen = [[change.entry["id"] for change in c.entries] for c in changes]
+    assert seen == [[notification.id]] * 2
+    assert (store.scripts.deliver.sha, store.scripts.changes.sha) == known
+    # The retried pipeline repeated only idempotent writes: one copy each.
+    for tenant, user in users:
+        counts, _ = await store.counts(tenant, user)
+        assert counts.total == 1

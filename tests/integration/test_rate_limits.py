@@ -98,3 +98,40 @@ async def test_idle_buckets_expire(redis: Redis, settings: Settings) -> None:
     await limiter.check_user(UserPrincipal(tenant="default", user="rl-erin"))
     key = Keys(settings.redis_prefix).rate_limit("user", "default/rl-erin")
     assert 0 < await redis.pttl(key) <= 1500  # refills in 0.5 s, kept 1 s more
+
+
+async def test_a_lease_is_spent_locally_then_the_bucket_is_asked(
+    redis: Redis, settings: Settings
+) -> None:
+    """At 500/s a check takes a lease of 10 tokens (20 ms worth): the next 9 are admitted
+    without Redis; the one after asks the bucket again."""
+    limiter = _limiter(redis, settings, per_key_per_s=500, per_key_burst=100)
+    service = ServicePrincipal(key_id="k-lease", name="lease", scope=Scope.PUBLISH, tenant=None)
+    await limiter.check_key(service)
+    bucket = Keys(settings.redis_prefix).rate_limit("key", "k-lease")
+    assert float(await redis.hget(bucket, "tokens") or 0) == pytest.approx(90, abs=1)
+    # Empty the shared bucket far into the future: only the local lease is left.
+    await redis.hset(bucket, mapping={"tokens": "-1000", "ts": 2**50})
+    for _ in range(9):
+        await limiter.check_key(service)
+    with pytest.raises(TooManyRequests):
+        await limiter.check_key(service)
+
+
+async def test_leasing_processes_never_admit_more_than_the_bucket(
+    redis: Redis, settings: Settings
+) -> None:
+    """Two processes (two limiters) hammering one bucket admit at most burst + rate x time."""
+    rate, burst = 500.0, 30
+    limiters = [_limiter(redis, settings, per_key_per_s=rate, per_key_burst=burst) for _ in "ab"]
+    service = ServicePrincipal(key_id="k-shared", name="shared", scope=Scope.PUBLISH, tenant=None)
+    admitted = 0
+    started = asyncio.get_running_loop().time()
+    for i in range(400):
+        try:
+            await limiters[i % 2].check_key(service)
+            admitted += 1
+        except TooManyRequests:
+            pass
+    elapsed = asyncio.get_running_loop().time() - started
+    assert burst <= admitted <= burst + rate * elapsed + 1

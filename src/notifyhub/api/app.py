@@ -149,7 +149,7 @@ def create_app(settings: Settings) -> FastAPI:
         epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
         await epoch.warm()
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
-        ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
+        ingest = IngestService(store, sessionmaker, idempotency, topics, delayed, settings, metrics)
         ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
 from notifyhub.domain.auth import ServicePrincipal
@@ -48,6 +48,7 @@ class IngestService:
     def __init__(
         self,
         store: InboxStore,
+        sessionmaker: async_sessionmaker[AsyncSession],
         idempotency: IdempotencyStore,
         topics: TopicService,
         delayed: DelayedService,
@@ -55,6 +56,7 @@ class IngestService:
         metrics: Metrics,
     ) -> None:
         self._store = store
+        self._sessionmaker = sessionmaker
         self._topics = topics
         self._delayed = delayed
         self._idempotency = idempotency
@@ -65,12 +67,13 @@ class IngestService:
 
     async def publish(
         self,
-        session: AsyncSession,
         principal: ServicePrincipal,
         draft: Draft,
         recipients: Recipients,
         idempotency_key: str | None = None,
     ) -> Accepted:
+        """Accept a notification from a service. PostgreSQL is read only when groups or
+        topics are named (a session is opened for that); users alone need Redis only."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord(
@@ -80,7 +83,11 @@ class IngestService:
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Accepted(**record.response)
-        users = await self._resolve(session, draft.tenant, recipients)
+        if recipients.groups or recipients.topics:
+            async with self._sessionmaker() as session:
+                users = await self._resolve(session, draft.tenant, recipients)
+        else:
+            users = await self._resolve(None, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
             accepted = await self._schedule(draft, recipients, record, len(users))
         else:
@@ -163,13 +170,15 @@ class IngestService:
         await self._delayed.cancel(notification_id)
 
     async def _resolve(
-        self, session: AsyncSession, tenant: str, recipients: Recipients
+        self, session: AsyncSession | None, tenant: str, recipients: Recipients
     ) -> list[UserRef]:
         if not (recipients.users or recipients.groups or recipients.topics):
             raise InvalidInput("recipients: name at least one user, group or topic")
         cap = self._settings.limits.max_recipients
         users: dict[str, None] = dict.fromkeys(recipients.users)
-        for source in self._sources(session, tenant, recipients):
+        # Without a session only users are named (publish opens one for groups/topics).
+        sources = [] if session is None else self._sources(session, tenant, recipients)
+        for source in sources:
             async for ids in source:
                 users.update(dict.fromkeys(ids))
                 if len(users) > cap:

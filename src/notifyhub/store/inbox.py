@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from notifyhub.domain.notification import (
     Counts,
@@ -19,6 +20,7 @@ from notifyhub.domain.notification import (
     to_rfc3339,
 )
 from notifyhub.settings import Limits
+from notifyhub.store import scripts
 from notifyhub.store.keys import Keys, member
 from notifyhub.store.scripts import InboxScripts
 
@@ -139,13 +141,15 @@ class InboxStore:
             self._limits.items_per_user,
         ]
         recipients = self._keys.recipients(notification.id)
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Pipeline) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            await self.scripts.deliver(keys=keys, args=args, client=pipe)
+            scripts.queue(pipe, self.scripts.deliver, keys, args)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
-            results = await pipe.execute()
+
+        results = await scripts.execute(self._redis, [self.scripts.deliver], build)
         *seqs, evicted = (int(value) for value in results[2])
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
@@ -229,14 +233,14 @@ class InboxStore:
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot)."""
-        async with self._redis.pipeline(transaction=False) as pipe:
+        changes, inbox_list = self.scripts.changes, self._keys.inbox_list
+
+        def build(pipe: Pipeline) -> None:
             for read in reads:
-                await self.scripts.changes(
-                    keys=self._keys.inbox_list(read.tenant, read.user),
-                    args=[read.after_seq, read.max_entries],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+                keys = inbox_list(read.tenant, read.user)
+                scripts.queue(pipe, changes, keys, (read.after_seq, read.max_entries))
+
+        results = await scripts.execute(self._redis, [changes], build)
         return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:

@@ -1,7 +1,17 @@
-"""Per-API-key and per-user token buckets in Redis, one atomic script per check."""
+"""Per-API-key and per-user token buckets in Redis, one atomic script per check.
+
+A busy bucket is not asked on every request: a process takes a small lease of tokens
+(about `LEASE_S` worth of the bucket's rate) in one call and spends it locally until it
+runs out or goes stale. Tokens leave the shared bucket before they are spent, so every
+process together never admits more than the bucket allows; a lease that goes stale
+unspent is simply lost (the limit errs on the strict side, by at most one lease per
+process). Buckets whose lease would be a single token are asked on every request.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from importlib.resources import files
 
 from redis.asyncio import Redis
@@ -10,6 +20,19 @@ from notifyhub.domain.auth import ServicePrincipal, UserPrincipal
 from notifyhub.errors import TooManyRequests
 from notifyhub.settings import RateLimits
 from notifyhub.store.keys import Keys, member
+
+LEASE_S = 0.02
+"""A lease holds this many seconds' worth of a bucket's rate (at most its burst)."""
+LEASE_TTL_S = 0.25
+"""Unspent leased tokens are dropped after this long (they were taken from the bucket)."""
+MAX_LEASES = 10_000
+"""Past this many buckets with a lease, stale leases are swept before adding one."""
+
+
+@dataclass(slots=True)
+class _Lease:
+    tokens: int
+    stale_at: float
 
 
 class RateLimiter:
@@ -20,6 +43,7 @@ class RateLimiter:
         self._limits = limits
         source = (files("notifyhub.store") / "lua" / "ratelimit.lua").read_text(encoding="utf-8")
         self._script = redis.register_script(source)
+        self._leases: dict[str, _Lease] = {}
 
     async def check_key(self, principal: ServicePrincipal) -> None:
         limits = self._limits
@@ -34,9 +58,25 @@ class RateLimiter:
     async def _take(self, bucket: str, rate_per_s: float, burst: int, who: str) -> None:
         if rate_per_s <= 0:
             return
-        admitted, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, 1])
-        if not admitted:
+        now = time.monotonic()
+        lease = self._leases.get(bucket)
+        if lease is not None:
+            if lease.tokens > 0 and now < lease.stale_at:
+                lease.tokens -= 1
+                return
+            del self._leases[bucket]
+        want = max(1, min(burst, int(rate_per_s * LEASE_S)))
+        taken, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, want])
+        if not taken:
             raise TooManyRequests(
                 f"rate limit for {who}: {rate_per_s:g} requests/s, bursts of {burst}",
                 retry_after_s=int(wait_ms) / 1000,
             )
+        if int(taken) > 1:
+            self._keep(bucket, _Lease(int(taken) - 1, now + LEASE_TTL_S))
+
+    def _keep(self, bucket: str, lease: _Lease) -> None:
+        if len(self._leases) >= MAX_LEASES:
+            now = time.monotonic()
+            self._leases = {b: kept for b, kept in self._leases.items() if kept.stale_at > now}
+        self._leases[bucket] = lease

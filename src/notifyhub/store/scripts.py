@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 INBOX_SCRIPTS = (
     "deliver",
@@ -42,3 +46,34 @@ class InboxScripts:
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
+
+
+def queue(pipe: Pipeline, script: AsyncScript, keys: Sequence[str], args: Iterable[Any]) -> None:
+    """Queue one EVALSHA of `script` on `pipe`.
+
+    Unlike `script(..., client=pipe)`, this does not make the pipeline ask SCRIPT EXISTS
+    before every execute (redis-py does, costing a round trip per pipeline); run the
+    pipeline with `execute` below, which loads the scripts only when Redis lacks them.
+    """
+    pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+
+async def execute(
+    redis: Redis, scripts: Sequence[AsyncScript], build: Callable[[Pipeline], None]
+) -> list[Any]:
+    """Build and run a non-transactional pipeline that `queue`s some of `scripts`.
+
+    When Redis answers NOSCRIPT (it restarted, or SCRIPT FLUSH), the scripts are loaded
+    and the pipeline is built and run once more, so `build` must queue commands that are
+    safe to repeat (every caller's are: idempotent writes, reads and doorbells)."""
+    for attempt in (1, 2):
+        async with redis.pipeline(transaction=False) as pipe:
+            build(pipe)
+            try:
+                return await pipe.execute()
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+        for script in scripts:
+            script.sha = await redis.script_load(script.script)
+    raise AssertionError("unreachable")

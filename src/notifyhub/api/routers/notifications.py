@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from notifyhub.api.deps import AppState, Publisher, Session
+from notifyhub.api.deps import AppState, Publisher
 from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
 from notifyhub.domain.notification import Draft, Recipients
 
@@ -30,11 +30,10 @@ async def publish(
     body: PublishRequest,
     state: AppState,
     principal: Publisher,
-    session: Session,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Accepted:
     draft, recipients = _draft(body)
-    accepted = await state["ingest"].publish(session, principal, draft, recipients, idempotency_key)
+    accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
     return Accepted(
         id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
     )
