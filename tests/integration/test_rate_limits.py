@@ -135,3 +135,14 @@ async def test_leasing_processes_never_admit_more_than_the_bucket(
             pass
     elapsed = asyncio.get_running_loop().time() - started
     assert burst <= admitted <= burst + rate * elapsed + 1
+
+
+async def test_concurrent_requests_share_one_lease(redis: Redis, settings: Settings) -> None:
+    """32 requests arriving together ask Redis once for a lease of 20 and share it, rather
+    than each taking a lease of its own (which would drain the bucket 32 times faster)."""
+    limiter = _limiter(redis, settings, per_key_per_s=1000, per_key_burst=1000)
+    service = ServicePrincipal(key_id="k-herd", name="herd", scope=Scope.PUBLISH, tenant=None)
+    await asyncio.gather(*(limiter.check_key(service) for _ in range(32)))
+    bucket = Keys(settings.redis_prefix).rate_limit("key", "k-herd")
+    left = float(await redis.hget(bucket, "tokens") or 0)
+    assert 1000 - 40 - 1 <= left <= 1000 - 32 + 1  # two leases of 20 (plus refill), not 32

@@ -83,7 +83,7 @@ async def bearer(request: Request) -> str:
 Bearer = Annotated[str, Depends(bearer)]
 
 
-async def _service(state: AppState, presented: Bearer) -> ServicePrincipal:
+async def _service(state: State, presented: str) -> ServicePrincipal:
     cache = state["keys_cache"]
     principal = cache.get(presented)
     if principal is None:
@@ -95,9 +95,13 @@ async def _service(state: AppState, presented: Bearer) -> ServicePrincipal:
 
 
 def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
-    """A dependency admitting API keys with `scope` (admin keys admit everything)."""
+    """A dependency admitting API keys with `scope` (admin keys admit everything).
 
-    async def check(principal: Annotated[ServicePrincipal, Depends(_service)]) -> ServicePrincipal:
+    One dependency taking the request, not a chain of small ones: every service call
+    passes here, and FastAPI's cost grows with each dependency it solves."""
+
+    async def check(request: Request) -> ServicePrincipal:
+        principal = await _service(request.scope["state"], await bearer(request))
         if not principal.allows(scope):
             raise PermissionDenied(f"this API key lacks the `{scope}` scope")
         return principal

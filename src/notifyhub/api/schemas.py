@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -32,19 +32,24 @@ NO_CONTROL = r"^[^\x00-\x1F\x7F-\x9F]*$"
 NO_CONTROL_BUT_WHITESPACE = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$"
 
 
-def _clean(value: str, allowed: str) -> str:
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cs") and ch not in allowed:
-            raise ValueError("must not contain control characters, NUL bytes or lone surrogates")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Unicode categories Cc (control characters) and Cs (lone surrogates)."""
+_CONTROL_BUT_WHITESPACE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+"""The same, allowing CR, LF and TAB."""
+
+
+def _clean(value: str, forbidden: re.Pattern[str]) -> str:
+    if forbidden.search(value) is not None:
+        raise ValueError("must not contain control characters, NUL bytes or lone surrogates")
     return value
 
 
 def _single_line(value: str) -> str:
-    return _clean(value, "")
+    return _clean(value, _CONTROL)
 
 
 def _multi_line(value: str) -> str:
-    return _clean(value, "\r\n\t")
+    return _clean(value, _CONTROL_BUT_WHITESPACE)
 
 
 def _to_time(value: Any) -> Any:

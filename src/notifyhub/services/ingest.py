@@ -76,10 +76,9 @@ class IngestService:
         topics are named (a session is opened for that); users alone need Redis only."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
-        record = IdempotencyRecord(
-            body_sha(draft, recipients), str(ULID.from_timestamp(now_ms / 1000)), now_ms
-        )
+        record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         if idempotency_key is not None:
+            record = replace(record, body_sha=body_sha(draft, recipients))
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Accepted(**record.response)
@@ -227,14 +226,18 @@ class IngestService:
         if self.durable is not None:  # durable inbox mode: committed before any copy
             await self.durable.write(notification, users, pull=pull)
         batch = self._settings.limits.fanout_batch
-        in_flight = asyncio.Semaphore(2)
+        if len(users) <= batch:  # the common case: one round trip, no tasks
+            seqs = await self._store.deliver(notification, users, pull=pull)
+        else:
+            in_flight = asyncio.Semaphore(2)
 
-        async def deliver(chunk: list[UserRef]) -> list[int]:
-            async with in_flight:
-                return await self._store.deliver(notification, chunk, pull=pull)
+            async def deliver(chunk: list[UserRef]) -> list[int]:
+                async with in_flight:
+                    return await self._store.deliver(notification, chunk, pull=pull)
 
-        chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
-        seqs = [seq for result in await asyncio.gather(*map(deliver, chunks)) for seq in result]
+            chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
+            results = await asyncio.gather(*map(deliver, chunks))
+            seqs = [seq for result in results for seq in result]
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
         return Accepted(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))

@@ -5,11 +5,13 @@ A busy bucket is not asked on every request: a process takes a small lease of to
 runs out or goes stale. Tokens leave the shared bucket before they are spent, so every
 process together never admits more than the bucket allows; a lease that goes stale
 unspent is simply lost (the limit errs on the strict side, by at most one lease per
-process). Buckets whose lease would be a single token are asked on every request.
+process). Only one request per bucket and process asks Redis at a time; concurrent ones
+wait for its lease. Buckets whose lease would be one token are asked on every request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from importlib.resources import files
@@ -44,6 +46,8 @@ class RateLimiter:
         source = (files("notifyhub.store") / "lua" / "ratelimit.lua").read_text(encoding="utf-8")
         self._script = redis.register_script(source)
         self._leases: dict[str, _Lease] = {}
+        self._asking: dict[str, asyncio.Future[None]] = {}
+        """Buckets whose lease is being fetched, and the future their waiters await."""
 
     async def check_key(self, principal: ServicePrincipal) -> None:
         limits = self._limits
@@ -58,22 +62,31 @@ class RateLimiter:
     async def _take(self, bucket: str, rate_per_s: float, burst: int, who: str) -> None:
         if rate_per_s <= 0:
             return
-        now = time.monotonic()
-        lease = self._leases.get(bucket)
-        if lease is not None:
-            if lease.tokens > 0 and now < lease.stale_at:
-                lease.tokens -= 1
-                return
-            del self._leases[bucket]
+        while True:
+            lease = self._leases.get(bucket)
+            if lease is not None:
+                if lease.tokens > 0 and time.monotonic() < lease.stale_at:
+                    lease.tokens -= 1
+                    return
+                del self._leases[bucket]
+            asking = self._asking.get(bucket)
+            if asking is None:
+                break
+            await asyncio.shield(asking)  # one request asks Redis; the others share its lease
         want = max(1, min(burst, int(rate_per_s * LEASE_S)))
-        taken, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, want])
+        self._asking[bucket] = asking = asyncio.get_running_loop().create_future()
+        try:
+            taken, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, want])
+        finally:
+            del self._asking[bucket]
+            asking.set_result(None)
         if not taken:
             raise TooManyRequests(
                 f"rate limit for {who}: {rate_per_s:g} requests/s, bursts of {burst}",
                 retry_after_s=int(wait_ms) / 1000,
             )
         if int(taken) > 1:
-            self._keep(bucket, _Lease(int(taken) - 1, now + LEASE_TTL_S))
+            self._keep(bucket, _Lease(int(taken) - 1, time.monotonic() + LEASE_TTL_S))
 
     def _keep(self, bucket: str, lease: _Lease) -> None:
         if len(self._leases) >= MAX_LEASES:

@@ -12,6 +12,7 @@ from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
 from notifyhub.domain.notification import Draft, Recipients
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
+JSON = "application/json"
 
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
@@ -31,12 +32,14 @@ async def publish(
     state: AppState,
     principal: Publisher,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
-) -> Accepted:
+) -> Response:
     draft, recipients = _draft(body)
     accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
-    return Accepted(
+    answer = Accepted(
         id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
     )
+    # Already a valid `Accepted`: answer its JSON directly (FastAPI would validate it again).
+    return Response(answer.model_dump_json(), status.HTTP_202_ACCEPTED, media_type=JSON)
 
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
