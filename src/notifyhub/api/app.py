@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
-from notifyhub.api.fastpath import StreamFastPath
+from notifyhub.api.fastpath import PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
@@ -218,6 +218,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
     app.add_middleware(StreamFastPath)
+    app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

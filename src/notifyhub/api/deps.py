@@ -83,6 +83,10 @@ async def bearer(request: Request) -> str:
 Bearer = Annotated[str, Depends(bearer)]
 
 
+AUTHENTICATED = "notifyhub.service_principal"
+"""Scope key: the API key's principal, already authenticated and rate-limited."""
+
+
 async def _service(state: State, presented: str) -> ServicePrincipal:
     cache = state["keys_cache"]
     principal = cache.get(presented)
@@ -94,6 +98,13 @@ async def _service(state: State, presented: str) -> ServicePrincipal:
     return principal
 
 
+async def authenticate_service(request: Request, scope: Scope) -> ServicePrincipal:
+    """`require(scope)` outside FastAPI: the principal is kept in the request scope."""
+    principal = await require(scope)(request)
+    request.scope[AUTHENTICATED] = principal
+    return principal
+
+
 def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
     """A dependency admitting API keys with `scope` (admin keys admit everything).
 
@@ -101,7 +112,9 @@ def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
     passes here, and FastAPI's cost grows with each dependency it solves."""
 
     async def check(request: Request) -> ServicePrincipal:
-        principal = await _service(request.scope["state"], await bearer(request))
+        principal: ServicePrincipal | None = request.scope.get(AUTHENTICATED)
+        if principal is None:  # (a fast path that handed the request on has checked it)
+            principal = await _service(request.scope["state"], await bearer(request))
         if not principal.allows(scope):
             raise PermissionDenied(f"this API key lacks the `{scope}` scope")
         return principal

@@ -105,7 +105,7 @@ class RequestLimits:
             response = problem_response(InvalidInput.status, InvalidInput.title, problem)
             await response(scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     async def _read(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
@@ -149,7 +149,7 @@ def _declares_body(headers: Headers) -> bool:
     return (length is not None and length != "0") or "transfer-encoding" in headers
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that yields the buffered body once, then the client's later messages."""
     sent = False
 

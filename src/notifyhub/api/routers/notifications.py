@@ -7,12 +7,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from notifyhub.api.deps import AppState, Publisher
+from notifyhub.api.deps import AppState, Publisher, State
 from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
+from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
 
-router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
+PATH = "/v1/notifications"
+MAX_IDEMPOTENCY_KEY = 200
 JSON = "application/json"
+
+router = APIRouter(prefix=PATH, tags=["notifications"])
 
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
@@ -31,8 +35,16 @@ async def publish(
     body: PublishRequest,
     state: AppState,
     principal: Publisher,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=MAX_IDEMPOTENCY_KEY)] = None,
 ) -> Response:
+    """Also served by `api/fastpath.py` (`PublishFastPath`) when the request is valid."""
+    return await accept(state, principal, body, idempotency_key)
+
+
+async def accept(
+    state: State, principal: ServicePrincipal, body: PublishRequest, idempotency_key: str | None
+) -> Response:
+    """Publish a validated request; 202 with its `Accepted` JSON."""
     draft, recipients = _draft(body)
     accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
     answer = Accepted(
