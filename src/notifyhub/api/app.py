@@ -25,6 +25,7 @@ from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
+from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.alerts import AlertSender
@@ -131,10 +132,12 @@ def create_app(settings: Settings) -> FastAPI:
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
         )
         reader = ChangeReader(store)
+        clock = StreamClock(settings.stream)
         runner = Runner()
         cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
         runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
         await hub.start()
+        clock.start()
         app.state.hub = hub
         app.state.metrics = metrics
         sessionmaker = create_sessionmaker(engine)
@@ -175,6 +178,7 @@ def create_app(settings: Settings) -> FastAPI:
                 store=store,
                 hub=hub,
                 reader=reader,
+                clock=clock,
                 tokens=TokenService(settings),
                 keys_cache=KeyCache(),
                 ingest=ingest,
@@ -197,6 +201,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             open_streams = hub.stream_count
             await hub.stop()
+            await clock.stop()
             await reader.aclose()
             await runner.stop()
             await delivery_sender.stop()

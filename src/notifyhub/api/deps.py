@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import AuthenticationError, PermissionDenied
 from notifyhub.metrics import Metrics
+from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
@@ -38,6 +39,7 @@ class State(TypedDict):
     sessionmaker: async_sessionmaker[AsyncSession]
     store: InboxStore
     hub: Hub
+    clock: StreamClock
     reader: ChangeReader
     tokens: TokenService
     keys_cache: KeyCache

@@ -1,9 +1,10 @@
 """A lean ASGI Server-Sent-Events response for one user's inbox stream.
 
 One connection costs one coroutine, one small disconnect-watch task and a doorbell:
-no queue, no task group, no Redis connection of its own (reads go through the shared
-pool). Catch-up and live delivery are the same code path: read the change log after
-the cursor, send it, wait for the doorbell.
+no queue, no task group, no timer, no Redis connection of its own (reads go through the
+shared pool; the process's `StreamClock` pings it and enforces the send timeout).
+Catch-up and live delivery are the same code path: read the change log after the
+cursor, send it, wait for the doorbell.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
 from notifyhub.metrics import Metrics
+from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
@@ -87,6 +89,7 @@ class InboxStream(Response):
         store: InboxStore,
         reader: ChangeReader,
         hub: Hub,
+        clock: StreamClock,
         sub: Subscriber,
         settings: StreamSettings,
         metrics: Metrics,
@@ -95,6 +98,7 @@ class InboxStream(Response):
         last_event_id: int | None,
     ) -> None:
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
+        self._clock = clock
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
@@ -108,6 +112,8 @@ class InboxStream(Response):
             self._hub.detach(self._sub)
             raise
         watcher = asyncio.create_task(self._watch_disconnect(receive))
+        self._sub.task = asyncio.current_task()
+        self._clock.add(self._sub)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
@@ -120,6 +126,8 @@ class InboxStream(Response):
         except RedisError as exc:  # the client resumes from its Last-Event-ID elsewhere
             log.warning("stream for %s/%s ended, Redis: %r", self._tenant, self._user, exc)
         finally:
+            self._clock.discard(self._sub)
+            self._sub.task = None
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
@@ -138,10 +146,9 @@ class InboxStream(Response):
             await self._write(send, frame("counts", cursor, data))
         while not self._sub.closed:
             cursor = await self._catch_up(send, cursor)
-            # Idle: ping until rung. Re-reading the log after each ping would cost every
-            # idle stream a Redis read per ping interval, and streams opened together
-            # ping together.
-            while not await self._sub.wait(self._settings.ping_s):
+            # Idle: ping when the clock says so, until rung. Re-reading the log after
+            # each ping would cost every idle stream a Redis read per ping interval.
+            while not await self._sub.wait():
                 await self._write(send, b": ping\n\n")
 
     async def _catch_up(self, send: Send, cursor: int) -> int:
@@ -168,11 +175,21 @@ class InboxStream(Response):
         return seq
 
     async def _write(self, send: Send, body: bytes) -> None:
+        """Send one chunk; the clock cancels a send that outlives the send timeout."""
+        sub, loop = self._sub, asyncio.get_running_loop()
+        sub.sending_since = loop.time()
         try:
-            async with asyncio.timeout(self._settings.send_timeout_s):
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-        except TimeoutError as exc:
-            raise SendTimeout from exc
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        except asyncio.CancelledError:
+            if not sub.timed_out:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # this cancellation was the timeout, now handled
+            raise SendTimeout from None
+        finally:
+            sub.sending_since = 0.0
+            sub.last_sent = loop.time()
 
     def _count_sent(self, changes: list[Change]) -> None:
         sent = self._metrics.stream_events_sent_total

@@ -40,6 +40,7 @@ def open_stream(state: State, me: UserPrincipal, last_event_id: str | None) -> I
         store=state["store"],
         reader=state["reader"],
         hub=state["hub"],
+        clock=state["clock"],
         sub=sub,
         settings=state["settings"].stream,
         metrics=state["metrics"],
