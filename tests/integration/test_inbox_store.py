@@ -7,16 +7,20 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from ulid import ULID
 
 from notifyhub.domain.notification import Draft, Notification, Recipients
 from notifyhub.services.ingest import body_sha
 from notifyhub.settings import Limits
+from notifyhub.store import scripts
+from notifyhub.store.client import create_redis
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import ChangeRead, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
@@ -204,3 +208,20 @@ async def test_pipelined_scripts_survive_redis_forgetting_them(
     for tenant, user in users:
         counts, _ = await store.counts(tenant, user)
         assert counts.total == 1
+
+
+async def test_a_pipeline_past_its_timeout_fails_and_leaves_no_stale_replies(
+    settings: Any,
+) -> None:
+    """The pipeline client has no per-reply timer; one timer bounds the whole pipeline,
+    and the connection it cut off is closed, so the next pipeline reads its own replies."""
+    bulk = create_redis(settings.redis_url, pool_size=4, socket_timeout_s=None)
+    key = f"{settings.redis_prefix}never-pushed"
+    try:
+        with pytest.raises(RedisTimeoutError):
+            await scripts.execute(bulk, [], lambda pipe: pipe.blpop([key], 2), timeout_s=0.2)
+        for i in range(3):  # the pool may hand out any of its connections
+            echoed = await scripts.execute(bulk, [], lambda pipe, i=i: pipe.echo(f"mine-{i}"))
+            assert echoed == [f"mine-{i}".encode()]
+    finally:
+        await bulk.aclose()

@@ -125,8 +125,18 @@ def create_app(settings: Settings) -> FastAPI:
         await check_durability(redis)
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix)
+        bulk = create_redis(  # fan-out and stream-read pipelines: one timer per pipeline
+            redis_url,
+            pool_size=settings.redis_pool_size,
+            pool_timeout_s=settings.redis_pool_timeout_s,
+            socket_timeout_s=None,
+        )
         store = InboxStore(
-            redis, keys, settings.limits, on_evicted=metrics.notifications_evicted_total.inc
+            redis,
+            keys,
+            settings.limits,
+            on_evicted=metrics.notifications_evicted_total.inc,
+            bulk=bulk,
         )
         hub = Hub(
             redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
@@ -211,6 +221,7 @@ def create_app(settings: Settings) -> FastAPI:
             if durable is not None:
                 await durable.flush_changes()
             await redis.aclose()
+            await bulk.aclose()
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 

@@ -104,8 +104,12 @@ class InboxStore:
         limits: Limits,
         *,
         on_evicted: Callable[[int], object] | None = None,
+        bulk: Redis | None = None,
     ) -> None:
         self._redis = redis
+        self._bulk = bulk or redis
+        """For the big pipelines (fan-out, stream reads): a client without per-reply
+        timers (`create_redis(socket_timeout_s=None)`); `scripts.execute` bounds them."""
         self._keys = keys
         self._limits = limits
         self._on_evicted = on_evicted
@@ -149,7 +153,7 @@ class InboxStore:
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
 
-        results = await scripts.execute(self._redis, [self.scripts.deliver], build)
+        results = await scripts.execute(self._bulk, [self.scripts.deliver], build)
         *seqs, evicted = (int(value) for value in results[2])
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
@@ -240,7 +244,7 @@ class InboxStore:
                 keys = inbox_list(read.tenant, read.user)
                 scripts.queue(pipe, changes, keys, (read.after_seq, read.max_entries))
 
-        results = await scripts.execute(self._redis, [changes], build)
+        results = await scripts.execute(self._bulk, [changes], build)
         return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:

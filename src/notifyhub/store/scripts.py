@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
 from typing import Any
@@ -10,6 +11,9 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from notifyhub.store.client import SOCKET_TIMEOUT_S
 
 INBOX_SCRIPTS = (
     "deliver",
@@ -59,21 +63,31 @@ def queue(pipe: Pipeline, script: AsyncScript, keys: Sequence[str], args: Iterab
 
 
 async def execute(
-    redis: Redis, scripts: Sequence[AsyncScript], build: Callable[[Pipeline], None]
+    redis: Redis,
+    scripts: Sequence[AsyncScript],
+    build: Callable[[Pipeline], None],
+    *,
+    timeout_s: float = SOCKET_TIMEOUT_S,
 ) -> list[Any]:
     """Build and run a non-transactional pipeline that `queue`s some of `scripts`.
 
     When Redis answers NOSCRIPT (it restarted, or SCRIPT FLUSH), the scripts are loaded
     and the pipeline is built and run once more, so `build` must queue commands that are
-    safe to repeat (every caller's are: idempotent writes, reads and doorbells)."""
-    for attempt in (1, 2):
-        async with redis.pipeline(transaction=False) as pipe:
-            build(pipe)
-            try:
-                return await pipe.execute()
-            except NoScriptError:
-                if attempt == 2:
-                    raise
-        for script in scripts:
-            script.sha = await redis.script_load(script.script)
+    safe to repeat (every caller's are: idempotent writes, reads and doorbells). The
+    whole run is bounded by one timer of `timeout_s` (the client for big pipelines
+    arms none per reply); a connection cut off mid-reply is closed, never reused."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            for attempt in (1, 2):
+                async with redis.pipeline(transaction=False) as pipe:
+                    build(pipe)
+                    try:
+                        return await pipe.execute()
+                    except NoScriptError:
+                        if attempt == 2:
+                            raise
+                for script in scripts:
+                    script.sha = await redis.script_load(script.script)
+    except TimeoutError as exc:
+        raise RedisTimeoutError(f"Redis did not answer a pipeline in {timeout_s:g} s") from exc
     raise AssertionError("unreachable")
