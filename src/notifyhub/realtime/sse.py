@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Any
 
 import orjson
+from prometheus_client import Counter
 from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -55,7 +57,10 @@ def change_frame(change: Change) -> bytes | None:
     if kind == "notification":
         if change.content is None or change.state is None or entry.get("quiet"):
             return None  # deleted since, or a pull / push:false copy: counts only
-        body = item_json(change.content, change.state, replaces=entry.get("replaces"))
+        replaces = entry.get("replaces")
+        body = item_json(
+            change.content, change.state, replaces=None if replaces is None else str(replaces)
+        )
         return b"event: notification\nid: %d\ndata: %s\n\n" % (seq, body)
     if kind == "update":
         read_at = int(entry["read_at"])  # type: ignore[call-overload]
@@ -194,5 +199,11 @@ class InboxStream(Response):
     def _count_sent(self, changes: list[Change]) -> None:
         sent = self._metrics.stream_events_sent_total
         for change in changes:
-            sent.labels(type=str(change.entry["type"])).inc()
-        sent.labels(type="counts").inc()
+            _child(sent, str(change.entry["type"])).inc()
+        _child(sent, "counts").inc()
+
+
+@functools.lru_cache(maxsize=64)
+def _child(counter: Counter, event_type: str) -> Counter:
+    """`counter.labels(type=...)`, looked up once (it takes a lock and builds a key)."""
+    return counter.labels(type=event_type)
