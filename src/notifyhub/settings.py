@@ -35,6 +35,9 @@ class StreamSettings(BaseModel):
     send_timeout_s: float = Field(10.0, gt=0)
     token_ttl_s: int = Field(60, ge=5, le=3600)
     shutdown_grace_s: float = Field(2.0, ge=0)
+    gc_young_threshold: int = Field(10_000, ge=0)
+    """`notifyhub serve` collects the youngest garbage generation after this many new
+    objects, not Python's 700 (0 keeps Python's default); see `cli._tune_gc`."""
 
 
 class WorkerSettings(BaseModel):
