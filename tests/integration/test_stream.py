@@ -203,3 +203,11 @@ async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:
         hub.server.stop()
         with pytest.raises(EOFError):
             await stream.next(timeout=5)
+
+
+async def test_an_open_stream_is_counted_when_it_starts(hub: Any, make_token: Any) -> None:
+    """Streams count themselves at their 200 (their request lasts as long as they do)."""
+    async with open_stream(hub, make_token("counted")) as stream:
+        await stream.next()
+        metrics = (await hub.client.get("/metrics")).text
+        assert 'http_requests_total{method="GET",route="/v1/me/stream",status="200"} 1.0' in metrics

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
-from notifyhub.api.fastpath import PublishFastPath, StreamFastPath
+from notifyhub.api.fastpath import PublishFastPath, StreamFastPath, is_stream
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
@@ -233,8 +233,11 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
-    app.add_middleware(StreamFastPath)
+    # Outermost last: a stream is taken by StreamFastPath before it passes the publish
+    # fast path (each middleware a request passes through can hold a frame for as
+    # long as the request lasts, and a stream lasts hours).
     app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
+    app.add_middleware(StreamFastPath)
     app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
@@ -244,5 +247,5 @@ def create_app(settings: Settings) -> FastAPI:
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["*"],
         )
-    app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(RequestMetrics, metrics=metrics, counts_itself=is_stream)
     return app

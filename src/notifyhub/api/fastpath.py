@@ -6,21 +6,23 @@ kept FastAPI's router, exit stacks, dependency frames and exception wrappers: ab
 6 KiB of a 28 KiB stream (measured with tracemalloc and RSS at 3k streams).
 
 `POST /v1/notifications`: every microservice's every notification. FastAPI's dependency
-solving, body handling and response validation cost about as much CPU as the rest of the
-request (profiled under the ingest benchmark). The fast path serves requests that parse
+solving, body handling and response validation were about a fifth of the hub's CPU under
+the ingest benchmark (cProfile, by package). The fast path serves requests that parse
 and validate; any other request (a body that is not JSON or does not validate, a header
 out of bounds) is handed on, body replayed, to the FastAPI route, which answers it
 exactly as before (its 422 problem details). Both share `accept` and the authentication
 dependency, which the fast path runs once (the route reuses its principal).
 
-Request metrics, limits and CORS still wrap both; errors raised inside are answered by
-the app's own exception handlers (problem+json: 401, 422, 429, 503 on outages). The
-FastAPI routes document the same contracts in OpenAPI.
+Limits and CORS still wrap both, and request metrics count both (a stream counts itself
+when its response starts: the metrics middleware would otherwise keep a frame alive in
+every stream); errors raised inside are answered as problem+json like everywhere (401,
+422, 429, 503 on outages). The FastAPI routes document the same contracts in OpenAPI.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,16 +32,18 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifyhub.api.deps import State, authenticate_service, stream_user
 from notifyhub.api.errors import REDIS_OUTAGES, domain_problem, unavailable
 from notifyhub.api.limits import replay
+from notifyhub.api.observe import record
 from notifyhub.api.routers import notifications
 from notifyhub.api.routers.stream import PATH, open_stream
 from notifyhub.api.schemas import PublishRequest
 from notifyhub.domain.auth import Scope as KeyScope
 from notifyhub.errors import NotifyhubError
+from notifyhub.realtime.sse import InboxStream
 
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
 
@@ -55,29 +59,58 @@ STREAM_ROUTE = RouteLabel(PATH)
 PUBLISH_ROUTE = RouteLabel(notifications.PATH)
 
 
+def is_stream(scope: Scope) -> bool:
+    path, method = scope["path"], scope["method"]
+    return bool(path == PATH and method == "GET")
+
+
 class StreamFastPath:
+    """Streams count themselves in the request metrics, when their response starts
+    (so the duration is the time to the 200 or the problem, not the stream's life)."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "GET":
-            await self.app(scope, receive, send)
-            return
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] != "http" or not is_stream(scope):
+            return self.app(scope, receive, send)  # handed on: no frame of ours stays
+        return self._stream(scope, receive, self._counting(scope, send))
+
+    @staticmethod
+    def _counting(scope: Scope, send: Send) -> Send:
+        metrics, started = scope["state"]["metrics"], time.perf_counter()
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                elapsed = time.perf_counter() - started
+                record(metrics, "GET", PATH, message["status"], elapsed)
+            await send(message)
+
+        return counted
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["route"] = STREAM_ROUTE
-        request = Request(scope)
-        state: State = scope["state"]
         try:
-            me = await stream_user(request, state, request.query_params.get("access_token"))
-            last_event_id = request.headers.get("last-event-id") or request.query_params.get(
-                "last_event_id"
-            )
-            response = open_stream(state, me, last_event_id)
-            del request
+            response = await _open(scope)
+            # The scope's own copy of the app state (uvicorn copies its ~20 entries for
+            # every request, about 1 KiB) would live as long as the stream, unused.
+            scope["state"] = {}
             await response(scope, receive, send)  # raises only before its 200
         except NotifyhubError as exc:
             await domain_problem(exc)(scope, receive, send)
         except REDIS_OUTAGES:
             await unavailable("Redis")(scope, receive, send)
+
+
+async def _open(scope: Scope) -> InboxStream:
+    """Authenticate and attach the stream (its request and state are dropped after)."""
+    request = Request(scope)
+    state: State = scope["state"]
+    me = await stream_user(request, state, request.query_params.get("access_token"))
+    last_event_id = request.headers.get("last-event-id") or request.query_params.get(
+        "last_event_id"
+    )
+    return open_stream(state, me, last_event_id)
 
 
 class PublishFastPath:
@@ -86,14 +119,16 @@ class PublishFastPath:
         self.handlers = handlers
         """The app's exception handlers (the same dict FastAPI's middleware reads)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if (
             scope["type"] != "http"
             or scope["path"] != notifications.PATH
             or scope["method"] != "POST"
         ):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # handed on: no frame of ours stays
+        return self._publish(scope, receive, send)
+
+    async def _publish(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["route"] = PUBLISH_ROUTE
         request = Request(scope, receive)
         try:

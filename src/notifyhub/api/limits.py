@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Awaitable
 from itertools import accumulate
 
 from starlette.datastructures import Headers
@@ -78,15 +79,15 @@ class RequestLimits:
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not `async`: requests passed through are handed on, so no frame of this
+        # middleware stays alive for the hours an event stream lasts.
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         headers = Headers(scope=scope)
         if scope["method"] in _BODYLESS_METHODS and not _declares_body(headers):
-            await self.app(scope, receive, send)
-            return
-        await self._limited(scope, receive, send, headers)
+            return self.app(scope, receive, send)
+        return self._limited(scope, receive, send, headers)
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
         length = headers.get("content-length")

@@ -3,21 +3,39 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifyhub.metrics import Metrics
 
 
+def record(metrics: Metrics, method: str, route: str, status: int, seconds: float) -> None:
+    """Count one request and observe its duration."""
+    metrics.http_requests_total.labels(method, route, str(status)).inc()
+    metrics.http_request_duration_seconds.labels(method, route).observe(seconds)
+
+
 class RequestMetrics:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    """Counts every request with its status and observes how long it took.
+
+    Requests `counts_itself(scope)` names are handed straight on: they record their own
+    metrics (the event stream, whose request lasts hours; this middleware's frame would
+    live as long, in every stream)."""
+
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, counts_itself: Callable[[Scope], bool]
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.counts_itself = counts_itself
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] != "http" or self.counts_itself(scope):
+            return self.app(scope, receive, send)
+        return self._observed(scope, receive, send)
+
+    async def _observed(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
         started = time.perf_counter()
 
@@ -31,8 +49,4 @@ class RequestMetrics:
             await self.app(scope, receive, observe)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
-            method = scope["method"]
-            self.metrics.http_requests_total.labels(method, route, str(status)).inc()
-            self.metrics.http_request_duration_seconds.labels(method, route).observe(
-                time.perf_counter() - started
-            )
+            record(self.metrics, scope["method"], route, status, time.perf_counter() - started)
