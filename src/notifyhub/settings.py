@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     redis_pool_size: int = Field(128, ge=4)
     """Connections the shared Redis client may hold; callers beyond wait for one."""
     redis_pool_timeout_s: float = Field(5.0, gt=0)
+    redis_pubsub_shards: int = Field(16, ge=1, le=1024)
+    """Sharded Pub/Sub channels on a Redis Cluster (every process must agree)."""
 
     jwt_secret: SecretStr | None = None
     jwt_public_key: str | None = None

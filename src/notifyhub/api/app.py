@@ -123,12 +123,12 @@ def create_app(settings: Settings) -> FastAPI:
         )
         await check_durability(redis)
         engine = create_engine(database_url)
-        keys = Keys(settings.redis_prefix)
+        keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
         store = InboxStore(
             redis, keys, settings.limits, on_evicted=metrics.notifications_evicted_total.inc
         )
         hub = Hub(
-            redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
+            redis_url, store.doorbells, metrics, streams_per_user=settings.limits.streams_per_user
         )
         reader = ChangeReader(store)
         runner = Runner()

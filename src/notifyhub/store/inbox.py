@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
+from redis.crc import key_slot
 
 from notifyhub.domain.notification import (
     Counts,
@@ -19,8 +20,10 @@ from notifyhub.domain.notification import (
     to_rfc3339,
 )
 from notifyhub.settings import Limits
+from notifyhub.store.client import is_cluster
+from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import Keys, member
-from notifyhub.store.scripts import InboxScripts
+from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 
 UserRef = tuple[str, str]
 """(tenant, user)."""
@@ -109,6 +112,8 @@ class InboxStore:
         self._on_evicted = on_evicted
         """Told how many oldest notifications full inboxes dropped (a metric)."""
         self.scripts = InboxScripts(redis)
+        self._cluster = is_cluster(redis)
+        self.doorbells = Doorbells(keys, sharded=self._cluster)
 
     async def deliver(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
@@ -126,7 +131,8 @@ class InboxStore:
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [member(t, u) for t, u in users]
         inbox_list = self._keys.inbox_list
-        keys = [k for t, u in users for k in inbox_list(t, u)]
+        per_user = [inbox_list(t, u) for t, u in users]
+        groups = self._slot_groups(per_user)
         args: list[str | bytes | int] = [
             notification.id,
             content,
@@ -139,17 +145,31 @@ class InboxStore:
             self._limits.items_per_user,
         ]
         recipients = self._keys.recipients(notification.id)
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        async def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            await self.scripts.deliver(keys=keys, args=args, client=pipe)
+            for group in groups:
+                keys = [k for i in group for k in per_user[i]]
+                await queue_script(pipe, self.scripts.deliver, keys, args)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
-            pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
-            results = await pipe.execute()
-        *seqs, evicted = (int(value) for value in results[2])
+            self.doorbells.queue(pipe, [(m, 0) for m in members])
+
+        results = await pipelined(self._redis, build, self.scripts.all)
+        seqs, evicted = _merge_delivered(groups, results[2 : 2 + len(groups)], len(users))
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
         return seqs
+
+    def _slot_groups(self, per_user: list[list[str]]) -> list[list[int]]:
+        """Indexes of users whose keys share a Cluster slot, one script call per group;
+        on standalone Redis one group, so a batch stays one script call."""
+        if not self._cluster:
+            return [list(range(len(per_user)))]
+        by_slot: dict[int, list[int]] = {}
+        for i, keys in enumerate(per_user):
+            by_slot.setdefault(key_slot(keys[0].encode()), []).append(i)
+        return list(by_slot.values())
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self.scripts.get(
@@ -229,14 +249,15 @@ class InboxStore:
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot)."""
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        async def build(pipe: Any) -> None:
             for read in reads:
-                await self.scripts.changes(
-                    keys=self._keys.inbox_list(read.tenant, read.user),
-                    args=[read.after_seq, read.max_entries],
-                    client=pipe,
+                keys = self._keys.inbox_list(read.tenant, read.user)
+                await queue_script(
+                    pipe, self.scripts.changes, keys, [read.after_seq, read.max_entries]
                 )
-            results = await pipe.execute()
+
+        results = await pipelined(self._redis, build, self.scripts.all)
         return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:
@@ -262,8 +283,11 @@ class InboxStore:
 
     async def _publish(self, changed: list[tuple[str, int]]) -> None:
         changed = [(m, s) for m, s in changed if s]
-        if changed:
-            await self._redis.publish(self._keys.channel, _doorbell(changed))
+        if not changed:
+            return
+        publish = self._redis.spublish if self.doorbells.sharded else self._redis.publish
+        for channel, payload in self.doorbells.messages(changed):
+            await publish(channel, payload)
 
 
 def _parse_changes(raw: list[Any]) -> Changes:
@@ -274,9 +298,19 @@ def _parse_changes(raw: list[Any]) -> Changes:
     return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
 
 
-def _doorbell(changed: list[tuple[str, int]]) -> bytes:
-    """One Pub/Sub message per batch: lines of `tenant/user seq` (seq 0: "re-read")."""
-    return "\n".join(f"{m} {s}" for m, s in changed).encode()
+def _merge_delivered(
+    groups: list[list[int]], replies: list[Any], users: int
+) -> tuple[list[int], int]:
+    """Per-group script replies (seqs..., evicted) back into the callers' user order."""
+    if len(groups) == 1:
+        *seqs, evicted = (int(value) for value in replies[0])
+        return seqs, evicted
+    seqs, evicted = [0] * users, 0
+    for group, reply in zip(groups, replies, strict=True):
+        for i, value in zip(group, reply, strict=False):
+            seqs[i] = int(value)
+        evicted += int(reply[-1])
+    return seqs, evicted
 
 
 def _page_bounds(query: PageQuery) -> tuple[str, str]:

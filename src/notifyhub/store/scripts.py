@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.resources import files
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 INBOX_SCRIPTS = (
     "deliver",
@@ -18,6 +22,37 @@ INBOX_SCRIPTS = (
     "page",
     "changes",
 )
+
+
+async def queue_script(
+    pipe: Any, script: AsyncScript, keys: Sequence[str], args: Sequence[str | bytes | int]
+) -> None:
+    """Queue `script` on a pipeline. A Cluster pipeline refuses `evalsha()` and cannot
+    load scripts, so it gets the raw EVALSHA (routed by its keys' slot); see `pipelined`."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    else:
+        await script(keys=keys, args=args, client=pipe)
+
+
+async def pipelined(
+    redis: Redis, build: Callable[[Any], Awaitable[None]], scripts: Iterable[AsyncScript]
+) -> list[Any]:
+    """Build and run one non-transactional pipeline. On a Cluster a node that lacks a
+    script (a fresh cluster, a replica promoted by a failover) answers NOSCRIPT: load
+    `scripts` on every master and run the pipeline once more, so `build` must queue only
+    idempotent steps (ours are)."""
+    for attempt in range(2):
+        async with redis.pipeline(transaction=False) as pipe:
+            await build(pipe)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt:
+                    raise
+        for script in scripts:
+            await redis.script_load(script.script)
+    raise AssertionError("unreachable")
 
 
 def _source(name: str) -> str:
@@ -42,3 +77,4 @@ class InboxScripts:
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
+        self.all = [*loaded.values(), self.topic_set]
