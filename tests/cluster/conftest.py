@@ -7,9 +7,7 @@ run against `redis+cluster://`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
@@ -18,6 +16,7 @@ from notifyhub.embedded_cluster import LocalCluster
 from notifyhub.settings import Settings
 from notifyhub.store.client import create_redis
 from notifyhub.store.keys import Keys
+from support.cluster import cluster_settings
 
 
 @pytest.fixture(scope="session")
@@ -26,17 +25,6 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster.start()
     yield cluster
     cluster.stop()
-
-
-def cluster_settings(url: str, database_url: str, **fields: object) -> Settings:
-    return Settings(
-        redis_url=url,
-        database_url=database_url,
-        redis_prefix=f"nhcluster:{uuid.uuid4().hex[:8]}:",
-        jwt_secret="test-secret-" + "x" * 32,  # type: ignore[arg-type]
-        _env_file=None,  # type: ignore[call-arg]
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 @pytest.fixture
@@ -61,8 +49,3 @@ async def redis_client(redis: Redis) -> Redis:
 @pytest.fixture
 def keys(settings: Settings) -> Keys:
     return Keys(settings.redis_prefix)
-
-
-@pytest.fixture
-def cluster_dir(tmp_path: Path) -> Path:
-    return tmp_path / "cluster"

@@ -125,7 +125,12 @@ def create_app(settings: Settings) -> FastAPI:
         engine = create_engine(database_url)
         keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
         store = InboxStore(
-            redis, keys, settings.limits, on_evicted=metrics.notifications_evicted_total.inc
+            redis,
+            keys,
+            settings.limits,
+            on_evicted=metrics.notifications_evicted_total.inc,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_ms=settings.redis_wait_timeout_ms,
         )
         hub = Hub(
             redis_url, store.doorbells, metrics, streams_per_user=settings.limits.streams_per_user

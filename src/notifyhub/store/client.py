@@ -68,7 +68,7 @@ class ClusterUrl:
         scheme = "rediss" if self.tls else "redis"
         auth = ""
         if self.username or self.password:
-            auth = f"{quote(self.username or '')}:{quote(self.password or '')}@"
+            auth = f"{quote(self.username or '', safe='')}:{quote(self.password or '', safe='')}@"
         return f"{scheme}://{auth}{host}:{port}/0"
 
 

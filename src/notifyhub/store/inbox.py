@@ -105,6 +105,8 @@ class InboxStore:
         limits: Limits,
         *,
         on_evicted: Callable[[int], object] | None = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -114,6 +116,8 @@ class InboxStore:
         self.scripts = InboxScripts(redis)
         self._cluster = is_cluster(redis)
         self.doorbells = Doorbells(keys, sharded=self._cluster)
+        self._wait = (wait_replicas, wait_timeout_ms)
+        """WAIT for this many replicas (bounded) before a delivery is acknowledged; 0: no."""
 
     async def deliver(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
@@ -132,7 +136,8 @@ class InboxStore:
         members = [member(t, u) for t, u in users]
         inbox_list = self._keys.inbox_list
         per_user = [inbox_list(t, u) for t, u in users]
-        groups = self._slot_groups(per_user)
+        by_slot = self._slot_groups(per_user)
+        groups = list(by_slot.values())
         args: list[str | bytes | int] = [
             notification.id,
             content,
@@ -154,6 +159,8 @@ class InboxStore:
                 await queue_script(pipe, self.scripts.deliver, keys, args)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
             self.doorbells.queue(pipe, [(m, 0) for m in members])
+            if self._wait[0]:
+                self._queue_wait(pipe, list(by_slot))
 
         results = await pipelined(self._redis, build, self.scripts.all)
         seqs, evicted = _merge_delivered(groups, results[2 : 2 + len(groups)], len(users))
@@ -161,15 +168,28 @@ class InboxStore:
             self._on_evicted(evicted)
         return seqs
 
-    def _slot_groups(self, per_user: list[list[str]]) -> list[list[int]]:
+    def _slot_groups(self, per_user: list[list[str]]) -> dict[int, list[int]]:
         """Indexes of users whose keys share a Cluster slot, one script call per group;
-        on standalone Redis one group, so a batch stays one script call."""
+        on standalone Redis one group (slot -1), so a batch stays one script call."""
         if not self._cluster:
-            return [list(range(len(per_user)))]
+            return {-1: list(range(len(per_user)))}
         by_slot: dict[int, list[int]] = {}
         for i, keys in enumerate(per_user):
             by_slot.setdefault(key_slot(keys[0].encode()), []).append(i)
-        return list(by_slot.values())
+        return by_slot
+
+    def _queue_wait(self, pipe: Any, slots: list[int]) -> None:
+        """WAIT on the connection that wrote (it waits for that connection's writes): on a
+        Cluster once per master written. A shortfall after the timeout is accepted (a
+        master without a live replica still takes writes); the reply is not checked."""
+        replicas, timeout_ms = self._wait
+        if not self._cluster:
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            return
+        nodes_manager = self._redis.nodes_manager  # type: ignore[attr-defined]
+        masters = [nodes_manager.get_node_from_slot(slot) for slot in slots]
+        for node in {node.name: node for node in masters}.values():
+            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self.scripts.get(
