@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-import uvicorn
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -101,6 +100,9 @@ def _dev_credentials(settings: Settings, host: str, port: int) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Hub processes sharing the port (docs/scaling.md).")
+    ] = 1,
     access_log: Annotated[
         bool, typer.Option(help="Log every request (metrics count them anyway).")
     ] = False,
@@ -108,6 +110,7 @@ def serve(
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     from notifyhub.api.app import create_app
     from notifyhub.api.server import HubServer
+    from notifyhub.api.supervisor import run_workers, server_config
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -120,16 +123,11 @@ def serve(
         upgrade_head(_database_url(settings))
         if servers is not None:
             _dev_credentials(settings, host, port)
+        if workers > 1:
+            status = run_workers(settings, host, port, workers, access_log=access_log)
+            raise typer.Exit(status)
         fastapi_app = create_app(settings)
-        config = uvicorn.Config(
-            fastapi_app,
-            host=host,
-            port=port,
-            lifespan="on",
-            proxy_headers=True,
-            access_log=access_log,
-            timeout_graceful_shutdown=int(settings.stream.shutdown_grace_s) + 1,
-        )
+        config = server_config(fastapi_app, settings, access_log=access_log, host=host, port=port)
         HubServer(config, fastapi_app).run()
     finally:
         if servers is not None:

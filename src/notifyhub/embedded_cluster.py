@@ -99,8 +99,9 @@ class Node:
 
 
 def _data_args(appendonly: bool) -> list[str]:
+    # A replica's first full sync starts at once (the default waits 5 s for more replicas).
     return ["--save", "", "--appendonly", "yes" if appendonly else "no",
-            "--maxmemory-policy", "noeviction"]  # fmt: skip
+            "--maxmemory-policy", "noeviction", "--repl-diskless-sync-delay", "0"]  # fmt: skip
 
 
 class LocalCluster:
@@ -241,6 +242,9 @@ class LocalSentinel:
         wait_until(self._watched, "sentinels seeing the master and its replica")
 
     def _watched(self) -> bool:
+        with contextlib.closing(self.replica.client()) as client:
+            if client.info("replication")["master_link_status"] != "up":
+                return False
         for sentinel in self.sentinels:
             with contextlib.closing(sentinel.client()) as client:
                 fields = _command(client, "SENTINEL", "MASTER", self.service)

@@ -43,6 +43,7 @@ from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.client import check_durability, create_redis
+from notifyhub.store.client import close as close_redis
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
@@ -210,7 +211,7 @@ def create_app(settings: Settings) -> FastAPI:
             await delayed.transitions.flush()
             if durable is not None:
                 await durable.flush_changes()
-            await redis.aclose()
+            await close_redis(redis)
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 

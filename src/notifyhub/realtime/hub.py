@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.subscriber import Subscriber
-from notifyhub.store.client import connect, parse_cluster_url
+from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import member
 
@@ -166,7 +166,7 @@ class Hub:
                 self._listening()
                 await self._pump(pubsub)
         finally:
-            await client.aclose()
+            await close(client)
 
     async def _listen_sharded(self) -> None:
         """One SSUBSCRIBEd connection per master serving a shard channel, one task each."""

@@ -175,6 +175,14 @@ def connect(url: str, *, pool_size: int | None = None, **options: Any) -> Redis:
     return master
 
 
+async def close(redis: Redis) -> None:
+    """Close a client from `connect`, with the sentinel connections a Sentinel one made."""
+    await redis.aclose()
+    manager = getattr(redis.connection_pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
+
+
 def create_redis(url: str, *, pool_size: int = 128, pool_timeout_s: float = 5.0) -> Redis:
     """The shared client: idempotent commands (all our scripts are) retried with backoff,
     at most `pool_size` connections (callers wait for one up to `pool_timeout_s`)."""
