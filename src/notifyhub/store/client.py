@@ -127,6 +127,15 @@ def is_cluster(redis: Redis) -> bool:
     return isinstance(redis, RedisCluster)
 
 
+async def server_identity(redis: Redis) -> str:
+    """The server's INFO run_id; on a Cluster every master's, sorted and joined, so that
+    a restart (or a failover) of any shard changes it."""
+    if not is_cluster(redis):
+        return str((await redis.info("server"))["run_id"])
+    found = await redis.info("server", target_nodes=RedisCluster.PRIMARIES)
+    return ",".join(sorted(str(info["run_id"]) for info in found.values()))
+
+
 def _cluster(cluster: ClusterUrl, pool_size: int | None, options: dict[str, Any]) -> Redis:
     options.pop("pool_timeout", None)
     client = RedisCluster(
@@ -178,7 +187,8 @@ def connect(url: str, *, pool_size: int | None = None, **options: Any) -> Redis:
 async def close(redis: Redis) -> None:
     """Close a client from `connect`, with the sentinel connections a Sentinel one made."""
     await redis.aclose()
-    manager = getattr(redis.connection_pool, "sentinel_manager", None)
+    pool = getattr(redis, "connection_pool", None)  # a RedisCluster has none
+    manager = getattr(pool, "sentinel_manager", None)
     for sentinel in getattr(manager, "sentinels", ()):
         await sentinel.aclose()
 
