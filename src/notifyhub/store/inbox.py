@@ -154,19 +154,31 @@ class InboxStore:
         async def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            for group in groups:
+            for slot, group in by_slot.items():
                 keys = [k for i in group for k in per_user[i]]
-                await queue_script(pipe, self.scripts.deliver, keys, args)
+                node = self._master_of(slot)
+                await queue_script(pipe, self.scripts.deliver, keys, args, node=node)
             pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
-            self.doorbells.queue(pipe, [(m, 0) for m in members])
+            if not self._cluster:  # one connection: the doorbell follows the writes
+                self.doorbells.queue(pipe, [(m, 0) for m in members])
             if self._wait[0]:
                 self._queue_wait(pipe, list(by_slot))
 
         results = await pipelined(self._redis, build, self.scripts.all)
+        if self._cluster:
+            await self._ring_after_writes(members)
         seqs, evicted = _merge_delivered(groups, results[2 : 2 + len(groups)], len(users))
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
         return seqs
+
+    async def _ring_after_writes(self, members: list[str]) -> None:
+        """A Cluster pipeline runs its commands on several nodes at once, so a doorbell
+        queued with the writes could reach a stream before the write it announces (the
+        stream would read nothing and wait for a next doorbell): ring once they are done."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            self.doorbells.queue(pipe, [(m, 0) for m in members])
+            await pipe.execute()
 
     def _slot_groups(self, per_user: list[list[str]]) -> dict[int, list[int]]:
         """Indexes of users whose keys share a Cluster slot, one script call per group;
@@ -178,6 +190,12 @@ class InboxStore:
             by_slot.setdefault(key_slot(keys[0].encode()), []).append(i)
         return by_slot
 
+    def _master_of(self, slot: int) -> Any:
+        """The Cluster node serving `slot` (None on standalone Redis: one connection)."""
+        if not self._cluster:
+            return None
+        return self._redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
+
     def _queue_wait(self, pipe: Any, slots: list[int]) -> None:
         """WAIT on the connection that wrote (it waits for that connection's writes): on a
         Cluster once per master written. A shortfall after the timeout is accepted (a
@@ -186,8 +204,7 @@ class InboxStore:
         if not self._cluster:
             pipe.execute_command("WAIT", replicas, timeout_ms)
             return
-        nodes_manager = self._redis.nodes_manager  # type: ignore[attr-defined]
-        masters = [nodes_manager.get_node_from_slot(slot) for slot in slots]
+        masters = [self._master_of(slot) for slot in slots]
         for node in {node.name: node for node in masters}.values():
             pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 

@@ -25,12 +25,19 @@ INBOX_SCRIPTS = (
 
 
 async def queue_script(
-    pipe: Any, script: AsyncScript, keys: Sequence[str], args: Sequence[str | bytes | int]
+    pipe: Any,
+    script: AsyncScript,
+    keys: Sequence[str],
+    args: Sequence[str | bytes | int],
+    *,
+    node: Any = None,
 ) -> None:
     """Queue `script` on a pipeline. A Cluster pipeline refuses `evalsha()` and cannot
-    load scripts, so it gets the raw EVALSHA (routed by its keys' slot); see `pipelined`."""
+    load scripts, so it gets the raw EVALSHA (see `pipelined`), routed by its keys' slot
+    or, when the caller knows it, to `node` (redis-py then skips hashing every key)."""
     if isinstance(pipe, ClusterPipeline):
-        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        route = {"target_nodes": node} if node is not None else {}
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **route)
     else:
         await script(keys=keys, args=args, client=pipe)
 
