@@ -10,7 +10,8 @@ processes on it, then measures, for comparison with the single-Redis rows:
 - steady: the steady row's 500 single-user POSTs/s for 10 s, POSTed to hub A while the
   1,000 streams are held on hub B, so every event crosses processes through sharded
   Pub/Sub, and the masters' CPU per event (its POST, its doorbell, the stream's read).
-  These CPU figures are the "events/s per Redis shard" of docs/scaling.md.
+  These CPU figures (less the masters' idle burn, measured for 3 s first) are the
+  "events/s per Redis shard" of docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -49,6 +50,32 @@ async def cluster_hubs() -> AsyncIterator[tuple[LocalCluster, list[BenchHub]]]:
             await asyncio.to_thread(cluster.stop)
 
 
+class MastersCpu:
+    """The masters' CPU seconds spent on a phase, less what they burn idle (the hubs'
+    background loops, cluster gossip) over the same wall time."""
+
+    def __init__(self, cluster: LocalCluster, idle_per_s: float) -> None:
+        self.cluster = cluster
+        self.idle_per_s = idle_per_s
+
+    @classmethod
+    async def calibrate(cls, cluster: LocalCluster, seconds: float = 3.0) -> MastersCpu:
+        before = await asyncio.to_thread(_masters_cpu_s, cluster)
+        await asyncio.sleep(seconds)
+        used = await asyncio.to_thread(_masters_cpu_s, cluster) - before
+        return cls(cluster, used / seconds)
+
+    @contextlib.asynccontextmanager
+    async def phase(self) -> AsyncIterator[list[float]]:
+        """Yields a list that holds the phase's net CPU seconds once the block ends."""
+        result: list[float] = []
+        before = await asyncio.to_thread(_masters_cpu_s, self.cluster)
+        started = time.perf_counter()
+        yield result
+        used = await asyncio.to_thread(_masters_cpu_s, self.cluster) - before
+        result.append(used - self.idle_per_s * (time.perf_counter() - started))
+
+
 def _masters_cpu_s(cluster: LocalCluster) -> float:
     total = 0.0
     for node in cluster.nodes[:MASTERS]:
@@ -62,44 +89,42 @@ def _masters_cpu_s(cluster: LocalCluster) -> float:
 
 
 async def _ingest(
-    cluster: LocalCluster, hubs: list[BenchHub], total: int = 4000, per_hub: int = 16
+    cpu: MastersCpu, hubs: list[BenchHub], total: int = 4000, per_hub: int = 16
 ) -> dict[str, float]:
     headers = {"Authorization": f"Bearer {hubs[0].publish_key}", "Content-Type": "application/json"}
-    cpu_before = await asyncio.to_thread(_masters_cpu_s, cluster)
-    started = time.perf_counter()
-    results = await asyncio.gather(
-        *(
-            closed_loop(hub.base_url, "/v1/notifications", headers, ceiling.BODY,
-                        total=total // len(hubs), concurrency=per_hub, expect=202)
-            for hub in hubs
-        )
-    )  # fmt: skip
-    elapsed = time.perf_counter() - started
-    cpu_used = await asyncio.to_thread(_masters_cpu_s, cluster) - cpu_before
+    async with cpu.phase() as used:
+        started = time.perf_counter()
+        results = await asyncio.gather(
+            *(
+                closed_loop(hub.base_url, "/v1/notifications", headers, ceiling.BODY,
+                            total=total // len(hubs), concurrency=per_hub, expect=202)
+                for hub in hubs
+            )
+        )  # fmt: skip
+        elapsed = time.perf_counter() - started
     latencies = sorted(s * 1000 for r in results for s in r.latencies)
     return {
         "ingest requests/s": total / elapsed,
         "ingest p50 ms": quantile(latencies, 0.5),
         "ingest p99 ms": quantile(latencies, 0.99),
-        "masters CPU us per ingest": cpu_used / total * 1e6,
+        "masters CPU us per ingest": used[0] / total * 1e6,
     }
 
 
-async def _fan_out(cluster: LocalCluster, hub: BenchHub, size: int = 10_000) -> dict[str, float]:
+async def _fan_out(cpu: MastersCpu, hub: BenchHub, size: int = 10_000) -> dict[str, float]:
     name = f"cg{size}"
     await make_group(hub.base_url, hub.admin_key, name, size)
-    cpu_before = await asyncio.to_thread(_masters_cpu_s, cluster)
-    elapsed = await scenarios._timed_post(hub, {"groups": [name]}, size)
-    cpu_used = await asyncio.to_thread(_masters_cpu_s, cluster) - cpu_before
+    async with cpu.phase() as used:
+        elapsed = await scenarios._timed_post(hub, {"groups": [name]}, size)
     return {
         "fan-out 10k seconds": elapsed,
         "fan-out recipients/s": size / elapsed,
-        "masters CPU us per copy": cpu_used / size * 1e6,
+        "masters CPU us per copy": used[0] / size * 1e6,
     }
 
 
 async def _steady(
-    cluster: LocalCluster,
+    cpu: MastersCpu,
     hubs: list[BenchHub],
     rate: int = 500,
     seconds: int = 10,
@@ -110,13 +135,12 @@ async def _steady(
     total = rate * seconds
     async with streams.StreamFleet.open(hold, users) as fleet:
         await asyncio.sleep(1.0)
-        cpu_before = await asyncio.to_thread(_masters_cpu_s, cluster)
-        achieved, _, refused = await streams._publish_at(publish, users, rate, total)
-        latencies = await fleet.collect(total - refused, timeout_s=streams.COLLECT_TIMEOUT_S)
-        cpu_used = await asyncio.to_thread(_masters_cpu_s, cluster) - cpu_before
+        async with cpu.phase() as used:
+            achieved, _, refused = await streams._publish_at(publish, users, rate, total)
+            latencies = await fleet.collect(total - refused, timeout_s=streams.COLLECT_TIMEOUT_S)
     spread = streams._spread(latencies, total)
     return {
-        "masters CPU us per streamed event": cpu_used / total * 1e6,
+        "masters CPU us per streamed event": used[0] / total * 1e6,
         "steady sent/s": achieved,
         "steady received": float(len(latencies)),
         "steady p50 ms": spread["p50 ms"],
@@ -127,9 +151,11 @@ async def _steady(
 async def cluster_two_hubs(_: BenchHub) -> Measured:
     """Ingest, fan-out and cross-process steady latency on 3 masters and 2 hubs."""
     async with cluster_hubs() as (cluster, hubs):
-        metrics = await _ingest(cluster, hubs)
-        metrics |= await _fan_out(cluster, hubs[0])
-        steady, latencies = await _steady(cluster, hubs)
+        cpu = await MastersCpu.calibrate(cluster)
+        metrics = {"masters idle CPU ms/s": cpu.idle_per_s * 1000}
+        metrics |= await _ingest(cpu, hubs)
+        metrics |= await _fan_out(cpu, hubs[0])
+        steady, latencies = await _steady(cpu, hubs)
         metrics |= steady
     metrics = {k: v if math.isfinite(v) else math.nan for k, v in metrics.items()}
     return Measured(metrics, {"latency ms": streams._cdf(latencies)})

@@ -4,9 +4,11 @@ every slot group reaches every stream."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.crc import key_slot
 
 from integration.test_stream import no_streams_left, open_stream, send
 from notifyhub.embedded_cluster import LocalCluster
@@ -54,3 +56,45 @@ async def test_a_fan_out_over_many_slots_reaches_every_stream(
         "/v1/me/notifications", headers={"Authorization": f"Bearer {make_token('bulk-299')}"}
     )
     assert [item["id"] for item in inbox.json()["items"]] == [sent]
+
+
+def _move_slot(cluster: LocalCluster, slot: int, source: Any, target: Any) -> None:
+    """CLUSTER SETSLOT ... NODE on every master: the slot (empty) now belongs to `target`."""
+    target_id = cluster.node_id(target)
+    with contextlib.closing(target.client()) as client:
+        client.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", cluster.node_id(source))
+    with contextlib.closing(source.client()) as client:
+        client.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    for node in [target, source, *cluster.nodes[:3]]:
+        with contextlib.closing(node.client()) as client:
+            client.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+
+
+async def test_a_moved_shard_channel_is_resubscribed(
+    hub: Any, publish_key: str, make_token: Any, local_cluster: LocalCluster
+) -> None:
+    """Redis tells subscribers of a moved slot with SUNSUBSCRIBE; the hub subscribes
+    again on the new owner and streams keep getting their events."""
+    doorbells = hub.app.state.hub._doorbells
+    user = next(u for u in (f"mv-{i}" for i in range(200)) if doorbells.channel_of(
+        f"default/{u}") == doorbells.channels[7])  # fmt: skip
+    channel = doorbells.channels[7]
+    slot = key_slot(channel.encode())
+    source = local_cluster.master_of(channel)
+    target = next(n for n in local_cluster.nodes[:3] if n is not source)
+    with contextlib.closing(source.client()) as client:
+        assert client.execute_command("CLUSTER COUNTKEYSINSLOT", slot) == 0
+    reconnects = hub.app.state.metrics.pubsub_reconnects_total._value.get()
+    async with open_stream(hub, make_token(user)) as events:
+        assert (await events.next()).event == "counts"
+        await asyncio.to_thread(_move_slot, local_cluster, slot, source, target)
+        async with asyncio.timeout(10):
+            while hub.app.state.metrics.pubsub_reconnects_total._value.get() == reconnects:
+                await asyncio.sleep(0.05)
+            while not hub.app.state.hub.healthy:
+                await asyncio.sleep(0.05)
+        sent = await send(hub, publish_key, [user])
+        event, _ = await events.until("notification", timeout=10)
+        assert event.data["id"] == sent
+    assert local_cluster.master_of(channel) is target
+    await no_streams_left(hub)
