@@ -1,6 +1,7 @@
-"""The core scenarios (ingest, stream, resume, expiry, delayed, cross-process delivery)
-against the local Redis Cluster: the integration suite's own tests, collected here again
-so they resolve this directory's fixtures (see conftest.py)."""
+"""The core scenarios (ingest, stream, resume, expiry, delayed, cross-process delivery,
+topic and preference caches) against the local Redis Cluster: the integration suite's
+own tests, collected here again so they resolve this directory's fixtures (see
+conftest.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,13 @@ from integration.test_inbox_api import (
 )
 from integration.test_inbox_store import (
     test_a_full_inbox_drops_its_oldest,
+    test_a_replica_shortfall_still_acknowledges,
     test_retried_fan_out_fills_the_gap_only,
+)
+from integration.test_routing import (
+    test_preferences_push_inbox_and_critical,
+    test_rule_push_and_pull_over_live_streams,
+    test_topic_cache_equals_postgres_after_random_changes,
 )
 from integration.test_stream import (
     test_gap_older_than_log_gets_reset,
@@ -46,6 +53,7 @@ __all__ = [
     "test_a_copy_delivered_after_the_purge_stays_indexed",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_takes_at_most_one_batch",
+    "test_a_replica_shortfall_still_acknowledges",
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",
     "test_collapse_key_replaces_in_place",
@@ -57,15 +65,18 @@ __all__ = [
     "test_not_before_due_then_promptly",
     "test_paging_with_cursor",
     "test_per_user_stream_cap",
+    "test_preferences_push_inbox_and_critical",
     "test_priority_among_equally_due",
     "test_publish_list_get_patch_delete",
     "test_read_all_and_bulk",
     "test_recall_removes_from_every_inbox",
     "test_resume_gets_exactly_the_missed_events",
     "test_retried_fan_out_fills_the_gap_only",
+    "test_rule_push_and_pull_over_live_streams",
     "test_scheduled_notification_arrives_on_time",
     "test_shutdown_ends_streams_cleanly",
     "test_stream_on_one_process_gets_post_to_other",
+    "test_topic_cache_equals_postgres_after_random_changes",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",
 ]

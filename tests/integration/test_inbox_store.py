@@ -182,3 +182,15 @@ async def test_a_full_inbox_drops_its_oldest(redis: Redis, settings: Any) -> Non
     log = await store.changes("default", "full", 0, 100)
     deletes = [c.entry["id"] for c in log.entries if c.entry["type"] == "delete"]
     assert deletes == [notes[0].id, notes[1].id]
+
+
+async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: Any) -> None:
+    """`wait_replicas` bounds the wait: with no replica (this Redis has none) WAIT times
+    out and the delivery is still stored and acknowledged."""
+    store = InboxStore(
+        redis, Keys(settings.redis_prefix), Limits(), wait_replicas=1, wait_timeout_ms=20
+    )
+    users = [("default", "w1"), ("default", "w2")]
+    assert await store.deliver(make_notification(), users) == [1, 1]
+    counts, seq = await store.counts("default", "w2")
+    assert counts.total == 1 and seq == 1

@@ -149,7 +149,7 @@ class InboxStore:
             "1" if pull else "",
             self._limits.items_per_user,
         ]
-        recipients = self._keys.recipients(notification.id)
+        recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
 
         async def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
@@ -158,11 +158,12 @@ class InboxStore:
                 keys = [k for i in group for k in per_user[i]]
                 node = self._master_of(slot)
                 await queue_script(pipe, self.scripts.deliver, keys, args, node=node)
-            pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
+            pipe.zadd(expiry, dict.fromkeys(members, expires_ms), lt=True)
             if not self._cluster:  # one connection: the doorbell follows the writes
                 self.doorbells.queue(pipe, [(m, 0) for m in members])
             if self._wait[0]:
-                self._queue_wait(pipe, list(by_slot))
+                written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
+                self._queue_wait(pipe, written)
 
         results = await pipelined(self._redis, build, self.scripts.all)
         if self._cluster:
@@ -198,8 +199,9 @@ class InboxStore:
 
     def _queue_wait(self, pipe: Any, slots: list[int]) -> None:
         """WAIT on the connection that wrote (it waits for that connection's writes): on a
-        Cluster once per master written. A shortfall after the timeout is accepted (a
-        master without a live replica still takes writes); the reply is not checked."""
+        Cluster once per master of `slots` (every slot the pipeline wrote). A shortfall
+        after the timeout is accepted (a master without a live replica still takes
+        writes); the reply is not checked."""
         replicas, timeout_ms = self._wait
         if not self._cluster:
             pipe.execute_command("WAIT", replicas, timeout_ms)

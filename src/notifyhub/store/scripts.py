@@ -84,4 +84,5 @@ class InboxScripts:
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
-        self.all = [*loaded.values(), self.topic_set]
+        self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
+        self.all = [*loaded.values(), self.topic_set, self.topic_get]
