@@ -4,8 +4,9 @@
       ├── worker 1: create_app(settings) + HubServer on the shared socket
       └── worker N: ...                  (the kernel spreads accepted connections)
 
-Each worker is a whole hub (its own Redis pool, Pub/Sub listener, workers loop): nothing
-in the hub assumes one process (the cleaner, movers and dispatcher take Redis locks;
+Each worker is a whole hub (its own Redis pool, Pub/Sub listener, background loops):
+nothing in the hub assumes one process (the cleaner and producers take Redis locks, the
+delayed mover's steps are atomic scripts, the dispatcher claims rows with SKIP LOCKED;
 ingest is idempotent; a stream may open on any process). SIGTERM/SIGINT to the parent is
 passed on to every worker, which ends its streams and stops. When a worker dies on its
 own the parent stops the others and exits non-zero: the process manager restarts it all.
