@@ -21,6 +21,7 @@ from pathlib import Path
 
 import uvloop
 
+from bench import cluster as _cluster  # noqa: F401 (registers its scenario)
 from bench import deliveries as _deliveries  # noqa: F401 (registers its scenario)
 from bench import plots, report, scenarios
 from bench.hubproc import BenchHub

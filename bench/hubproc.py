@@ -55,41 +55,51 @@ class BenchHub:
     @classmethod
     @contextlib.asynccontextmanager
     async def start(cls, prefix: str) -> AsyncIterator[BenchHub]:
+        async with cls.start_many(prefix) as hubs:
+            yield hubs[0]
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start_many(
+        cls, prefix: str, *, redis_url: str = REDIS_URL, processes: int = 1
+    ) -> AsyncIterator[list[BenchHub]]:
+        """`processes` hub processes on one database and one Redis (key prefix)."""
         db_name = f"notifyhub_bench_{secrets.token_hex(4)}"
         admin_dsn = SERVER_URL.replace("+asyncpg", "")
         conn = await asyncpg.connect(admin_dsn)
         await conn.execute(f'CREATE DATABASE "{db_name}"')
         database_url = SERVER_URL.rsplit("/", 1)[0] + f"/{db_name}"
         settings = Settings(
-            redis_url=REDIS_URL,
+            redis_url=redis_url,
             database_url=database_url,
             redis_prefix=prefix,
             jwt_secret="bench-" + secrets.token_hex(32),  # type: ignore[arg-type]
         )
         try:
             await asyncio.to_thread(upgrade_head, database_url)
-            admin_key, publish_key, consume_key = await _keys(database_url)
-            async with _process(settings) as process:
-                hub = cls(
-                    process.base_url,
-                    process.pid,
-                    settings,
-                    admin_key,
-                    publish_key,
-                    consume_key,
-                    TokenService(settings),
-                )
-
-                async def restart() -> int:
-                    hub.pid = await process.restart()
-                    return hub.pid
-
-                hub.restart = restart
-                yield hub
+            keys = await _keys(database_url)
+            async with contextlib.AsyncExitStack() as stack:
+                hubs = [
+                    cls._of(await stack.enter_async_context(_process(settings)), settings, keys)
+                    for _ in range(processes)
+                ]
+                yield hubs
         finally:
-            await _drop_keys(prefix)
+            if redis_url == REDIS_URL:  # a private Redis (the bench cluster) goes whole
+                await _drop_keys(prefix)
             await conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
             await conn.close()
+
+    @classmethod
+    def _of(cls, process: _Process, settings: Settings, keys: tuple[str, str, str]) -> BenchHub:
+        hub = cls(process.base_url, process.pid, settings, *keys, TokenService(settings))
+
+        async def restart() -> int:
+            hub.pid = await process.restart()
+            return hub.pid
+
+        hub.restart = restart
+        return hub
 
 
 async def _keys(database_url: str) -> tuple[str, str, str]:

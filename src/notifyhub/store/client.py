@@ -1,4 +1,5 @@
-"""Redis clients from a URL (plain, TLS, unix socket or Sentinel) and a start-up durability check.
+"""Redis clients from a URL (plain, TLS, unix socket, Sentinel or Cluster) and a start-up
+durability check.
 
 Sentinel URLs name every sentinel, the monitored service and the database:
 
@@ -8,16 +9,26 @@ Sentinel URLs name every sentinel, the monitored service and the database:
 The password (if any) is the master's; `sentinel_password` authenticates to the
 sentinels themselves. The client asks the sentinels for the current master on every
 (re)connect, so a failover costs the commands in flight, which are retried.
+
+Cluster URLs name one or more seed nodes (the client discovers the rest):
+
+    redis+cluster://[[user]:password@]host:port[,host:port...][/][?tls=1]
+
+A cluster client is a `redis.asyncio.RedisCluster`; it is handed around typed as `Redis`
+(see `connect`) because every command notifyhub sends through it names keys of one slot
+(store/keys.py hash tags) and the few cluster-specific steps sit behind `is_cluster`:
+per-slot script calls (store/inbox.py) and sharded doorbells (store/doorbells.py).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, cast
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
@@ -26,7 +37,9 @@ from redis.exceptions import RedisError
 log = logging.getLogger(__name__)
 
 SENTINEL_SCHEME = "redis+sentinel"
+CLUSTER_SCHEME = "redis+cluster"
 DEFAULT_SENTINEL_PORT = 26379
+DEFAULT_PORT = 6379
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +54,25 @@ class SentinelUrl:
     sentinel_password: str | None = None
 
 
-def _host_port(part: str) -> tuple[str, int]:
+@dataclass(frozen=True, slots=True)
+class ClusterUrl:
+    """The parts of a `redis+cluster://` URL."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+    tls: bool = False
+
+    def node_url(self, host: str, port: int) -> str:
+        """A plain `redis://` (or `rediss://`) URL for one node, with these credentials."""
+        scheme = "rediss" if self.tls else "redis"
+        auth = ""
+        if self.username or self.password:
+            auth = f"{quote(self.username or '', safe='')}:{quote(self.password or '', safe='')}@"
+        return f"{scheme}://{auth}{host}:{port}/0"
+
+
+def _host_port(part: str, default_port: int = DEFAULT_SENTINEL_PORT) -> tuple[str, int]:
     if part.startswith("["):  # [::1]:26379
         host, _, rest = part[1:].partition("]")
         port = rest.removeprefix(":")
@@ -49,7 +80,7 @@ def _host_port(part: str) -> tuple[str, int]:
         host, _, port = part.rpartition(":") if ":" in part else (part, "", "")
     if not host:
         raise ValueError(f"Sentinel URL: no host in {part!r}")
-    return host, int(port) if port else DEFAULT_SENTINEL_PORT
+    return host, int(port) if port else default_port
 
 
 def parse_sentinel_url(url: str) -> SentinelUrl | None:
@@ -73,13 +104,64 @@ def parse_sentinel_url(url: str) -> SentinelUrl | None:
     )
 
 
+def parse_cluster_url(url: str) -> ClusterUrl | None:
+    """The seed nodes and credentials of a `redis+cluster://` URL; None for other schemes."""
+    parts = urlsplit(url)
+    if parts.scheme != CLUSTER_SCHEME:
+        return None
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    if not hosts or parts.path.strip("/"):
+        raise ValueError("Cluster URL: expected redis+cluster://host:port[,host:port...]")
+    tls = parse_qs(parts.query).get("tls", ["0"])[0] in ("1", "true", "yes")
+    return ClusterUrl(
+        nodes=tuple(_host_port(h, DEFAULT_PORT) for h in hosts.split(",") if h),
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        tls=tls,
+    )
+
+
+def is_cluster(redis: Redis) -> bool:
+    """Whether `redis` is a Redis Cluster client (the one mode-specific question)."""
+    return isinstance(redis, RedisCluster)
+
+
+async def server_identity(redis: Redis) -> str:
+    """The server's INFO run_id; on a Cluster every master's, sorted and joined, so that
+    a restart (or a failover) of any shard changes it."""
+    if not is_cluster(redis):
+        return str((await redis.info("server"))["run_id"])
+    found = await redis.info("server", target_nodes=RedisCluster.PRIMARIES)
+    return ",".join(sorted(str(info["run_id"]) for info in found.values()))
+
+
+def _cluster(cluster: ClusterUrl, pool_size: int | None, options: dict[str, Any]) -> Redis:
+    options.pop("pool_timeout", None)
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in cluster.nodes],
+        username=cluster.username,
+        password=cluster.password,
+        ssl=cluster.tls,
+        # Per node; the cluster client refuses (never waits) past it, so leave headroom.
+        max_connections=4 * (pool_size or 128),
+        require_full_coverage=False,
+        **options,
+    )
+    return cast("Redis", client)
+
+
 def connect(url: str, *, pool_size: int | None = None, **options: Any) -> Redis:
-    """A client for `url`: `redis://`, `rediss://`, `unix://` or `redis+sentinel://`.
+    """A client for `url`: `redis://`, `rediss://`, `unix://`, `redis+sentinel://` or
+    `redis+cluster://` (a `RedisCluster`, see the module docstring).
 
     With `pool_size`, a bounded pool whose callers wait (up to `pool_timeout`) for a free
     connection: redis-py's default pool raises `MaxConnectionsError` at 100 at once,
     which a broadcast to thousands of streams or a burst of stream openings reaches.
     """
+    cluster = parse_cluster_url(url)
+    if cluster is not None:
+        return _cluster(cluster, pool_size, options)
     sentinel = parse_sentinel_url(url)
     if sentinel is None:
         if pool_size is None:
@@ -102,6 +184,15 @@ def connect(url: str, *, pool_size: int | None = None, **options: Any) -> Redis:
     return master
 
 
+async def close(redis: Redis) -> None:
+    """Close a client from `connect`, with the sentinel connections a Sentinel one made."""
+    await redis.aclose()
+    pool = getattr(redis, "connection_pool", None)  # a RedisCluster has none
+    manager = getattr(pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
+
+
 SOCKET_TIMEOUT_S = 5.0
 """How long a reply may take before the call fails (and is retried, then a 503)."""
 
@@ -119,7 +210,7 @@ def create_redis(
     `socket_timeout_s=None` makes the client for big pipelines: redis-py arms a timer
     for every reply it reads (about 10 us each), so a pipeline of 500 stream reads
     spent a third of its time on timers; those pipelines bound their whole execution
-    with one timer instead (`scripts.execute`)."""
+    with one timer instead (`scripts.pipelined`)."""
     return connect(
         url,
         pool_size=pool_size,

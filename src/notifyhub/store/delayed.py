@@ -5,11 +5,13 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from notifyhub.store.keys import DelayedKeys, Keys
+from notifyhub.store.scripts import pipelined, queue_script
 
 DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle")
 
@@ -56,7 +58,8 @@ class DelayedStore:
     async def push_many(self, messages: list[tuple[str, str, bytes, int, int, int]]) -> int:
         """Pipelined pushes of (id, topic, message, due_ms, priority, ttl_ms); returns how
         many were new. Each push is still its own atomic script."""
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Any) -> None:
             for message_id, topic, message, due_ms, priority, ttl_ms in messages:
                 k = self._set(message_id)
                 keys = [k.due(topic), k.state, k.msg, k.topics]
@@ -68,8 +71,9 @@ class DelayedStore:
                     priority,
                     ttl_ms,
                 ]
-                await self._scripts["dq_push"](keys=keys, args=args, client=pipe)
-            results = await pipe.execute()
+                queue_script(pipe, self._scripts["dq_push"], keys, args)
+
+        results = await pipelined(self._redis, build, self._scripts.values())
         return sum(int(r) for r in results)
 
     async def move(self, set_index: int, topic: str, limit: int) -> Moved:

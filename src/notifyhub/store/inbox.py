@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
+from redis.crc import key_slot
 
 from notifyhub.domain.notification import (
     Counts,
@@ -21,9 +21,10 @@ from notifyhub.domain.notification import (
     to_rfc3339,
 )
 from notifyhub.settings import Limits
-from notifyhub.store import scripts
+from notifyhub.store.client import is_cluster
+from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import Keys, member
-from notifyhub.store.scripts import InboxScripts
+from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 
 UserRef = tuple[str, str]
 """(tenant, user)."""
@@ -113,16 +114,22 @@ class InboxStore:
         *,
         on_evicted: Callable[[int], object] | None = None,
         bulk: Redis | None = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
     ) -> None:
         self._redis = redis
         self._bulk = bulk or redis
         """For the big pipelines (fan-out, stream reads): a client without per-reply
-        timers (`create_redis(socket_timeout_s=None)`); `scripts.execute` bounds them."""
+        timers (`create_redis(socket_timeout_s=None)`); `scripts.pipelined` bounds them."""
         self._keys = keys
         self._limits = limits
         self._on_evicted = on_evicted
         """Told how many oldest notifications full inboxes dropped (a metric)."""
         self.scripts = InboxScripts(redis)
+        self._cluster = is_cluster(redis)
+        self.doorbells = Doorbells(keys, sharded=self._cluster)
+        self._wait = (wait_replicas, wait_timeout_ms)
+        """WAIT for this many replicas (bounded) before a delivery is acknowledged; 0: no."""
 
     async def deliver(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
@@ -140,7 +147,9 @@ class InboxStore:
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [member(t, u) for t, u in users]
         inbox_list = self._keys.inbox_list
-        keys = [k for t, u in users for k in inbox_list(t, u)]
+        per_user = [inbox_list(t, u) for t, u in users]
+        by_slot = self._slot_groups(per_user)
+        groups = list(by_slot.values())
         args: list[str | bytes | int] = [
             notification.id,
             content,
@@ -152,20 +161,66 @@ class InboxStore:
             "1" if pull else "",
             self._limits.items_per_user,
         ]
-        recipients = self._keys.recipients(notification.id)
+        recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
 
-        def build(pipe: Pipeline) -> None:
+        def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            scripts.queue(pipe, self.scripts.deliver, keys, args)
-            pipe.zadd(self._keys.expiry, dict.fromkeys(members, expires_ms), lt=True)
-            pipe.publish(self._keys.channel, _doorbell([(m, 0) for m in members]))
+            for slot, group in by_slot.items():
+                keys = [k for i in group for k in per_user[i]]
+                node = self._master_of(slot)
+                queue_script(pipe, self.scripts.deliver, keys, args, node=node)
+            pipe.zadd(expiry, dict.fromkeys(members, expires_ms), lt=True)
+            if not self._cluster:  # one connection: the doorbell follows the writes
+                self.doorbells.queue(pipe, [(m, 0) for m in members])
+            if self._wait[0]:
+                written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
+                self._queue_wait(pipe, written)
 
-        results = await scripts.execute(self._bulk, [self.scripts.deliver], build)
-        *seqs, evicted = (int(value) for value in results[2])
+        results = await pipelined(self._bulk, build, self.scripts.all)
+        if self._cluster:
+            await self._ring_after_writes(members)
+        seqs, evicted = _merge_delivered(groups, results[2 : 2 + len(groups)], len(users))
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
         return seqs
+
+    async def _ring_after_writes(self, members: list[str]) -> None:
+        """A Cluster pipeline runs its commands on several nodes at once, so a doorbell
+        queued with the writes could reach a stream before the write it announces (the
+        stream would read nothing and wait for a next doorbell): ring once they are done."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            self.doorbells.queue(pipe, [(m, 0) for m in members])
+            await pipe.execute()
+
+    def _slot_groups(self, per_user: list[list[str]]) -> dict[int, list[int]]:
+        """Indexes of users whose keys share a Cluster slot, one script call per group;
+        on standalone Redis one group (slot -1), so a batch stays one script call."""
+        if not self._cluster:
+            return {-1: list(range(len(per_user)))}
+        by_slot: dict[int, list[int]] = {}
+        for i, keys in enumerate(per_user):
+            by_slot.setdefault(key_slot(keys[0].encode()), []).append(i)
+        return by_slot
+
+    def _master_of(self, slot: int) -> Any:
+        """The Cluster node serving `slot` (None on standalone Redis: one connection)."""
+        if not self._cluster:
+            return None
+        return self._redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
+
+    def _queue_wait(self, pipe: Any, slots: list[int]) -> None:
+        """WAIT on the connection that wrote (it waits for that connection's writes): on a
+        Cluster once per master of `slots` (every slot the pipeline wrote). A shortfall
+        after the timeout is accepted (a master without a live replica still takes
+        writes); the reply is not checked."""
+        replicas, timeout_ms = self._wait
+        if not self._cluster:
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            return
+        masters = [self._master_of(slot) for slot in slots]
+        for node in {node.name: node for node in masters}.values():
+            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
         found = await self.scripts.get(
@@ -247,12 +302,12 @@ class InboxStore:
         each stays in its user's Cluster slot)."""
         changes, inbox_list = self.scripts.changes, self._keys.inbox_list
 
-        def build(pipe: Pipeline) -> None:
+        def build(pipe: Any) -> None:
             for read in reads:
                 keys = inbox_list(read.tenant, read.user)
-                scripts.queue(pipe, changes, keys, (read.after_seq, read.max_entries))
+                queue_script(pipe, changes, keys, [read.after_seq, read.max_entries])
 
-        results = await scripts.execute(self._bulk, [changes], build)
+        results = await pipelined(self._bulk, build, self.scripts.all)
         return [_parse_changes(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:
@@ -278,8 +333,11 @@ class InboxStore:
 
     async def _publish(self, changed: list[tuple[str, int]]) -> None:
         changed = [(m, s) for m, s in changed if s]
-        if changed:
-            await self._redis.publish(self._keys.channel, _doorbell(changed))
+        if not changed:
+            return
+        publish = self._redis.spublish if self.doorbells.sharded else self._redis.publish
+        for channel, payload in self.doorbells.messages(changed):
+            await publish(channel, payload)
 
 
 def _parse_changes(raw: list[Any]) -> Changes:
@@ -290,9 +348,19 @@ def _parse_changes(raw: list[Any]) -> Changes:
     return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
 
 
-def _doorbell(changed: list[tuple[str, int]]) -> bytes:
-    """One Pub/Sub message per batch: lines of `tenant/user seq` (seq 0: "re-read")."""
-    return "\n".join(f"{m} {s}" for m, s in changed).encode()
+def _merge_delivered(
+    groups: list[list[int]], replies: list[Any], users: int
+) -> tuple[list[int], int]:
+    """Per-group script replies (seqs..., evicted) back into the callers' user order."""
+    if len(groups) == 1:
+        *seqs, evicted = (int(value) for value in replies[0])
+        return seqs, evicted
+    seqs, evicted = [0] * users, 0
+    for group, reply in zip(groups, replies, strict=True):
+        for i, value in zip(group, reply, strict=False):
+            seqs[i] = int(value)
+        evicted += int(reply[-1])
+    return seqs, evicted
 
 
 def _page_bounds(query: PageQuery) -> tuple[str, str]:

@@ -16,7 +16,8 @@ script touches a single Cluster slot. Layout of one user's inbox:
 Global keys:
 
     <p>expiry         zset   "T/U" -> earliest expiry in that inbox (cleaner's index)
-    <p>events         channel, messages "T/U seq"
+    <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
+    <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
     <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
@@ -111,13 +112,18 @@ class DelayedKeys:
 class Keys:
     """Key names under one prefix (tests use a prefix per run)."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, *, pubsub_shards: int = 16) -> None:
         if "{" in prefix or "}" in prefix:
             raise ValueError("the Redis key prefix must not contain braces (Cluster hash tags)")
         self.prefix = prefix
+        self.pubsub_shards = pubsub_shards
         self.channel = f"{prefix}events"
         self.expiry = f"{prefix}expiry"
         self.epoch = f"{prefix}epoch"
+
+    def shard_channel(self, index: int) -> str:
+        """Sharded Pub/Sub channel `index`, its own hash tag so the shards spread over slots."""
+        return f"{self.channel}{{{index}}}"
 
     def inbox(self, tenant: str, user: str) -> InboxKeys:
         return InboxKeys(*self.inbox_list(tenant, user))

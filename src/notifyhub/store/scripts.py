@@ -8,7 +8,6 @@ from importlib.resources import files
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -26,6 +25,57 @@ INBOX_SCRIPTS = (
     "page",
     "changes",
 )
+
+
+def queue_script(
+    pipe: Any,
+    script: AsyncScript,
+    keys: Sequence[str],
+    args: Sequence[str | bytes | int],
+    *,
+    node: Any = None,
+) -> None:
+    """Queue one raw EVALSHA of `script` on a pipeline (plain or Cluster).
+
+    Not `script(..., client=pipe)`: that makes a plain pipeline ask SCRIPT EXISTS before
+    every execute (a round trip each time), and a Cluster pipeline refuses it. Scripts
+    are loaded only when Redis answers NOSCRIPT (`pipelined`). On a Cluster the command
+    is routed by its keys' slot or, when the caller knows it, to `node` (redis-py then
+    skips hashing every key)."""
+    route = {"target_nodes": node} if node is not None else {}
+    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **route)
+
+
+async def pipelined(
+    redis: Redis,
+    build: Callable[[Any], None],
+    scripts: Iterable[AsyncScript],
+    *,
+    timeout_s: float = SOCKET_TIMEOUT_S,
+) -> list[Any]:
+    """Build and run one non-transactional pipeline.
+
+    A server that lacks a script (restarted, SCRIPT FLUSH, a fresh cluster node, a
+    replica promoted by a failover) answers NOSCRIPT: `scripts` are loaded (on every
+    master) and the pipeline is built and run once more, so `build` must queue only
+    idempotent steps (ours are: idempotent writes, reads and doorbells). The whole run
+    is bounded by one timer of `timeout_s` (the client for big pipelines arms none per
+    reply); a connection cut off mid-reply is closed, never reused."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            for attempt in range(2):
+                async with redis.pipeline(transaction=False) as pipe:
+                    build(pipe)
+                    try:
+                        return list(await pipe.execute())
+                    except NoScriptError:
+                        if attempt:
+                            raise
+                for script in scripts:
+                    script.sha = await redis.script_load(script.script)
+    except TimeoutError as exc:
+        raise RedisTimeoutError(f"Redis did not answer a pipeline in {timeout_s:g} s") from exc
+    raise AssertionError("unreachable")
 
 
 def _source(name: str) -> str:
@@ -50,44 +100,5 @@ class InboxScripts:
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
-
-
-def queue(pipe: Pipeline, script: AsyncScript, keys: Sequence[str], args: Iterable[Any]) -> None:
-    """Queue one EVALSHA of `script` on `pipe`.
-
-    Unlike `script(..., client=pipe)`, this does not make the pipeline ask SCRIPT EXISTS
-    before every execute (redis-py does, costing a round trip per pipeline); run the
-    pipeline with `execute` below, which loads the scripts only when Redis lacks them.
-    """
-    pipe.evalsha(script.sha, len(keys), *keys, *args)
-
-
-async def execute(
-    redis: Redis,
-    scripts: Sequence[AsyncScript],
-    build: Callable[[Pipeline], None],
-    *,
-    timeout_s: float = SOCKET_TIMEOUT_S,
-) -> list[Any]:
-    """Build and run a non-transactional pipeline that `queue`s some of `scripts`.
-
-    When Redis answers NOSCRIPT (it restarted, or SCRIPT FLUSH), the scripts are loaded
-    and the pipeline is built and run once more, so `build` must queue commands that are
-    safe to repeat (every caller's are: idempotent writes, reads and doorbells). The
-    whole run is bounded by one timer of `timeout_s` (the client for big pipelines
-    arms none per reply); a connection cut off mid-reply is closed, never reused."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            for attempt in (1, 2):
-                async with redis.pipeline(transaction=False) as pipe:
-                    build(pipe)
-                    try:
-                        return await pipe.execute()
-                    except NoScriptError:
-                        if attempt == 2:
-                            raise
-                for script in scripts:
-                    script.sha = await redis.script_load(script.script)
-    except TimeoutError as exc:
-        raise RedisTimeoutError(f"Redis did not answer a pipeline in {timeout_s:g} s") from exc
-    raise AssertionError("unreachable")
+        self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
+        self.all = [*loaded.values(), self.topic_set, self.topic_get]

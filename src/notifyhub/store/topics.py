@@ -23,6 +23,7 @@ class TopicCache:
         self._redis = redis
         self._keys = keys
         self._set = scripts.topic_set
+        self._get = scripts.topic_get
 
     async def write(
         self,
@@ -40,13 +41,8 @@ class TopicCache:
 
     async def read(self, tenant: str, name: str) -> CachedTopic | None:
         """The cached membership, or None when this topic is not cached at all."""
-        users_key, groups_key, meta_key = self._keys.topic(tenant, name)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hget(meta_key, "deleted")
-            pipe.smembers(users_key)
-            pipe.smembers(groups_key)
-            deleted, users, groups = await pipe.execute()
-        if deleted is None:
+        deleted, users, groups = await self._get(keys=list(self._keys.topic(tenant, name)))
+        if deleted == b"":
             return None
         return CachedTopic(
             deleted == b"1", sorted(u.decode() for u in users), sorted(g.decode() for g in groups)

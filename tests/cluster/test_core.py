@@ -1,0 +1,82 @@
+"""The core scenarios (ingest, stream, resume, expiry, delayed, cross-process delivery,
+topic and preference caches) against the local Redis Cluster: the integration suite's
+own tests, collected here again so they resolve this directory's fixtures (see
+conftest.py)."""
+
+from __future__ import annotations
+
+from integration.test_cleaner import (
+    test_a_copy_delivered_after_the_purge_stays_indexed,
+    test_a_pass_takes_at_most_one_batch,
+    test_cleaner_removes_expired_copies_and_keeps_later_ones,
+)
+from integration.test_cross_process import test_stream_on_one_process_gets_post_to_other
+from integration.test_delayed import (
+    consume_key,
+    test_cancel_before_due_and_after_consume,
+    test_not_before_due_then_promptly,
+    test_priority_among_equally_due,
+    test_scheduled_notification_arrives_on_time,
+    test_two_movers_never_duplicate_or_lose,
+    test_unacked_is_offered_again_after_ttl,
+)
+from integration.test_inbox_api import (
+    test_collapse_key_replaces_in_place,
+    test_expired_notifications_vanish_at_once,
+    test_groups_fan_out_one_copy_each,
+    test_idempotency_key,
+    test_paging_with_cursor,
+    test_publish_list_get_patch_delete,
+    test_read_all_and_bulk,
+    test_recall_removes_from_every_inbox,
+)
+from integration.test_inbox_store import (
+    test_a_full_inbox_drops_its_oldest,
+    test_a_replica_shortfall_still_acknowledges,
+    test_retried_fan_out_fills_the_gap_only,
+)
+from integration.test_routing import (
+    test_preferences_push_inbox_and_critical,
+    test_rule_push_and_pull_over_live_streams,
+    test_topic_cache_equals_postgres_after_random_changes,
+)
+from integration.test_stream import (
+    test_gap_older_than_log_gets_reset,
+    test_live_notification_update_delete,
+    test_per_user_stream_cap,
+    test_resume_gets_exactly_the_missed_events,
+    test_shutdown_ends_streams_cleanly,
+)
+
+__all__ = [
+    "consume_key",
+    "test_a_copy_delivered_after_the_purge_stays_indexed",
+    "test_a_full_inbox_drops_its_oldest",
+    "test_a_pass_takes_at_most_one_batch",
+    "test_a_replica_shortfall_still_acknowledges",
+    "test_cancel_before_due_and_after_consume",
+    "test_cleaner_removes_expired_copies_and_keeps_later_ones",
+    "test_collapse_key_replaces_in_place",
+    "test_expired_notifications_vanish_at_once",
+    "test_gap_older_than_log_gets_reset",
+    "test_groups_fan_out_one_copy_each",
+    "test_idempotency_key",
+    "test_live_notification_update_delete",
+    "test_not_before_due_then_promptly",
+    "test_paging_with_cursor",
+    "test_per_user_stream_cap",
+    "test_preferences_push_inbox_and_critical",
+    "test_priority_among_equally_due",
+    "test_publish_list_get_patch_delete",
+    "test_read_all_and_bulk",
+    "test_recall_removes_from_every_inbox",
+    "test_resume_gets_exactly_the_missed_events",
+    "test_retried_fan_out_fills_the_gap_only",
+    "test_rule_push_and_pull_over_live_streams",
+    "test_scheduled_notification_arrives_on_time",
+    "test_shutdown_ends_streams_cleanly",
+    "test_stream_on_one_process_gets_post_to_other",
+    "test_topic_cache_equals_postgres_after_random_changes",
+    "test_two_movers_never_duplicate_or_lose",
+    "test_unacked_is_offered_again_after_ttl",
+]

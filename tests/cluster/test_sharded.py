@@ -1,0 +1,100 @@
+"""Sharded Pub/Sub on the cluster: one subscription per shard master, a batch spanning
+every slot group reaches every stream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from integration.test_stream import no_streams_left, open_stream, send
+from notifyhub.embedded_cluster import LocalCluster
+
+
+async def test_one_sharded_subscription_per_master_per_process(
+    hub: Any, redis: Redis, local_cluster: LocalCluster
+) -> None:
+    doorbells = hub.app.state.hub._doorbells
+    owners = {local_cluster.master_of(channel).port for channel in doorbells.channels}
+    for node in local_cluster.live_nodes():
+        client = Redis(host="127.0.0.1", port=node.port)
+        try:
+            clients = await client.client_list()
+            names = [c["name"] for c in clients if c["name"] == hub.app.state.hub.client_name]
+            assert len(names) == (1 if node.port in owners else 0)
+            mine = [c for c in doorbells.channels if local_cluster.master_of(c).port == node.port]
+            if mine:
+                counts = await client.execute_command("PUBSUB SHARDNUMSUB", *mine)
+                assert [n for _, n in counts] == [1] * len(mine)
+        finally:
+            await client.aclose()
+
+
+async def test_a_fan_out_over_many_slots_reaches_every_stream(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    watched = [f"spread-{i}" for i in range(8)]
+    everyone = watched + [f"bulk-{i}" for i in range(300)]
+    async with asyncio.TaskGroup() as group:
+        streams = [open_stream(hub, make_token(user)) for user in watched]
+        readers = [await group.create_task(s.__aenter__()) for s in streams]
+    try:
+        for reader in readers:
+            assert (await reader.next()).event == "counts"
+        sent = await send(hub, publish_key, everyone)
+        for reader in readers:
+            event, _ = await reader.until("notification")
+            assert event.data["id"] == sent
+    finally:
+        for stream in streams:
+            await stream.__aexit__(None, None, None)
+    await no_streams_left(hub)
+    inbox = await hub.client.get(
+        "/v1/me/notifications", headers={"Authorization": f"Bearer {make_token('bulk-299')}"}
+    )
+    assert [item["id"] for item in inbox.json()["items"]] == [sent]
+
+
+def _move_slot(cluster: LocalCluster, slot: int, source: Any, target: Any) -> None:
+    """CLUSTER SETSLOT ... NODE on every master: the slot (empty) now belongs to `target`."""
+    target_id = cluster.node_id(target)
+    with contextlib.closing(target.client()) as client:
+        client.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", cluster.node_id(source))
+    with contextlib.closing(source.client()) as client:
+        client.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    for node in [target, source, *cluster.nodes[:3]]:
+        with contextlib.closing(node.client()) as client:
+            client.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+
+
+async def test_a_moved_shard_channel_is_resubscribed(
+    hub: Any, publish_key: str, make_token: Any, local_cluster: LocalCluster
+) -> None:
+    """Redis tells subscribers of a moved slot with SUNSUBSCRIBE; the hub subscribes
+    again on the new owner and streams keep getting their events."""
+    doorbells = hub.app.state.hub._doorbells
+    user = next(u for u in (f"mv-{i}" for i in range(200)) if doorbells.channel_of(
+        f"default/{u}") == doorbells.channels[7])  # fmt: skip
+    channel = doorbells.channels[7]
+    slot = key_slot(channel.encode())
+    source = local_cluster.master_of(channel)
+    target = next(n for n in local_cluster.nodes[:3] if n is not source)
+    with contextlib.closing(source.client()) as client:
+        assert client.execute_command("CLUSTER COUNTKEYSINSLOT", slot) == 0
+    reconnects = hub.app.state.metrics.pubsub_reconnects_total._value.get()
+    async with open_stream(hub, make_token(user)) as events:
+        assert (await events.next()).event == "counts"
+        await asyncio.to_thread(_move_slot, local_cluster, slot, source, target)
+        async with asyncio.timeout(10):
+            while hub.app.state.metrics.pubsub_reconnects_total._value.get() == reconnects:
+                await asyncio.sleep(0.05)
+            while not hub.app.state.hub.healthy:
+                await asyncio.sleep(0.05)
+        sent = await send(hub, publish_key, [user])
+        event, _ = await events.until("notification", timeout=10)
+        assert event.data["id"] == sent
+    assert local_cluster.master_of(channel) is target
+    await no_streams_left(hub)
