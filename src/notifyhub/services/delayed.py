@@ -144,7 +144,7 @@ class DelayedService:
             row = await session.get(DelayedMessage, message_id)
         if row is None:
             raise NotFound(f"no delayed message {message_id}")
-        status = await self._store.status(message_id) or row.status
+        status = await self._store.status(message_id, row.topic) or row.status
         return {**message_json(row), "status": status}
 
     async def cancel(self, message_id: str) -> None:
@@ -238,11 +238,7 @@ class DelayedService:
             rows = await session.stream_scalars(query.execution_options(yield_per=1000))
             async for batch in rows.partitions(1000):
                 restored += await self._store.push_many([_entry(row) for row in batch])
-        if (
-            message_id is not None
-            and restored == 0
-            and await self._store.status(message_id) is None
-        ):
+        if message_id is not None and restored == 0 and not await self._store.exists(message_id):
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 
