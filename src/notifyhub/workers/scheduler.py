@@ -82,6 +82,11 @@ def delayed_loops(
 
     return [
         Loop("delayed-mover", settings.mover_interval_s, move, metrics),
-        Loop("delayed-log", settings.log_flush_interval_s, delayed.transitions.flush, metrics),
+        Loop(
+            "delayed-log",
+            settings.log_flush_interval_s,
+            delayed.transitions.flush_unless_held,
+            metrics,
+        ),
         Loop("scheduled-notifications", settings.mover_interval_s, scheduled.run_once, metrics),
     ]
