@@ -25,7 +25,12 @@ Global keys:
     <p>rl:user:{T/U}  hash   token bucket of one user
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
-Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}:
+Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. The
+mover reads no state: only waiting ids are in pdue (cancel takes them out with its state
+change) and their scores give the ready score. Upgrading from layout 1 needs no step (the
+hash and ready formats are unchanged); run one version at a time, though: a layout 1 hub
+cancelling a message a newer hub queued leaves it in pdue (only newer hubs' reserve drops
+such an id).
 
     <p>dq{i}:msg            hash  id -> message JSON (immutable)
     <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms
