@@ -245,9 +245,9 @@ class DelayedService:
         bound = chosen[-1][0]
         reserved: list[tuple[float, dict[str, Any]]] = []
         for index, count in sorted(per_set.items()):
-            for r in await self._store.reserve(index, topic, count, bound):
-                reserved.append((r.score, {**orjson.loads(r.message), "receipt": r.receipt}))
-                self.transitions.add([Transition(r.id, "reserved", index, "consumer")])
+            got = await self._store.reserve(index, topic, count, bound)
+            self.transitions.add_ids([r.id for r in got], "reserved", index, "consumer")
+            reserved += [(r.score, {**orjson.loads(r.message), "receipt": r.receipt}) for r in got]
         reserved.sort(key=lambda pair: pair[0])
         return [message for _score, message in reserved]
 
