@@ -72,9 +72,12 @@ def delayed_loops(
         return results
 
     async def move() -> None:
-        """A pass; and when a message falls due before the next tick, a second pass right
-        at its due instant (a burst due at one instant does not wait up to a tick)."""
+        """A pass; and when it found nothing due but a message falls due before the next
+        tick, a second pass right at its due instant (a burst due at one instant does not
+        wait up to a tick; a steady stream, always moving, keeps to the tick)."""
         results = await move_pass()
+        if any(r.moved for r in results):
+            return
         wake_at = min((r.next_due_at for r in results if r.next_due_at is not None), default=None)
         if wake_at is not None and wake_at - time.monotonic() < settings.mover_interval_s:
             await asyncio.sleep(max(wake_at - time.monotonic(), 0) + WAKE_MARGIN_S)
