@@ -117,7 +117,7 @@ class TransitionLog:
         return 0 if held else await self.flush()
 
     async def flush(self) -> int:
-        runs, size = self._runs, self._size
+        runs, size, oldest_at = self._runs, self._size, self._oldest_at
         if not runs:
             return 0
         self._runs, self._size = [], 0
@@ -131,6 +131,7 @@ class TransitionLog:
         except Exception:
             self._runs[:0] = runs  # keep them for the next flush
             self._size += size
+            self._oldest_at = oldest_at
             raise
         return size
 
