@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain, repeat
 from typing import Any
 
 import orjson
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 HOST = socket.gethostname()
 FINISHED = ("consumed", "cancelled")
 POLL_S = 0.02
+BURST_HOLD_S = 0.2
+"""How long a full mover batch holds the transition log's flushes back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,10 @@ class NewMessage:
     id: str | None = None
 
 
+_Run = tuple[Sequence[str], str, int | None, str | None]
+"""Ids that took one status in one set by one worker."""
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     message_id: str
@@ -54,36 +62,81 @@ class Transition:
 
 
 class TransitionLog:
-    """Buffers transitions and writes them in one INSERT per flush (a runner loop)."""
+    """Buffers transitions and writes them in one COPY per flush (a runner loop).
+
+    The buffer holds runs of ids sharing a status, set and worker (a mover batch is one
+    run), so logging a burst costs one append per batch, not an object per id. While the
+    mover is moving a burst it holds the loop's flushes back (a COPY of its rows costs
+    PostgreSQL about as much CPU as the move costs Redis), up to `max_hold_s` after the
+    oldest buffered entry or until half the buffer is used; `flush()` itself never waits.
+    Beyond `max_buffer` entries (PostgreSQL down for long) new entries are dropped, loudly.
+    """
 
     def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], max_buffer: int = 100_000
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        max_buffer: int = 500_000,
+        max_hold_s: float = 2.0,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._buffer: list[Transition] = []
+        self._runs: list[_Run] = []
+        self._size = 0
         self._max = max_buffer
+        self._max_hold_s = max_hold_s
+        self._held_until = 0.0
+        self._oldest_at = 0.0
 
     def add(self, transitions: Sequence[Transition]) -> None:
-        if len(self._buffer) + len(transitions) > self._max:
-            log.warning("transition log buffer full: dropping %d entries", len(transitions))
+        for t in transitions:
+            self.add_ids([t.message_id], t.status, t.set_index, t.worker)
+
+    def add_ids(
+        self, ids: Sequence[str], status: str, set_index: int | None, worker: str | None
+    ) -> None:
+        if not ids:
             return
-        self._buffer.extend(transitions)
+        if self._size + len(ids) > self._max:
+            log.warning("transition log buffer full: dropping %d entries", len(ids))
+            return
+        if not self._runs:
+            self._oldest_at = time.monotonic()
+        self._runs.append((ids, status, set_index, worker))
+        self._size += len(ids)
+
+    def hold(self, seconds: float) -> None:
+        """Let `flush_unless_held` wait `seconds` from now (within its limits)."""
+        self._held_until = max(self._held_until, time.monotonic() + seconds)
+
+    async def flush_unless_held(self) -> int:
+        now = time.monotonic()
+        held = (
+            now < self._held_until
+            and now - self._oldest_at < self._max_hold_s
+            and self._size < self._max // 2
+        )
+        return 0 if held else await self.flush()
 
     async def flush(self) -> int:
-        batch, self._buffer = self._buffer, []
-        if not batch:
+        runs, size, oldest_at = self._runs, self._size, self._oldest_at
+        if not runs:
             return 0
-        rows = [(t.message_id, t.status, t.set_index, t.worker, HOST) for t in batch]
+        self._runs, self._size = [], 0
+        rows = chain.from_iterable(
+            zip(ids, repeat(status), repeat(index), repeat(worker), repeat(HOST))
+            for ids, status, index, worker in runs
+        )
         try:
             async with self._sessionmaker.begin() as session:
                 await _copy(session, rows)
         except Exception:
-            self._buffer[:0] = batch  # keep them for the next flush
+            self._runs[:0] = runs  # keep them for the next flush
+            self._size += size
+            self._oldest_at = oldest_at
             raise
-        return len(batch)
+        return size
 
 
-async def _copy(session: AsyncSession, rows: list[tuple[Any, ...]]) -> None:
+async def _copy(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
     """COPY is about twenty times cheaper per row than an INSERT executemany."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
@@ -144,7 +197,7 @@ class DelayedService:
             row = await session.get(DelayedMessage, message_id)
         if row is None:
             raise NotFound(f"no delayed message {message_id}")
-        status = await self._store.status(message_id) or row.status
+        status = await self._store.status(message_id, row.topic) or row.status
         return {**message_json(row), "status": status}
 
     async def cancel(self, message_id: str) -> None:
@@ -193,9 +246,9 @@ class DelayedService:
         bound = chosen[-1][0]
         reserved: list[tuple[float, dict[str, Any]]] = []
         for index, count in sorted(per_set.items()):
-            for r in await self._store.reserve(index, topic, count, bound):
-                reserved.append((r.score, {**orjson.loads(r.message), "receipt": r.receipt}))
-                self.transitions.add([Transition(r.id, "reserved", index, "consumer")])
+            got = await self._store.reserve(index, topic, count, bound)
+            self.transitions.add_ids([r.id for r in got], "reserved", index, "consumer")
+            reserved += [(r.score, {**orjson.loads(r.message), "receipt": r.receipt}) for r in got]
         reserved.sort(key=lambda pair: pair[0])
         return [message for _score, message in reserved]
 
@@ -219,12 +272,12 @@ class DelayedService:
                 results.append(moved)
                 if len(moved.moved) < limit:
                     break
+                self.transitions.hold(BURST_HOLD_S)  # a burst: log it once it is moved
         return results
 
     def _log_moves(self, moved: Moved) -> None:
-        index = moved.set_index
-        self.transitions.add([Transition(i, "ready", index, "mover") for i in moved.moved])
-        self.transitions.add([Transition(i, "ready", index, "reaper") for i in moved.reoffered])
+        self.transitions.add_ids(moved.moved, "ready", moved.set_index, "mover")
+        self.transitions.add_ids(moved.reoffered, "ready", moved.set_index, "reaper")
 
     async def restore(self, *, expired: bool, message_id: str | None = None) -> int:
         """Re-queue from PostgreSQL what is not consumed or cancelled (and not in Redis)."""
@@ -238,11 +291,7 @@ class DelayedService:
             rows = await session.stream_scalars(query.execution_options(yield_per=1000))
             async for batch in rows.partitions(1000):
                 restored += await self._store.push_many([_entry(row) for row in batch])
-        if (
-            message_id is not None
-            and restored == 0
-            and await self._store.status(message_id) is None
-        ):
+        if message_id is not None and restored == 0 and not await self._store.exists(message_id):
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 

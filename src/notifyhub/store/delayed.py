@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -13,7 +14,7 @@ from redis.commands.core import AsyncScript
 from notifyhub.store.keys import DelayedKeys, Keys
 from notifyhub.store.scripts import pipelined, queue_script
 
-DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle")
+DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle", "dq_status")
 
 
 def _source(name: str) -> str:
@@ -37,7 +38,10 @@ class Moved:
     set_index: int
     topic: str
     oldest_due_age_ms: int
+    """-1 when nothing is due."""
     backlog: int
+    next_due_at: float | None
+    """`time.monotonic()` when the earliest message still delayed falls due; None if none."""
     moved: list[str]
     reoffered: list[str]
 
@@ -78,11 +82,12 @@ class DelayedStore:
 
     async def move(self, set_index: int, topic: str, limit: int) -> Moved:
         k = self._keys.delayed(set_index)
-        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
+        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state, k.due_v1(topic)]
         raw = await self._scripts["dq_move"](keys=keys, args=[limit])
-        oldest, backlog, n_moved = int(raw[0]), int(raw[1]), int(raw[2])
-        ids = [_text(i) for i in raw[3:]]
-        return Moved(set_index, topic, oldest, backlog, ids[:n_moved], ids[n_moved:])
+        oldest, backlog, next_due_ms, n_moved = (int(v) for v in raw[:4])
+        next_due_at = time.monotonic() + next_due_ms / 1000 if next_due_ms >= 0 else None
+        ids: list[str] = list(map(_text, raw[4:]))
+        return Moved(set_index, topic, oldest, backlog, next_due_at, ids[:n_moved], ids[n_moved:])
 
     async def topics(self, set_index: int) -> list[str]:
         members = await self._redis.smembers(self._keys.delayed(set_index).topics)
@@ -113,6 +118,12 @@ class DelayedStore:
         keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
         return int(await self._scripts["dq_settle"](keys=keys, args=[action, message_id, receipt]))
 
-    async def status(self, message_id: str) -> str | None:
-        raw = await self._redis.hget(self._set(message_id).state, message_id)
-        return _text(raw).split("|", 1)[0] if raw else None
+    async def status(self, message_id: str, topic: str) -> str | None:
+        """delayed, ready, reserved, consumed or cancelled; None when Redis has no record."""
+        k = self._set(message_id)
+        keys = [k.state, k.due(topic), k.due_v1(topic)]
+        raw = await self._scripts["dq_status"](keys=keys, args=[message_id])
+        return _text(raw) if raw else None
+
+    async def exists(self, message_id: str) -> bool:
+        return bool(await self._redis.hexists(self._set(message_id).state, message_id))

@@ -26,14 +26,21 @@ Global keys:
     <p>rl:user:{T/U}  hash   token bucket of one user
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
-Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}:
+Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. The
+mover reads no state: only waiting ids are in pdue (cancel takes them out with its state
+change) and their scores give the ready score. Upgrading from layout 1 needs no step (the
+hash and ready formats are unchanged); run one version at a time, though: a layout 1 hub
+cancelling a message a newer hub queued leaves it in pdue (only newer hubs' reserve drops
+such an id).
 
     <p>dq{i}:msg            hash  id -> message JSON (immutable)
     <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms
+                                  (status "delayed": waiting; ready once out of pdue)
     <p>dq{i}:topics         set   topics with messages in this set (the mover's work list)
-    <p>dq{i}:due:<topic>    zset  id -> due_ms
+    <p>dq{i}:pdue:<topic>   zset  id -> due_ms * 10 + (9 - priority); only waiting ids
     <p>dq{i}:ready:<topic>  zset  id -> (9 - priority) * 1e13 + due_ms
     <p>dq{i}:reserved:<topic> zset id -> visibility deadline ms
+    <p>dq{i}:due:<topic>    zset  id -> due_ms: layout 1, converted by the mover as it runs
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
@@ -100,6 +107,11 @@ class DelayedKeys:
         return self.base + "topics"
 
     def due(self, topic: str) -> str:
+        """Ids still delayed, scored due_ms * 10 + (9 - priority)."""
+        return f"{self.base}pdue:{topic}"
+
+    def due_v1(self, topic: str) -> str:
+        """Layout 1's due zset (due_ms scores), drained into `due` by the mover."""
         return f"{self.base}due:{topic}"
 
     def ready(self, topic: str) -> str:

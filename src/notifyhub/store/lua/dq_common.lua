@@ -1,6 +1,11 @@
 -- Shared by the delayed-queue scripts. A message's state string is
--- "status|receipt|deliveries" (status: delayed, ready, reserved, consumed, cancelled).
--- Ready scores order by priority (9 first), then due time: (9 - p) * 1e13 + due_ms.
+-- "status|receipt|deliveries". Status "delayed" means waiting: delayed while the id is
+-- in the due zset, ready once the mover has taken it out (the mover never writes the
+-- state, so a move is two zset commands per batch). The other statuses: ready (offered
+-- again after a ttl), reserved, consumed, cancelled.
+-- Due scores carry the priority: due_ms * 10 + (9 - p), so the mover computes a ready
+-- score without reading anything else. Ready scores order by priority (9 first), then
+-- due time: (9 - p) * 1e13 + due_ms.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -15,4 +20,19 @@ end
 
 local function state(status, receipt, deliveries)
   return status .. '|' .. receipt .. '|' .. deliveries
+end
+
+-- Waiting for a consumer (delayed or ready): what reserve takes and cancel accepts.
+local function waiting(status)
+  return status == 'delayed' or status == 'ready'
+end
+
+local function due_score(due_ms, priority)
+  return due_ms * 10 + (9 - priority)
+end
+
+-- The ready score of a due score (exact: both are integers below 2^53).
+local function ready_score(score)
+  local due_ms = math.floor(score / 10)
+  return (score - due_ms * 10) * 1e13 + due_ms
 end

@@ -1,9 +1,12 @@
 -- The mover for one (set, topic): due ids -> ready, atomically (nothing popped and
 -- lost, nothing pushed twice). Also re-offers reservations whose visibility expired.
--- KEYS: due, ready, reserved, state. ARGV: limit
--- Returns {oldest_due_age_ms or -1, backlog (still delayed), n_moved, moved ids..., reoffered ids...}.
--- Writes are batched (one ZREM / ZADD / HSET per batch, not per id): a burst of
--- 100k ids due at once is bounded by these calls, so they must stay few.
+-- KEYS: due, ready, reserved, state, due_v1. ARGV: limit
+-- Returns {oldest_due_age_ms or -1, backlog (still delayed), next_due_in_ms or -1,
+-- n_moved, moved ids..., reoffered ids...}.
+-- Only ids still waiting are ever in the due zset (push adds them, cancel removes them
+-- atomically with its state change), and the due score carries the priority: a move
+-- reads no state and writes none, just one ZRANGEBYSCORE, one ZREMRANGEBYRANK and a few
+-- batched ZADDs per call. A burst of 100k ids due at once is bounded by these calls.
 local now, limit = now_ms(), tonumber(ARGV[1])
 local CHUNK = 500  -- arguments per batched call (well under Lua's unpack limit)
 
@@ -15,48 +18,64 @@ local function batched(cmd, key, args, step)
   end
 end
 
--- Move `ids` whose state is `from` to ready; `score_of(id, i)` gives the due part.
-local function to_ready(ids, from, score_of, receipt_of)
-  local out, zadd, hset = {}, {}, {}
-  for i, id in ipairs(ids) do
-    local found = redis.call('HMGET', KEYS[4], id, id .. ':p')
-    if found[1] then
-      local status, receipt, n = parse(found[1])
-      if status == from then
-        local priority = tonumber(found[2] or '0')
-        zadd[#zadd + 1] = (9 - priority) * 1e13 + score_of(i)
-        zadd[#zadd + 1] = id
-        hset[#hset + 1] = id
-        hset[#hset + 1] = state('ready', receipt_of(receipt), n)
-        out[#out + 1] = id
-      end
+-- Layout 1 (before priorities lived in due scores) kept due_ms scores in another key:
+-- re-score up to `limit` of its ids into the due zset. Idempotent; a no-op once empty.
+local function convert_v1()
+  local old = redis.call('ZRANGE', KEYS[5], 0, limit - 1, 'WITHSCORES')
+  local zadd = {}
+  for i = 1, #old, 2 do
+    local found = redis.call('HMGET', KEYS[4], old[i], old[i] .. ':p')
+    if found[1] and parse(found[1]) == 'delayed' then
+      zadd[#zadd + 1] = due_score(tonumber(old[i + 1]), tonumber(found[2] or '0'))
+      zadd[#zadd + 1] = old[i]
     end
   end
-  batched('ZADD', KEYS[2], zadd, 2)
-  batched('HSET', KEYS[4], hset, 2)
-  return out
+  if #old > 0 then redis.call('ZREMRANGEBYRANK', KEYS[5], 0, #old / 2 - 1) end
+  batched('ZADD', KEYS[1], zadd, 2)
 end
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local due_ids, due_ms = {}, {}
+if redis.call('EXISTS', KEYS[5]) == 1 then convert_v1() end
+
+local out = {-1, 0, -1, 0}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', due_score(now, 0),
+  'WITHSCORES', 'LIMIT', 0, limit)
+local n = #due / 2
+-- The due ids are exactly the first n by rank: drop them in one call.
+if n > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1) end
+local zadd = {}
 for i = 1, #due, 2 do
-  due_ids[#due_ids + 1] = due[i]
-  due_ms[#due_ms + 1] = tonumber(due[i + 1])
+  zadd[i] = ready_score(tonumber(due[i + 1]))
+  zadd[i + 1] = due[i]
+  out[#out + 1] = due[i]
 end
--- The due ids are exactly the first #due_ids by rank: drop them in one call.
-if #due_ids > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1) end
-local moved = to_ready(due_ids, 'delayed',
-  function(i) return due_ms[i] end, function(receipt) return receipt end)
+batched('ZADD', KEYS[2], zadd, 2)
+out[4] = n
 
+-- Expired reservations: rare, so each is checked and its state written.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
 batched('ZREM', KEYS[3], expired, 1)
-local reoffered = to_ready(expired, 'reserved',
-  function() return now end, function() return '' end)
+local again, hset = {}, {}
+for _, id in ipairs(expired) do
+  local found = redis.call('HMGET', KEYS[4], id, id .. ':p')
+  if found[1] then
+    local status, _, deliveries = parse(found[1])
+    if status == 'reserved' then
+      again[#again + 1] = (9 - tonumber(found[2] or '0')) * 1e13 + now
+      again[#again + 1] = id
+      hset[#hset + 1] = id
+      hset[#hset + 1] = state('ready', '', deliveries)
+      out[#out + 1] = id
+    end
+  end
+end
+batched('ZADD', KEYS[2], again, 2)
+batched('HSET', KEYS[4], hset, 2)
 
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local oldest = -1
-if head[2] and tonumber(head[2]) <= now then oldest = now - tonumber(head[2]) end
-local out = {oldest, redis.call('ZCARD', KEYS[1]), #moved}
-for _, id in ipairs(moved) do out[#out + 1] = id end
-for _, id in ipairs(reoffered) do out[#out + 1] = id end
+if head[2] then
+  local head_due = math.floor(tonumber(head[2]) / 10)
+  if head_due <= now then out[1] = now - head_due end
+  out[3] = math.max(head_due - now, 0)
+end
+out[2] = redis.call('ZCARD', KEYS[1])
 return out

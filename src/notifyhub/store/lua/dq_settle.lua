@@ -12,7 +12,9 @@ if action == 'ack' then
   redis.call('HSET', KEYS[4], id, state('consumed', '', n))
   return 1
 end
-if status ~= 'delayed' and status ~= 'ready' then return 0 end
+if not waiting(status) then return 0 end
+-- Leaves the due zset and the state in one step: the mover, which reads no state, can
+-- never take a cancelled id (a layout 1 due entry is checked when it is converted).
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[4], id, state('cancelled', '', n))
