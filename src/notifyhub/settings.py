@@ -55,6 +55,9 @@ class DelayedSettings(BaseModel):
 
     sets: int = Field(4, ge=1, le=1024)
     mover_interval_s: float = Field(0.02, gt=0)
+    scheduled_poll_s: float = Field(1.0, gt=0)
+    """How often the scheduled-notification consumer looks without being woken: the
+    process whose mover makes one ready wakes its own consumer at once."""
     move_batch: int = Field(1000, ge=1)
     default_ttl_ms: int = Field(30_000, ge=100)
     log_flush_interval_s: float = Field(0.1, gt=0)

@@ -168,3 +168,28 @@ async def test_a_loop_that_keeps_failing_is_stuck() -> None:
         assert runner.stuck(after_s=0.1) == ["broken"]
     finally:
         await runner.stop()
+
+
+async def test_wake_runs_the_next_step_before_the_interval_ends() -> None:
+    """A loop with an hour between steps runs again at once when woken, and only once."""
+    calls: list[int] = []
+    ran = asyncio.Event()
+
+    async def step() -> None:
+        calls.append(len(calls))
+        ran.set()
+
+    loop = Loop("woken", 3600.0, step, Metrics())
+    task = asyncio.create_task(loop.run())
+    try:
+        async with asyncio.timeout(5):
+            await ran.wait()
+            ran.clear()
+            loop.wake()
+            await ran.wait()
+        await asyncio.sleep(0.05)
+        assert calls == [0, 1]  # one wake, one extra step: then back to the hour's pause
+    finally:
+        loop.stop()
+        async with asyncio.timeout(5):
+            await task

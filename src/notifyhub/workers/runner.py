@@ -33,10 +33,17 @@ class Loop:
         self.last_success: float | None = None
         """`time.monotonic()` of the last step that returned normally."""
         self._stopping = asyncio.Event()
+        self._nudged = asyncio.Event()
+        """Ends the current pause early: set by `wake` and `stop`."""
+
+    def wake(self) -> None:
+        """Run the next step now instead of at the end of the pause (work has arrived)."""
+        self._nudged.set()
 
     def stop(self) -> None:
         """Ask the loop to end after its current step (cooperative, unlike cancel)."""
         self._stopping.set()
+        self._nudged.set()
 
     async def run(self) -> None:
         self.started_at = time.monotonic()
@@ -49,11 +56,12 @@ class Loop:
                 pause_s = self._backoff_s(failures)
                 log.exception("loop %s failed; retrying in %.2fs", self.name, pause_s)
                 self.metrics.loop_errors_total.labels(loop=self.name).inc()
-                await self._pause(pause_s)
+                await self._pause(pause_s, self._stopping)  # backing off: not woken early
                 continue
             failures = 0
             self._succeeded()
-            await self._pause(self.interval_s)
+            await self._pause(self.interval_s, self._nudged)
+            self._nudged.clear()
 
     def _backoff_s(self, failures: int) -> float:
         cap_s = max(MAX_BACKOFF_S, self.interval_s)
@@ -63,10 +71,12 @@ class Loop:
         self.last_success = time.monotonic()
         self.metrics.loop_last_success_timestamp_seconds.labels(loop=self.name).set(time.time())
 
-    async def _pause(self, seconds: float) -> None:
+    @staticmethod
+    async def _pause(seconds: float, until: asyncio.Event) -> None:
+        """Sleep `seconds`, or less if `until` is set meanwhile."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
-                await self._stopping.wait()
+                await until.wait()
 
     def age_s(self) -> float:
         """Seconds since the last success (or since start, before the first one)."""

@@ -61,8 +61,16 @@ def delayed_loops(
     settings: DelayedSettings,
     metrics: Metrics,
 ) -> list[Loop]:
+    # Scheduled notifications are consumed when this process's mover makes one ready
+    # (or re-offers one); the slow tick only picks up what another process's mover moved.
+    consumer = Loop(
+        "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
+    )
+
     async def move_pass() -> list[Moved]:
         results = await delayed.move(settings.move_batch)
+        if any(r.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
+            consumer.wake()
         backlog: dict[int, int] = {}
         for r in results:
             backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
@@ -91,5 +99,5 @@ def delayed_loops(
             delayed.transitions.flush_unless_held,
             metrics,
         ),
-        Loop("scheduled-notifications", settings.mover_interval_s, scheduled.run_once, metrics),
+        consumer,
     ]
