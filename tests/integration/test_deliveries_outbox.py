@@ -68,7 +68,9 @@ async def _definition(sessionmaker: Maker, url: str) -> str:
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks()).put_definition(session, name, spec, False, False)
+        await DeliveryService(NoKicks(), sessionmaker).put_definition(
+            session, name, spec, False, False
+        )
     return name
 
 

@@ -185,7 +185,7 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
-                deliveries=DeliveryService(delivery_sender),
+                deliveries=DeliveryService(delivery_sender, sessionmaker),
                 dispatcher=dispatcher,
                 limiter=RateLimiter(redis, keys, settings.rate_limits),
             )

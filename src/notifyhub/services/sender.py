@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Claimed, Settlement
@@ -176,15 +177,13 @@ class DeliverySender:
 
     async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
         """Claim exactly these attempts (where still current), send, settle; how many sent."""
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             claimed = await repo.claim_exact(session, expected, self._settings.lease_s)
         return await self._process(claimed)
 
     async def attempt_due(self, limit: int) -> int:
         """Claim up to `limit` due deliveries, send, settle; how many were attempted."""
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             claimed = await repo.claim_due(session, limit, self._settings.lease_s)
         return await self._process(claimed)
 
@@ -198,8 +197,7 @@ class DeliverySender:
             plan(c, found.get(c.definition), o, jitter)
             for c, o in zip(claimed, outcomes, strict=True)
         ]
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             landed = await repo.settle(session, settlements)
         for s in settlements:
             if s.id in landed:
@@ -221,7 +219,7 @@ class DeliverySender:
         cache = self._definitions
         stale = {n for n in names if not self._fresh(n, now)}
         if stale:
-            async with self._sessionmaker() as session:
+            async with autocommit(self._sessionmaker) as session:
                 fresh = await repo.definitions(session, stale)
             cache.update((name, (now, fresh.get(name))) for name in stale)
         return {n: row for n in names if (row := cache[n][1]) is not None}
