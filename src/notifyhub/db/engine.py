@@ -40,13 +40,17 @@ def _refuse_closed(
         raise exc.InvalidatePoolError("the server closed this pooled connection")
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, *, relaxed_commits: bool = False, pool_size: int = 10) -> AsyncEngine:
+    """The engine; with `relaxed_commits` its connections commit without waiting for the
+    WAL flush (`synchronous_commit = off`): only for work whose loss in a PostgreSQL crash
+    is harmless, such as the outbox's claims and settlements (lost, it is re-sent)."""
+    settings = {"synchronous_commit": "off"} if relaxed_commits else {}
     engine = create_async_engine(
         asyncpg_url(url),
-        pool_size=10,
-        max_overflow=10,
+        pool_size=pool_size,
+        max_overflow=pool_size,
         pool_timeout=5,
-        connect_args={"timeout": 5, "command_timeout": 30},
+        connect_args={"timeout": 5, "command_timeout": 30, "server_settings": settings},
     )
     event.listen(engine.sync_engine.pool, "checkout", _refuse_closed)
     return engine
