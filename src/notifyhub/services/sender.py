@@ -121,10 +121,8 @@ class DeliverySender:
         self._settings = settings
         self._metrics = metrics
         self._queue: deque[tuple[str, int]] = deque()
-        self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self._task: asyncio.Task[None] | None = None
-        self._batches = asyncio.Semaphore(INLINE_BATCHES)
+        self._started = False
         self._inflight: set[asyncio.Task[None]] = set()
         self._definitions: dict[str, tuple[float, DeliveryDefinition | None]] = {}
 
@@ -138,42 +136,45 @@ class DeliverySender:
                 self._metrics.inline_overflow_total.inc()
                 continue
             self._queue.append(entry)
-        self._wake.set()
+        self._start_batches()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._drain_forever(), name="deliveries-inline")
+        self._started = True
+        self._start_batches()
 
     async def stop(self) -> None:
         """Cancel the at-once work; anything it held is re-sent by a dispatcher later."""
-        tasks = [t for t in (self._task, *self._inflight) if t is not None]
+        self._started = False
+        tasks = list(self._inflight)
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._task = None
         await self._outbound.aclose()
 
-    async def _drain_forever(self) -> None:
-        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                await self._batches.acquire()
-                size = min(len(self._queue), INLINE_BATCH)
-                batch = [self._queue.popleft() for _ in range(size)]
-                task = asyncio.create_task(self._inline_batch(batch))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
+    def _start_batches(self) -> None:
+        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next.
+
+        Started right here, not by a draining task: the claim goes out on the event
+        loop's next turn after the commit.
+        """
+        while self._started and self._queue and len(self._inflight) < INLINE_BATCHES:
+            size = min(len(self._queue), INLINE_BATCH)
+            batch = [self._queue.popleft() for _ in range(size)]
+            task = asyncio.create_task(self._inline_batch(batch))
+            self._inflight.add(task)
+            task.add_done_callback(self._batch_done)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._start_batches()
 
     async def _inline_batch(self, batch: list[tuple[str, int]]) -> None:
         try:
             await self.attempt_exact(batch)
         except Exception:
             log.exception("at-once send of %d deliveries failed", len(batch))
-        finally:
-            self._batches.release()
 
     async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
         """Claim exactly these attempts (where still current), send, settle; how many sent."""
@@ -191,7 +192,11 @@ class DeliverySender:
         if not claimed:
             return 0
         found = await self._definitions_of({c.definition for c in claimed})
-        outcomes = await asyncio.gather(*(self._send(c, found.get(c.definition)) for c in claimed))
+        if len(claimed) == 1:  # the idle path: no task for gather to wrap it in
+            outcomes = [await self._send(claimed[0], found.get(claimed[0].definition))]
+        else:
+            sends = (self._send(c, found.get(c.definition)) for c in claimed)
+            outcomes = list(await asyncio.gather(*sends))
         jitter = self._settings.jitter
         settlements = [
             plan(c, found.get(c.definition), o, jitter)
