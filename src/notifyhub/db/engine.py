@@ -65,7 +65,8 @@ async def autocommit(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIte
     """A session whose statements each commit on their own, for work done in single
     statements (atomic by themselves): no BEGIN and COMMIT round trips around them.
 
-    A statement is committed, durably, when `execute` returns.
+    A statement is committed when `execute` returns (durably, unless the engine was made
+    with `relaxed_commits`).
     """
     async with sessionmaker() as session:
         await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})

@@ -134,7 +134,8 @@ def _time(value: Any) -> str | None:
 
 
 class DeliveryService:
-    """What the HTTP API does with deliveries; every method runs in the caller's session."""
+    """What the HTTP API does with deliveries; every method but `create` runs in the
+    caller's session (`create` is one statement, committed on its own)."""
 
     def __init__(self, sender: Kicker, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         self.sender = sender
