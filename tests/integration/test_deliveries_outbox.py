@@ -12,7 +12,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import Delivery, DeliveryAttempt, DeliveryDefinition
+from notifyhub.db.engine import autocommit
+from notifyhub.db.models import Delivery, DeliveryAlert, DeliveryAttempt, DeliveryDefinition
+from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.repositories.deliveries import Settlement
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import Conflict, InvalidInput
@@ -221,3 +224,49 @@ async def test_create_commits_before_it_returns_then_sends_at_once(
     with pytest.raises(InvalidInput):
         await service.create(unique("missing"), {"n": 2}, None)
     assert recorder.kicked == [(delivery_id, 0)]
+
+
+async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Settling is one statement: its attempt row, owed alerts and a 410's disabling are
+    written for the rows its fenced UPDATE changed, and for no other."""
+    name = await _definition(sessionmaker, receiver.url("/settle"))
+    async with sessionmaker.begin() as session:
+        delivery_id = await enqueue(session, name, {"n": 1})
+    async with autocommit(sessionmaker) as session:
+        [claimed] = await repo.claim_exact(session, [(delivery_id, 0)], 60)
+
+    def gone(attempt: int) -> Settlement:
+        return Settlement(
+            id=delivery_id,
+            attempt=attempt,
+            status="final_failed",
+            failures=1,
+            delay_s=0.0,
+            error="HTTP 410",
+            status_code=410,
+            duration_ms=1.5,
+            alert_channels=("email", "webhook"),
+            definition=name,
+            disable_definition=True,
+        )
+
+    async def recorded() -> tuple[list[int], list[str], bool]:
+        async with sessionmaker() as session:
+            attempts = await session.scalars(
+                select(DeliveryAttempt.attempt).where(DeliveryAttempt.delivery_id == delivery_id)
+            )
+            alerts = await session.scalars(
+                select(DeliveryAlert.channel).where(DeliveryAlert.delivery_id == delivery_id)
+            )
+            definition = await session.get(DeliveryDefinition, name)
+            assert definition is not None
+            return list(attempts), sorted(alerts), definition.disabled_at is not None
+
+    async with autocommit(sessionmaker) as session:
+        assert await repo.settle(session, [gone(claimed.attempt - 1)]) == set()
+    assert await recorded() == ([], [], False)
+    async with autocommit(sessionmaker) as session:
+        assert await repo.settle(session, [gone(claimed.attempt)]) == {delivery_id}
+    assert await recorded() == ([claimed.attempt], ["email", "webhook"], True)
