@@ -9,12 +9,16 @@ from dataclasses import dataclass
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import Delivery, DeliveryAttempt
+from notifyhub.db.engine import autocommit
+from notifyhub.db.models import Delivery, DeliveryAlert, DeliveryAttempt, DeliveryDefinition
+from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.repositories.deliveries import Settlement
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import AlertTrigger
+from notifyhub.errors import Conflict, InvalidInput
 from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.sender import DeliverySender
@@ -68,7 +72,9 @@ async def _definition(sessionmaker: Maker, url: str) -> str:
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks()).put_definition(session, name, spec, False, False)
+        await DeliveryService(NoKicks(), sessionmaker).put_definition(
+            session, name, spec, False, False
+        )
     return name
 
 
@@ -175,3 +181,92 @@ async def test_library_mode_sends_after_commit_and_never_for_a_rollback(
     assert rolled_back not in arrived
     async with sessionmaker() as session:
         assert await session.get(Delivery, rolled_back) is None
+
+
+async def test_enqueue_refuses_unknown_and_disabled_definitions_and_adds_nothing(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """The definition's check is folded into the INSERT; the caller's transaction goes on."""
+    name = await _definition(sessionmaker, receiver.url("/refused"))
+    async with sessionmaker.begin() as session:
+        await session.execute(
+            update(DeliveryDefinition)
+            .where(DeliveryDefinition.name == name)
+            .values(disabled_at=func.now())
+        )
+    recorder = Recorder([])
+    async with sessionmaker.begin() as session:
+        with pytest.raises(InvalidInput):
+            await enqueue(session, unique("missing"), {"n": 1}, sender=recorder)
+        with pytest.raises(Conflict):
+            await enqueue(session, name, {"n": 2}, sender=recorder)
+        # still usable: the refusals did not abort the caller's transaction
+        assert (await session.execute(select(func.count()).select_from(Delivery))).scalar_one() >= 0
+    assert recorder.kicked == []
+    async with sessionmaker() as session:
+        found = await session.scalars(select(Delivery).where(Delivery.definition == name))
+        assert list(found) == []
+
+
+async def test_create_commits_before_it_returns_then_sends_at_once(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """The HTTP path's 202 follows a commit: when `create` returns, the row is there for
+    any session, and its attempt 0 was handed to the sender."""
+    name = await _definition(sessionmaker, receiver.url("/create"))
+    recorder = Recorder([])
+    service = DeliveryService(recorder, sessionmaker)
+    delivery_id = await service.create(name, {"n": 1}, "test")
+    assert recorder.kicked == [(delivery_id, 0)]
+    async with sessionmaker() as session:
+        row = await session.get(Delivery, delivery_id)
+        assert row is not None and row.status == "pending" and row.attempt == 0
+    with pytest.raises(InvalidInput):
+        await service.create(unique("missing"), {"n": 2}, None)
+    assert recorder.kicked == [(delivery_id, 0)]
+
+
+async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Settling is one statement: its attempt row, owed alerts and a 410's disabling are
+    written for the rows its fenced UPDATE changed, and for no other."""
+    name = await _definition(sessionmaker, receiver.url("/settle"))
+    async with sessionmaker.begin() as session:
+        delivery_id = await enqueue(session, name, {"n": 1})
+    async with autocommit(sessionmaker) as session:
+        [claimed] = await repo.claim_exact(session, [(delivery_id, 0)], 60)
+
+    def gone(attempt: int) -> Settlement:
+        return Settlement(
+            id=delivery_id,
+            attempt=attempt,
+            status="final_failed",
+            failures=1,
+            delay_s=0.0,
+            error="HTTP 410",
+            status_code=410,
+            duration_ms=1.5,
+            alert_channels=("email", "webhook"),
+            definition=name,
+            disable_definition=True,
+        )
+
+    async def recorded() -> tuple[list[int], list[str], bool]:
+        async with sessionmaker() as session:
+            attempts = await session.scalars(
+                select(DeliveryAttempt.attempt).where(DeliveryAttempt.delivery_id == delivery_id)
+            )
+            alerts = await session.scalars(
+                select(DeliveryAlert.channel).where(DeliveryAlert.delivery_id == delivery_id)
+            )
+            definition = await session.get(DeliveryDefinition, name)
+            assert definition is not None
+            return list(attempts), sorted(alerts), definition.disabled_at is not None
+
+    async with autocommit(sessionmaker) as session:
+        assert await repo.settle(session, [gone(claimed.attempt - 1)]) == set()
+    assert await recorded() == ([], [], False)
+    async with autocommit(sessionmaker) as session:
+        assert await repo.settle(session, [gone(claimed.attempt)]) == {delivery_id}
+    assert await recorded() == ([claimed.attempt], ["email", "webhook"], True)

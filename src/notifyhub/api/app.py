@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
@@ -61,6 +61,10 @@ from notifyhub.workers.scheduler import ScheduledNotifications, delayed_loops
 
 log = logging.getLogger(__name__)
 
+OUTBOX_POOL = 4
+"""Connections the at-once sender and the dispatcher claim and settle through (twice that
+under load); each holds one for a single statement."""
+
 
 def _producers(
     settings: Settings,
@@ -87,13 +91,18 @@ def _producers(
 def _dispatcher(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
+    outbox_engine: AsyncEngine,
     delivery_metrics: DeliveryMetrics,
 ) -> tuple[DeliverySender, Dispatcher]:
-    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive)."""
+    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive).
+
+    The sender claims and settles through `outbox_engine` (relaxed commits: a claim or
+    settlement lost in a PostgreSQL crash only re-sends the delivery).
+    """
     s = settings.deliveries
     guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
-    sender = DeliverySender(sessionmaker, outbound, s, delivery_metrics)
+    sender = DeliverySender(create_sessionmaker(outbox_engine), outbound, s, delivery_metrics)
     alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
     return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
 
@@ -180,7 +189,10 @@ def create_app(settings: Settings) -> FastAPI:
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
-        delivery_sender, dispatcher = _dispatcher(settings, sessionmaker, delivery_metrics)
+        outbox_engine = create_engine(database_url, relaxed_commits=True, pool_size=OUTBOX_POOL)
+        delivery_sender, dispatcher = _dispatcher(
+            settings, sessionmaker, outbox_engine, delivery_metrics
+        )
         runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
             state = app.state.lifespan = State(
@@ -202,7 +214,7 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
-                deliveries=DeliveryService(delivery_sender),
+                deliveries=DeliveryService(delivery_sender, sessionmaker),
                 dispatcher=dispatcher,
                 limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
@@ -218,6 +230,7 @@ def create_app(settings: Settings) -> FastAPI:
             await reader.aclose()
             await runner.stop()
             await delivery_sender.stop()
+            await outbox_engine.dispose()
             for producer in producers:
                 await producer.close()
             await delayed.transitions.flush()

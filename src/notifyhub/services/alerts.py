@@ -16,6 +16,7 @@ import aiosmtplib
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories import delivery_alerts
@@ -58,8 +59,10 @@ class AlertSender:
 
     async def run_once(self) -> int:
         """Claim and send owed alerts; the number sent."""
-        async with self._sessionmaker.begin() as session:
+        async with autocommit(self._sessionmaker) as session:  # a claim is one UPDATE
             claimed = await delivery_alerts.claim(session, ALERT_BATCH, self._settings.lease_s)
+            if not claimed:  # every dispatcher tick: one round trip
+                return 0
             found = await repo.definitions(session, {a.definition for a in claimed})
         sent = 0
         for alert in claimed:

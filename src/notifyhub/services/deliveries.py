@@ -17,11 +17,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import event, func
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 from ulid import ULID
 
+from notifyhub.db.engine import autocommit
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
@@ -87,25 +88,21 @@ async def enqueue(
     `sender` it is attempted at once after the commit; any notifyhub dispatcher sharing
     the database sends it otherwise (and retries it either way).
     """
-    found = await repo.definition(session, definition)
-    if found is None:
-        raise InvalidInput(f"definition: no delivery definition {definition!r}")
-    if found.disabled_at is not None:
-        raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
-    delivery_id = str(ULID())
-    row = Delivery(
-        id=delivery_id,
-        definition=definition,
-        payload=payload,
-        description=description,
-        status=DeliveryStatus.PENDING.value,
-        attempt=0,
-        failures=0,
-        next_attempt_at=func.clock_timestamp(),
-    )
-    await repo.add(session, row)
+    delivery_id = await _add(session, definition, payload, description)
     if sender is not None:
         _after_commit(session, sender, (delivery_id, 0))
+    return delivery_id
+
+
+async def _add(
+    session: AsyncSession, definition: str, payload: dict[str, Any], description: str | None
+) -> str:
+    delivery_id = str(ULID())
+    if not await repo.add(session, delivery_id, definition, payload, description):
+        found = await repo.definition(session, definition)
+        if found is None:
+            raise InvalidInput(f"definition: no delivery definition {definition!r}")
+        raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
     return delivery_id
 
 
@@ -137,10 +134,12 @@ def _time(value: Any) -> str | None:
 
 
 class DeliveryService:
-    """What the HTTP API does with deliveries; every method runs in the caller's session."""
+    """What the HTTP API does with deliveries; every method but `create` runs in the
+    caller's session (`create` is one statement, committed on its own)."""
 
-    def __init__(self, sender: Kicker) -> None:
+    def __init__(self, sender: Kicker, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         self.sender = sender
+        self._sessionmaker = sessionmaker
 
     async def put_definition(
         self, session: AsyncSession, name: str, spec: DefinitionSpec, rotate: bool, drop: bool
@@ -163,13 +162,14 @@ class DeliveryService:
         return definition_json(row, show_secret=False)
 
     async def create(
-        self,
-        session: AsyncSession,
-        definition: str,
-        payload: dict[str, Any],
-        description: str | None,
+        self, definition: str, payload: dict[str, Any], description: str | None
     ) -> str:
-        return await enqueue(session, definition, payload, description, sender=self.sender)
+        """Add a delivery on its own; committed (durably) when this returns, then sent at
+        once. One autocommitted INSERT: no BEGIN and COMMIT round trips around it."""
+        async with autocommit(self._sessionmaker) as session:
+            delivery_id = await _add(session, definition, payload, description)
+        self.sender.kick([(delivery_id, 0)])
+        return delivery_id
 
     async def get(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
         row = await repo.find(session, delivery_id)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Claimed, Settlement
@@ -120,10 +121,8 @@ class DeliverySender:
         self._settings = settings
         self._metrics = metrics
         self._queue: deque[tuple[str, int]] = deque()
-        self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self._task: asyncio.Task[None] | None = None
-        self._batches = asyncio.Semaphore(INLINE_BATCHES)
+        self._started = False
         self._inflight: set[asyncio.Task[None]] = set()
         self._definitions: dict[str, tuple[float, DeliveryDefinition | None]] = {}
 
@@ -137,54 +136,55 @@ class DeliverySender:
                 self._metrics.inline_overflow_total.inc()
                 continue
             self._queue.append(entry)
-        self._wake.set()
+        self._start_batches()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._drain_forever(), name="deliveries-inline")
+        self._started = True
+        self._start_batches()
 
     async def stop(self) -> None:
         """Cancel the at-once work; anything it held is re-sent by a dispatcher later."""
-        tasks = [t for t in (self._task, *self._inflight) if t is not None]
+        self._started = False
+        tasks = list(self._inflight)
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._task = None
         await self._outbound.aclose()
 
-    async def _drain_forever(self) -> None:
-        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                await self._batches.acquire()
-                size = min(len(self._queue), INLINE_BATCH)
-                batch = [self._queue.popleft() for _ in range(size)]
-                task = asyncio.create_task(self._inline_batch(batch))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
+    def _start_batches(self) -> None:
+        """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next.
+
+        Started right here, not by a draining task: the claim goes out on the event
+        loop's next turn after the commit.
+        """
+        while self._started and self._queue and len(self._inflight) < INLINE_BATCHES:
+            size = min(len(self._queue), INLINE_BATCH)
+            batch = [self._queue.popleft() for _ in range(size)]
+            task = asyncio.create_task(self._inline_batch(batch))
+            self._inflight.add(task)
+            task.add_done_callback(self._batch_done)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._start_batches()
 
     async def _inline_batch(self, batch: list[tuple[str, int]]) -> None:
         try:
             await self.attempt_exact(batch)
         except Exception:
             log.exception("at-once send of %d deliveries failed", len(batch))
-        finally:
-            self._batches.release()
 
     async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
         """Claim exactly these attempts (where still current), send, settle; how many sent."""
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             claimed = await repo.claim_exact(session, expected, self._settings.lease_s)
         return await self._process(claimed)
 
     async def attempt_due(self, limit: int) -> int:
         """Claim up to `limit` due deliveries, send, settle; how many were attempted."""
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             claimed = await repo.claim_due(session, limit, self._settings.lease_s)
         return await self._process(claimed)
 
@@ -192,14 +192,17 @@ class DeliverySender:
         if not claimed:
             return 0
         found = await self._definitions_of({c.definition for c in claimed})
-        outcomes = await asyncio.gather(*(self._send(c, found.get(c.definition)) for c in claimed))
+        if len(claimed) == 1:  # the idle path: no task for gather to wrap it in
+            outcomes = [await self._send(claimed[0], found.get(claimed[0].definition))]
+        else:
+            sends = (self._send(c, found.get(c.definition)) for c in claimed)
+            outcomes = list(await asyncio.gather(*sends))
         jitter = self._settings.jitter
         settlements = [
             plan(c, found.get(c.definition), o, jitter)
             for c, o in zip(claimed, outcomes, strict=True)
         ]
-        async with self._sessionmaker.begin() as session:
-            await repo.relax_durability(session)
+        async with autocommit(self._sessionmaker) as session:
             landed = await repo.settle(session, settlements)
         for s in settlements:
             if s.id in landed:
@@ -221,7 +224,7 @@ class DeliverySender:
         cache = self._definitions
         stale = {n for n in names if not self._fresh(n, now)}
         if stale:
-            async with self._sessionmaker() as session:
+            async with autocommit(self._sessionmaker) as session:
                 fresh = await repo.definitions(session, stale)
             cache.update((name, (now, fresh.get(name))) for name in stale)
         return {n: row for n in names if (row := cache[n][1]) is not None}

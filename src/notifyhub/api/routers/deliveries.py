@@ -59,14 +59,10 @@ async def get_definition(
 @router.post(
     "/v1/deliveries", status_code=status.HTTP_202_ACCEPTED, response_model=DeliveryAccepted
 )
-async def create(
-    body: DeliveryIn, principal: Publisher, session: Session, state: AppState
-) -> DeliveryAccepted:
-    """202 once committed (the session dependency commits before the response is sent);
+async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> DeliveryAccepted:
+    """202 once committed (the service's INSERT commits by itself before it returns);
     the at-once send starts after that commit."""
-    delivery_id = await state["deliveries"].create(
-        session, body.definition, body.payload, body.description
-    )
+    delivery_id = await state["deliveries"].create(body.definition, body.payload, body.description)
     return DeliveryAccepted(id=delivery_id, status=DeliveryStatus.PENDING.value)
 
 

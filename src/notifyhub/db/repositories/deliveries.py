@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.models import (
     Delivery,
-    DeliveryAlert,
     DeliveryAttempt,
     DeliveryDefinition,
     DeliveryHistory,
@@ -25,6 +24,15 @@ from notifyhub.db.models import (
 
 OPEN = "('pending', 'failed', 'awaiting_confirm')"
 _RETURNING = "d.id, d.attempt, d.definition, d.payload, d.status, d.failures"
+
+_ADD = text("""
+INSERT INTO deliveries (id, definition, payload, description, status, attempt, failures,
+                        next_attempt_at)
+SELECT :id, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
+FROM delivery_definitions
+WHERE name = :definition AND disabled_at IS NULL
+RETURNING id
+""").bindparams(bindparam("payload", type_=JSONB))
 
 _CLAIM_DUE = text(f"""
 UPDATE deliveries d
@@ -51,19 +59,40 @@ RETURNING {_RETURNING}
 """)
 
 _SETTLE = text("""
-UPDATE deliveries d
-SET status = s.status,
-    failures = s.failures,
-    next_attempt_at = clock_timestamp() + make_interval(secs => s.delay_s),
-    last_attempt_at = clock_timestamp(),
-    last_error = s.error,
-    finished_at = CASE WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
-FROM unnest(
-    CAST(:ids AS text[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
-    CAST(:failures AS int[]), CAST(:delays AS float8[]), CAST(:errors AS text[])
-) AS s(id, attempt, status, failures, delay_s, error)
-WHERE d.id = s.id AND d.attempt = s.attempt
-RETURNING d.id
+WITH s AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS text[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
+        CAST(:failures AS int[]), CAST(:delays AS float8[]), CAST(:errors AS text[]),
+        CAST(:status_codes AS int[]), CAST(:durations_ms AS float8[]),
+        CAST(:definitions AS text[]), CAST(:gone AS bool[])
+    ) AS s(id, attempt, status, failures, delay_s, error, status_code, duration_ms,
+           definition, gone)
+), landed AS (
+    UPDATE deliveries d
+    SET status = s.status,
+        failures = s.failures,
+        next_attempt_at = clock_timestamp() + make_interval(secs => s.delay_s),
+        last_attempt_at = clock_timestamp(),
+        last_error = s.error,
+        finished_at = CASE WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
+    FROM s
+    WHERE d.id = s.id AND d.attempt = s.attempt
+    RETURNING d.id
+), attempts AS (
+    INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, duration_ms)
+    SELECT s.id, s.attempt, s.status_code, s.error, s.duration_ms FROM s JOIN landed USING (id)
+), alerts AS (
+    INSERT INTO delivery_alerts (delivery_id, attempt, channel, definition, failures, final,
+                                 error, claims)
+    SELECT s.id, s.attempt, a.channel, s.definition, s.failures, s.status = 'final_failed',
+           s.error, 0
+    FROM unnest(CAST(:alert_ids AS text[]), CAST(:alert_channels AS text[])) AS a(id, channel)
+    JOIN s USING (id) JOIN landed USING (id)
+), disabled AS (
+    UPDATE delivery_definitions SET disabled_at = now()
+    WHERE name IN (SELECT s.definition FROM s JOIN landed USING (id) WHERE s.gone)
+)
+SELECT id FROM landed
 """)
 
 _TO_HISTORY = text("""
@@ -161,15 +190,24 @@ async def definitions(session: AsyncSession, names: set[str]) -> dict[str, Deliv
     return {row.name: row for row in rows}
 
 
-async def add(session: AsyncSession, delivery: Delivery) -> None:
-    session.add(delivery)
-    await session.flush()
+async def add(
+    session: AsyncSession,
+    delivery_id: str,
+    definition: str,
+    payload: Any,
+    description: str | None,
+) -> bool:
+    """A pending delivery, due now, if `definition` exists and is enabled; True if added.
 
-
-async def relax_durability(session: AsyncSession) -> None:
-    """Claims and settlements need no WAL flush before we go on: a crash that loses one
-    only re-sends the delivery (at-least-once). The enqueue commit stays synchronous."""
-    await session.execute(text("SET LOCAL synchronous_commit = off"))
+    The definition's check is folded into the INSERT: one round trip, no lookup first.
+    """
+    params = {
+        "id": delivery_id,
+        "definition": definition,
+        "payload": payload,
+        "description": description,
+    }
+    return (await session.execute(_ADD, params)).first() is not None
 
 
 async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Claimed]:
@@ -193,60 +231,26 @@ async def claim_exact(
 async def settle(session: AsyncSession, settlements: Sequence[Settlement]) -> set[str]:
     """Record outcomes whose attempt is still current; the ids that landed.
 
-    An attempt row (and the alerts it owes) is written only for those, so each attempt is
-    settled exactly once however many workers raced for it.
+    One statement: the fenced UPDATE, and only for the rows it updated, their attempt
+    rows, the alerts they owe and a 410's disabled definition. So each attempt is settled
+    exactly once however many workers raced for it, atomically even in autocommit.
     """
-    result = await session.execute(
-        _SETTLE,
-        {
-            "ids": [s.id for s in settlements],
-            "attempts": [s.attempt for s in settlements],
-            "statuses": [s.status for s in settlements],
-            "failures": [s.failures for s in settlements],
-            "delays": [s.delay_s for s in settlements],
-            "errors": [s.error for s in settlements],
-        },
-    )
-    landed = {row.id for row in result.all()}
-    won = [s for s in settlements if s.id in landed]
-    if won:
-        await _record(session, won)
-    return landed
-
-
-async def _record(session: AsyncSession, won: Sequence[Settlement]) -> None:
-    session.add_all(
-        DeliveryAttempt(
-            delivery_id=s.id,
-            attempt=s.attempt,
-            status_code=s.status_code,
-            error=s.error,
-            duration_ms=s.duration_ms,
-        )
-        for s in won
-    )
-    session.add_all(
-        DeliveryAlert(
-            delivery_id=s.id,
-            attempt=s.attempt,
-            channel=channel,
-            definition=s.definition,
-            failures=s.failures,
-            final=s.status == "final_failed",
-            error=s.error,
-            claims=0,
-        )
-        for s in won
-        for channel in s.alert_channels
-    )
-    gone = {s.definition for s in won if s.disable_definition}
-    if gone:
-        await session.execute(
-            update(DeliveryDefinition)
-            .where(DeliveryDefinition.name.in_(gone))
-            .values(disabled_at=func.now())
-        )
-    await session.flush()
+    alerts = [(s.id, channel) for s in settlements for channel in s.alert_channels]
+    params = {
+        "ids": [s.id for s in settlements],
+        "attempts": [s.attempt for s in settlements],
+        "statuses": [s.status for s in settlements],
+        "failures": [s.failures for s in settlements],
+        "delays": [s.delay_s for s in settlements],
+        "errors": [s.error for s in settlements],
+        "status_codes": [s.status_code for s in settlements],
+        "durations_ms": [s.duration_ms for s in settlements],
+        "definitions": [s.definition for s in settlements],
+        "gone": [s.disable_definition for s in settlements],
+        "alert_ids": [delivery_id for delivery_id, _ in alerts],
+        "alert_channels": [channel for _, channel in alerts],
+    }
+    return {row.id for row in (await session.execute(_SETTLE, params)).all()}
 
 
 async def find(session: AsyncSession, delivery_id: str) -> Delivery | DeliveryHistory | None:

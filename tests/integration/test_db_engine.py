@@ -1,0 +1,77 @@
+"""The engine on real PostgreSQL: closed pooled connections are replaced without a ping,
+relaxed commits only where asked, autocommitted statements."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from notifyhub.db.engine import autocommit, create_engine, create_sessionmaker
+
+
+def _dsn(database_url: str) -> str:
+    return database_url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url, pool_size=2)
+    yield engine
+    await engine.dispose()
+
+
+async def _pid_and_driver(engine: AsyncEngine) -> tuple[int, asyncpg.Connection]:
+    async with engine.connect() as connection:
+        pid = int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+        raw = await connection.get_raw_connection()
+        return pid, raw.driver_connection
+
+
+async def test_a_pooled_connection_the_server_closed_is_replaced_on_checkout(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """What `pool_pre_ping` did with three round trips per checkout: after a restart or
+    `pg_terminate_backend`, the next checkout gets a working connection, not an error."""
+    pid, driver = await _pid_and_driver(engine)
+    admin = await asyncpg.connect(_dsn(database_url))
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    async with asyncio.timeout(10):
+        while not driver.is_closed():  # the event loop sees the server's close
+            await asyncio.sleep(0.01)
+
+    new_pid, _ = await _pid_and_driver(engine)
+    assert new_pid != pid
+
+
+async def test_relaxed_commits_only_on_the_engine_that_asks(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    relaxed = create_engine(database_url, relaxed_commits=True, pool_size=1)
+    try:
+        for each, expected in ((engine, "on"), (relaxed, "off")):
+            async with each.connect() as connection:
+                found = await connection.execute(text("SHOW synchronous_commit"))
+                assert found.scalar_one() == expected
+    finally:
+        await relaxed.dispose()
+
+
+async def test_an_autocommitted_statement_is_committed_when_it_returns(
+    engine: AsyncEngine,
+) -> None:
+    sessionmaker = create_sessionmaker(engine)
+    name = f"autocommit_{id(engine)}"
+    async with autocommit(sessionmaker) as session:
+        await session.execute(text(f"CREATE TABLE {name} (n int)"))
+        await session.execute(text(f"INSERT INTO {name} VALUES (1)"))
+        async with sessionmaker() as other:  # another connection already sees it
+            assert (await other.execute(text(f"SELECT n FROM {name}"))).scalar_one() == 1
+        await session.execute(text(f"DROP TABLE {name}"))
