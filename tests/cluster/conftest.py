@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import text
 
+from notifyhub.db.engine import create_engine
 from notifyhub.embedded_cluster import LocalCluster
 from notifyhub.settings import Settings
 from notifyhub.store.client import create_redis
@@ -25,6 +27,23 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _forget_delayed_messages(database_url: str) -> AsyncIterator[None]:
+    """After each cluster module, drop the delayed messages it left in PostgreSQL.
+
+    The run shares one database, and a hub whose Redis has no epoch marker (every test's
+    fresh key prefix) restores the unconsumed delayed messages it finds there: the
+    cluster suite's would reappear, already due, in the standalone tests after it,
+    which use the same topics (test_delayed's are imported into test_core)."""
+    yield
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("TRUNCATE delayed_transitions, delayed_messages"))
+    finally:
+        await engine.dispose()
 
 
 @pytest.fixture
