@@ -1,4 +1,5 @@
-"""Issue 7's targets, checked against the rows' medians."""
+"""The issues' speed targets (7, and 4 and 5 for their features), checked against the
+rows' medians."""
 
 from __future__ import annotations
 
@@ -102,6 +103,19 @@ TARGETS = [
         "delayed: 5k due/s, HTTP consumer",
         "p99 late ms",
         100,
+    ),
+    Target(
+        "deliveries: >= 1,000 deliveries/s with one dispatcher",
+        "deliveries: local receiver, one dispatcher",
+        "dispatcher deliveries/s (backlog)",
+        1000,
+        at_most=False,
+    ),
+    Target(
+        "deliveries: POST to receipt p50 <= 10 ms",
+        "deliveries: local receiver, one dispatcher",
+        "p50 ms POST to receipt",
+        10,
     ),
 ]
 
