@@ -293,18 +293,18 @@ class InboxStore:
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
         raw = await self.scripts.changes(
-            keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
+            keys=self._keys.change_keys(tenant, user), args=[after_seq, max_entries]
         )
         return _parse_changes(raw)
 
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot)."""
-        changes, inbox_list = self.scripts.changes, self._keys.inbox_list
+        changes, change_keys = self.scripts.changes, self._keys.change_keys
 
         def build(pipe: Any) -> None:
             for read in reads:
-                keys = inbox_list(read.tenant, read.user)
+                keys = change_keys(read.tenant, read.user)
                 queue_script(pipe, changes, keys, [read.after_seq, read.max_entries])
 
         results = await pipelined(self._bulk, build, self.scripts.all)

@@ -145,6 +145,11 @@ class Keys:
         base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
         return [base + name for name in INBOX_FIELDS]
 
+    def change_keys(self, tenant: str, user: str) -> list[str]:
+        """The 4 keys a stream's change read touches, in changes.lua's KEYS order."""
+        base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
+        return [base + "items", base + "state", base + "seq", base + "log"]
+
     def topic(self, tenant: str, name: str) -> tuple[str, str, str]:
         """(users, groups, meta) keys of a topic's cache, one hash tag per topic."""
         base = f"{self.prefix}t{{{_escape(tenant)}/{_escape(name)}}}:"
