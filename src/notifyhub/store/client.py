@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
@@ -83,41 +83,64 @@ def _host_port(part: str, default_port: int = DEFAULT_SENTINEL_PORT) -> tuple[st
     return host, int(port) if port else default_port
 
 
-def parse_sentinel_url(url: str) -> SentinelUrl | None:
-    """The Sentinel settings of a `redis+sentinel://` URL; None for any other scheme."""
+@dataclass(frozen=True)
+class _MultiHostUrl:
+    """A `scheme://[user:password@]host:port,host:port/...` URL, split."""
+
+    parts: SplitResult
+    hosts: list[str]
+    username: str | None
+    password: str | None
+
+
+def _split_multi_host(url: str, scheme: str) -> _MultiHostUrl | None:
+    """Split a Sentinel or Cluster URL (several hosts); None for any other scheme."""
     parts = urlsplit(url)
-    if parts.scheme != SENTINEL_SCHEME:
+    if parts.scheme != scheme:
         return None
     credentials, _, hosts = parts.netloc.rpartition("@")
     username, _, password = credentials.partition(":")
+    return _MultiHostUrl(
+        parts,
+        [h for h in hosts.split(",") if h],
+        unquote(username) or None,
+        unquote(password) or None,
+    )
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl | None:
+    """The Sentinel settings of a `redis+sentinel://` URL; None for any other scheme."""
+    split = _split_multi_host(url, SENTINEL_SCHEME)
+    if split is None:
+        return None
+    parts, hosts = split.parts, split.hosts
     path = [unquote(p) for p in parts.path.split("/") if p]
     if not path or len(path) > 2 or not hosts:
         raise ValueError("Sentinel URL: expected redis+sentinel://host:port,.../service_name[/db]")
     query = parse_qs(parts.query)
     return SentinelUrl(
-        sentinels=tuple(_host_port(h) for h in hosts.split(",") if h),
+        sentinels=tuple(_host_port(h) for h in hosts),
         service=path[0],
         db=int(path[1]) if len(path) == 2 else 0,
-        username=unquote(username) or None,
-        password=unquote(password) or None,
+        username=split.username,
+        password=split.password,
         sentinel_password=query.get("sentinel_password", [None])[0],
     )
 
 
 def parse_cluster_url(url: str) -> ClusterUrl | None:
     """The seed nodes and credentials of a `redis+cluster://` URL; None for other schemes."""
-    parts = urlsplit(url)
-    if parts.scheme != CLUSTER_SCHEME:
+    split = _split_multi_host(url, CLUSTER_SCHEME)
+    if split is None:
         return None
-    credentials, _, hosts = parts.netloc.rpartition("@")
-    username, _, password = credentials.partition(":")
-    if not hosts or parts.path.strip("/"):
+    parts = split.parts
+    if not split.hosts or parts.path.strip("/"):
         raise ValueError("Cluster URL: expected redis+cluster://host:port[,host:port...]")
     tls = parse_qs(parts.query).get("tls", ["0"])[0] in ("1", "true", "yes")
     return ClusterUrl(
-        nodes=tuple(_host_port(h, DEFAULT_PORT) for h in hosts.split(",") if h),
-        username=unquote(username) or None,
-        password=unquote(password) or None,
+        nodes=tuple(_host_port(h, DEFAULT_PORT) for h in split.hosts),
+        username=split.username,
+        password=split.password,
         tls=tls,
     )
 
