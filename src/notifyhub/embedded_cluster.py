@@ -104,7 +104,24 @@ def _data_args(appendonly: bool) -> list[str]:
             "--maxmemory-policy", "noeviction", "--repl-diskless-sync-delay", "0"]  # fmt: skip
 
 
-class LocalCluster:
+class _Nodes:
+    """Processes started together: a start that fails part-way stops what it started."""
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class LocalCluster(_Nodes):
     """`masters` masters with `replicas` replicas each; a short node timeout so a killed
     master's replica takes over within a few seconds."""
 
@@ -133,13 +150,6 @@ class LocalCluster:
     def url(self) -> str:
         """The hub's URL for this cluster (every node as a seed)."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-
-    def start(self) -> None:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def _start(self) -> None:
         for node in self.nodes:
@@ -203,7 +213,7 @@ class LocalCluster:
             node.stop()
 
 
-class LocalSentinel:
+class LocalSentinel(_Nodes):
     """A master, one replica and three sentinels watching them as service `service`."""
 
     def __init__(self, directory: Path, *, service: str = "notifyhub") -> None:
@@ -217,13 +227,6 @@ class LocalSentinel:
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{self.service}/0"
-
-    def start(self) -> None:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def _start(self) -> None:
         self.master.start()
