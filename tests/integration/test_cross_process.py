@@ -26,16 +26,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextlib.contextmanager
-def hub_process(settings: Any, log_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {
+def hub_env(settings: Any) -> dict[str, str]:
+    """The environment of a `notifyhub serve` subprocess on this test's servers."""
+    return {
         **os.environ,
         "NOTIFYHUB_REDIS_URL": settings.redis_url,
         "NOTIFYHUB_DATABASE_URL": settings.database_url,
         "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
         "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
     }
+
+
+@contextlib.contextmanager
+def hub_process(settings: Any, log_path: Path) -> Iterator[str]:
+    port = _free_port()
+    env = hub_env(settings)
     cli = Path(sys.executable).parent / "notifyhub"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

@@ -4,7 +4,6 @@ whichever process a connection lands on, and SIGTERM stops them all."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from integration.test_cross_process import _free_port, _wait_ready, stream
+from integration.test_cross_process import _free_port, _wait_ready, hub_env, stream
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +26,7 @@ async def test_two_workers_share_the_port_and_the_doorbells(
     settings: Any, redis: Redis, publish_key: str, make_token: Any, tmp_path: Path
 ) -> None:
     port = _free_port()
-    env = {
-        **os.environ,
-        "NOTIFYHUB_REDIS_URL": settings.redis_url,
-        "NOTIFYHUB_DATABASE_URL": settings.database_url,
-        "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
-        "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),
-    }
+    env = hub_env(settings)
     cli = Path(sys.executable).parent / "notifyhub"
     command = [str(cli), "serve", "--port", str(port), "--workers", "2"]
     with (tmp_path / "serve.log").open("wb") as log:
