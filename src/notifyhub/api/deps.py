@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, TypedDict
 
@@ -107,11 +108,13 @@ async def authenticate_service(request: Request, scope: Scope) -> ServicePrincip
     return principal
 
 
+@functools.cache
 def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
     """A dependency admitting API keys with `scope` (admin keys admit everything).
 
     One dependency taking the request, not a chain of small ones: every service call
-    passes here, and FastAPI's cost grows with each dependency it solves."""
+    passes here, and FastAPI's cost grows with each dependency it solves. Made once
+    per scope (the publish fast path asks for it on every request)."""
 
     async def check(request: Request) -> ServicePrincipal:
         principal: ServicePrincipal | None = request.scope.get(AUTHENTICATED)
