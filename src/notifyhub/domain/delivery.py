@@ -10,6 +10,8 @@ from enum import StrEnum
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_INTERVALS = 20
+_JITTER = random.Random()
+"""Retry jitter's own generator: the process-wide `random` state is left alone."""
 MAX_INTERVAL_S = 7 * 86400.0
 
 
@@ -67,7 +69,7 @@ class RetryPolicy:
     def delay_s(self, failures: int, retry_after_s: float | None = None) -> float:
         """Pause before the next attempt, after `failures` (>= 1) failed ones."""
         base = self.intervals_s[min(failures, len(self.intervals_s)) - 1]
-        delay = base * random.uniform(1 - self.jitter, 1 + self.jitter)
+        delay = base * _JITTER.uniform(1 - self.jitter, 1 + self.jitter)
         if retry_after_s is not None:
             delay = max(delay, min(retry_after_s, MAX_INTERVAL_S))
         return delay
