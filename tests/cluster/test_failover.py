@@ -129,5 +129,8 @@ async def test_master_failover_loses_no_event_for_resumed_streams(
     for follower in followers:
         assert set(acked) <= set(follower.ids)
         assert follower.resets == 0
-        assert follower.resumes >= SENDS // PER_CONNECTION - 1
+        # Each connection ends after PER_CONNECTION notifications, so the streams did
+        # resume through the failover: how often follows from what was delivered (a
+        # publish refused during the failover is never streamed).
+        assert follower.resumes >= len(acked) // PER_CONNECTION >= 2
     assert victim.proc is not None and victim.proc.poll() is not None
