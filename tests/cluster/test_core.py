@@ -1,7 +1,7 @@
 """The core scenarios (ingest, stream, resume, expiry, delayed, cross-process delivery,
-topic and preference caches) against the local Redis Cluster: the integration suite's
-own tests, collected here again so they resolve this directory's fixtures (see
-conftest.py)."""
+topic and preference caches, deferred copies, doorbells carrying events) against the
+local Redis Cluster: the integration suite's own tests, collected here again so they
+resolve this directory's fixtures (see conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ from integration.test_cleaner import (
     test_cleaner_removes_expired_copies_and_keeps_later_ones,
 )
 from integration.test_cross_process import test_stream_on_one_process_gets_post_to_other
+from integration.test_deferred_fanout import (
+    test_a_pending_copy_reads_as_delivered,
+    test_pending_copies_keep_delivery_order,
+    test_preferences_apply_to_pending_copies,
+    test_the_writer_settles_long_pending_lists,
+)
 from integration.test_delayed import (
     consume_key,
     test_cancel_before_due_and_after_consume,
@@ -19,6 +25,10 @@ from integration.test_delayed import (
     test_scheduled_notification_arrives_on_time,
     test_two_movers_never_duplicate_or_lose,
     test_unacked_is_offered_again_after_ttl,
+)
+from integration.test_fanout_doorbells import (
+    log_reads,
+    test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read,
 )
 from integration.test_inbox_api import (
     test_collapse_key_replaces_in_place,
@@ -50,9 +60,12 @@ from integration.test_stream import (
 
 __all__ = [
     "consume_key",
+    "log_reads",
+    "test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read",
     "test_a_copy_delivered_after_the_purge_stays_indexed",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_takes_at_most_one_batch",
+    "test_a_pending_copy_reads_as_delivered",
     "test_a_replica_shortfall_still_acknowledges",
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",
@@ -64,7 +77,9 @@ __all__ = [
     "test_live_notification_update_delete",
     "test_not_before_due_then_promptly",
     "test_paging_with_cursor",
+    "test_pending_copies_keep_delivery_order",
     "test_per_user_stream_cap",
+    "test_preferences_apply_to_pending_copies",
     "test_preferences_push_inbox_and_critical",
     "test_priority_among_equally_due",
     "test_publish_list_get_patch_delete",
@@ -76,6 +91,7 @@ __all__ = [
     "test_scheduled_notification_arrives_on_time",
     "test_shutdown_ends_streams_cleanly",
     "test_stream_on_one_process_gets_post_to_other",
+    "test_the_writer_settles_long_pending_lists",
     "test_topic_cache_equals_postgres_after_random_changes",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",

@@ -103,10 +103,10 @@ class InboxModel(RuleBasedStateMachine):
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
-    @rule(category=st.sampled_from(["a", "b", None]))
-    def publish(self, category: str | None) -> None:
+    @rule(category=st.sampled_from(["a", "b", None]), defer=st.booleans())
+    def publish(self, category: str | None, defer: bool) -> None:
         n = make_notification(category=category)
-        self.run(self.store.deliver(n, [("default", "m")]))
+        self.run(self.store.deliver(n, [("default", "m")], defer=defer))
         self.model[n.id] = {"read": False, "seen": False, "cat": category == "a"}
 
     @precondition(lambda self: self.model)

@@ -7,9 +7,14 @@ import asyncio
 
 import pytest
 
+from notifyhub.metrics import Metrics
 from notifyhub.realtime.clock import StreamClock
+from notifyhub.realtime.events import frame
+from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
+from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.keys import Keys
 
 
 async def _blocks(sub: Subscriber) -> bool:
@@ -100,3 +105,29 @@ async def test_the_clock_expires_a_send_past_the_timeout() -> None:
     assert sub.timed_out
     with pytest.raises(asyncio.CancelledError):
         await sub.task
+
+
+async def test_an_offered_change_is_kept_only_when_it_is_the_next_one() -> None:
+    behind, next_up = Subscriber("t/u"), Subscriber("t/u")
+    behind.cursor = next_up.cursor = 4
+    behind.offer(6, b"six")  # change 5 is missing here: the stream reads the log
+    assert behind.ready is None
+    assert await behind.wait() is True and behind.latest == 6
+    next_up.offer(5, b"five")
+    assert next_up.ready == (5, b"five")
+    assert await next_up.wait() is True and next_up.latest == 5
+
+
+def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> None:
+    """The hub builds a copy's notification and counts events from the doorbell, byte
+    for byte what a log read gives, and offers them; plain lines just ring."""
+    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=2)
+    caught_up, behind, plain = hub.attach("t", "a"), hub.attach("t", "b"), hub.attach("t", "c")
+    caught_up.cursor, behind.cursor, plain.cursor = 2, 0, 0
+    body = b'{"id":"N","title":"hi"}'
+    changed = [("t/a", "3,1,1,3"), ("t/b", "5,2,2,5"), ("t/c", 0), ("t/nobody-here", "1,1,1,1")]
+    hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages(changed, INLINE_MARK + body)[0][1])
+    expected = frame("counts", 3, {"unread": 1, "unseen": 1, "total": 3, "seq": 3})
+    assert caught_up.ready == (3, b"event: notification\nid: 3\ndata: " + body + b"\n\n" + expected)
+    assert behind.ready is None and behind.latest == 5
+    assert plain.ready is None and plain.latest == 0

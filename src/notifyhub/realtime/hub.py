@@ -42,9 +42,10 @@ from redis.exceptions import RedisError
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics
+from notifyhub.realtime.events import delivered_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.client import close, connect, parse_cluster_url
-from notifyhub.store.doorbells import Doorbells
+from notifyhub.store.doorbells import INLINE_MARK, Doorbells
 from notifyhub.store.keys import member
 
 log = logging.getLogger(__name__)
@@ -128,11 +129,26 @@ class Hub:
             self.detach(sub)
 
     def dispatch(self, payload: bytes) -> None:
-        """Ring the local subscribers named in one doorbell message."""
+        """Ring the local subscribers named in one doorbell message (store/doorbells.py);
+        a fan-out's message carries its notification, and the users' copies' events are
+        built here, once per user with a local stream, and offered to those streams."""
+        body = None
+        if payload[:1] == INLINE_MARK:
+            head, _, payload = payload.partition(b"\n")
+            body = head[1:]
         for line in payload.split(b"\n"):
             name, _, seq = line.decode(errors="replace").rpartition(" ")
-            for sub in self._subs.get(name, ()):
-                sub.ring(int(seq) if seq.isdigit() else 0)
+            subs = self._subs.get(name)
+            if not subs:
+                continue
+            if body is not None and "," in seq:
+                n, unread, unseen, total = (int(v) for v in seq.split(","))
+                frames = delivered_frames(body, n, unread, unseen, total)
+                for sub in subs:
+                    sub.offer(n, frames)
+            else:
+                for sub in subs:
+                    sub.ring(int(seq) if seq.isdigit() else 0)
 
     def _resync_all(self) -> None:
         for subs in self._subs.values():

@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from typing import Any
 
-import orjson
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -24,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.clock import StreamClock
+from notifyhub.realtime.events import counts_data, frame, notification_frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
@@ -45,11 +44,6 @@ class SendTimeout(Exception):
     """The client did not take a frame within the send timeout."""
 
 
-def frame(event: str, seq: int, data: Any) -> bytes:
-    """One SSE event. orjson escapes every control character, so `data` is one line."""
-    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), seq, orjson.dumps(data))
-
-
 def change_frame(change: Change) -> bytes | None:
     """The event for one change-log entry; None for a notification deleted since."""
     entry = change.entry
@@ -61,7 +55,7 @@ def change_frame(change: Change) -> bytes | None:
         body = item_json(
             change.content, change.state, replaces=None if replaces is None else str(replaces)
         )
-        return b"event: notification\nid: %d\ndata: %s\n\n" % (seq, body)
+        return notification_frame(seq, body)
     if kind == "update":
         read_at = int(entry["read_at"])  # type: ignore[call-overload]
         data = {
@@ -72,15 +66,6 @@ def change_frame(change: Change) -> bytes | None:
         }
         return frame("update", seq, data)
     return frame("delete", seq, {"id": item_id})
-
-
-def counts_data(counts: Any, seq: int) -> dict[str, int]:
-    return {
-        "unread": counts["unread"],
-        "unseen": counts["unseen"],
-        "total": counts["total"],
-        "seq": seq,
-    }
 
 
 class InboxStream(Response):
@@ -149,12 +134,23 @@ class InboxStream(Response):
             counts, cursor = opening
             data = counts_data(counts.model_dump(), cursor)
             await self._write(send, frame("counts", cursor, data))
-        while not self._sub.closed:
+        sub = self._sub
+        while not sub.closed:
             cursor = await self._catch_up(send, cursor)
-            # Idle: ping when the clock says so, until rung. Re-reading the log after
-            # each ping would cost every idle stream a Redis read per ping interval.
-            while not await self._sub.wait():
-                await self._write(send, b": ping\n\n")
+            while True:
+                # Idle: ping when the clock says so, until rung. Re-reading the log after
+                # each ping would cost every idle stream a Redis read per ping interval.
+                sub.cursor = cursor
+                while not await sub.wait():
+                    await self._write(send, b": ping\n\n")
+                ready, sub.ready = sub.ready, None
+                if ready is None or ready[0] != cursor + 1 or sub.closed:
+                    break  # read the log
+                await self._write(send, ready[1])  # the offered change is the next one
+                cursor = ready[0]
+                self._count_offered()
+                if sub.latest > cursor:
+                    break  # more changed meanwhile
 
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
@@ -195,6 +191,11 @@ class InboxStream(Response):
         finally:
             sub.sending_since = 0.0
             sub.last_sent = loop.time()
+
+    def _count_offered(self) -> None:
+        sent = self._metrics.stream_events_sent_total
+        _child(sent, "notification").inc()
+        _child(sent, "counts").inc()
 
     def _count_sent(self, changes: list[Change]) -> None:
         sent = self._metrics.stream_events_sent_total

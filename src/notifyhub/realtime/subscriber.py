@@ -1,9 +1,11 @@
 """One stream's doorbell: O(1) memory however far behind the stream is.
 
-Pub/Sub only says "user U changed, up to seq S". The stream then reads what it has
-not sent from the user's change log in Redis, from its own cursor. So a burst of
-changes coalesces into one wake-up, nothing queues per connection, and a stream that
-missed a doorbell (a Pub/Sub reconnect) loses nothing: it is simply rung again.
+Pub/Sub says "user U changed, up to seq S". The stream then reads what it has not
+sent from the user's change log in Redis, from its own cursor. So a burst of changes
+coalesces into one wake-up, nothing queues per connection, and a stream that missed a
+doorbell (a Pub/Sub reconnect) loses nothing: it is simply rung again. Only a
+fan-out's doorbell may carry a new copy's event (at most one kept here), which a
+stream whose very next change it is sends without the read (`offer`).
 
 Time is not the doorbell's business: the process's one `StreamClock` pings streams
 that have been quiet and ends streams stuck in a send, reading the two timestamps the
@@ -26,9 +28,11 @@ class Subscriber:
         "_rung",
         "_waiter",
         "closed",
+        "cursor",
         "last_sent",
         "latest",
         "member",
+        "ready",
         "sending_since",
         "task",
         "timed_out",
@@ -37,6 +41,10 @@ class Subscriber:
     def __init__(self, member: str) -> None:
         self.member = member
         self.latest = 0
+        self.cursor = -1
+        """The last seq the stream sent, as of its last wait (-1: not waiting yet)."""
+        self.ready: tuple[int, bytes] | None = None
+        """A change offered with its frames (`offer`): (seq, frames)."""
         self.closed = False
         self._rung = False
         self._pinged = False
@@ -55,6 +63,14 @@ class Subscriber:
             self.latest = max(self.latest, seq)
             self._rung = True
             self._wake()
+
+    def offer(self, seq: int, frames: bytes) -> None:
+        """Change `seq` came with its frames (a fan-out's doorbell, realtime/hub.py): kept
+        for the stream when it is the stream's next change, so it sends them without a
+        log read; the stream checks that again before sending. Rings either way."""
+        if seq == self.cursor + 1:
+            self.ready = (seq, frames)
+        self.ring(seq)
 
     def ping(self) -> None:
         """The stream has been quiet: wake it to send a keep-alive comment."""

@@ -25,7 +25,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
 
-MEMBER_PAGE = 5000
+MEMBER_PAGE = 20_000
 SCHEDULED_TOPIC = "notifyhub.scheduled"
 
 
@@ -225,15 +225,17 @@ class IngestService:
         preferences drop its category are not counted."""
         if self.durable is not None:  # durable inbox mode: committed before any copy
             await self.durable.write(notification, users, pull=pull)
-        batch = self._settings.limits.fanout_batch
+        limits = self._settings.limits
+        defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
+        batch = limits.defer_batch if defer else limits.fanout_batch
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.deliver(notification, users, pull=pull)
+            seqs = await self._store.deliver(notification, users, pull=pull, defer=defer)
         else:
             in_flight = asyncio.Semaphore(2)
 
             async def deliver(chunk: list[UserRef]) -> list[int]:
                 async with in_flight:
-                    return await self._store.deliver(notification, chunk, pull=pull)
+                    return await self._store.deliver(notification, chunk, pull=pull, defer=defer)
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
             results = await asyncio.gather(*map(deliver, chunks))

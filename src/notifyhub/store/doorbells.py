@@ -5,6 +5,12 @@
                                                       process SSUBSCRIBEs to every shard
                                                       on the node serving its slot
 
+A message is lines of `tenant/user seq` (seq 0: "re-read"). A fan-out's message may
+start with `!<notification JSON>` (its fresh copy as `item_json` gives it); then a line
+`tenant/user seq,unread,unseen,total` says that copy is the user's change `seq` and
+those are its counts after it, so a stream that sent `seq - 1` can send the event
+without reading the log (realtime/hub.py).
+
 Classic PUBLISH on a Cluster is broadcast over the cluster bus to every node, so its
 cost grows with the cluster; a sharded message stays on the one shard (master and its
 replicas) that owns the channel's slot. Publisher and listener must agree on `shards`
@@ -19,10 +25,17 @@ from typing import Any
 
 from notifyhub.store.keys import Keys
 
+INLINE_MARK = b"!"
+"""First byte of a doorbell message whose first line is a notification."""
 
-def doorbell(changed: Sequence[tuple[str, int]]) -> bytes:
-    """One message per batch: lines of `tenant/user seq` (seq 0: "re-read")."""
-    return "\n".join(f"{m} {s}" for m, s in changed).encode()
+Changed = Sequence[tuple[str, int | str]]
+"""(tenant/user, seq or "seq,unread,unseen,total") lines of a doorbell."""
+
+
+def doorbell(changed: Changed, header: bytes = b"") -> bytes:
+    """One message per batch: lines of `tenant/user seq`, after `header` if any."""
+    lines = "\n".join(f"{m} {s}" for m, s in changed).encode()
+    return header + b"\n" + lines if header else lines
 
 
 class Doorbells:
@@ -40,17 +53,26 @@ class Doorbells:
             return self.channels[0]
         return self.channels[zlib.crc32(member.encode()) % self._shards]
 
-    def messages(self, changed: Sequence[tuple[str, int]]) -> list[tuple[str, bytes]]:
-        """(channel, payload) pairs: one for all of `changed`, or one per shard touched."""
+    def messages(self, changed: Changed, header: bytes = b"") -> list[tuple[str, bytes]]:
+        """(channel, payload) pairs: one for all of `changed`, or one per shard touched;
+        each starts with `header` (a fan-out's `!<notification JSON>`) if given."""
         if not self.sharded:
-            return [(self.channels[0], doorbell(changed))]
-        by_channel: dict[str, list[tuple[str, int]]] = {}
+            return [(self.channels[0], doorbell(changed, header))]
+        by_channel: dict[str, list[tuple[str, int | str]]] = {}
         for line in changed:
             by_channel.setdefault(self.channel_of(line[0]), []).append(line)
-        return [(channel, doorbell(lines)) for channel, lines in by_channel.items()]
+        return [(channel, doorbell(lines, header)) for channel, lines in by_channel.items()]
 
-    def queue(self, pipe: Any, changed: Sequence[tuple[str, int]]) -> None:
+    def queue(self, pipe: Any, changed: Changed, header: bytes = b"") -> None:
         """Add the publish commands for `changed` to a (cluster) pipeline."""
         command = "SPUBLISH" if self.sharded else "PUBLISH"
-        for channel, payload in self.messages(changed):
+        for channel, payload in self.messages(changed, header):
             pipe.execute_command(command, channel, payload)
+
+    def queue_rereads(self, pipe: Any, members: Sequence[str]) -> None:
+        """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""
+        if self.sharded:
+            self.queue(pipe, [(m, 0) for m in members])
+        elif members:
+            payload = (" 0\n".join(members) + " 0").encode()
+            pipe.execute_command("PUBLISH", self.channels[0], payload)

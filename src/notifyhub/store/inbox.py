@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
 from notifyhub.domain.notification import (
@@ -22,14 +24,28 @@ from notifyhub.domain.notification import (
 )
 from notifyhub.settings import Limits
 from notifyhub.store.client import is_cluster
-from notifyhub.store.doorbells import Doorbells
-from notifyhub.store.keys import Keys, member
+from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.keys import INBOX_FIELDS, Keys, member
 from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 
 UserRef = tuple[str, str]
 """(tenant, user)."""
 
 ListStatus = Literal["all", "unread", "read"]
+
+PENDING_SETTLE_AT = 16
+"""A deferred delivery settles the inboxes holding more pending copies than this."""
+
+INLINE_MIN_USERS = 64
+"""Deliveries to this many users or more ring with their copies' events (a second round
+trip for the writer, no log read for each recipient's stream); smaller ones ring in
+their writes' own pipeline."""
+
+DELIVERED_WIDTH = 5
+"""Values deliver.lua returns per user: seq, evicted after it, unread, unseen, total."""
+
+FRESH_STATE = b"0|0||"
+"""A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,76 +148,158 @@ class InboxStore:
         """WAIT for this many replicas (bounded) before a delivery is acknowledged; 0: no."""
 
     async def deliver(
-        self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
+        self,
+        notification: Notification,
+        users: Sequence[UserRef],
+        *,
+        pull: bool = False,
+        defer: bool = False,
     ) -> list[int]:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
         One round trip: the recipient index is written before the copies (so a recall
         finds every user a crash may have reached), then the copies, the expiry index and
-        one doorbell message for the batch. Returns the new seq per user, 0 where the user
-        already had this id, -1 where the user's preferences drop its category. `pull`
-        copies are stored without a live `notification` event (counts still update). An
-        inbox past `limits.items_per_user` drops its oldest notifications (delete changes).
+        one doorbell message for the batch (for INLINE_MIN_USERS users or more, a second
+        round trip right after rings with the copies' events instead). Returns the new
+        seq per user, 0 where the user already had this id, -1 where the user's
+        preferences drop its category. `pull` copies are stored without a live
+        `notification` event (counts still update). An inbox past
+        `limits.items_per_user` drops its oldest notifications (delete changes).
+
+        `defer` (big fan-outs) leaves each copy pending instead: one list push per user,
+        which the next script touching that inbox (a read, a stream's read, a change)
+        makes a copy first, so nobody can tell it from an immediate one but the writer is
+        several times faster. Returns the user's pending count in place of a seq then
+        (lists longer than PENDING_SETTLE_AT are settled right away, bounding them).
         """
+        if not users:
+            return []
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
-        members = [member(t, u) for t, u in users]
-        inbox_list = self._keys.inbox_list
-        per_user = [inbox_list(t, u) for t, u in users]
-        by_slot = self._slot_groups(per_user)
-        groups = list(by_slot.values())
-        args: list[str | bytes | int] = [
-            notification.id,
-            content,
-            notification.category or "",
-            notification.collapse_key or "",
-            expires_ms,
-            self._limits.change_log_max,
-            "1" if notification.severity is Severity.CRITICAL else "",
-            "1" if pull else "",
-            self._limits.items_per_user,
-        ]
+        members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
+        script, args, fields = self._script_call(
+            notification, content, expires_ms, pull=pull, defer=defer
+        )
+        keys = self._keys.user_keys(members, fields)
+        by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
+        scored: list[str | int] = [expires_ms] * (2 * len(members))
+        scored[1::2] = members
+
+        # A fan-out's doorbell carries the copies' events when every copy is a plain new
+        # notification (no collapse key, no category that preferences may silence).
+        plain = not (pull or notification.category or notification.collapse_key)
+        inline = plain and not defer and len(users) >= INLINE_MIN_USERS
 
         def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
-            for slot, group in by_slot.items():
-                keys = [k for i in group for k in per_user[i]]
-                node = self._master_of(slot)
-                queue_script(pipe, self.scripts.deliver, keys, args, node=node)
-            pipe.zadd(expiry, dict.fromkeys(members, expires_ms), lt=True)
-            if not self._cluster:  # one connection: the doorbell follows the writes
-                self.doorbells.queue(pipe, [(m, 0) for m in members])
+            for slot, group_keys in by_slot.items():
+                queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
+            pipe.execute_command("ZADD", expiry, "LT", *scored)
+            if not (self._cluster or inline):  # one connection: the doorbell follows the writes
+                self.doorbells.queue_rereads(pipe, members)
             if self._wait[0]:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
                 self._queue_wait(pipe, written)
 
         results = await pipelined(self._bulk, build, self.scripts.all)
-        if self._cluster:
+        width = 1 if defer else DELIVERED_WIDTH
+        replies = results[2 : 2 + len(by_slot)]
+        values, evicted = self._merge_delivered(keys, len(fields), width, replies)
+        seqs = values if defer else values[::width]
+        if inline:
+            await self._ring_after_writes(members, values, content)
+        elif self._cluster:
             await self._ring_after_writes(members)
-        seqs, evicted = _merge_delivered(groups, results[2 : 2 + len(groups)], len(users))
+        if defer:
+            evicted += await self._settle_long(users, seqs)
         if evicted and self._on_evicted is not None:
             self._on_evicted(evicted)
         return seqs
 
-    async def _ring_after_writes(self, members: list[str]) -> None:
-        """A Cluster pipeline runs its commands on several nodes at once, so a doorbell
-        queued with the writes could reach a stream before the write it announces (the
-        stream would read nothing and wait for a next doorbell): ring once they are done."""
+    def _script_call(
+        self,
+        notification: Notification,
+        content: bytes,
+        expires_ms: int,
+        *,
+        pull: bool,
+        defer: bool,
+    ) -> tuple[AsyncScript, list[str | bytes | int], tuple[str, ...]]:
+        """The script for a delivery, its ARGV, and the keys it takes per user."""
+        critical = "1" if notification.severity is Severity.CRITICAL else ""
+        category, ck = notification.category or "", notification.collapse_key or ""
+        log_max, cap = self._limits.change_log_max, self._limits.items_per_user
+        if defer:
+            header = [notification.id, category, ck, expires_ms, log_max]
+            header += [int(bool(critical)), int(pull), cap]
+            entry = orjson.dumps(header) + b"\n" + content
+            fields = ("pend", "prefs") if category else ("pend",)
+            return self.scripts.defer, [entry, category, critical], fields
+        args: list[str | bytes | int] = [notification.id, content, category, ck, expires_ms]
+        args += [log_max, critical, "1" if pull else "", cap]
+        return self.scripts.deliver, args, INBOX_FIELDS
+
+    async def _settle_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
+        """Settle the inboxes whose pending list grew past PENDING_SETTLE_AT (users who
+        read nothing for a while), so pending lists stay short; returns the evictions."""
+        long = [users[i] for i, n in enumerate(pending) if n > PENDING_SETTLE_AT]
+        if not long:
+            return 0
+        settle, inbox_list = self.scripts.settle, self._keys.inbox_list
+
+        def build(pipe: Any) -> None:
+            for tenant, user in long:
+                queue_script(pipe, settle, inbox_list(tenant, user), [])
+
+        return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
+
+    async def _ring_after_writes(
+        self, members: list[str], delivered: list[int] | None = None, content: bytes = b""
+    ) -> None:
+        """Ring once the writes are done. A Cluster pipeline runs its commands on several
+        nodes at once, so a doorbell queued with the writes could reach a stream before
+        the write it announces (the stream would read nothing and wait for a next one).
+
+        With `delivered` (deliver.lua's values per user) the doorbell carries the copies'
+        events (store/doorbells.py): a stream whose next change a copy is sends it
+        without reading the log, which saves a broadcast's Redis a read per stream."""
+        changed: list[tuple[str, int | str]] = [(m, 0) for m in members]
+        header = b""
+        if delivered is not None:
+            header = INLINE_MARK + item_json(content, FRESH_STATE)
+            for i in range(len(members)):
+                at = i * DELIVERED_WIDTH
+                seq, dropped, unread, unseen, total = delivered[at : at + DELIVERED_WIDTH]
+                if seq > 0 and not dropped:  # else a re-read: evictions came after it
+                    changed[i] = (members[i], f"{seq},{unread},{unseen},{total}")
         async with self._redis.pipeline(transaction=False) as pipe:
-            self.doorbells.queue(pipe, [(m, 0) for m in members])
+            self.doorbells.queue(pipe, changed, header)
             await pipe.execute()
 
-    def _slot_groups(self, per_user: list[list[str]]) -> dict[int, list[int]]:
-        """Indexes of users whose keys share a Cluster slot, one script call per group;
-        on standalone Redis one group (slot -1), so a batch stays one script call."""
+    def _slot_groups(self, keys: list[str], stride: int) -> dict[int, list[str]]:
+        """The KEYS of one script call per Cluster slot (`stride` keys per user, all in the
+        user's slot); on standalone Redis one call (slot -1) takes them all."""
         if not self._cluster:
-            return {-1: list(range(len(per_user)))}
-        by_slot: dict[int, list[int]] = {}
-        for i, keys in enumerate(per_user):
-            by_slot.setdefault(key_slot(keys[0].encode()), []).append(i)
+            return {-1: keys}
+        by_slot: dict[int, list[str]] = {}
+        for i in range(0, len(keys), stride):
+            by_slot.setdefault(key_slot(keys[i].encode()), []).extend(keys[i : i + stride])
         return by_slot
+
+    def _merge_delivered(
+        self, keys: list[str], stride: int, width: int, replies: list[list[int]]
+    ) -> tuple[list[int], int]:
+        """The per-slot script replies (`width` values per user, then the evictions) in
+        the callers' user order, and the evictions summed."""
+        if not self._cluster:
+            values = list(replies[0])
+            return values, values.pop()
+        slots = [key_slot(keys[i].encode()) for i in range(0, len(keys), stride)]
+        replied = {slot: iter(r) for slot, r in zip(dict.fromkeys(slots), replies, strict=True)}
+        values = [v for slot in slots for v in itertools.islice(replied[slot], width)]
+        return values, sum(next(rest) for rest in replied.values())
 
     def _master_of(self, slot: int) -> Any:
         """The Cluster node serving `slot` (None on standalone Redis: one connection)."""
@@ -293,18 +391,18 @@ class InboxStore:
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
         raw = await self.scripts.changes(
-            keys=self._keys.change_keys(tenant, user), args=[after_seq, max_entries]
+            keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
         )
         return _parse_changes(raw)
 
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot)."""
-        changes, change_keys = self.scripts.changes, self._keys.change_keys
+        changes, inbox_list = self.scripts.changes, self._keys.inbox_list
 
         def build(pipe: Any) -> None:
             for read in reads:
-                keys = change_keys(read.tenant, read.user)
+                keys = inbox_list(read.tenant, read.user)
                 queue_script(pipe, changes, keys, [read.after_seq, read.max_entries])
 
         results = await pipelined(self._bulk, build, self.scripts.all)
@@ -346,21 +444,6 @@ def _parse_changes(raw: list[Any]) -> Changes:
         for i in range(2, len(raw), 3)
     ]
     return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
-
-
-def _merge_delivered(
-    groups: list[list[int]], replies: list[Any], users: int
-) -> tuple[list[int], int]:
-    """Per-group script replies (seqs..., evicted) back into the callers' user order."""
-    if len(groups) == 1:
-        *seqs, evicted = (int(value) for value in replies[0])
-        return seqs, evicted
-    seqs, evicted = [0] * users, 0
-    for group, reply in zip(groups, replies, strict=True):
-        for i, value in zip(group, reply, strict=False):
-            seqs[i] = int(value)
-        evicted += int(reply[-1])
-    return seqs, evicted
 
 
 def _page_bounds(query: PageQuery) -> tuple[str, str]:

@@ -12,6 +12,10 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
     <p>u{T/U}:ck      hash   collapse_key -> notification id
     <p>u{T/U}:prefs   hash   category -> "<inbox 0|1><push 0|1>" (cache of PostgreSQL)
+    <p>u{T/U}:pend    list   copies a big fan-out left pending ("<header>\n<content>"), made
+                             real by the next script touching the inbox (lua/common.lua
+                             settle); a hub older than this key would not settle them, so
+                             upgrade every hub before big fan-outs run on the new one
 
 Global keys:
 
@@ -50,9 +54,10 @@ such an id).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck", "prefs")
+INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck", "prefs", "pend")
 
 
 def _escape(part: str) -> str:
@@ -82,6 +87,7 @@ class InboxKeys:
     log: str
     ck: str
     prefs: str
+    pend: str
 
     def all(self) -> list[str]:
         """In the order every inbox script expects them in KEYS."""
@@ -140,15 +146,22 @@ class Keys:
     def inbox(self, tenant: str, user: str) -> InboxKeys:
         return InboxKeys(*self.inbox_list(tenant, user))
 
+    def _user_head(self, member: str) -> str:
+        """What every key of user `T/U` starts with ('/' is not escaped)."""
+        return f"{self.prefix}u{{{_escape(member)}}}:"
+
     def inbox_list(self, tenant: str, user: str) -> list[str]:
         """The user's keys in INBOX_FIELDS order (the scripts' KEYS layout), built cheaply."""
-        base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
-        return [base + name for name in INBOX_FIELDS]
+        head = self._user_head(f"{tenant}/{user}")
+        return [head + name for name in INBOX_FIELDS]
 
-    def change_keys(self, tenant: str, user: str) -> list[str]:
-        """The 4 keys a stream's change read touches, in changes.lua's KEYS order."""
-        base = f"{self.prefix}u{{{_escape(tenant)}/{_escape(user)}}}:"
-        return [base + "items", base + "state", base + "seq", base + "log"]
+    def user_keys(self, members: Sequence[str], fields: Sequence[str]) -> list[str]:
+        """The `fields` keys of each user (`T/U`, see `member`), user after user: the KEYS
+        of a batch script. Built in bulk, as a 100k fan-out needs them."""
+        heads = [self._user_head(m) for m in members]
+        if len(fields) == 1:
+            return [head + fields[0] for head in heads]
+        return [head + field for head in heads for field in fields]
 
     def topic(self, tenant: str, name: str) -> tuple[str, str, str]:
         """(users, groups, meta) keys of a topic's cache, one hash tag per topic."""

@@ -24,6 +24,8 @@ INBOX_SCRIPTS = (
     "counts",
     "page",
     "changes",
+    "defer",
+    "settle",
 )
 
 
@@ -99,6 +101,8 @@ class InboxScripts:
         self.counts: AsyncScript = loaded["counts"]
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
+        self.defer: AsyncScript = loaded["defer"]
+        self.settle: AsyncScript = loaded["settle"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
         self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
         self.all = [*loaded.values(), self.topic_set, self.topic_get]

@@ -1,9 +1,9 @@
--- What a stream has not seen yet. KEYS: only the 4 it reads (Keys.change_keys: items,
--- state, seq, log), not the user's 9: every stream read sends them, a broadcast 10k.
+-- What a stream has not seen yet (pending copies settled first). KEYS: the user's 10.
 -- ARGV: after_seq, max_entries.
 -- Returns {seq, oldest_logged_seq or 0, entry1, content1 or false, state1 or false, ...};
 -- content/state are filled for notification entries whose item still exists.
-local u = {items = KEYS[1], state = KEYS[2], seq = KEYS[3], log = KEYS[4]}
+local u = inbox(0)
+settle(u)
 local seq = tonumber(redis.call('GET', u.seq) or '0')
 local head = redis.call('ZRANGE', u.log, 0, 0, 'WITHSCORES')
 local oldest = tonumber(head[2] or '0')

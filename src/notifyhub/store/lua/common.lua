@@ -1,12 +1,12 @@
 -- Shared by every inbox script (prepended by store/scripts.py).
--- One user's keys come in KEYS as 9 consecutive names (store/keys.py INBOX_FIELDS):
--- items, state, time, exp, cnt, seq, log, ck, prefs.
+-- One user's keys come in KEYS as 10 consecutive names (store/keys.py INBOX_FIELDS):
+-- items, state, time, exp, cnt, seq, log, ck, prefs, pend.
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
           cnt = KEYS[o + 5], seq = KEYS[o + 6], log = KEYS[o + 7], ck = KEYS[o + 8],
-          prefs = KEYS[o + 9]}
+          prefs = KEYS[o + 9], pend = KEYS[o + 10]}
 end
 
 local function now_ms()
@@ -71,9 +71,87 @@ local function drop(u, id)
   return st, count_change(u, st, nil)
 end
 
+-- A user's wishes for a category: keep it in the inbox? push it live?
+local function wishes(prefs, category, critical)
+  if category == '' then return true, true end
+  local flags = redis.call('HGET', prefs, category)
+  if not flags then return true, true end
+  return string.sub(flags, 1, 1) == '1' or critical, string.sub(flags, 2, 2) == '1'
+end
+
+-- A full inbox drops its oldest notifications, each a delete change streams see.
+local function evict(u, cap, log_max)
+  local evicted = 0
+  while redis.call('ZCARD', u.time) > cap do
+    local oldest = redis.call('ZRANGE', u.time, 0, 0)[1]
+    local st, c = drop(u, oldest)
+    if not st then redis.call('ZREM', u.time, oldest) else
+      append(u, {type = 'delete', id = oldest}, log_max, c)
+      evicted = evicted + 1
+    end
+  end
+  return evicted
+end
+
+-- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
+-- critical, pull, cap (0: no cap)}.
+local function fresh_state(n)
+  return {read_at = 0, seen = false, category = n.category, ck = n.ck}
+end
+
+-- Store one user's copy of `n`. Returns the new seq (0 when the user already has this
+-- id, -1 when the user's preferences drop its category), how many oldest notifications
+-- a full inbox dropped for it (each a later change), and the counts right after the copy.
+local function copy(u, n)
+  local keep, push = wishes(u.prefs, n.category, n.critical)
+  if not keep then return -1, 0 end
+  local fresh = fresh_state(n)
+  if redis.call('HSETNX', u.state, n.id, n.state or format_state(fresh)) == 0 then return 0, 0 end
+  local entry = {type = 'notification', id = n.id}
+  if n.pull or not push then entry.quiet = 1 end
+  if n.ck ~= '' then
+    local old = redis.call('HGET', u.ck, n.ck)
+    if old and drop(u, old) then entry.replaces = old end
+    redis.call('HSET', u.ck, n.ck, n.id)
+  end
+  redis.call('HSET', u.items, n.id, n.content)
+  redis.call('ZADD', u.time, 0, n.id)
+  redis.call('ZADD', u.exp, n.expires_ms, n.id)
+  local c = count_change(u, nil, fresh)
+  local seq = append(u, entry, n.log_max, c)
+  if n.cap > 0 then return seq, evict(u, n.cap, n.log_max), c end
+  return seq, 0, c
+end
+
+-- Copies a big fan-out left pending (defer.lua) become real ones, oldest first, before
+-- anything reads or changes the inbox, so every read sees them as if delivered at once;
+-- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
+-- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap]
+-- (store/inbox.py deliver). `now` (ms) may be nil. Returns how many oldest notifications
+-- full inboxes dropped.
+local function settle(u, now)
+  local pending = redis.call('LRANGE', u.pend, 0, -1)
+  if #pending == 0 then return 0 end
+  now = now or now_ms()  -- asked only when something is pending
+  redis.call('DEL', u.pend)
+  local evicted = 0
+  for _, raw in ipairs(pending) do
+    local nl = string.find(raw, '\n', 1, true)
+    local h = cjson.decode(string.sub(raw, 1, nl - 1))
+    if h[4] > now then
+      local _, e = copy(u, {id = h[1], category = h[2], ck = h[3], expires_ms = h[4],
+        log_max = h[5], critical = h[6] == 1, pull = h[7] == 1, cap = h[8],
+        content = string.sub(raw, nl + 1)})
+      evicted = evicted + e
+    end
+  end
+  return evicted
+end
+
 -- Expired items vanish, each as a delete change. Every read path calls this first,
--- so expiry is exact before the cleaner comes by.
+-- so expiry is exact before the cleaner comes by; pending copies are settled before.
 local function purge(u, now, log_max)
+  settle(u, now)
   local ids = redis.call('ZRANGEBYSCORE', u.exp, '-inf', now)
   for _, id in ipairs(ids) do
     local st, c = drop(u, id)

@@ -1,0 +1,3 @@
+-- Make one user's pending copies real now (defer.lua: a long pending list).
+-- KEYS: the user's 10. Returns how many oldest notifications a full inbox dropped.
+return settle(inbox(0))
