@@ -6,9 +6,13 @@ import asyncio
 import statistics
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
+
+if TYPE_CHECKING:
+    from bench.hubproc import BenchHub
 
 
 class RawClient:
@@ -106,10 +110,10 @@ def member_names(name: str, size: int) -> list[str]:
     return [f"{name}-u{i}" for i in range(size)]
 
 
-async def make_group(base_url: str, admin_key: str, name: str, size: int) -> None:
-    """Group `name` with `size` users (kept when it already has members)."""
-    headers = {"Authorization": f"Bearer {admin_key}"}
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
+async def make_group(hub: BenchHub, name: str, size: int) -> None:
+    """Group `name` with `size` users (kept when it already has members), vacuumed."""
+    headers = {"Authorization": f"Bearer {hub.admin_key}"}
+    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=60) as client:
         existing = await client.get(f"/v1/admin/groups/{name}/members")
         if existing.status_code == 200 and existing.json()["members"]:
             return
@@ -119,3 +123,4 @@ async def make_group(base_url: str, admin_key: str, name: str, size: int) -> Non
             batch = users[start : start + 10_000]
             response = await client.post(f"/v1/admin/groups/{name}/members", json={"add": batch})
             response.raise_for_status()
+    await hub.vacuum()

@@ -113,7 +113,7 @@ async def _ingest(
 
 async def _fan_out(cpu: MastersCpu, hub: BenchHub, size: int = 10_000) -> dict[str, float]:
     name = f"cg{size}"
-    await make_group(hub.base_url, hub.admin_key, name, size)
+    await make_group(hub, name, size)
     async with cpu.phase() as used:
         elapsed = await scenarios._timed_post(hub, {"groups": [name]}, size)
     return {

@@ -46,6 +46,17 @@ class BenchHub:
     tokens: TokenService
     restart: Callable[[], Awaitable[int]] = field(repr=False, default=lambda: _never())
 
+    async def vacuum(self) -> None:
+        """VACUUM ANALYZE the run's database, as autovacuum does within a minute of a bulk
+        write. A group read right after its 100k member rows went in costs the index-only
+        scan a heap visit per row (measured: 0.35 s instead of 0.06 s for 100k members),
+        which no group that has existed for a minute pays."""
+        conn = await asyncpg.connect(str(self.settings.database_url).replace("+asyncpg", ""))
+        try:
+            await conn.execute("VACUUM (ANALYZE)")
+        finally:
+            await conn.close()
+
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):

@@ -79,7 +79,7 @@ async def ingest(hub: BenchHub, total: int = 4000, concurrency: int = 32) -> dic
 
 
 async def _group(hub: BenchHub, name: str, size: int) -> None:
-    await make_group(hub.base_url, hub.admin_key, name, size)
+    await make_group(hub, name, size)
 
 
 async def _topic(hub: BenchHub, name: str, size: int) -> None:

@@ -218,7 +218,7 @@ def _spread(latencies: list[float], expected: int) -> dict[str, float]:
 async def broadcast(hub: BenchHub, size: int = 10_000) -> Measured:
     """One POST to a group whose every member has a live stream: latency to each stream."""
     name = f"bcast{size}"
-    await make_group(hub.base_url, hub.admin_key, name, size)
+    await make_group(hub, name, size)
     client = RawClient(hub.base_url)
     await client.connect()
     async with StreamFleet.open(hub, member_names(name, size)) as fleet:
