@@ -12,7 +12,10 @@ recall, push then get/cancel a delayed message, read then replace a rule).
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import pkgutil
 from typing import Any
 
 import pytest
@@ -45,6 +48,27 @@ pytestmark = [
         ":hypothesis.errors.HypothesisDeprecationWarning"
     ),
 ]
+
+
+def _import_all(package: str) -> None:
+    """Import every module of `package` now, at collection.
+
+    Schemathesis and Hypothesis are pytest plugins, so pytest rewrites their modules'
+    asserts on import (`ast.parse`), and both import modules lazily while they draw
+    examples, in the main thread, while the app runs in Schemathesis' portal thread.
+    CPython 3.11 keeps one AST recursion counter per interpreter, and a lazy import
+    there once failed with "SystemError: AST constructor recursion depth mismatch"
+    (CPython gh-106905), which Hypothesis then reported as a FlakyFailure."""
+    root = importlib.import_module(package)
+    for module in pkgutil.walk_packages(root.__path__, f"{package}."):
+        with contextlib.suppress(ImportError):  # optional extras (e.g. allure)
+            importlib.import_module(module.name)
+
+
+_import_all("schemathesis")
+_import_all("hypothesis.strategies._internal")
+
+
 MAX_EXAMPLES = int(os.environ.get("NOTIFYHUB_SCHEMATHESIS_EXAMPLES", "5"))
 """Per operation and mode: small by default (the suite stays fast); raise it for a deep run."""
 DERANDOMIZE = os.environ.get("NOTIFYHUB_SCHEMATHESIS_RANDOM") is None
