@@ -75,3 +75,30 @@ async def test_a_stream_behind_reads_the_log_and_misses_nothing(
         event, _ = await stream.until("notification")
         assert event.data["id"] == first
     assert log_reads[-1] == (users[0], 0)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reads_log"),
+    [({}, False), ({"category": "billing"}, True), ({"collapse_key": "k"}, True)],
+    ids=["plain", "category", "collapse-key"],
+)
+async def test_on_one_redis_a_single_copy_rings_with_its_event(
+    hub: Any,
+    publish_key: str,
+    make_token: Any,
+    log_reads: list[tuple[str, int]],
+    fields: dict[str, Any],
+    reads_log: bool,
+) -> None:
+    """On one Redis the deliver script itself publishes the doorbell with the copy's
+    event, whatever the number of recipients; a copy that preferences or a collapse key
+    may change is rung plainly and read from the log."""
+    token = make_token("solo")
+    async with open_stream(hub, token) as stream:
+        assert (await stream.next()).event == "counts"
+        while not log_reads:
+            await asyncio.sleep(0.01)
+        sent = await _publish(hub, publish_key, ["solo"], **fields)
+        event, _ = await stream.until("notification")
+    assert event.data["id"] == sent
+    assert log_reads == [("solo", 0), ("solo", 0)] if reads_log else [("solo", 0)]

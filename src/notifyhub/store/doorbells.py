@@ -5,8 +5,9 @@
                                                       process SSUBSCRIBEs to every shard
                                                       on the node serving its slot
 
-A message is lines of `tenant/user seq` (seq 0: "re-read"). A fan-out's message may
-start with `!<notification JSON>` (its fresh copy as `item_json` gives it); then a line
+A message is lines of `tenant/user seq` (seq 0: "re-read"). A plain notification's
+message may start with `!<notification JSON>` (its fresh copy as `item_json` gives it;
+deliver.lua publishes such messages itself on one Redis); then a line
 `tenant/user seq,unread,unseen,total` says that copy is the user's change `seq` and
 those are its counts after it, so a stream that sent `seq - 1` can send the event
 without reading the log (realtime/hub.py).

@@ -119,6 +119,11 @@ def _item_json(content: bytes, state: bytes, replaces: str | None) -> bytes:
     return orjson.dumps(fields)
 
 
+def _inline_header(content: bytes) -> bytes:
+    """The first line of a doorbell carrying a plain notification's fresh copies."""
+    return INLINE_MARK + item_json(content, FRESH_STATE)
+
+
 class InboxStore:
     """Reads and writes of users' inboxes, and the Pub/Sub doorbell after each change."""
 
@@ -139,7 +144,7 @@ class InboxStore:
         timers (`create_redis(socket_timeout_s=None)`); `scripts.pipelined` bounds them."""
         self._keys = keys
         self._limits = limits
-        self._on_evicted = on_evicted
+        self._on_evicted = on_evicted or (lambda evicted: None)
         """Told how many oldest notifications full inboxes dropped (a metric)."""
         self.scripts = InboxScripts(redis)
         self._cluster = is_cluster(redis)
@@ -159,8 +164,10 @@ class InboxStore:
 
         One round trip: the recipient index is written before the copies (so a recall
         finds every user a crash may have reached), then the copies, the expiry index and
-        one doorbell message for the batch (for INLINE_MIN_USERS users or more, a second
-        round trip right after rings with the copies' events instead). Returns the new
+        one doorbell message for the batch. A plain notification's doorbell carries the
+        copies' events, so caught-up streams send them without reading the log: on one
+        Redis the deliver script publishes it, on a Cluster a second round trip does (for
+        INLINE_MIN_USERS users or more; smaller ones ring in the writes'). Returns the new
         seq per user, 0 where the user already had this id, -1 where the user's
         preferences drop its category. `pull` copies are stored without a live
         `notification` event (counts still update). An inbox past
@@ -177,19 +184,20 @@ class InboxStore:
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
+        # The doorbell carries the copies' events when every copy is a plain new
+        # notification (no collapse key, no category that preferences may silence).
+        plain = not (pull or notification.category or notification.collapse_key or defer)
+        inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
         script, args, fields = self._script_call(
             notification, content, expires_ms, pull=pull, defer=defer
         )
+        if plain and not self._cluster:  # the script rings, after its writes
+            args += [self.doorbells.channels[0], _inline_header(content), *members]
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
         scored: list[str | int] = [expires_ms] * (2 * len(members))
         scored[1::2] = members
-
-        # A fan-out's doorbell carries the copies' events when every copy is a plain new
-        # notification (no collapse key, no category that preferences may silence).
-        plain = not (pull or notification.category or notification.collapse_key)
-        inline = plain and not defer and len(users) >= INLINE_MIN_USERS
 
         def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
@@ -197,7 +205,7 @@ class InboxStore:
             for slot, group_keys in by_slot.items():
                 queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
             pipe.execute_command("ZADD", expiry, "LT", *scored)
-            if not (self._cluster or inline):  # one connection: the doorbell follows the writes
+            if not (self._cluster or plain):  # one connection: the doorbell follows the writes
                 self.doorbells.queue_rereads(pipe, members)
             if self._wait[0]:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
@@ -208,13 +216,11 @@ class InboxStore:
         replies = results[2 : 2 + len(by_slot)]
         values, evicted = self._merge_delivered(keys, len(fields), width, replies)
         seqs = values if defer else values[::width]
-        if inline:
-            await self._ring_after_writes(members, values, content)
-        elif self._cluster:
-            await self._ring_after_writes(members)
+        if self._cluster:
+            await self._ring_after_writes(members, values if inline else None, content)
         if defer:
             evicted += await self._settle_long(users, seqs)
-        if evicted and self._on_evicted is not None:
+        if evicted:
             self._on_evicted(evicted)
         return seqs
 
@@ -268,7 +274,7 @@ class InboxStore:
         changed: list[tuple[str, int | str]] = [(m, 0) for m in members]
         header = b""
         if delivered is not None:
-            header = INLINE_MARK + item_json(content, FRESH_STATE)
+            header = _inline_header(content)
             for i in range(len(members)):
                 at = i * DELIVERED_WIDTH
                 seq, dropped, unread, unseen, total = delivered[at : at + DELIVERED_WIDTH]

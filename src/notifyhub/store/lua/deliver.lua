@@ -1,6 +1,10 @@
 -- Deliver one notification to a batch of users (KEYS: 10 per user, same slot on Cluster).
 -- ARGV: id, content_json, category, collapse_key, expires_ms, log_max, critical ('1'/''),
---       pull ('1': store, but no live notification event), items_per_user (0: no cap)
+--       pull ('1': store, but no live notification event), items_per_user (0: no cap),
+--       then optionally a doorbell channel, its header (`!<item JSON>`) and each user's
+--       `tenant/user`: the script then PUBLISHes the doorbell with every copy's event
+--       (store/doorbells.py), after its writes and in the same round trip (standalone
+--       Redis only: on a Cluster the channel may live on another node).
 -- Returns five values per user: the new seq (0 when that user already has this id, a
 -- retried fan-out; -1 when the user's preferences drop this category, inbox: false);
 -- how many oldest notifications its full inbox dropped (changes after that seq); and
@@ -11,11 +15,22 @@ local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9])}
 n.state = format_state(fresh_state(n))
 
+local channel = ARGV[10]
+local ring = channel and {ARGV[11]}
+
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
   local settled = settle(u)  -- what is pending first: seqs keep delivery order
   local seq, dropped, c = copy(u, n)
+  if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
+    local who = ARGV[12 + o / 10]
+    if seq > 0 and dropped == 0 then
+      ring[#ring + 1] = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
+    else
+      ring[#ring + 1] = who .. ' 0'
+    end
+  end
   out[#out + 1] = seq
   out[#out + 1] = dropped
   if c then
@@ -30,4 +45,5 @@ for o = 0, #KEYS - 1, 10 do
   evicted = evicted + settled + dropped
 end
 out[#out + 1] = evicted
+if ring then redis.call('PUBLISH', channel, table.concat(ring, '\n')) end
 return out
