@@ -62,6 +62,11 @@ class DelayedSettings(BaseModel):
 
     sets: int = Field(4, ge=1, le=1024)
     mover_interval_s: float = Field(0.02, gt=0)
+    """The mover's tick while messages are moving."""
+    mover_idle_s: float = Field(0.25, gt=0)
+    """With nothing due, the mover sleeps until the earliest due instant it saw, at most
+    this long: a push through this process wakes it sooner, a push through another is
+    that process's mover's to move, and expired reservations are re-offered by then."""
     scheduled_poll_s: float = Field(1.0, gt=0)
     """How often the scheduled-notification consumer looks without being woken: the
     process whose mover makes one ready wakes its own consumer at once."""

@@ -226,10 +226,16 @@ async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_k
 
 async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None:
     await _push(hub, publish_key, topic="metered", body=1, delay_ms=60_000)
-    await asyncio.sleep(0.3)  # a few mover ticks
+
+    async def backlog() -> float:
+        text = (await hub.client.get("/metrics")).text
+        lines = [line for line in text.splitlines() if line.startswith("delayed_backlog{")]
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+    async with asyncio.timeout(10):  # the mover's next pass (idle: within mover_idle_s)
+        while await backlog() < 1:
+            await asyncio.sleep(0.05)
     text = (await hub.client.get("/metrics")).text
-    backlog = [line for line in text.splitlines() if line.startswith("delayed_backlog{")]
-    assert sum(float(line.rsplit(" ", 1)[1]) for line in backlog) >= 1
     assert "delayed_oldest_due_age_seconds" in text
     assert 'loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
     assert (await hub.client.get("/readyz")).json()["checks"]["loops"] is True

@@ -13,7 +13,7 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain, repeat
@@ -169,6 +169,8 @@ class DelayedService:
         self._store = store
         self._sessionmaker = sessionmaker
         self.transitions = log_
+        self.on_queued: Callable[[int], None] = lambda due_ms: None
+        """Told the due time (epoch ms) of what this process queued: wakes its mover."""
 
     async def push(self, new: NewMessage) -> tuple[str, datetime]:
         """Durable in PostgreSQL first, then queued in Redis."""
@@ -190,7 +192,9 @@ class DelayedService:
         return message_id, row.due_at
 
     async def _queue(self, row: DelayedMessage) -> bool:
-        return bool(await self._store.push_many([_entry(row)]))
+        queued = bool(await self._store.push_many([_entry(row)]))
+        self.on_queued(to_ms(row.due_at))
+        return queued
 
     async def get(self, message_id: str) -> dict[str, Any]:
         async with self._sessionmaker() as session:
@@ -291,6 +295,7 @@ class DelayedService:
             rows = await session.stream_scalars(query.execution_options(yield_per=1000))
             async for batch in rows.partitions(1000):
                 restored += await self._store.push_many([_entry(row) for row in batch])
+                self.on_queued(min(to_ms(row.due_at) for row in batch))
         if message_id is not None and restored == 0 and not await self._store.exists(message_id):
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored

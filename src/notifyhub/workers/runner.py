@@ -16,18 +16,27 @@ MAX_BACKOFF_S = 30.0
 
 
 class Loop:
-    """Run `step` every `interval_s`; on failure log, count, back off and go on.
+    """Run `step` every `interval_s` (or after `pause_s()`); on failure log, count, back
+    off and go on.
 
     The pause after a failure doubles from `interval_s` up to `MAX_BACKOFF_S` (or the
     interval, if longer) and returns to `interval_s` after the next success.
     """
 
     def __init__(
-        self, name: str, interval_s: float, step: Callable[[], Awaitable[object]], metrics: Metrics
+        self,
+        name: str,
+        interval_s: float,
+        step: Callable[[], Awaitable[object]],
+        metrics: Metrics,
+        *,
+        pause_s: Callable[[], float] | None = None,
     ) -> None:
         self.name = name
         self.interval_s = interval_s
         self.step = step
+        self.pause_s = pause_s or (lambda: self.interval_s)
+        """The pause after a successful step (a step may plan its next one)."""
         self.metrics = metrics
         self.started_at = time.monotonic()
         self.last_success: float | None = None
@@ -60,7 +69,7 @@ class Loop:
                 continue
             failures = 0
             self._succeeded()
-            await self._pause(self.interval_s, self._nudged)
+            await self._pause(self.pause_s(), self._nudged)
             self._nudged.clear()
 
     def _backoff_s(self, failures: int) -> float:

@@ -3,7 +3,6 @@ delivers scheduled notifications when they fall due."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -79,20 +78,41 @@ def delayed_loops(
         metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
         return results
 
-    async def move() -> None:
-        """A pass; and when it found nothing due but a message falls due before the next
-        tick, a second pass right at its due instant (a burst due at one instant does not
-        wait up to a tick; a steady stream, always moving, keeps to the tick)."""
-        results = await move_pass()
-        if any(r.moved for r in results):
-            return
-        wake_at = min((r.next_due_at for r in results if r.next_due_at is not None), default=None)
-        if wake_at is not None and wake_at - time.monotonic() < settings.mover_interval_s:
-            await asyncio.sleep(max(wake_at - time.monotonic(), 0) + WAKE_MARGIN_S)
-            await move_pass()
+    next_pass = time.monotonic()
 
+    async def move() -> None:
+        """A pass; then plan the next: at the tick while messages move, else at the
+        earliest due instant seen (a burst due at one instant does not wait up to a tick),
+        at most `mover_idle_s` away. An idle hub then makes a few passes a second, not
+        one per tick (each costs a round trip per set)."""
+        nonlocal next_pass
+        results = await move_pass()
+        now = time.monotonic()
+        if any(r.moved for r in results):
+            next_pass = now + settings.mover_interval_s
+            return
+        due = [r.next_due_at + WAKE_MARGIN_S for r in results if r.next_due_at is not None]
+        next_pass = min([now + settings.mover_idle_s, *due])
+
+    def queued(due_ms: int) -> None:
+        """Something this process queued falls due before the planned pass: pass now,
+        unless that pass is at most a tick away anyway (a stream of pushes due at once
+        would otherwise cost a pass each)."""
+        now = time.monotonic()
+        due_at = now + (due_ms - time.time() * 1000) / 1000
+        if due_at < next_pass and next_pass - now > settings.mover_interval_s:
+            mover.wake()
+
+    mover = Loop(
+        "delayed-mover",
+        settings.mover_interval_s,
+        move,
+        metrics,
+        pause_s=lambda: max(next_pass - time.monotonic(), 0.0),
+    )
+    delayed.on_queued = queued
     return [
-        Loop("delayed-mover", settings.mover_interval_s, move, metrics),
+        mover,
         Loop(
             "delayed-log",
             settings.log_flush_interval_s,
