@@ -102,6 +102,9 @@ class Runner:
     def add(self, loop: Loop) -> None:
         self._loops.append(loop)
 
+    def loop(self, name: str) -> Loop:
+        return next(loop for loop in self._loops if loop.name == name)
+
     async def start(self) -> None:
         self._tasks = [
             asyncio.create_task(loop.run(), name=f"loop-{loop.name}") for loop in self._loops

@@ -4,6 +4,7 @@ delivers scheduled notifications when they fall due."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -78,7 +79,7 @@ def delayed_loops(
         metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
         return results
 
-    next_pass = time.monotonic()
+    next_pass = math.inf  # not planned: during a pass, anything queued wakes the next
 
     async def move() -> None:
         """A pass; then plan the next: at the tick while messages move, else at the
@@ -86,6 +87,7 @@ def delayed_loops(
         at most `mover_idle_s` away. An idle hub then makes a few passes a second, not
         one per tick (each costs a round trip per set)."""
         nonlocal next_pass
+        next_pass = math.inf  # a push during this pass may come after its set was read
         results = await move_pass()
         now = time.monotonic()
         if any(r.moved for r in results):
