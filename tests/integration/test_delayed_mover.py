@@ -9,7 +9,11 @@ import time
 from typing import Any
 
 import pytest
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.models import DelayedMessage
+from notifyhub.services.delayed import FINISHED
 from notifyhub.settings import Settings
 
 
@@ -62,7 +66,18 @@ async def test_an_idle_mover_makes_a_few_passes_a_second(
 
 class TestIdleForAMinute:
     @pytest.fixture
-    def settings(self, settings: Settings) -> Settings:
+    async def settings(
+        self, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+    ) -> Settings:
+        """A mover idling for a minute, and a queue with nothing else in it: the hub
+        restores every unfinished message of the run's database into its fresh Redis
+        prefix, so messages earlier tests left waiting are finished first."""
+        async with sessionmaker.begin() as session:
+            await session.execute(
+                update(DelayedMessage)
+                .where(DelayedMessage.status.not_in(FINISHED))
+                .values(status="cancelled")
+            )
         delayed = settings.delayed.model_copy(update={"mover_idle_s": 60.0})
         return settings.model_copy(update={"delayed": delayed})
 
