@@ -156,6 +156,25 @@ async def test_stuck_reports_a_loop_whose_step_blocks() -> None:
         await runner.stop()
 
 
+async def test_a_loop_waiting_for_its_planned_step_is_not_stuck() -> None:
+    """A step may plan a pause longer than the interval (the delayed mover idles so):
+    the loop is not stuck until that pause is over by `after_s`."""
+
+    async def fine() -> None:
+        return None
+
+    runner = Runner()
+    runner.add(Loop("planned", 0.01, fine, Metrics(), pause_s=lambda: 3600.0))
+    runner.add(Loop("ticking", 0.01, fine, Metrics()))
+    await runner.start()
+    try:
+        await asyncio.sleep(0.3)
+        assert runner.stuck(after_s=0.2) == []  # one step, then an hour's planned pause
+        assert runner.loop("planned").last_success is not None
+    finally:
+        await runner.stop()
+
+
 async def test_a_loop_that_keeps_failing_is_stuck() -> None:
     async def broken() -> None:
         raise RuntimeError("always")

@@ -127,7 +127,12 @@ class Runner:
     def stuck(self, after_s: float) -> list[str]:
         """Loops with no success for `after_s` beyond their own interval (for `/readyz`).
 
-        A loop that never succeeded is measured from its start. The interval is added so
-        that a loop which runs every ten minutes is not "stuck" between two healthy runs.
+        A loop that never succeeded is measured from its start. The interval (or the
+        pause a loop planned, if longer) is added so that a loop which runs every ten
+        minutes is not "stuck" between two healthy runs.
         """
-        return [loop.name for loop in self._loops if loop.age_s() > after_s + loop.interval_s]
+        return [
+            loop.name
+            for loop in self._loops
+            if loop.age_s() > after_s + max(loop.interval_s, loop.pause_s())
+        ]
