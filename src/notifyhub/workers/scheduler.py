@@ -105,13 +105,12 @@ def delayed_loops(
         if due_at < next_pass and next_pass - now > settings.mover_interval_s:
             mover.wake()
 
-    mover = Loop(
-        "delayed-mover",
-        settings.mover_interval_s,
-        move,
-        metrics,
-        pause_s=lambda: max(next_pass - time.monotonic(), 0.0),
-    )
+    def pause_s() -> float:
+        """Until the planned pass; mid-pass (unplanned) at most `mover_idle_s`, so that
+        `/readyz` still finds a pass that hangs."""
+        return min(max(next_pass - time.monotonic(), 0.0), settings.mover_idle_s)
+
+    mover = Loop("delayed-mover", settings.mover_interval_s, move, metrics, pause_s=pause_s)
     delayed.on_queued = queued
     return [
         mover,
