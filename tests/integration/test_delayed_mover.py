@@ -115,3 +115,27 @@ async def _passes(passes: list[float], n: int) -> None:
     async with asyncio.timeout(10):
         while len(passes) < n:
             await asyncio.sleep(0.01)
+
+
+async def test_a_hanging_pass_is_reported_stuck(
+    hub: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mid-pass nothing is planned: `/readyz`'s check still finds a pass that hangs."""
+    delayed, runner = hub.app_state["delayed"], hub.app_state["runner"]
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def hangs(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await release.wait()
+        return []
+
+    monkeypatch.setattr(delayed, "move", hangs)
+    runner.loop("delayed-mover").wake()
+    try:
+        async with asyncio.timeout(10):
+            await entered.wait()
+        assert runner.loop("delayed-mover").pause_s() <= settings.delayed.mover_idle_s
+        await asyncio.sleep(settings.delayed.mover_idle_s + 0.3)
+        assert "delayed-mover" in runner.stuck(after_s=0.2)
+    finally:
+        release.set()
