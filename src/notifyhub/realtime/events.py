@@ -30,5 +30,5 @@ def counts_data(counts: Any, seq: int) -> dict[str, int]:
 def delivered_frames(body: bytes, seq: int, unread: int, unseen: int, total: int) -> bytes:
     """What a stream sends for a new copy at `seq`: the notification, then the counts after
     it; the same bytes the stream's log read gives (sse.py `_catch_up`)."""
-    counts = {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
+    counts = counts_data({"unread": unread, "unseen": unseen, "total": total}, seq)
     return notification_frame(seq, body) + frame("counts", seq, counts)
