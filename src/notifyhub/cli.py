@@ -109,7 +109,8 @@ def serve(
 ) -> None:
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     from notifyhub.api.app import create_app
-    from notifyhub.api.server import HubServer, tune_gc
+    from notifyhub.api.collector import CollectorPolicy
+    from notifyhub.api.server import HubServer
     from notifyhub.api.supervisor import run_workers, server_config
 
     logging.basicConfig(
@@ -127,9 +128,10 @@ def serve(
             status = run_workers(settings, host, port, workers, access_log=access_log)
             raise typer.Exit(status)
         fastapi_app = create_app(settings)
-        tune_gc(settings.stream.gc_young_threshold)
+        collector = CollectorPolicy.of(settings.stream)
+        collector.install()
         config = server_config(fastapi_app, settings, access_log=access_log, host=host, port=port)
-        HubServer(config, fastapi_app).run()
+        HubServer(config, fastapi_app, collector).run()
     finally:
         if servers is not None:
             servers.stop()

@@ -44,7 +44,13 @@ class StreamSettings(BaseModel):
     shutdown_grace_s: float = Field(2.0, ge=0)
     gc_young_threshold: int = Field(10_000, ge=0)
     """`notifyhub serve` collects the youngest garbage generation after this many new
-    objects, not Python's 700 (0 keeps Python's default); see `cli._tune_gc`."""
+    objects, not Python's 700 (0 keeps Python's default); see `api/collector.py`."""
+    gc_freeze_survivors: bool = True
+    """`notifyhub serve` freezes what survives a collection of the middle generation, so
+    open streams are never scanned again (no full-collection pauses); see `api/collector.py`."""
+    gc_thaw_interval_s: float = Field(3600.0, ge=0)
+    """With `gc_freeze_survivors`: thaw and collect the frozen objects this often, which
+    reclaims reference cycles among long-lived objects (one full collection's pause); 0: never."""
 
 
 class WorkerSettings(BaseModel):

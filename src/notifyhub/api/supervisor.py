@@ -48,14 +48,17 @@ def server_config(
 
 def _worker(sock: socket.socket, settings: Settings, access_log: bool) -> None:
     from notifyhub.api.app import create_app
-    from notifyhub.api.server import HubServer, tune_gc
+    from notifyhub.api.collector import CollectorPolicy
+    from notifyhub.api.server import HubServer
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = create_app(settings)
-    tune_gc(settings.stream.gc_young_threshold)
-    HubServer(server_config(app, settings, access_log=access_log), app).run(sockets=[sock])
+    collector = CollectorPolicy.of(settings.stream)
+    collector.install()
+    config = server_config(app, settings, access_log=access_log)
+    HubServer(config, app, collector).run(sockets=[sock])
 
 
 def bind(host: str, port: int) -> socket.socket:

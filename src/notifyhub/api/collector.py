@@ -1,0 +1,102 @@
+"""The cyclic garbage collector's policy for a hub process (`notifyhub serve`).
+
+Each open stream keeps about 70 objects the collector tracks (its two tasks, their
+coroutines, the transport, the HTTP parser, its queue), so a hub holding 10k streams
+tracks about 0.7 M of them. With Python's defaults:
+
+- the young generation was collected every 700 new objects, and every collection
+  scanned the streams opened since the last one again: a hub taking 10k streams and one
+  broadcast spent 9.1 s in the collector;
+- a full collection scans every tracked object, 0.3 s at 10k streams during which no
+  stream is served. It runs whenever the long-lived objects have grown by a quarter
+  since the last one, as after 2,500 streams (re)connect, and once landed in the middle
+  of a broadcast to 10k streams (the last stream got it after 0.73 s, not 0.42 s).
+  Yet it finds almost nothing: one after 10k streams had opened, taken a broadcast and
+  closed collected 6 objects; streams free themselves by reference counting.
+
+So (`CollectorPolicy.install`):
+
+- what start-up built is frozen: never scanned again;
+- the young generation is collected every `young_threshold` new objects;
+- what survives a collection of the middle generation is frozen as well
+  (`freeze_survivors`): long-lived objects (open streams, caches, pools) are never
+  scanned again, and a full collection finds only what came since the last freeze;
+- every `thaw_interval_s` (`thaw_every`) the frozen objects are thawed, collected once
+  and frozen again. That reclaims reference cycles among long-lived objects, which the
+  collector no longer sees, at the cost of one full collection's pause per interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from notifyhub.settings import StreamSettings
+
+log = logging.getLogger(__name__)
+
+MIDDLE_THRESHOLD = 2
+"""With `freeze_survivors`: collect the middle generation after this many young
+collections (Python: 10). Each of its objects is scanned once before it is frozen
+either way, so this only bounds its pause: 25 ms every tenth young collection while
+10k streams opened, about 5x shorter with 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorPolicy:
+    young_threshold: int
+    """Collect the young generation after this many new objects (0: Python's 700)."""
+    freeze_survivors: bool
+    thaw_interval_s: float
+    """0: never thaw."""
+
+    @classmethod
+    def of(cls, stream: StreamSettings) -> CollectorPolicy:
+        return cls(stream.gc_young_threshold, stream.gc_freeze_survivors, stream.gc_thaw_interval_s)
+
+    def install(self) -> None:
+        """Apply the policy to this process (once, after start-up built the app)."""
+        gc.collect()  # start-up's own garbage, before the rest is frozen for good
+        gc.freeze()
+        young, middle, old = gc.get_threshold()
+        if self.young_threshold:
+            young = self.young_threshold
+        if self.freeze_survivors:
+            middle = MIDDLE_THRESHOLD
+            if freeze_survivors not in gc.callbacks:
+                gc.callbacks.append(freeze_survivors)
+        gc.set_threshold(young, middle, old)
+
+    async def thaw_every(self) -> None:
+        """Thaw and collect the frozen objects every `thaw_interval_s` (runs until cancelled)."""
+        if not (self.freeze_survivors and self.thaw_interval_s):
+            return
+        while True:
+            await asyncio.sleep(self.thaw_interval_s)
+            thaw()
+
+
+def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
+    """A `gc.callbacks` hook: after a collection of an older generation, freeze what survived.
+
+    Freezing only splices the collector's lists, so it costs next to nothing here."""
+    if phase == "stop" and info["generation"] >= 1:
+        gc.freeze()
+
+
+def thaw() -> int:
+    """Collect every object once, frozen ones included, then freeze the survivors again;
+    returns how many unreachable objects were found."""
+    frozen, started = gc.get_freeze_count(), time.perf_counter()
+    gc.unfreeze()
+    try:
+        collected = gc.collect()
+    finally:
+        gc.freeze()
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    log.info("collector thawed %d objects: %d unreachable, %.0f ms", frozen, collected, elapsed_ms)
+    return collected

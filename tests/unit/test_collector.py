@@ -1,0 +1,89 @@
+"""The hub's garbage collector policy (api/collector.py), each case in a fresh interpreter:
+the policy changes process-wide collector state, which must not leak into the test run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+PRELUDE = """
+import asyncio, gc, weakref
+from notifyhub.api.collector import CollectorPolicy
+
+class Node:
+    pass
+
+def cycle():
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return a
+
+def tracked(obj):
+    return any(o is obj for o in gc.get_objects())  # frozen objects are in no generation
+"""
+
+
+def run(body: str) -> None:
+    code = PRELUDE + textwrap.dedent(body)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_survivors_of_an_older_collection_are_frozen_and_a_thaw_reclaims_their_cycles() -> None:
+    run(
+        """
+        CollectorPolicy(10_000, freeze_survivors=True, thaw_interval_s=0).install()
+        node = cycle()
+        assert tracked(node)
+        gc.collect(0)
+        assert tracked(node), "a young collection freezes nothing"
+        gc.collect(1)
+        assert not tracked(node), "survivors of an older collection are frozen"
+
+        gone = weakref.ref(node)
+        del node
+        assert gc.collect() == 0 and gone() is not None, "full collections skip frozen cycles"
+        from notifyhub.api.collector import thaw
+        assert thaw() >= 2 and gone() is None
+        assert gc.get_freeze_count() > 0, "what survives a thaw is frozen again"
+        """
+    )
+
+
+def test_without_freezing_survivors_a_full_collection_reclaims_old_cycles() -> None:
+    run(
+        """
+        CollectorPolicy(10_000, freeze_survivors=False, thaw_interval_s=0).install()
+        assert gc.get_threshold()[0] == 10_000
+        node = cycle()
+        gc.collect(1)
+        assert tracked(node), "start-up objects alone are frozen"
+        gone = weakref.ref(node)
+        del node
+        assert gc.collect() >= 2 and gone() is None
+        """
+    )
+
+
+def test_thaws_run_every_interval() -> None:
+    run(
+        """
+        policy = CollectorPolicy(10_000, freeze_survivors=True, thaw_interval_s=0.05)
+        policy.install()
+        node = cycle()
+        gc.collect(1)
+        gone = weakref.ref(node)
+        del node
+
+        async def main():
+            thaws = asyncio.create_task(policy.thaw_every())
+            await asyncio.sleep(0.02)
+            assert gone() is not None, "no thaw before the first interval"
+            await asyncio.sleep(0.2)
+            assert gone() is None
+            thaws.cancel()
+
+        asyncio.run(main())
+        """
+    )
