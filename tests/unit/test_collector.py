@@ -51,6 +51,25 @@ def test_survivors_of_an_older_collection_are_frozen_and_a_thaw_reclaims_their_c
     )
 
 
+def test_every_pause_is_timed_and_the_frozen_count_exported() -> None:
+    run(
+        """
+        from notifyhub.metrics import Metrics
+        registry = Metrics().registry
+        def pauses(generation):
+            return registry.get_sample_value("gc_pause_seconds_count", {"generation": generation})
+
+        assert pauses("1") is None, "nothing is timed before the policy is installed"
+        CollectorPolicy(10_000, freeze_survivors=True, thaw_interval_s=0).install()
+        gc.collect(1)
+        gc.collect(1)
+        gc.collect()
+        assert (pauses("1"), pauses("2")) == (2, 1)
+        assert registry.get_sample_value("gc_frozen_objects") == gc.get_freeze_count() > 0
+        """
+    )
+
+
 def test_without_freezing_survivors_a_full_collection_reclaims_old_cycles() -> None:
     run(
         """

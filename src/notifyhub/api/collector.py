@@ -24,6 +24,9 @@ So (`CollectorPolicy.install`):
 - every `thaw_interval_s` (`thaw_every`) the frozen objects are thawed, collected once
   and frozen again. That reclaims reference cycles among long-lived objects, which the
   collector no longer sees, at the cost of one full collection's pause per interval.
+
+Every pause is timed into the `gc_pause_seconds` histogram (by generation), and
+`gc_frozen_objects` says how many objects are frozen (`GET /metrics`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from notifyhub.metrics import GC_PAUSES
 from notifyhub.settings import StreamSettings
 
 log = logging.getLogger(__name__)
@@ -70,6 +74,8 @@ class CollectorPolicy:
             if freeze_survivors not in gc.callbacks:
                 gc.callbacks.append(freeze_survivors)
         gc.set_threshold(young, middle, old)
+        if time_collections not in gc.callbacks:
+            gc.callbacks.insert(0, time_collections)
 
     async def thaw_every(self) -> None:
         """Thaw and collect the frozen objects every `thaw_interval_s` (runs until cancelled)."""
@@ -78,6 +84,18 @@ class CollectorPolicy:
         while True:
             await asyncio.sleep(self.thaw_interval_s)
             thaw()
+
+
+_started = [0.0]
+
+
+def time_collections(phase: str, info: dict[str, Any]) -> None:
+    """A `gc.callbacks` hook: every collection's pause, in the `gc_pause_seconds` metric."""
+    if phase == "start":
+        _started[0] = time.perf_counter()
+    else:
+        elapsed = time.perf_counter() - _started[0]
+        GC_PAUSES.labels(generation=str(info["generation"])).observe(elapsed)
 
 
 def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
