@@ -11,10 +11,11 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from starlette.types import ASGIApp
 
 from notifyhub.api.deps import State
 from notifyhub.api.errors import install_error_handlers
-from notifyhub.api.fastpath import PublishFastPath, StreamFastPath, is_stream
+from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
@@ -241,7 +242,7 @@ def create_app(settings: Settings) -> FastAPI:
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 
-    app = FastAPI(title="notifyhub", version="0.1.0", lifespan=lifespan)
+    app = HubApp(title="notifyhub", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     install_openapi(app)
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
@@ -249,19 +250,28 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
-    # Outermost last: a stream is taken by StreamFastPath before it passes the publish
-    # fast path (each middleware a request passes through can hold a frame for as
-    # long as the request lasts, and a stream lasts hours).
-    app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
-    app.add_middleware(StreamFastPath)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.limits.max_body_bytes)
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_credentials=True,
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            allow_headers=["*"],
-        )
-    app.add_middleware(RequestMetrics, metrics=metrics, counts_itself=is_stream)
+    _install_middleware(app, settings, metrics)
     return app
+
+
+def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> None:
+    """The middleware stack, and the shorter one event streams take (`HubApp`)."""
+    # Outermost last. Streams skip this stack: each middleware a request passes through
+    # can hold a frame for as long as the request lasts, and a stream lasts hours.
+    cors = {
+        "allow_origins": settings.cors_origins,
+        "allow_credentials": True,
+        "allow_methods": ["GET", "POST", "PATCH", "DELETE"],
+        "allow_headers": ["*"],
+    }
+    max_body_bytes = settings.limits.max_body_bytes
+    app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
+    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, **cors)  # type: ignore[arg-type]
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    streams: ASGIApp = StreamFastPath(app.exception_handlers)
+    streams = RequestLimits(streams, max_body_bytes=max_body_bytes)
+    if settings.cors_origins:
+        streams = CORSMiddleware(streams, **cors)  # type: ignore[arg-type]
+    app.stream_entry = streams

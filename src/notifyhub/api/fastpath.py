@@ -1,9 +1,13 @@
-"""Fast paths: the two hottest requests served just inside the outer middlewares.
+"""Fast paths: the two hottest requests, served before FastAPI's request machinery.
 
 `GET /v1/me/stream`: an SSE connection lives for hours, and every frame between the
 server and the stream stays alive with it. Served by the FastAPI route, each stream
 kept FastAPI's router, exit stacks, dependency frames and exception wrappers: about
-6 KiB of a 28 KiB stream (measured with tracemalloc and RSS at 3k streams).
+6 KiB of a 28 KiB stream (measured with tracemalloc and RSS at 3k streams). Even as a
+middleware it still passed FastAPI's and Starlette's own outer layers (the app's call,
+its error, telemetry and body-limit middlewares), five frames per stream and a send
+wrapper every event went through; `HubApp` hands a stream to `stream_entry` (limits,
+CORS when configured, `StreamFastPath`) before any of them.
 
 `POST /v1/notifications`: every microservice's every notification. FastAPI's dependency
 solving, body handling and response validation were about a fifth of the hub's CPU under
@@ -16,7 +20,8 @@ dependency, which the fast path runs once (the route reuses its principal).
 Limits and CORS still wrap both, and request metrics count both (a stream counts itself
 when its response starts: the metrics middleware would otherwise keep a frame alive in
 every stream); errors raised inside are answered as problem+json like everywhere (401,
-422, 429, 503 on outages). The FastAPI routes document the same contracts in OpenAPI.
+422, 429, 503 on outages, 500 for a bug). The FastAPI routes document the same contracts
+in OpenAPI.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from fastapi import FastAPI
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -64,42 +70,71 @@ def is_stream(scope: Scope) -> bool:
     return bool(path == PATH and method == "GET")
 
 
-class StreamFastPath:
-    """Streams count themselves in the request metrics, when their response starts
-    (so the duration is the time to the 200 or the problem, not the stream's life)."""
+class HubApp(FastAPI):
+    """FastAPI, except that an event stream goes straight to `stream_entry`."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    stream_entry: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.stream_entry is not None and scope["type"] == "http" and is_stream(scope):
+            await self.stream_entry(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+
+class StreamFastPath:
+    """Serves event streams (the last app of `HubApp.stream_entry`).
+
+    A stream counts itself in the request metrics when its response starts (so the
+    duration is the time to the 200 or the problem, not the stream's life); no wrapper
+    stays around its `send`. An unexpected error before the 200 is answered 500 by the
+    app's handler and raised on, as Starlette's error middleware does."""
+
+    def __init__(self, handlers: Mapping[Any, Handler]) -> None:
+        self.handlers = handlers
+        """The app's exception handlers (the one for Exception answers a bug)."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] != "http" or not is_stream(scope):
-            return self.app(scope, receive, send)  # handed on: no frame of ours stays
-        return self._stream(scope, receive, self._counting(scope, send))
-
-    @staticmethod
-    def _counting(scope: Scope, send: Send) -> Send:
-        metrics, started = scope["state"]["metrics"], time.perf_counter()
-
-        async def counted(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                elapsed = time.perf_counter() - started
-                record(metrics, "GET", PATH, message["status"], elapsed)
-            await send(message)
-
-        return counted
+        return self._stream(scope, receive, send)
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["route"] = STREAM_ROUTE
+        metrics, started = scope["state"]["metrics"], time.perf_counter()
+        opened = False
+
+        def count(status: int) -> None:
+            nonlocal opened
+            opened = True
+            record(metrics, "GET", PATH, status, time.perf_counter() - started)
+
         try:
             response = await _open(scope)
+            response.on_start = count
             # The scope's own copy of the app state (uvicorn copies its ~20 entries for
             # every request, about 1 KiB) would live as long as the stream, unused.
             scope["state"] = {}
-            await response(scope, receive, send)  # raises only before its 200
+            await response(scope, receive, send)  # raises only before its 200, or a bug
         except NotifyhubError as exc:
-            await domain_problem(exc)(scope, receive, send)
+            await domain_problem(exc)(scope, receive, _counting(send, count))
         except REDIS_OUTAGES:
-            await unavailable("Redis")(scope, receive, send)
+            await unavailable("Redis")(scope, receive, _counting(send, count))
+        except Exception as exc:
+            if not opened:
+                answer = self.handlers[Exception](Request(scope, receive), exc)
+                problem = await answer if inspect.isawaitable(answer) else answer
+                await problem(scope, receive, _counting(send, count))
+            raise
+
+
+def _counting(send: Send, count: Callable[[int], None]) -> Send:
+    """`send`, counting the status of the response it starts (a problem's: short-lived)."""
+
+    async def counted(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            count(message["status"])
+        await send(message)
+
+    return counted
 
 
 async def _open(scope: Scope) -> InboxStream:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,19 +19,16 @@ def record(metrics: Metrics, method: str, route: str, status: int, seconds: floa
 class RequestMetrics:
     """Counts every request with its status and observes how long it took.
 
-    Requests `counts_itself(scope)` names are handed straight on: they record their own
-    metrics (the event stream, whose request lasts hours; this middleware's frame would
-    live as long, in every stream)."""
+    Event streams never pass here: `HubApp` (api/fastpath.py) hands them to their own
+    entry, which counts each when its response starts (this middleware's frame would
+    live as long as the stream, hours)."""
 
-    def __init__(
-        self, app: ASGIApp, metrics: Metrics, counts_itself: Callable[[Scope], bool]
-    ) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        self.counts_itself = counts_itself
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] != "http" or self.counts_itself(scope):
+        if scope["type"] != "http":
             return self.app(scope, receive, send)
         return self._observed(scope, receive, send)
 

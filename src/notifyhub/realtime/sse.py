@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
@@ -94,6 +95,8 @@ class InboxStream(Response):
         self._cursor = last_event_id
         self.status_code = 200
         self.background = None
+        self.on_start: Callable[[int], None] | None = None
+        """Told the status just before the response starts (request metrics)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
@@ -105,6 +108,8 @@ class InboxStream(Response):
         self._sub.task = asyncio.current_task()
         self._clock.add(self._sub)
         try:
+            if self.on_start is not None:
+                self.on_start(200)
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
             await self._serve(send, opening)
