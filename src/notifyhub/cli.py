@@ -128,10 +128,8 @@ def serve(
             status = run_workers(settings, host, port, workers, access_log=access_log)
             raise typer.Exit(status)
         fastapi_app = create_app(settings)
-        collector = CollectorPolicy.of(settings.stream)
-        collector.install()
         config = server_config(fastapi_app, settings, access_log=access_log, host=host, port=port)
-        HubServer(config, fastapi_app, collector).run()
+        HubServer(config, fastapi_app, CollectorPolicy.of(settings.stream)).run()
     finally:
         if servers is not None:
             servers.stop()

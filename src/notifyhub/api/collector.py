@@ -1,8 +1,8 @@
 """The cyclic garbage collector's policy for a hub process (`notifyhub serve`).
 
-Each open stream keeps about 70 objects the collector tracks (its two tasks, their
-coroutines, the transport, the HTTP parser, its queue), so a hub holding 10k streams
-tracks about 0.7 M of them. With Python's defaults:
+Each open stream keeps dozens of objects the collector tracks (its two tasks and their
+coroutines, the transport, the HTTP parser, events and their waiters): a hub holding
+10k streams tracked about 0.7 M of them. With Python's defaults:
 
 - the young generation was collected every 700 new objects, and every collection
   scanned the streams opened since the last one again: a hub taking 10k streams and one
@@ -63,7 +63,7 @@ class CollectorPolicy:
         return cls(stream.gc_young_threshold, stream.gc_freeze_survivors, stream.gc_thaw_interval_s)
 
     def install(self) -> None:
-        """Apply the policy to this process (once, after start-up built the app)."""
+        """Apply the policy to this process (`HubServer` does, once the app is built)."""
         gc.collect()  # start-up's own garbage, before the rest is frozen for good
         gc.freeze()
         young, middle, old = gc.get_threshold()

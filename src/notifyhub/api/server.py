@@ -22,12 +22,13 @@ class HubServer(uvicorn.Server):
         self._app = app
         self._loop: asyncio.AbstractEventLoop | None = None
         self._collector = collector
-        """The installed garbage collector policy, whose thaws this server runs (or None)."""
+        """The garbage collector policy this server installs and runs the thaws of (or None)."""
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         thaws = None
         if self._collector is not None:
+            self._collector.install()
             thaws = asyncio.create_task(self._collector.thaw_every(), name="notifyhub-gc-thaw")
         try:
             await super().serve(sockets)

@@ -55,10 +55,8 @@ def _worker(sock: socket.socket, settings: Settings, access_log: bool) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = create_app(settings)
-    collector = CollectorPolicy.of(settings.stream)
-    collector.install()
     config = server_config(app, settings, access_log=access_log)
-    HubServer(config, app, collector).run(sockets=[sock])
+    HubServer(config, app, CollectorPolicy.of(settings.stream)).run(sockets=[sock])
 
 
 def bind(host: str, port: int) -> socket.socket:
