@@ -27,6 +27,9 @@ NOTES = """\
 
 - Load generators share the cores with the hub, Redis and PostgreSQL, so absolute rates
   understate what a dedicated host would do.
+- Sessions have run on different hosts (the machine line names the CPU), whose speed
+  differed by more than 2x: before comparing rows of reports from different dates,
+  compare their machine lines and the bare endpoint's rate (ingest row).
 - Ingest: 4,000 single-recipient POSTs over 32 keep-alive connections (raw-socket HTTP/1.1
   client) after 300 warm-up POSTs, against the hub and, in the same run, in alternating
   rounds of 1,000 (so both see the same background load), against a bare FastAPI app in
