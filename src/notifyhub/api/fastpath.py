@@ -120,10 +120,15 @@ class StreamFastPath:
             await unavailable("Redis")(scope, receive, _counting(send, count))
         except Exception as exc:
             if not opened:
-                answer = self.handlers[Exception](Request(scope, receive), exc)
-                problem = await answer if inspect.isawaitable(answer) else answer
+                problem = await _answer(self.handlers[Exception], Request(scope, receive), exc)
                 await problem(scope, receive, _counting(send, count))
             raise
+
+
+async def _answer(handler: Handler, request: Request, exc: Exception) -> Response:
+    """An exception handler's response (Starlette's handlers may be sync or async)."""
+    answer = handler(request, exc)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 def _counting(send: Send, count: Callable[[int], None]) -> Send:
@@ -177,8 +182,7 @@ class PublishFastPath:
             handler = self._handler_for(exc)
             if handler is None:
                 raise  # unexpected: the outermost middleware answers 500, as for any route
-            answer = handler(request, exc)
-            response = await answer if inspect.isawaitable(answer) else answer
+            response = await _answer(handler, request, exc)
         if response is None:  # FastAPI answers it, as it always has
             await self.app(scope, replay(body, receive), send)
         else:
