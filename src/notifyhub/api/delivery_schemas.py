@@ -9,7 +9,7 @@ import httpx
 import orjson
 from pydantic import AfterValidator, BaseModel, Field, JsonValue, model_validator
 
-from notifyhub.api.schemas import Line, Name, Strict, Tenant
+from notifyhub.api.schemas import Line, Name, Strict, Tenant, _storable
 from notifyhub.domain.delivery import AlertTrigger, parse_intervals
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -34,6 +34,7 @@ def _intervals(value: str) -> str:
 
 
 def _payload(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    _storable(value)  # else the INSERT fails (NUL), or the send (a number jsonb rewrote)
     try:
         size = len(orjson.dumps(value))
     except orjson.JSONEncodeError as exc:
