@@ -336,6 +336,23 @@ async def test_bad_inputs_are_refused(hub, admin_key: str, publish_key: str) -> 
     assert missing.status_code == 404
 
 
+async def test_payloads_jsonb_cannot_keep_are_422(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    """NUL (refused by jsonb) or 1e30 (written back as an integer orjson cannot send)."""
+    name = unique("jsonb")
+    await define(hub.client, admin_key, name, url=receiver.url("/jsonb"))
+    for payload in ({"a\u0000b": 1}, {"a": "x\u0000"}, {"a": [1e30]}):
+        response = await hub.client.post(
+            "/v1/deliveries",
+            json={"definition": name, "payload": payload},
+            headers={"Authorization": f"Bearer {publish_key}"},
+        )
+        assert response.status_code == 422, response.text
+        assert "payload" in response.text
+    assert receiver.at("/jsonb") == []
+
+
 async def test_metrics_and_readiness_cover_the_dispatcher(hub, publish_key: str) -> None:
     await hub.app_state["dispatcher"].housekeeping()
     text = (await hub.client.get("/metrics")).text

@@ -73,7 +73,7 @@ async def _definition(sessionmaker: Maker, url: str) -> str:
     )
     async with sessionmaker.begin() as session:
         await DeliveryService(NoKicks(), sessionmaker).put_definition(
-            session, name, spec, False, False
+            session, "default", name, spec, False, False
         )
     return name
 
@@ -216,13 +216,13 @@ async def test_create_commits_before_it_returns_then_sends_at_once(
     name = await _definition(sessionmaker, receiver.url("/create"))
     recorder = Recorder([])
     service = DeliveryService(recorder, sessionmaker)
-    delivery_id = await service.create(name, {"n": 1}, "test")
+    delivery_id = await service.create("default", name, {"n": 1}, "test")
     assert recorder.kicked == [(delivery_id, 0)]
     async with sessionmaker() as session:
         row = await session.get(Delivery, delivery_id)
         assert row is not None and row.status == "pending" and row.attempt == 0
     with pytest.raises(InvalidInput):
-        await service.create(unique("missing"), {"n": 2}, None)
+        await service.create("default", unique("missing"), {"n": 2}, None)
     assert recorder.kicked == [(delivery_id, 0)]
 
 
@@ -260,7 +260,9 @@ async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
             alerts = await session.scalars(
                 select(DeliveryAlert.channel).where(DeliveryAlert.delivery_id == delivery_id)
             )
-            definition = await session.get(DeliveryDefinition, name)
+            definition = await session.get(
+                DeliveryDefinition, {"tenant": "default", "name": name}
+            )
             assert definition is not None
             return list(attempts), sorted(alerts), definition.disabled_at is not None
 

@@ -23,12 +23,21 @@ async def define(client: httpx.AsyncClient, admin_key: str, name: str, **body: A
     return response.json()
 
 
+def _tenant(tenant: str | None) -> dict[str, str]:
+    return {} if tenant is None else {"tenant": tenant}
+
+
 async def post(
-    client: httpx.AsyncClient, publish_key: str, definition: str, payload: dict[str, Any]
+    client: httpx.AsyncClient,
+    publish_key: str,
+    definition: str,
+    payload: dict[str, Any],
+    tenant: str | None = None,
 ) -> str:
+    body = {"definition": definition, "payload": payload, "description": "test"}
     response = await client.post(
         "/v1/deliveries",
-        json={"definition": definition, "payload": payload, "description": "test"},
+        json={**body, **_tenant(tenant)},
         headers={"Authorization": f"Bearer {publish_key}"},
     )
     assert response.status_code == 202, response.text
@@ -36,20 +45,29 @@ async def post(
     return str(response.json()["id"])
 
 
-async def get(client: httpx.AsyncClient, key: str, delivery_id: str) -> Any:
+async def get(
+    client: httpx.AsyncClient, key: str, delivery_id: str, tenant: str | None = None
+) -> Any:
     response = await client.get(
-        f"/v1/deliveries/{delivery_id}", headers={"Authorization": f"Bearer {key}"}
+        f"/v1/deliveries/{delivery_id}",
+        params=_tenant(tenant),
+        headers={"Authorization": f"Bearer {key}"},
     )
     assert response.status_code == 200, response.text
     return response.json()
 
 
 async def wait_status(
-    client: httpx.AsyncClient, key: str, delivery_id: str, status: str, timeout_s: float = 20.0
+    client: httpx.AsyncClient,
+    key: str,
+    delivery_id: str,
+    status: str,
+    timeout_s: float = 20.0,
+    tenant: str | None = None,
 ) -> Any:
     async with asyncio.timeout(timeout_s):
         while True:
-            found = await get(client, key, delivery_id)
+            found = await get(client, key, delivery_id, tenant)
             if found["status"] == status:
                 return found
             await asyncio.sleep(0.05)

@@ -9,7 +9,7 @@ import httpx
 import orjson
 from pydantic import AfterValidator, BaseModel, Field, JsonValue, model_validator
 
-from notifyhub.api.schemas import Line, Name, Strict
+from notifyhub.api.schemas import Line, Name, Strict, Tenant, _storable
 from notifyhub.domain.delivery import AlertTrigger, parse_intervals
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -34,6 +34,7 @@ def _intervals(value: str) -> str:
 
 
 def _payload(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    _storable(value)  # else the INSERT fails (NUL), or the send (a number jsonb rewrote)
     try:
         size = len(orjson.dumps(value))
     except orjson.JSONEncodeError as exc:
@@ -61,6 +62,9 @@ class AlertIn(Strict):
 
 
 class DefinitionIn(Strict):
+    tenant: Tenant = "default"
+    """The definition's tenant; may be given as `?tenant=` instead, like the other admin
+    PUTs (both given must agree)."""
     url: HttpUrl
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 10.0
     retry_intervals: Annotated[
@@ -77,6 +81,8 @@ class DefinitionIn(Strict):
 
 
 class DeliveryIn(Strict):
+    tenant: Tenant = "default"
+    """Whose definition this is; the delivery belongs to the same tenant."""
     definition: Name
     payload: Annotated[dict[str, JsonValue], AfterValidator(_payload)]
     description: Annotated[Line, Field(max_length=1000)] | None = None
@@ -84,4 +90,5 @@ class DeliveryIn(Strict):
 
 class DeliveryAccepted(BaseModel):
     id: str
+    tenant: str
     status: str

@@ -184,7 +184,9 @@ class DeliveryDefinition(Base):
 
     __tablename__ = "delivery_definitions"
 
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    """Names are per tenant: two tenants may each have their own `order-paid`."""
     url: Mapped[str] = mapped_column(String(2000))
     timeout_s: Mapped[float] = mapped_column(Float)
     retry_intervals: Mapped[str] = mapped_column(String(500))
@@ -209,6 +211,7 @@ class _DeliveryColumns:
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
     definition: Mapped[str] = mapped_column(String(100))
+    """The name of a definition of this delivery's `tenant`."""
     payload: Mapped[Any] = mapped_column(JSONB)
     description: Mapped[str | None] = mapped_column(String(1000))
     status: Mapped[str] = mapped_column(String(16))
@@ -221,6 +224,8 @@ class _DeliveryColumns:
     last_error: Mapped[str | None] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    tenant: Mapped[str] = mapped_column(String(64))
+    """Last, as migration 0006 appended it: the history move copies rows by position."""
 
 
 class Delivery(_DeliveryColumns, Base):
@@ -277,6 +282,7 @@ class DeliveryAlert(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     channel: Mapped[str] = mapped_column(String(8))
     definition: Mapped[str] = mapped_column(String(100))
+    tenant: Mapped[str] = mapped_column(String(64))
     failures: Mapped[int] = mapped_column(Integer)
     final: Mapped[bool] = mapped_column(Boolean)
     error: Mapped[str | None] = mapped_column(String(1000))

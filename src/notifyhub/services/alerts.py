@@ -33,9 +33,12 @@ ALERT_BATCH = 50
 
 def _text(alert: ClaimedAlert) -> tuple[str, str]:
     kind = "finally failed" if alert.final else "failed"
-    subject = f"[notifyhub] delivery {alert.delivery_id} ({alert.definition}) {kind}"
+    subject = (
+        f"[notifyhub] delivery {alert.delivery_id} ({alert.tenant}/{alert.definition}) {kind}"
+    )
     body = (
-        f"Delivery {alert.delivery_id} of definition {alert.definition!r} {kind} "
+        f"Delivery {alert.delivery_id} of definition {alert.definition!r} "
+        f"of tenant {alert.tenant!r} {kind} "
         f"on attempt {alert.attempt} ({alert.failures} failures so far).\n\n"
         f"Last error: {alert.error or 'unknown'}\n"
     )
@@ -63,10 +66,10 @@ class AlertSender:
             claimed = await delivery_alerts.claim(session, ALERT_BATCH, self._settings.lease_s)
             if not claimed:  # every dispatcher tick: one round trip
                 return 0
-            found = await repo.definitions(session, {a.definition for a in claimed})
+            found = await repo.definitions(session, {(a.tenant, a.definition) for a in claimed})
         sent = 0
         for alert in claimed:
-            definition = found.get(alert.definition)
+            definition = found.get((alert.tenant, alert.definition))
             if definition is None or not await self._send(alert, definition):
                 continue
             async with self._sessionmaker.begin() as session:
@@ -111,6 +114,7 @@ class AlertSender:
             {
                 "type": "delivery.final_failed" if alert.final else "delivery.failed",
                 "delivery_id": alert.delivery_id,
+                "tenant": alert.tenant,
                 "definition": alert.definition,
                 "attempt": alert.attempt,
                 "failures": alert.failures,

@@ -6,7 +6,7 @@ Library mode, for code that shares notifyhub's PostgreSQL::
 
     async with sessionmaker.begin() as session:      # your business transaction
         session.add(order)
-        delivery_id = await enqueue(session, "order-paid", {"order": order.id})
+        delivery_id = await enqueue(session, "order-paid", {"order": order.id}, tenant="shop-1")
     # committed: a notifyhub dispatcher sends it (at once when `sender=` is given);
     # rolled back: the row never existed, nothing is ever sent.
 """
@@ -31,6 +31,7 @@ from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.services import signing
 
 _PENDING_KEY = "notifyhub.deliveries.after_commit"
+DEFAULT_TENANT = "default"
 
 
 class Kicker(Protocol):
@@ -80,26 +81,32 @@ async def enqueue(
     payload: dict[str, Any],
     description: str | None = None,
     *,
+    tenant: str = DEFAULT_TENANT,
     sender: Kicker | None = None,
 ) -> str:
-    """Add a delivery inside the caller's transaction; its id (the `webhook-id`).
+    """Add a delivery on `tenant`'s `definition` inside the caller's transaction; its id
+    (the `webhook-id`).
 
     Nothing is sent before the caller commits, and nothing ever for a rollback. With a
     `sender` it is attempted at once after the commit; any notifyhub dispatcher sharing
     the database sends it otherwise (and retries it either way).
     """
-    delivery_id = await _add(session, definition, payload, description)
+    delivery_id = await _add(session, tenant, definition, payload, description)
     if sender is not None:
         _after_commit(session, sender, (delivery_id, 0))
     return delivery_id
 
 
 async def _add(
-    session: AsyncSession, definition: str, payload: dict[str, Any], description: str | None
+    session: AsyncSession,
+    tenant: str,
+    definition: str,
+    payload: dict[str, Any],
+    description: str | None,
 ) -> str:
     delivery_id = str(ULID())
-    if not await repo.add(session, delivery_id, definition, payload, description):
-        found = await repo.definition(session, definition)
+    if not await repo.add(session, delivery_id, tenant, definition, payload, description):
+        found = await repo.definition(session, tenant, definition)
         if found is None:
             raise InvalidInput(f"definition: no delivery definition {definition!r}")
         raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
@@ -108,6 +115,7 @@ async def _add(
 
 def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any]:
     shown: dict[str, Any] = {
+        "tenant": row.tenant,
         "name": row.name,
         "url": row.url,
         "timeout_s": row.timeout_s,
@@ -142,37 +150,50 @@ class DeliveryService:
         self._sessionmaker = sessionmaker
 
     async def put_definition(
-        self, session: AsyncSession, name: str, spec: DefinitionSpec, rotate: bool, drop: bool
+        self,
+        session: AsyncSession,
+        tenant: str,
+        name: str,
+        spec: DefinitionSpec,
+        rotate: bool,
+        drop: bool,
     ) -> tuple[dict[str, Any], bool]:
-        """Create or replace; the secret is shown on creation and on rotation."""
-        values = {"name": name, **asdict(spec), "alert_trigger": spec.alert_trigger.value}
+        """Create or replace `tenant`'s definition `name`; the secret is shown on creation
+        and on rotation."""
+        values = {
+            "tenant": tenant,
+            "name": name,
+            **asdict(spec),
+            "alert_trigger": spec.alert_trigger.value,
+        }
         row, created = await repo.upsert_definition(session, values, signing.new_secret())
         if rotate and not created:
-            await repo.rotate_secret(session, name, signing.new_secret())
+            await repo.rotate_secret(session, tenant, name, signing.new_secret())
         if drop:
-            await repo.drop_previous_secret(session, name)
+            await repo.drop_previous_secret(session, tenant, name)
         if rotate or drop:
-            row = await repo.definition(session, name) or row
+            row = await repo.definition(session, tenant, name) or row
         return definition_json(row, show_secret=created or rotate), created
 
-    async def get_definition(self, session: AsyncSession, name: str) -> dict[str, Any]:
-        row = await repo.definition(session, name)
+    async def get_definition(self, session: AsyncSession, tenant: str, name: str) -> dict[str, Any]:
+        row = await repo.definition(session, tenant, name)
         if row is None:
             raise NotFound(f"no delivery definition {name}")
         return definition_json(row, show_secret=False)
 
     async def create(
-        self, definition: str, payload: dict[str, Any], description: str | None
+        self, tenant: str, definition: str, payload: dict[str, Any], description: str | None
     ) -> str:
-        """Add a delivery on its own; committed (durably) when this returns, then sent at
-        once. One autocommitted INSERT: no BEGIN and COMMIT round trips around it."""
+        """Add a delivery on `tenant`'s `definition`; committed (durably) when this returns,
+        then sent at once. One autocommitted INSERT: no BEGIN and COMMIT round trips."""
         async with autocommit(self._sessionmaker) as session:
-            delivery_id = await _add(session, definition, payload, description)
+            delivery_id = await _add(session, tenant, definition, payload, description)
         self.sender.kick([(delivery_id, 0)])
         return delivery_id
 
-    async def get(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
-        row = await repo.find(session, delivery_id)
+    async def get(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
+        """The delivery and its attempts; another tenant's is as missing as an unknown id."""
+        row = await repo.find(session, tenant, delivery_id)
         if row is None:
             raise NotFound(f"no delivery {delivery_id}")
         attempts = await repo.attempts(session, delivery_id)
@@ -190,27 +211,28 @@ class DeliveryService:
             ],
         }
 
-    async def confirm(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
-        if not await repo.confirm(session, delivery_id):
-            row = await repo.find(session, delivery_id)
+    async def confirm(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
+        if not await repo.confirm(session, tenant, delivery_id):
+            row = await repo.find(session, tenant, delivery_id)
             if row is None:
                 raise NotFound(f"no delivery {delivery_id}")
             if row.status != DeliveryStatus.SENT:
                 raise Conflict(f"delivery {delivery_id} is {row.status}, not awaiting_confirm")
-        return await self.get(session, delivery_id)
+        return await self.get(session, tenant, delivery_id)
 
-    async def retry(self, session: AsyncSession, delivery_id: str) -> dict[str, Any]:
+    async def retry(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
         """Manual replay: pending again, sent at once after this transaction commits."""
-        attempt = await repo.reopen(session, delivery_id)
+        attempt = await repo.reopen(session, tenant, delivery_id)
         if attempt is None:
             raise NotFound(f"no delivery {delivery_id}")
         _after_commit(session, self.sender, (delivery_id, attempt))
-        return await self.get(session, delivery_id)
+        return await self.get(session, tenant, delivery_id)
 
 
 def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:
     return {
         "id": row.id,
+        "tenant": row.tenant,
         "definition": row.definition,
         "status": row.status,
         "payload": row.payload,

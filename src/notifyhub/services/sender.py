@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
-from notifyhub.db.repositories.deliveries import Claimed, Settlement
+from notifyhub.db.repositories.deliveries import Claimed, DefinitionKey, Settlement
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import (
     AlertPolicy,
@@ -124,7 +124,8 @@ class DeliverySender:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._started = False
         self._inflight: set[asyncio.Task[None]] = set()
-        self._definitions: dict[str, tuple[float, DeliveryDefinition | None]] = {}
+        self._definitions: dict[DefinitionKey, tuple[float, DeliveryDefinition | None]] = {}
+        """By (tenant, name): a delivery only ever uses its own tenant's definition."""
 
     def kick(self, expected: Iterable[tuple[str, int]]) -> None:
         """Send these (delivery id, current attempt) at once; called after their commit.
@@ -191,43 +192,46 @@ class DeliverySender:
     async def _process(self, claimed: list[Claimed]) -> int:
         if not claimed:
             return 0
-        found = await self._definitions_of({c.definition for c in claimed})
+        found = await self._definitions_of({c.definition_key for c in claimed})
         if len(claimed) == 1:  # the idle path: no task for gather to wrap it in
-            outcomes = [await self._send(claimed[0], found.get(claimed[0].definition))]
+            outcomes = [await self._send(claimed[0], found.get(claimed[0].definition_key))]
         else:
-            sends = (self._send(c, found.get(c.definition)) for c in claimed)
+            sends = (self._send(c, found.get(c.definition_key)) for c in claimed)
             outcomes = list(await asyncio.gather(*sends))
         jitter = self._settings.jitter
         settlements = [
-            plan(c, found.get(c.definition), o, jitter)
+            plan(c, found.get(c.definition_key), o, jitter)
             for c, o in zip(claimed, outcomes, strict=True)
         ]
         async with autocommit(self._sessionmaker) as session:
             landed = await repo.settle(session, settlements)
-        for s in settlements:
+        for c, s in zip(claimed, settlements, strict=True):
             if s.id in landed:
                 self._metrics.settled_total.labels(status=s.status).inc()
             if s.disable_definition:
-                self._definitions.pop(s.definition, None)
+                self._definitions.pop(c.definition_key, None)
         return len(claimed)
 
-    def _fresh(self, name: str, now: float) -> bool:
+    def _fresh(self, key: DefinitionKey, now: float) -> bool:
         """Only enabled definitions are cached: a disabled one is asked for again."""
-        cached = self._definitions.get(name)
+        cached = self._definitions.get(key)
         if cached is None or cached[1] is None or cached[1].disabled_at is not None:
             return False
         return now - cached[0] <= DEFINITION_TTL_S
 
-    async def _definitions_of(self, names: set[str]) -> dict[str, DeliveryDefinition]:
-        """Definitions by name, cached for DEFINITION_TTL_S (a PUT is seen within it)."""
+    async def _definitions_of(
+        self, keys: set[DefinitionKey]
+    ) -> dict[DefinitionKey, DeliveryDefinition]:
+        """Definitions by (tenant, name), cached for DEFINITION_TTL_S (a PUT is seen within
+        it)."""
         now = time.monotonic()
         cache = self._definitions
-        stale = {n for n in names if not self._fresh(n, now)}
+        stale = {k for k in keys if not self._fresh(k, now)}
         if stale:
             async with autocommit(self._sessionmaker) as session:
                 fresh = await repo.definitions(session, stale)
-            cache.update((name, (now, fresh.get(name))) for name in stale)
-        return {n: row for n in names if (row := cache[n][1]) is not None}
+            cache.update((key, (now, fresh.get(key))) for key in stale)
+        return {k: row for k in keys if (row := cache[k][1]) is not None}
 
     async def _send(self, claimed: Claimed, definition: DeliveryDefinition | None) -> Outcome:
         if definition is None:

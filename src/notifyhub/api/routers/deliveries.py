@@ -1,21 +1,45 @@
-"""Reliable deliveries' HTTP API (Design 2): definitions, outbox, confirm, replay."""
+"""Reliable deliveries' HTTP API (Design 2): definitions, outbox, confirm, replay.
+
+Every definition and delivery belongs to one tenant (`default` unless named, as in the
+rest of the API). A key bound to a tenant naming another gets 403; a delivery id of
+another tenant is looked up in the named tenant only, so it answers 404 like an unknown id.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.delivery_schemas import DefinitionIn, DeliveryAccepted, DeliveryIn
 from notifyhub.api.deps import Admin, AppState, Publisher, Session
-from notifyhub.api.schemas import Name, NotificationId
+from notifyhub.api.schemas import Name, NotificationId, Tenant
+from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.delivery import DeliveryStatus
+from notifyhub.errors import InvalidInput, PermissionDenied
 from notifyhub.services.deliveries import DefinitionSpec
 
 DeliveryId = NotificationId
 """Delivery ids are ULIDs (also the `webhook-id` receivers see)."""
+TenantQuery = Annotated[Tenant, Query()]
+OptionalTenantQuery = Annotated[Tenant | None, Query(description="Or `tenant` in the body.")]
 
 router = APIRouter(tags=["deliveries"])
+
+
+def _own(principal: ServicePrincipal, tenant: str) -> str:
+    if not principal.may_act_on(tenant):
+        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
+    return tenant
+
+
+def _definition_tenant(body: DefinitionIn, query: str | None) -> str:
+    """The body's `tenant`, or `?tenant=`: a PUT naming two different tenants is refused."""
+    if query is None:
+        return body.tenant
+    if "tenant" in body.model_fields_set and body.tenant != query:
+        raise InvalidInput(f"tenant: the body says {body.tenant!r}, the query {query!r}")
+    return query
 
 
 def _spec(body: DefinitionIn) -> DefinitionSpec:
@@ -41,9 +65,11 @@ async def put_definition(
     session: Session,
     state: AppState,
     response: Response,
+    tenant: OptionalTenantQuery = None,
 ) -> dict[str, Any]:
+    owner = _own(principal, _definition_tenant(body, tenant))
     shown, created = await state["deliveries"].put_definition(
-        session, name, _spec(body), body.rotate_secret, body.drop_previous_secret
+        session, owner, name, _spec(body), body.rotate_secret, body.drop_previous_secret
     )
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return shown
@@ -51,9 +77,9 @@ async def put_definition(
 
 @router.get("/v1/admin/delivery-definitions/{name}")
 async def get_definition(
-    name: Name, principal: Admin, session: Session, state: AppState
+    name: Name, principal: Admin, session: Session, state: AppState, tenant: TenantQuery = "default"
 ) -> dict[str, Any]:
-    return await state["deliveries"].get_definition(session, name)
+    return await state["deliveries"].get_definition(session, _own(principal, tenant), name)
 
 
 @router.post(
@@ -62,26 +88,41 @@ async def get_definition(
 async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> DeliveryAccepted:
     """202 once committed (the service's INSERT commits by itself before it returns);
     the at-once send starts after that commit."""
-    delivery_id = await state["deliveries"].create(body.definition, body.payload, body.description)
-    return DeliveryAccepted(id=delivery_id, status=DeliveryStatus.PENDING.value)
+    tenant = _own(principal, body.tenant)
+    delivery_id = await state["deliveries"].create(
+        tenant, body.definition, body.payload, body.description
+    )
+    return DeliveryAccepted(id=delivery_id, tenant=tenant, status=DeliveryStatus.PENDING.value)
 
 
 @router.get("/v1/deliveries/{delivery_id}")
 async def get(
-    delivery_id: DeliveryId, principal: Publisher, session: Session, state: AppState
+    delivery_id: DeliveryId,
+    principal: Publisher,
+    session: Session,
+    state: AppState,
+    tenant: TenantQuery = "default",
 ) -> dict[str, Any]:
-    return await state["deliveries"].get(session, delivery_id)
+    return await state["deliveries"].get(session, _own(principal, tenant), delivery_id)
 
 
 @router.post("/v1/deliveries/{delivery_id}/confirm")
 async def confirm(
-    delivery_id: DeliveryId, principal: Publisher, session: Session, state: AppState
+    delivery_id: DeliveryId,
+    principal: Publisher,
+    session: Session,
+    state: AppState,
+    tenant: TenantQuery = "default",
 ) -> dict[str, Any]:
-    return await state["deliveries"].confirm(session, delivery_id)
+    return await state["deliveries"].confirm(session, _own(principal, tenant), delivery_id)
 
 
 @router.post("/v1/deliveries/{delivery_id}/retry", status_code=status.HTTP_202_ACCEPTED)
 async def retry(
-    delivery_id: DeliveryId, principal: Admin, session: Session, state: AppState
+    delivery_id: DeliveryId,
+    principal: Admin,
+    session: Session,
+    state: AppState,
+    tenant: TenantQuery = "default",
 ) -> dict[str, Any]:
-    return await state["deliveries"].retry(session, delivery_id)
+    return await state["deliveries"].retry(session, _own(principal, tenant), delivery_id)

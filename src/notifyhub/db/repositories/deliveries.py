@@ -2,7 +2,8 @@
 
 Every time is PostgreSQL's `clock_timestamp()`, so hubs with skewed clocks agree on what
 is due. The `attempt` column is the fencing token: a claim bumps it, and a settlement
-only lands `WHERE attempt = <the claimed value>`.
+only lands `WHERE attempt = <the claimed value>`. A definition is named by (tenant, name);
+a delivery has its definition's tenant, and every lookup by id names the tenant too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import ColumnElement, and_, bindparam, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,14 +24,16 @@ from notifyhub.db.models import (
 )
 
 OPEN = "('pending', 'failed', 'awaiting_confirm')"
-_RETURNING = "d.id, d.attempt, d.definition, d.payload, d.status, d.failures"
+DefinitionKey = tuple[str, str]
+"""A definition's identity: (tenant, name)."""
+_RETURNING = "d.id, d.attempt, d.tenant, d.definition, d.payload, d.status, d.failures"
 
 _ADD = text("""
-INSERT INTO deliveries (id, definition, payload, description, status, attempt, failures,
-                        next_attempt_at)
-SELECT :id, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
+INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
+                        failures, next_attempt_at)
+SELECT :id, tenant, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
 FROM delivery_definitions
-WHERE name = :definition AND disabled_at IS NULL
+WHERE tenant = :tenant AND name = :definition AND disabled_at IS NULL
 RETURNING id
 """).bindparams(bindparam("payload", type_=JSONB))
 
@@ -77,20 +80,22 @@ WITH s AS (
         finished_at = CASE WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
     FROM s
     WHERE d.id = s.id AND d.attempt = s.attempt
-    RETURNING d.id
+    RETURNING d.id, d.tenant
 ), attempts AS (
     INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, duration_ms)
     SELECT s.id, s.attempt, s.status_code, s.error, s.duration_ms FROM s JOIN landed USING (id)
 ), alerts AS (
-    INSERT INTO delivery_alerts (delivery_id, attempt, channel, definition, failures, final,
-                                 error, claims)
-    SELECT s.id, s.attempt, a.channel, s.definition, s.failures, s.status = 'final_failed',
-           s.error, 0
+    INSERT INTO delivery_alerts (delivery_id, attempt, channel, tenant, definition, failures,
+                                 final, error, claims)
+    SELECT s.id, s.attempt, a.channel, landed.tenant, s.definition, s.failures,
+           s.status = 'final_failed', s.error, 0
     FROM unnest(CAST(:alert_ids AS text[]), CAST(:alert_channels AS text[])) AS a(id, channel)
     JOIN s USING (id) JOIN landed USING (id)
 ), disabled AS (
     UPDATE delivery_definitions SET disabled_at = now()
-    WHERE name IN (SELECT s.definition FROM s JOIN landed USING (id) WHERE s.gone)
+    WHERE (tenant, name) IN (
+        SELECT landed.tenant, s.definition FROM s JOIN landed USING (id) WHERE s.gone
+    )
 )
 SELECT id FROM landed
 """)
@@ -110,7 +115,7 @@ INSERT INTO delivery_history SELECT * FROM moved
 """)
 
 _FROM_HISTORY = text("""
-WITH moved AS (DELETE FROM delivery_history WHERE id = :id RETURNING *)
+WITH moved AS (DELETE FROM delivery_history WHERE id = :id AND tenant = :tenant RETURNING *)
 INSERT INTO deliveries SELECT * FROM moved
 """)
 
@@ -121,10 +126,15 @@ class Claimed:
 
     id: str
     attempt: int
+    tenant: str
     definition: str
     payload: Any
     status: str
     failures: int
+
+    @property
+    def definition_key(self) -> DefinitionKey:
+        return self.tenant, self.definition
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,18 +153,24 @@ class Settlement:
 
 
 def _claimed(rows: Sequence[Any]) -> list[Claimed]:
-    return [Claimed(r.id, r.attempt, r.definition, r.payload, r.status, r.failures) for r in rows]
+    return [
+        Claimed(r.id, r.attempt, r.tenant, r.definition, r.payload, r.status, r.failures)
+        for r in rows
+    ]
 
 
 async def upsert_definition(
     session: AsyncSession, values: dict[str, Any], new_secret: str
 ) -> tuple[DeliveryDefinition, bool]:
-    """Create or replace a definition (its secret survives a replace); True when created."""
+    """Create or replace a definition (its secret survives a replace); True when created.
+
+    `values` names the definition's `tenant` and `name`: its identity.
+    """
     statement = (
         insert(DeliveryDefinition)
         .values(**values, secret=new_secret)
         .on_conflict_do_update(
-            index_elements=[DeliveryDefinition.name],
+            index_elements=[DeliveryDefinition.tenant, DeliveryDefinition.name],
             set_={**values, "updated_at": func.now(), "disabled_at": None},
         )
         .returning(DeliveryDefinition, text("xmax = 0 AS created"))
@@ -163,46 +179,57 @@ async def upsert_definition(
     return row[0], bool(row[1])
 
 
-async def rotate_secret(session: AsyncSession, name: str, new_secret: str) -> None:
+def _named(tenant: str, name: str) -> ColumnElement[bool]:
+    return and_(DeliveryDefinition.tenant == tenant, DeliveryDefinition.name == name)
+
+
+async def rotate_secret(session: AsyncSession, tenant: str, name: str, new_secret: str) -> None:
     await session.execute(
         update(DeliveryDefinition)
-        .where(DeliveryDefinition.name == name)
+        .where(_named(tenant, name))
         .values(previous_secret=DeliveryDefinition.secret, secret=new_secret)
     )
 
 
-async def drop_previous_secret(session: AsyncSession, name: str) -> None:
+async def drop_previous_secret(session: AsyncSession, tenant: str, name: str) -> None:
     await session.execute(
-        update(DeliveryDefinition)
-        .where(DeliveryDefinition.name == name)
-        .values(previous_secret=None)
+        update(DeliveryDefinition).where(_named(tenant, name)).values(previous_secret=None)
     )
 
 
-async def definition(session: AsyncSession, name: str) -> DeliveryDefinition | None:
-    return await session.get(DeliveryDefinition, name, populate_existing=True)
+async def definition(session: AsyncSession, tenant: str, name: str) -> DeliveryDefinition | None:
+    return await session.get(
+        DeliveryDefinition, {"tenant": tenant, "name": name}, populate_existing=True
+    )
 
 
-async def definitions(session: AsyncSession, names: set[str]) -> dict[str, DeliveryDefinition]:
+async def definitions(
+    session: AsyncSession, keys: set[DefinitionKey]
+) -> dict[DefinitionKey, DeliveryDefinition]:
+    """Definitions by (tenant, name)."""
     rows = await session.scalars(
-        select(DeliveryDefinition).where(DeliveryDefinition.name.in_(names))
+        select(DeliveryDefinition).where(
+            tuple_(DeliveryDefinition.tenant, DeliveryDefinition.name).in_(keys)
+        )
     )
-    return {row.name: row for row in rows}
+    return {(row.tenant, row.name): row for row in rows}
 
 
 async def add(
     session: AsyncSession,
     delivery_id: str,
+    tenant: str,
     definition: str,
     payload: Any,
     description: str | None,
 ) -> bool:
-    """A pending delivery, due now, if `definition` exists and is enabled; True if added.
+    """A pending delivery, due now, if `tenant` has an enabled `definition`; True if added.
 
     The definition's check is folded into the INSERT: one round trip, no lookup first.
     """
     params = {
         "id": delivery_id,
+        "tenant": tenant,
         "definition": definition,
         "payload": payload,
         "description": description,
@@ -253,9 +280,20 @@ async def settle(session: AsyncSession, settlements: Sequence[Settlement]) -> se
     return {row.id for row in (await session.execute(_SETTLE, params)).all()}
 
 
-async def find(session: AsyncSession, delivery_id: str) -> Delivery | DeliveryHistory | None:
-    live = await session.get(Delivery, delivery_id, populate_existing=True)
-    return live or await session.get(DeliveryHistory, delivery_id)
+async def find(
+    session: AsyncSession, tenant: str, delivery_id: str
+) -> Delivery | DeliveryHistory | None:
+    """The delivery, live or archived, if it belongs to `tenant` (else None, as if absent)."""
+    live = await session.scalar(
+        select(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.tenant == tenant)
+        .execution_options(populate_existing=True)
+    )
+    return live or await session.scalar(
+        select(DeliveryHistory).where(
+            DeliveryHistory.id == delivery_id, DeliveryHistory.tenant == tenant
+        )
+    )
 
 
 async def attempts(session: AsyncSession, delivery_id: str) -> list[DeliveryAttempt]:
@@ -267,11 +305,15 @@ async def attempts(session: AsyncSession, delivery_id: str) -> list[DeliveryAtte
     return list(rows)
 
 
-async def confirm(session: AsyncSession, delivery_id: str) -> bool:
+async def confirm(session: AsyncSession, tenant: str, delivery_id: str) -> bool:
     """awaiting_confirm -> sent; the bumped attempt fences out a re-send in flight."""
     result = await session.execute(
         update(Delivery)
-        .where(Delivery.id == delivery_id, Delivery.status == "awaiting_confirm")
+        .where(
+            Delivery.id == delivery_id,
+            Delivery.tenant == tenant,
+            Delivery.status == "awaiting_confirm",
+        )
         .values(
             status="sent",
             attempt=Delivery.attempt + 1,
@@ -282,15 +324,16 @@ async def confirm(session: AsyncSession, delivery_id: str) -> bool:
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-async def reopen(session: AsyncSession, delivery_id: str) -> int | None:
+async def reopen(session: AsyncSession, tenant: str, delivery_id: str) -> int | None:
     """Manual replay: back to pending and due now (from history if it moved there).
 
-    Returns the new attempt number (the one an at-once send must claim), or None.
+    Returns the new attempt number (the one an at-once send must claim), or None when
+    `tenant` has no such delivery.
     """
-    await session.execute(_FROM_HISTORY, {"id": delivery_id})
+    await session.execute(_FROM_HISTORY, {"id": delivery_id, "tenant": tenant})
     result = await session.execute(
         update(Delivery)
-        .where(Delivery.id == delivery_id)
+        .where(Delivery.id == delivery_id, Delivery.tenant == tenant)
         .values(
             status="pending",
             failures=0,

@@ -21,8 +21,8 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) c
 WHERE a.id = c.id
-RETURNING a.id, a.claims, a.channel, a.delivery_id, a.definition, a.attempt, a.failures,
-          a.final, a.error
+RETURNING a.id, a.claims, a.channel, a.delivery_id, a.tenant, a.definition, a.attempt,
+          a.failures, a.final, a.error
 """)
 
 
@@ -32,7 +32,9 @@ class ClaimedAlert:
     claims: int
     channel: str
     delivery_id: str
+    tenant: str
     definition: str
+    """The name of a definition of `tenant` (whose channels and secret the alert uses)."""
     attempt: int
     failures: int
     final: bool
@@ -47,6 +49,7 @@ async def claim(session: AsyncSession, limit: int, lease_s: float) -> list[Claim
             r.claims,
             r.channel,
             r.delivery_id,
+            r.tenant,
             r.definition,
             r.attempt,
             r.failures,
