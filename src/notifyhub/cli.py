@@ -74,7 +74,7 @@ def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack
         require_extra()
         lock = DataDirLock.acquire(settings.data_dir, url)
     except (EmbeddedUnavailable, DataDirBusy) as exc:
-        console.print(f"[red]{exc}[/]", soft_wrap=True)
+        console.print(str(exc), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(1) from exc
     stack.callback(lock.release)
     servers = EmbeddedServers.start(settings.data_dir)

