@@ -1,31 +1,48 @@
 # notifyhub: `make run` starts the hub, `make test` runs every test.
+#   make run [PORT=8000] [HOST=127.0.0.1]   the service and its embedded stores only
+#   make test | lint | bench                 add the dev (and bench) tools
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
+HOST ?= 127.0.0.1
+PORT ?= 8000
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean venv venv-run
 
-$(STAMP): pyproject.toml
+# $(1): the extras to install, $(2): more pip options; the stamp is the target.
+define install
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "notifyhub needs Python >= 3.11")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet $(2) -e '.[$(1)]'
+	touch $@
+endef
 
-venv: $(STAMP)
+# --no-compile: Python compiles what the hub imports when it first runs, not every module.
+$(RUN_STAMP): pyproject.toml
+	$(call install,embedded,--no-compile)
 
-run: $(STAMP)
-	$(BIN)/notifyhub serve
+$(DEV_STAMP): pyproject.toml
+	$(call install,dev)
+	touch $(RUN_STAMP)
 
-test: $(STAMP)
+venv-run: $(RUN_STAMP)
+
+venv: $(DEV_STAMP)
+
+run: $(RUN_STAMP)
+	$(BIN)/notifyhub serve --host $(HOST) --port $(PORT)
+
+test: $(DEV_STAMP)
 	$(BIN)/pytest
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 

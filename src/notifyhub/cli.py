@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -14,10 +15,11 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from notifyhub.datalock import DataDirBusy, DataDirLock
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
-from notifyhub.embedded import EmbeddedServers
+from notifyhub.embedded import EmbeddedServers, EmbeddedUnavailable, require_extra
 from notifyhub.errors import NotifyhubError
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
@@ -66,19 +68,29 @@ def _dev_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def _embedded_settings(settings: Settings) -> tuple[Settings, EmbeddedServers]:
+def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack) -> Settings:
+    """Lock the data directory, start the stores; `stack` releases and stops them."""
+    try:
+        require_extra()
+        lock = DataDirLock.acquire(settings.data_dir, url)
+    except (EmbeddedUnavailable, DataDirBusy) as exc:
+        console.print(str(exc), style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(1) from exc
+    stack.callback(lock.release)
     servers = EmbeddedServers.start(settings.data_dir)
+    stack.callback(servers.stop)
     update: dict[str, object] = {
         "redis_url": servers.redis_url,
         "database_url": servers.database_url,
     }
     if settings.jwt_secret is None and settings.jwt_algorithm == "HS256":
         update.update(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
-    return Settings.model_validate({**settings.model_dump(), **update}), servers
+    return Settings.model_validate({**settings.model_dump(), **update})
 
 
-def _dev_credentials(settings: Settings, host: str, port: int) -> None:
-    """First embedded start: make an admin key; every start: print key, token and demo URL."""
+def _dev_credentials(settings: Settings, url: str) -> Callable[[], None]:
+    """First embedded start: make an admin key. Returns what prints key, token and demo
+    URL (called once the hub listens, so they are the last lines of the start-up)."""
     path = settings.data_dir / "dev-credentials.txt"
     if not path.exists():
         key = _with_session(
@@ -88,12 +100,17 @@ def _dev_credentials(settings: Settings, host: str, port: int) -> None:
         path.write_text(key)
         path.chmod(0o600)
     token = TokenService(settings).mint_user_token(DEV_USER, ttl_s=DEV_TOKEN_TTL_S)
-    console.print("[bold green]notifyhub (embedded dev mode)[/]")
-    console.print(f"  admin API key : [cyan]{path.read_text().strip()}[/]", soft_wrap=True)
-    console.print(
-        f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
-    )
-    console.print(f"  demo inbox    : http://{host}:{port}/demo#token={token}", soft_wrap=True)
+
+    def show() -> None:
+        console.print("[bold green]notifyhub (embedded dev mode)[/]")
+        console.print(f"  admin API key : [cyan]{path.read_text().strip()}[/]", soft_wrap=True)
+        console.print(
+            f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
+        )
+        console.print(f"  demo inbox    : {url}/demo#token={token}", soft_wrap=True)
+        console.print(f"  data, logs    : {settings.data_dir.resolve()}  (Ctrl-C stops it all)")
+
+    return show
 
 
 @app.command()
@@ -110,29 +127,30 @@ def serve(
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     from notifyhub.api.app import create_app
     from notifyhub.api.collector import CollectorPolicy
-    from notifyhub.api.server import HubServer
+    from notifyhub.api.server import HubServer, exit_on_signals
     from notifyhub.api.supervisor import run_workers, server_config
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = Settings()
-    servers = None
-    if settings.embedded:
-        settings, servers = _embedded_settings(settings)
-    try:
+    url = f"http://{host}:{port}"
+    embedded = settings.embedded
+    with exit_on_signals(), contextlib.ExitStack() as stack:
+        if embedded:
+            settings = _embedded_settings(settings, url, stack)
         upgrade_head(_database_url(settings))
-        if servers is not None:
-            _dev_credentials(settings, host, port)
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # /readyz's check: 2 lines each
+        show_credentials = _dev_credentials(settings, url) if embedded else None
         if workers > 1:
+            if show_credentials is not None:
+                show_credentials()
             status = run_workers(settings, host, port, workers, access_log=access_log)
             raise typer.Exit(status)
         fastapi_app = create_app(settings)
         config = server_config(fastapi_app, settings, access_log=access_log, host=host, port=port)
-        HubServer(config, fastapi_app, CollectorPolicy.of(settings.stream)).run()
-    finally:
-        if servers is not None:
-            servers.stop()
+        collector = CollectorPolicy.of(settings.stream)
+        HubServer(config, fastapi_app, collector, on_started=show_credentials).run()
 
 
 @app.command()

@@ -18,9 +18,13 @@ async def test_group_lifecycle(hub: Any, admin_key: str) -> None:
         "/v1/admin/groups/gpu/members", json={"add": users}, headers=admin
     )
     assert change.status_code == 200
-    await hub.client.post(
+    assert change.json() == {"name": "gpu", "tenant": "default", "members": 250}
+    removed = await hub.client.post(
         "/v1/admin/groups/gpu/members", json={"remove": users[:50]}, headers=admin
     )
+    assert removed.json()["members"] == 200
+    again = await hub.client.put("/v1/admin/groups/gpu", headers=admin)
+    assert again.json() == {"name": "gpu", "tenant": "default", "members": 200}
 
     listed: list[str] = []
     cursor = None
@@ -53,6 +57,37 @@ async def test_groups_are_per_tenant(hub: Any, admin_key: str, create_key: Any) 
     assert (await hub.client.get("/v1/admin/groups?tenant=acme", headers=bound)).status_code == 200
     assert (
         await hub.client.get("/v1/admin/groups?tenant=default", headers=bound)
+    ).status_code == 403
+
+
+async def test_get_one_group(hub: Any, admin_key: str, create_key: Any) -> None:
+    admin = _auth(admin_key)
+    created = await hub.client.put("/v1/admin/groups/pickers?tenant=acme", headers=admin)
+    assert created.json() == {"name": "pickers", "tenant": "acme", "members": 0}
+    body = {"add": ["ann", "ben", "ann"]}
+    await hub.client.post("/v1/admin/groups/pickers/members?tenant=acme", json=body, headers=admin)
+
+    found = await hub.client.get("/v1/admin/groups/pickers?tenant=acme", headers=admin)
+    assert found.status_code == 200
+    assert found.json() == {"name": "pickers", "tenant": "acme", "members": 2}
+    # Another tenant's group of that name does not exist for the default tenant.
+    elsewhere = await hub.client.get("/v1/admin/groups/pickers", headers=admin)
+    assert elsewhere.status_code == 404
+    assert elsewhere.headers["content-type"] == "application/problem+json"
+    assert (
+        await hub.client.get("/v1/admin/groups/nope?tenant=acme", headers=admin)
+    ).status_code == 404
+
+    acme = _auth(await create_key("acme-groups", "admin", "acme"))
+    other = _auth(await create_key("other-groups", "admin", "other"))
+    assert (await hub.client.get("/v1/admin/groups/pickers?tenant=acme", headers=acme)).json()[
+        "members"
+    ] == 2
+    refused = await hub.client.get("/v1/admin/groups/pickers?tenant=acme", headers=other)
+    assert refused.status_code == 403
+    publisher = _auth(await create_key("acme-publisher", "publish", "acme"))
+    assert (
+        await hub.client.get("/v1/admin/groups/pickers?tenant=acme", headers=publisher)
     ).status_code == 403
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp
 
 from notifyhub.api.deps import State
+from notifyhub.api.docs import install_docs
 from notifyhub.api.errors import install_error_handlers
 from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
@@ -242,9 +243,12 @@ def create_app(settings: Settings) -> FastAPI:
             await engine.dispose()
             log.info("notifyhub stopped: closed %d streams", open_streams)
 
-    app = HubApp(title="notifyhub", version="0.1.0", lifespan=lifespan)
+    app = HubApp(
+        title="notifyhub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     install_error_handlers(app)
     install_openapi(app)
+    install_docs(app)  # /docs and /redoc from the hub's own files
     routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)

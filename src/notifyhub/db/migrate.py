@@ -13,12 +13,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from notifyhub.db.engine import asyncpg_url
 
-MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
+PACKAGED = Path(__file__).resolve().parents[1] / "_migrations"
+"""Where a wheel carries the scripts (pyproject's force-include of `migrations/`)."""
+SOURCE_TREE = Path(__file__).resolve().parents[3] / "migrations"
+"""A clone's own `migrations/` (editable installs: new scripts apply without a reinstall)."""
+
+
+def migrations_dir() -> Path:
+    return PACKAGED if PACKAGED.is_dir() else SOURCE_TREE
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(migrations_dir()))
     config.attributes["database_url"] = asyncpg_url(database_url)
     return config
 

@@ -26,6 +26,13 @@ async def list_groups(session: AsyncSession, tenant: str) -> list[GroupSummary]:
     return await repo.list_by_tenant(session, tenant)
 
 
+async def get_group(session: AsyncSession, tenant: str, name: str) -> GroupSummary:
+    found = await repo.summary(session, tenant, name)
+    if found is None:
+        raise NotFound(f"no group {name} in tenant {tenant}")
+    return found
+
+
 async def _id(session: AsyncSession, tenant: str, name: str) -> int:
     gid = await repo.group_id(session, tenant, name)
     if gid is None:
@@ -35,11 +42,13 @@ async def _id(session: AsyncSession, tenant: str, name: str) -> int:
 
 async def change_members(
     session: AsyncSession, tenant: str, name: str, *, add: Sequence[str], remove: Sequence[str]
-) -> None:
+) -> GroupSummary:
+    """Add, then remove; the group with its member count after the change."""
     gid = await _id(session, tenant, name)
     for start in range(0, len(add), MEMBER_INSERT_CHUNK):
         await repo.add_members(session, gid, add[start : start + MEMBER_INSERT_CHUNK])
     await repo.remove_members(session, gid, remove)
+    return await get_group(session, tenant, name)
 
 
 async def list_members(

@@ -46,7 +46,16 @@ async def create_group(
 ) -> GroupOut:
     created = await groups.create_group(session, _own(principal, tenant), group)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    return GroupOut(name=group, tenant=tenant)
+    found = await groups.get_group(session, tenant, group)
+    return GroupOut(name=group, tenant=tenant, members=found.members)
+
+
+@router.get("/groups/{group}", response_model=GroupOut)
+async def get_group(
+    group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default"
+) -> GroupOut:
+    found = await groups.get_group(session, _own(principal, tenant), group)
+    return GroupOut(name=group, tenant=tenant, members=found.members)
 
 
 @router.delete("/groups/{group}", status_code=status.HTTP_204_NO_CONTENT)
@@ -75,10 +84,10 @@ async def change_members(
     session: Session,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
-    await groups.change_members(
+    changed = await groups.change_members(
         session, _own(principal, tenant), group, add=body.add, remove=body.remove
     )
-    return GroupOut(name=group, tenant=tenant)
+    return GroupOut(name=group, tenant=tenant, members=changed.members)
 
 
 @router.get("/groups/{group}/members", response_model=MembersPage)

@@ -46,6 +46,19 @@ async def list_by_tenant(session: AsyncSession, tenant: str) -> list[GroupSummar
     return [GroupSummary(name, count) for name, count in rows]
 
 
+async def summary(session: AsyncSession, tenant: str, name: str) -> GroupSummary | None:
+    """One group and its member count, or None when the tenant has no such group."""
+    members = func.count(GroupMember.user_id)
+    rows = await session.execute(
+        select(Group.name, members)
+        .outerjoin(GroupMember, GroupMember.group_id == Group.id)
+        .where(Group.tenant == tenant, Group.name == name)
+        .group_by(Group.name)
+    )
+    row = rows.first()
+    return None if row is None else GroupSummary(row[0], row[1])
+
+
 async def add_members(session: AsyncSession, gid: int, users: Sequence[str]) -> None:
     if users:
         rows = [{"group_id": gid, "user_id": u} for u in dict.fromkeys(users)]
