@@ -11,13 +11,19 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
+from notifyhub.db.models import DelayedMessage
+from notifyhub.services.delayed import message_json
+from notifyhub.services.ingest import SCHEDULED_TOPIC
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
@@ -234,3 +240,58 @@ async def test_restore_keeps_tenants_apart(
     assert await _take(hub, a, topic) == []
     [taken] = await _take(hub, b, topic)
     assert (taken["id"], taken["tenant"]) == (theirs, b.tenant)
+
+
+async def _queue_as_layout_2(
+    redis: Redis, settings: Settings, row: DelayedMessage, message: dict[str, Any]
+) -> None:
+    """What a hub before queues had a tenant wrote: bare-topic keys (tenant "default"'s
+    queue today), no `:q` on the id, no tenant in the message."""
+    keys = Keys(settings.redis_prefix)
+    k = keys.delayed(keys.delayed_set(row.id, settings.delayed.sets))
+    await redis.hset(k.msg, row.id, orjson.dumps(message))
+    await redis.hset(
+        k.state, mapping={row.id: "delayed||0", f"{row.id}:p": 0, f"{row.id}:t": 30_000}
+    )
+    await redis.zadd(k.due(row.topic), {row.id: int(row.due_at.timestamp() * 1000) * 10 + 9})
+    await redis.sadd(k.queues, row.topic)
+
+
+async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
+    hub: Any,
+    sides: tuple[Side, Side],
+    redis: Redis,
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    make_token: Any,
+) -> None:
+    """Queued by an older hub in the one hub-wide scheduled queue (now tenant "default"'s)
+    and filed under B by migration 0007: delivered to B's user, acked, status consumed."""
+    _, b = sides
+    user = f"legacy-{secrets.token_hex(3)}"
+    body = {
+        "draft": {"tenant": b.tenant, "title": "from layout 2"},
+        "recipients": {"users": [user], "groups": [], "topics": []},
+    }
+    row = DelayedMessage(
+        id=str(ULID()),
+        tenant=b.tenant,
+        topic=SCHEDULED_TOPIC,
+        body=body,
+        priority=0,
+        ttl_ms=30_000,
+        due_at=datetime.now(UTC) - timedelta(seconds=1),
+        status="delayed",
+    )
+    async with sessionmaker.begin() as session:
+        session.add(row)
+    message = {k: v for k, v in message_json(row).items() if k != "tenant"}
+    await _queue_as_layout_2(redis, settings, row, message)
+
+    async with asyncio.timeout(20):
+        while await _status(hub, b, row.id) != "consumed":
+            await asyncio.sleep(0.1)
+    inbox = await hub.client.get(
+        "/v1/me/notifications", headers=_auth(make_token(user, tenant=b.tenant))
+    )
+    assert [n["id"] for n in inbox.json()["items"]] == [row.id]
