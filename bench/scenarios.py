@@ -17,7 +17,7 @@ from bench import ceiling, streams
 from bench.clients import RawClient, closed_loop, make_group
 from bench.report import Measured
 from notifyhub.store.delayed import DelayedStore
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import DEFAULT_TENANT, Keys, Queue
 
 if TYPE_CHECKING:
     from bench.hubproc import BenchHub
@@ -170,12 +170,12 @@ def _delayed_store(hub: BenchHub) -> tuple[Redis, DelayedStore]:
 
 async def _load(store: DelayedStore, topic: str, due_ms: list[int]) -> list[str]:
     """Queue messages straight into Redis (the mover's input; PostgreSQL is not measured)."""
-    ids = [str(ULID()) for _ in due_ms]
+    ids, queue = [str(ULID()) for _ in due_ms], Queue(DEFAULT_TENANT, topic)
     for start in range(0, len(ids), 5000):
         batch = range(start, min(start + 5000, len(ids)))
         await store.push_many(
             [
-                (ids[i], topic, orjson.dumps({"id": ids[i], "body": i}), due_ms[i], 0, 60_000)
+                (ids[i], queue, orjson.dumps({"id": ids[i], "body": i}), due_ms[i], 0, 60_000)
                 for i in batch
             ]
         )

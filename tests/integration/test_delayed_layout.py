@@ -17,9 +17,10 @@ from notifyhub.db.models import DelayedTransition
 from notifyhub.errors import Conflict
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import Keys, Queue
 
 SETS = 4
+TENANT = "default"
 
 
 def _service(
@@ -35,7 +36,7 @@ def _now_ms() -> int:
 
 async def _drain(service: DelayedService, topic: str) -> list[dict[str, Any]]:
     taken: list[dict[str, Any]] = []
-    while batch := await service.consume(topic, 0, 100):
+    while batch := await service.consume(Queue(TENANT, topic), 0, 100):
         taken += batch
     return taken
 
@@ -44,15 +45,15 @@ async def test_status_is_delayed_then_ready_then_reserved(
     redis: Redis, settings: Any, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:
     service = _service(redis, settings, sessionmaker)
-    later, _ = await service.push(NewMessage("st", 1, _now_ms() + 3_600_000))
-    due, _ = await service.push(NewMessage("st", 2, _now_ms() - 1))
-    assert (await service.get(due))["status"] == "delayed"  # due, not moved yet
+    later, _ = await service.push(NewMessage(TENANT, "st", 1, _now_ms() + 3_600_000))
+    due, _ = await service.push(NewMessage(TENANT, "st", 2, _now_ms() - 1))
+    assert (await service.get(TENANT, due))["status"] == "delayed"  # due, not moved yet
     await service.move()
-    assert (await service.get(due))["status"] == "ready"
-    assert (await service.get(later))["status"] == "delayed"
-    [taken] = await service.consume("st", 0, 10)
+    assert (await service.get(TENANT, due))["status"] == "ready"
+    assert (await service.get(TENANT, later))["status"] == "delayed"
+    [taken] = await service.consume(Queue(TENANT, "st"), 0, 10)
     assert taken["id"] == due
-    assert (await service.get(due))["status"] == "reserved"
+    assert (await service.get(TENANT, due))["status"] == "reserved"
 
 
 async def test_priority_then_due_time_across_sets(
@@ -65,7 +66,9 @@ async def test_priority_then_due_time_across_sets(
     expected: dict[str, tuple[int, int]] = {}
     for i in range(60):
         priority, due_ms = i % 10, base + (i * 7) % 5
-        message_id, _ = await service.push(NewMessage("order", i, due_ms, priority=priority))
+        message_id, _ = await service.push(
+            NewMessage(TENANT, "order", i, due_ms, priority=priority)
+        )
         expected[message_id] = (-priority, due_ms)
     await service.move(limit=7)
     taken = [m["id"] for m in await _drain(service, "order")]
@@ -77,7 +80,8 @@ async def test_priority_then_due_time_across_sets(
 async def _push_layout_1(
     redis: Redis, keys: Keys, message_id: str, topic: str, due_ms: int, priority: int, state: str
 ) -> None:
-    """What a hub before this layout wrote: due_ms scores in `due:<topic>`."""
+    """What a hub before layout 2 wrote: due_ms scores in `due:<topic>` (tenant "default":
+    its queues' key names are the bare topic's)."""
     k = keys.delayed(keys.delayed_set(message_id, SETS))
     await redis.hset(k.msg, message_id, f'{{"id": "{message_id}", "topic": "{topic}"}}')
     await redis.hset(
@@ -85,7 +89,7 @@ async def _push_layout_1(
         mapping={message_id: state, f"{message_id}:p": priority, f"{message_id}:t": 30_000},
     )
     await redis.zadd(k.due_v1(topic), {message_id: due_ms})
-    await redis.sadd(k.topics, topic)
+    await redis.sadd(k.queues, topic)
 
 
 async def test_layout_1_due_zsets_are_converted_by_the_mover(
@@ -104,12 +108,13 @@ async def test_layout_1_due_zsets_are_converted_by_the_mover(
     gone = f"V1GONE{uuid.uuid4().hex[:20].upper()}"
     await _push_layout_1(redis, keys, gone, topic, now_ms - 1000, 9, "cancelled||0")
 
-    assert await store.status(due[5], topic) == "delayed"
+    queue = Queue(TENANT, topic)
+    assert await store.status(due[5], queue) == "delayed"
     await service.move()
     taken = [m["id"] for m in await _drain(service, topic)]
     assert taken == [due[9], due[5], due[0]]
-    assert await store.status(later, topic) == "delayed"
-    assert await store.status(gone, topic) == "cancelled"
+    assert await store.status(later, queue) == "delayed"
+    assert await store.status(gone, queue) == "cancelled"
     k = keys.delayed(keys.delayed_set(later, SETS))
     assert await redis.zscore(k.due(topic), later) == (now_ms + 3_600_000) * 10 + 6
     for index in range(SETS):  # layout 1 keys are gone once drained
@@ -124,7 +129,7 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
     services = [_service(redis, settings, sessionmaker) for _ in range(2)]
     topic, now_ms = f"cx-{uuid.uuid4().hex[:6]}", _now_ms()
     ids = [
-        (await services[0].push(NewMessage(topic, i, now_ms + i % 40, priority=i % 10)))[0]
+        (await services[0].push(NewMessage(TENANT, topic, i, now_ms + i % 40, priority=i % 10)))[0]
         for i in range(240)
     ]
     cancelled: set[str] = set()
@@ -133,7 +138,7 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
 
     async def cancel(message_id: str) -> None:
         try:
-            await services[1].cancel(message_id)
+            await services[1].cancel(TENANT, message_id)
             cancelled.add(message_id)
         except Conflict:
             refused.add(message_id)
@@ -144,7 +149,8 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
 
     async def consume() -> None:
         for _ in range(30):
-            taken.extend(m["id"] for m in await services[0].consume(topic, 0, 4))
+            queue = Queue(TENANT, topic)
+            taken.extend(m["id"] for m in await services[0].consume(queue, 0, 4))
 
     await asyncio.gather(*(move(s) for s in services), consume(), *(cancel(i) for i in ids[::-1]))
     await services[0].move()
@@ -154,7 +160,7 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
     assert cancelled.isdisjoint(taken)
     assert refused == set(taken)
     for message_id in list(cancelled)[:20]:
-        assert (await services[0].get(message_id))["status"] == "cancelled"
+        assert (await services[0].get(TENANT, message_id))["status"] == "cancelled"
     keys = Keys(settings.redis_prefix)
     for index in range(SETS):  # nothing left behind in any zset
         k = keys.delayed(index)

@@ -25,7 +25,7 @@ from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.errors import Conflict
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import Keys, Queue
 
 
 class DelayedModel(RuleBasedStateMachine):
@@ -44,6 +44,7 @@ class DelayedModel(RuleBasedStateMachine):
         )
         self.keys = Keys(self.prefix)
         self.topic = f"m{uuid.uuid4().hex[:6]}"
+        self.queue_id = Queue(f"t{uuid.uuid4().hex[:6]}", self.topic)
         # id -> due (not moved) | ready | future | reserved | consumed | cancelled
         self.state: dict[str, str] = {}
         self.order: dict[str, tuple[int, int]] = {}  # id -> (-priority, due_ms)
@@ -60,7 +61,9 @@ class DelayedModel(RuleBasedStateMachine):
     )
     def push(self, now: bool, priority: int, ago_ms: int, layout_1: bool) -> None:
         due_ms = int(time.time() * 1000) + (-ago_ms if now else 3_600_000)
-        message = NewMessage(self.topic, {"n": len(self.state)}, due_ms, priority=priority)
+        message = NewMessage(
+            self.queue_id.tenant, self.topic, {"n": len(self.state)}, due_ms, priority=priority
+        )
         message_id, _ = self.run(self.queue.push(message))
         if layout_1:
             self.run(self.as_layout_1(message_id, due_ms))
@@ -69,9 +72,9 @@ class DelayedModel(RuleBasedStateMachine):
 
     async def as_layout_1(self, message_id: str, due_ms: int) -> None:
         """Queued the way a hub before the priority-carrying due scores did."""
-        k = self.keys.delayed(self.keys.delayed_set(message_id, 3))
-        await self.redis.zrem(k.due(self.topic), message_id)
-        await self.redis.zadd(k.due_v1(self.topic), {message_id: due_ms})
+        k, name = self.keys.delayed(self.keys.delayed_set(message_id, 3)), self.queue_id.name
+        await self.redis.zrem(k.due(name), message_id)
+        await self.redis.zadd(k.due_v1(name), {message_id: due_ms})
 
     def moved(self) -> None:
         self.state = {i: "ready" if s == "due" else s for i, s in self.state.items()}
@@ -86,7 +89,7 @@ class DelayedModel(RuleBasedStateMachine):
         self.run(self.queue.move(limit=1000))
         self.moved()
         ready = sorted(self.order[i] for i, s in self.state.items() if s == "ready")
-        taken = self.run(self.queue.consume(self.topic, 0, count))
+        taken = self.run(self.queue.consume(self.queue_id, 0, count))
         got = [self.order[m["id"]] for m in taken]
         assert got == ready[:count], (got, ready[:count])  # priority, then due time
         for message in taken:
@@ -100,7 +103,7 @@ class DelayedModel(RuleBasedStateMachine):
         message_id = data.draw(
             st.sampled_from(sorted(k for k, s in self.state.items() if s == "reserved"))
         )
-        self.run(self.queue.ack(self.topic, message_id, self.receipts[message_id]))
+        self.run(self.queue.ack(self.queue_id, message_id, self.receipts[message_id]))
         self.state[message_id] = "consumed"
 
     @precondition(lambda self: self.state)
@@ -109,7 +112,7 @@ class DelayedModel(RuleBasedStateMachine):
         message_id = data.draw(st.sampled_from(sorted(self.state)))
         expected_ok = self.state[message_id] in ("due", "ready", "future")
         try:
-            self.run(self.queue.cancel(message_id))
+            self.run(self.queue.cancel(self.queue_id.tenant, message_id))
             assert expected_ok, self.state[message_id]
             self.state[message_id] = "cancelled"
         except Conflict:
@@ -122,7 +125,7 @@ class DelayedModel(RuleBasedStateMachine):
                 await self.redis.delete(key)
 
         self.run(lose())
-        self.run(self.queue.restore(expired=True))
+        self.run(self.queue.restore(expired=True, tenant=self.queue_id.tenant))
         for message_id, status in self.state.items():
             if status in ("ready", "reserved"):  # queued again as due (reserved: never acked)
                 self.state[message_id] = "due"
@@ -130,7 +133,8 @@ class DelayedModel(RuleBasedStateMachine):
     @invariant()
     def statuses_agree(self) -> None:
         for message_id, status in self.state.items():
-            got = self.run(self.queue.get(message_id))["status"]  # Redis, else PostgreSQL
+            # Redis, else PostgreSQL
+            got = self.run(self.queue.get(self.queue_id.tenant, message_id))["status"]
             expected = "delayed" if status in ("due", "future") else status
             assert got == expected, (message_id, status, got)
 

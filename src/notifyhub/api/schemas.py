@@ -351,6 +351,7 @@ class SubscriptionCancel(Strict):
 
 
 class DelayedIn(Strict):
+    tenant: Tenant = "default"
     topic: Name
     body: JsonValue = None
     delay_ms: Annotated[int, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
@@ -375,6 +376,7 @@ class DelayedIn(Strict):
 
 class DelayedAccepted(BaseModel):
     id: str
+    tenant: str
     due_at: datetime
 
 

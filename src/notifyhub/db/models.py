@@ -155,6 +155,8 @@ class DelayedMessage(Base):
     __tablename__ = "delayed_messages"
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    """The queue is (tenant, topic); a scheduled notification's is the notification's."""
     topic: Mapped[str] = mapped_column(String(100), index=True)
     body: Mapped[Any] = mapped_column(JSONB)
     priority: Mapped[int] = mapped_column(SmallInteger)

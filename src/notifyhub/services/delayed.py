@@ -1,5 +1,7 @@
 """The delayed queue (Design 5): PostgreSQL is the log, Redis does the timing.
 
+A queue is one (tenant, topic): every message belongs to one tenant, and every lookup by
+id names the tenant asking (another tenant's id answers exactly like a missing one).
 A push is committed to PostgreSQL before it is acknowledged, then queued in Redis.
 Status changes made by the mover and consumers are appended to the transition log in
 batches; acks and cancels also update the message row at once, so a restore after
@@ -20,7 +22,7 @@ from itertools import chain, repeat
 from typing import Any
 
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
@@ -28,6 +30,7 @@ from notifyhub.db.models import DelayedMessage, DelayedTransition
 from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.store.delayed import DelayedStore, Moved
+from notifyhub.store.keys import Queue
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ BURST_HOLD_S = 0.2
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
+    tenant: str
     topic: str
     body: Any
     due_ms: int
@@ -150,6 +154,7 @@ async def _copy(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
 def message_json(row: DelayedMessage) -> dict[str, Any]:
     return {
         "id": row.id,
+        "tenant": row.tenant,
         "topic": row.topic,
         "body": row.body,
         "priority": row.priority,
@@ -177,6 +182,7 @@ class DelayedService:
         message_id = new.id or str(ULID())
         row = DelayedMessage(
             id=message_id,
+            tenant=new.tenant,
             topic=new.topic,
             body=new.body,
             priority=new.priority,
@@ -196,28 +202,27 @@ class DelayedService:
         self.on_queued(to_ms(row.due_at))
         return queued
 
-    async def get(self, message_id: str) -> dict[str, Any]:
-        async with self._sessionmaker() as session:
-            row = await session.get(DelayedMessage, message_id)
-        if row is None:
-            raise NotFound(f"no delayed message {message_id}")
-        status = await self._store.status(message_id, row.topic) or row.status
+    async def get(self, tenant: str, message_id: str) -> dict[str, Any]:
+        row = await self._row(tenant, message_id)
+        status = await self._store.status(message_id, _queue_of(row)) or row.status
         return {**message_json(row), "status": status}
 
-    async def cancel(self, message_id: str) -> None:
-        row = await self._row(message_id)
-        result = await self._store.settle(message_id, row.topic, "cancel")
+    async def cancel(self, tenant: str, message_id: str) -> None:
+        row = await self._row(tenant, message_id)
+        queue = _queue_of(row)
+        result = await self._store.settle(message_id, queue, "cancel")
         if result == -1:  # Redis lost it: PostgreSQL decides
             if row.status in FINISHED:
                 raise Conflict(f"the message is already {row.status}")
             await self._queue(row)
-            result = await self._store.settle(message_id, row.topic, "cancel")
+            result = await self._store.settle(message_id, queue, "cancel")
         if result != 1:
             raise Conflict("the message is already reserved, consumed or cancelled")
         await self._finish(message_id, "cancelled")
 
-    async def ack(self, topic: str, message_id: str, receipt: str) -> None:
-        result = await self._store.settle(message_id, topic, "ack", receipt)
+    async def ack(self, queue: Queue, message_id: str, receipt: str) -> None:
+        """Ack a message `queue` offered; an id of another queue is unknown (404)."""
+        result = await self._store.settle(message_id, queue, "ack", receipt)
         if result == -1:
             raise NotFound(f"no delayed message {message_id}")
         if result == -2:
@@ -226,22 +231,26 @@ class DelayedService:
             raise Conflict("the message is not reserved")
         await self._finish(message_id, "consumed")
 
-    async def consume(self, topic: str, wait_s: int, max_messages: int) -> list[dict[str, Any]]:
-        """Long-poll: return as soon as something is ready, or [] after `wait_s`."""
+    async def consume(self, queue: Queue, wait_s: int, max_messages: int) -> list[dict[str, Any]]:
+        """Long-poll one queue: return as soon as something is ready, or [] after `wait_s`."""
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
-            found = await self._reserve(topic, max_messages)
+            found = await self._reserve(queue, max_messages)
             if found or asyncio.get_running_loop().time() >= deadline:
                 return found
             await asyncio.sleep(POLL_S)
 
-    async def _reserve(self, topic: str, max_messages: int) -> list[dict[str, Any]]:
+    async def ready_queues(self, topic: str) -> list[Queue]:
+        """Every tenant's queue of `topic` with a message ready now."""
+        return await self._store.ready_queues(topic)
+
+    async def _reserve(self, queue: Queue, max_messages: int) -> list[dict[str, Any]]:
         """The best `max_messages` across every set, by priority then due time: peek each
         set's head, choose the global top N, reserve exactly that many from each set."""
         peeked = [
             (score, index)
             for index in range(self._store.sets)
-            for score in await self._store.peek(index, topic, max_messages)
+            for score in await self._store.peek(index, queue, max_messages)
         ]
         chosen = sorted(peeked)[:max_messages]
         if not chosen:
@@ -250,16 +259,16 @@ class DelayedService:
         bound = chosen[-1][0]
         reserved: list[tuple[float, dict[str, Any]]] = []
         for index, count in sorted(per_set.items()):
-            got = await self._store.reserve(index, topic, count, bound)
+            got = await self._store.reserve(index, queue, count, bound)
             self.transitions.add_ids([r.id for r in got], "reserved", index, "consumer")
             reserved += [(r.score, {**orjson.loads(r.message), "receipt": r.receipt}) for r in got]
         reserved.sort(key=lambda pair: pair[0])
         return [message for _score, message in reserved]
 
     async def move(self, limit: int = 1000, max_batches: int = 50) -> list[Moved]:
-        """One mover pass over every set and topic (idempotent; any number may run).
+        """One mover pass over every set and queue (idempotent; any number may run).
 
-        A (set, topic) whose batch came back full is moved again at once, up to
+        A (set, queue) whose batch came back full is moved again at once, up to
         `max_batches`, so a burst due in the same second does not wait for later ticks."""
         per_set = await asyncio.gather(
             *(self._move_set(index, limit, max_batches) for index in range(self._store.sets))
@@ -269,9 +278,9 @@ class DelayedService:
     async def _move_set(self, index: int, limit: int, max_batches: int) -> list[Moved]:
         """The sets are independent: moving them concurrently overlaps round trips."""
         results = []
-        for topic in await self._store.topics(index):
+        for queue in await self._store.queues(index):
             for _ in range(max_batches):
-                moved = await self._store.move(index, topic, limit)
+                moved = await self._store.move(index, queue, limit)
                 self._log_moves(moved)
                 results.append(moved)
                 if len(moved.moved) < limit:
@@ -283,27 +292,42 @@ class DelayedService:
         self.transitions.add_ids(moved.moved, "ready", moved.set_index, "mover")
         self.transitions.add_ids(moved.reoffered, "ready", moved.set_index, "reaper")
 
-    async def restore(self, *, expired: bool, message_id: str | None = None) -> int:
-        """Re-queue from PostgreSQL what is not consumed or cancelled (and not in Redis)."""
+    async def restore(self, *, expired: bool, tenant: str | None = None) -> int:
+        """Re-queue from PostgreSQL, each into its own tenant's queue, what is not consumed
+        or cancelled (and not in Redis): one tenant's, or every tenant's (None)."""
         query = select(DelayedMessage).where(DelayedMessage.status.not_in(FINISHED))
-        if message_id is not None:
-            query = query.where(DelayedMessage.id == message_id)
+        if tenant is not None:
+            query = query.where(DelayedMessage.tenant == tenant)
         if not expired:
             query = query.where(DelayedMessage.due_at > datetime.now(UTC))
+        return await self._requeue(query)
+
+    async def restore_one(self, tenant: str, message_id: str) -> int:
+        """Re-queue one message of `tenant` (expired or not); 404 when it is another
+        tenant's, or finished and not in Redis."""
+        await self._row(tenant, message_id)
+        query = select(DelayedMessage).where(
+            DelayedMessage.id == message_id, DelayedMessage.status.not_in(FINISHED)
+        )
+        restored = await self._requeue(query)
+        if restored == 0 and not await self._store.exists(message_id):
+            raise NotFound(f"no restorable delayed message {message_id}")
+        return restored
+
+    async def _requeue(self, query: Select[DelayedMessage]) -> int:
         restored = 0
         async with self._sessionmaker() as session:
             rows = await session.stream_scalars(query.execution_options(yield_per=1000))
             async for batch in rows.partitions(1000):
                 restored += await self._store.push_many([_entry(row) for row in batch])
                 self.on_queued(min(to_ms(row.due_at) for row in batch))
-        if message_id is not None and restored == 0 and not await self._store.exists(message_id):
-            raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 
-    async def _row(self, message_id: str) -> DelayedMessage:
+    async def _row(self, tenant: str, message_id: str) -> DelayedMessage:
+        """The message, if it is `tenant`'s: another tenant's is as missing as no message."""
         async with self._sessionmaker() as session:
             row = await session.get(DelayedMessage, message_id)
-        if row is None:
+        if row is None or row.tenant != tenant:
             raise NotFound(f"no delayed message {message_id}")
         return row
 
@@ -315,9 +339,13 @@ class DelayedService:
         self.transitions.add([Transition(message_id, status)])
 
 
-def _entry(row: DelayedMessage) -> tuple[str, str, bytes, int, int, int]:
+def _queue_of(row: DelayedMessage) -> Queue:
+    return Queue(row.tenant, row.topic)
+
+
+def _entry(row: DelayedMessage) -> tuple[str, Queue, bytes, int, int, int]:
     payload = orjson.dumps(message_json(row))
-    return row.id, row.topic, payload, to_ms(row.due_at), row.priority, row.ttl_ms
+    return row.id, _queue_of(row), payload, to_ms(row.due_at), row.priority, row.ttl_ms
 
 
 def due_ms_from(delay_ms: int | None, due_at: datetime | None) -> int:

@@ -112,7 +112,7 @@ class IngestService:
             "recipients": recipients.model_dump(mode="json"),
         }
         due_ms = int(draft.deliver_at.timestamp() * 1000)
-        new = NewMessage(SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
+        new = NewMessage(draft.tenant, SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
         _id, due_at = await self._delayed.push(new)
         return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
@@ -158,15 +158,15 @@ class IngestService:
         return removed
 
     async def _cancel_scheduled(self, tenant: str, notification_id: str) -> None:
+        """Only `tenant`'s own scheduled notification: the delayed queue looks the id up
+        in that tenant alone."""
         try:
-            message = await self._delayed.get(notification_id)
+            message = await self._delayed.get(tenant, notification_id)
         except NotFound:
             message = None
         if message is None or message["topic"] != SCHEDULED_TOPIC:
             raise NotFound(f"no notification {notification_id} in tenant {tenant}")
-        if message["body"]["draft"]["tenant"] != tenant:
-            raise NotFound(f"no notification {notification_id} in tenant {tenant}")
-        await self._delayed.cancel(notification_id)
+        await self._delayed.cancel(tenant, notification_id)
 
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients

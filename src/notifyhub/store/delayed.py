@@ -1,4 +1,5 @@
-"""The delayed queue in Redis: N sets of sorted sets, every step one Lua script."""
+"""The delayed queue in Redis: N sets of sorted sets per queue (tenant, topic), every
+step one Lua script."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from notifyhub.store.keys import DelayedKeys, Keys
+from notifyhub.store.keys import DelayedKeys, Keys, Queue
 from notifyhub.store.scripts import pipelined, queue_script
 
 DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle", "dq_status")
@@ -36,7 +37,7 @@ class Reserved:
 @dataclass(frozen=True, slots=True)
 class Moved:
     set_index: int
-    topic: str
+    queue: Queue
     oldest_due_age_ms: int
     """-1 when nothing is due."""
     backlog: int
@@ -59,19 +60,19 @@ class DelayedStore:
     def _set(self, message_id: str) -> DelayedKeys:
         return self._keys.delayed(self._keys.delayed_set(message_id, self.sets))
 
-    async def push_many(self, messages: list[tuple[str, str, bytes, int, int, int]]) -> int:
-        """Pipelined pushes of (id, topic, message, due_ms, priority, ttl_ms); returns how
+    async def push_many(self, messages: list[tuple[str, Queue, bytes, int, int, int]]) -> int:
+        """Pipelined pushes of (id, queue, message, due_ms, priority, ttl_ms); returns how
         many were new. Each push is still its own atomic script."""
 
         def build(pipe: Any) -> None:
-            for message_id, topic, message, due_ms, priority, ttl_ms in messages:
-                k = self._set(message_id)
-                keys = [k.due(topic), k.state, k.msg, k.topics]
+            for message_id, queue, message, due_ms, priority, ttl_ms in messages:
+                k, name = self._set(message_id), queue.name
+                keys = [k.due(name), k.state, k.msg, k.queues]
                 args: list[str | bytes | int] = [
                     message_id,
                     message,
                     due_ms,
-                    topic,
+                    name,
                     priority,
                     ttl_ms,
                 ]
@@ -80,31 +81,55 @@ class DelayedStore:
         results = await pipelined(self._redis, build, self._scripts.values())
         return sum(int(r) for r in results)
 
-    async def move(self, set_index: int, topic: str, limit: int) -> Moved:
-        k = self._keys.delayed(set_index)
-        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state, k.due_v1(topic)]
+    async def move(self, set_index: int, queue: Queue, limit: int) -> Moved:
+        k, name = self._keys.delayed(set_index), queue.name
+        keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.due_v1(name)]
         raw = await self._scripts["dq_move"](keys=keys, args=[limit])
         oldest, backlog, next_due_ms, n_moved = (int(v) for v in raw[:4])
         next_due_at = time.monotonic() + next_due_ms / 1000 if next_due_ms >= 0 else None
         ids: list[str] = list(map(_text, raw[4:]))
-        return Moved(set_index, topic, oldest, backlog, next_due_at, ids[:n_moved], ids[n_moved:])
+        return Moved(set_index, queue, oldest, backlog, next_due_at, ids[:n_moved], ids[n_moved:])
 
-    async def topics(self, set_index: int) -> list[str]:
-        members = await self._redis.smembers(self._keys.delayed(set_index).topics)
-        return sorted(_text(t) for t in members)
+    async def queues(self, set_index: int) -> list[Queue]:
+        """The queues with messages in one set, every tenant's (the mover's work list)."""
+        members = await self._redis.smembers(self._keys.delayed(set_index).queues)
+        return [Queue.from_name(_text(name)) for name in sorted(members)]
 
-    async def peek(self, set_index: int, topic: str, count: int) -> list[float]:
+    async def ready_queues(self, topic: str) -> list[Queue]:
+        """The queues of `topic`, any tenant, with a message ready in some set: two
+        pipelined round trips, however many tenants there are."""
+        sets = [self._keys.delayed(index) for index in range(self.sets)]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for k in sets:
+                pipe.smembers(k.queues)
+            listed = await pipe.execute()
+        candidates = [
+            (k, queue)
+            for k, members in zip(sets, listed, strict=True)
+            for queue in map(Queue.from_name, map(_text, members))
+            if queue.topic == topic
+        ]
+        if not candidates:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for k, queue in candidates:
+                pipe.zcard(k.ready(queue.name))
+            sizes = await pipe.execute()
+        ready = {queue for (_k, queue), size in zip(candidates, sizes, strict=True) if size}
+        return sorted(ready, key=lambda q: q.tenant)
+
+    async def peek(self, set_index: int, queue: Queue, count: int) -> list[float]:
         """Scores of the first `count` ready messages of one set (lower goes first)."""
         found = await self._redis.zrange(
-            self._keys.delayed(set_index).ready(topic), 0, count - 1, withscores=True
+            self._keys.delayed(set_index).ready(queue.name), 0, count - 1, withscores=True
         )
         return [float(pair[1]) for pair in found]
 
     async def reserve(
-        self, set_index: int, topic: str, max_messages: int, max_score: float
+        self, set_index: int, queue: Queue, max_messages: int, max_score: float
     ) -> list[Reserved]:
-        k = self._keys.delayed(set_index)
-        keys = [k.ready(topic), k.reserved(topic), k.state, k.msg]
+        k, name = self._keys.delayed(set_index), queue.name
+        keys = [k.ready(name), k.reserved(name), k.state, k.msg]
         args: list[str | int] = [max_messages, secrets.token_hex(6) + ".", repr(max_score)]
         raw = await self._scripts["dq_reserve"](keys=keys, args=args)
         return [
@@ -112,17 +137,19 @@ class DelayedStore:
             for i in range(0, len(raw), 4)
         ]
 
-    async def settle(self, message_id: str, topic: str, action: str, receipt: str = "") -> int:
-        """1 done, 0 wrong state, -1 unknown, -2 stale receipt."""
-        k = self._set(message_id)
-        keys = [k.due(topic), k.ready(topic), k.reserved(topic), k.state]
-        return int(await self._scripts["dq_settle"](keys=keys, args=[action, message_id, receipt]))
+    async def settle(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
+        """1 done, 0 wrong state, -1 unknown (in this queue), -2 stale receipt."""
+        k, name = self._set(message_id), queue.name
+        keys = [k.due(name), k.ready(name), k.reserved(name), k.state]
+        args = [action, message_id, receipt, name]
+        return int(await self._scripts["dq_settle"](keys=keys, args=args))
 
-    async def status(self, message_id: str, topic: str) -> str | None:
-        """delayed, ready, reserved, consumed or cancelled; None when Redis has no record."""
-        k = self._set(message_id)
-        keys = [k.state, k.due(topic), k.due_v1(topic)]
-        raw = await self._scripts["dq_status"](keys=keys, args=[message_id])
+    async def status(self, message_id: str, queue: Queue) -> str | None:
+        """delayed, ready, reserved, consumed or cancelled; None when Redis has no record
+        of it in this queue."""
+        k, name = self._set(message_id), queue.name
+        keys = [k.state, k.due(name), k.due_v1(name)]
+        raw = await self._scripts["dq_status"](keys=keys, args=[message_id, name])
         return _text(raw) if raw else None
 
     async def exists(self, message_id: str) -> bool:

@@ -30,21 +30,28 @@ Global keys:
     <p>rl:user:{T/U}  hash   token bucket of one user
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
-Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. The
-mover reads no state: only waiting ids are in pdue (cancel takes them out with its state
-change) and their scores give the ready score. Upgrading from layout 1 needs no step (the
-hash and ready formats are unchanged); run one version at a time, though: a layout 1 hub
-cancelling a message a newer hub queued leaves it in pdue (only newer hubs' reserve drops
-such an id).
+Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. A
+queue is one (tenant, topic): <q> below is its name, `T/topic`, or the bare topic for
+tenant "default" (neither part may hold a '/', so the two forms never collide; the bare
+form is what layout 2, before queues had a tenant, wrote: its keys are tenant "default"'s
+queues as they stand). The mover reads no state: only waiting ids are in pdue (cancel
+takes them out with its state change) and their scores give the ready score. Upgrading
+from layouts 1 and 2 needs no step (the hash and ready formats are unchanged); run one
+version at a time, though: a layout 1 hub cancelling a message a newer hub queued leaves
+it in pdue (only newer hubs' reserve drops such an id), and a layout 2 hub queues every
+tenant's scheduled notifications in tenant "default"'s `notifyhub.scheduled` queue (they
+are still delivered to their own tenant: the message carries it).
 
-    <p>dq{i}:msg            hash  id -> message JSON (immutable)
-    <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms
+    <p>dq{i}:msg            hash  id -> message JSON (immutable; carries its tenant)
+    <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms,
+                                  id:q <q> (absent for layout 2 messages)
                                   (status "delayed": waiting; ready once out of pdue)
-    <p>dq{i}:topics         set   topics with messages in this set (the mover's work list)
-    <p>dq{i}:pdue:<topic>   zset  id -> due_ms * 10 + (9 - priority); only waiting ids
-    <p>dq{i}:ready:<topic>  zset  id -> (9 - priority) * 1e13 + due_ms
-    <p>dq{i}:reserved:<topic> zset id -> visibility deadline ms
-    <p>dq{i}:due:<topic>    zset  id -> due_ms: layout 1, converted by the mover as it runs
+    <p>dq{i}:topics         set   <q> of queues with messages in this set (the mover's work
+                                  list; layout 2 members are bare topics: tenant "default")
+    <p>dq{i}:pdue:<q>       zset  id -> due_ms * 10 + (9 - priority); only waiting ids
+    <p>dq{i}:ready:<q>      zset  id -> (9 - priority) * 1e13 + due_ms
+    <p>dq{i}:reserved:<q>   zset  id -> visibility deadline ms
+    <p>dq{i}:due:<q>        zset  id -> due_ms: layout 1, converted by the mover as it runs
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
@@ -94,9 +101,32 @@ class InboxKeys:
         return [getattr(self, name) for name in INBOX_FIELDS]
 
 
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A delayed queue: messages of one topic in one tenant."""
+
+    tenant: str
+    topic: str
+
+    @property
+    def name(self) -> str:
+        """The queue's part of its key names (see the module docstring)."""
+        if "/" in self.tenant or "/" in self.topic:
+            raise ValueError("a delayed queue's tenant and topic must not contain '/'")
+        return self.topic if self.tenant == DEFAULT_TENANT else f"{self.tenant}/{self.topic}"
+
+    @classmethod
+    def from_name(cls, name: str) -> Queue:
+        tenant, slash, topic = name.partition("/")
+        return cls(tenant, topic) if slash else cls(DEFAULT_TENANT, name)
+
+
 @dataclass(frozen=True, slots=True)
 class DelayedKeys:
-    """One delayed set's keys; all share the set's hash tag."""
+    """One delayed set's keys; all share the set's hash tag. `queue` is a `Queue.name`."""
 
     base: str
 
@@ -109,22 +139,23 @@ class DelayedKeys:
         return self.base + "msg"
 
     @property
-    def topics(self) -> str:
+    def queues(self) -> str:
+        """Names of the queues with messages in this set (the key kept layout 2's name)."""
         return self.base + "topics"
 
-    def due(self, topic: str) -> str:
+    def due(self, queue: str) -> str:
         """Ids still delayed, scored due_ms * 10 + (9 - priority)."""
-        return f"{self.base}pdue:{topic}"
+        return f"{self.base}pdue:{queue}"
 
-    def due_v1(self, topic: str) -> str:
+    def due_v1(self, queue: str) -> str:
         """Layout 1's due zset (due_ms scores), drained into `due` by the mover."""
-        return f"{self.base}due:{topic}"
+        return f"{self.base}due:{queue}"
 
-    def ready(self, topic: str) -> str:
-        return f"{self.base}ready:{topic}"
+    def ready(self, queue: str) -> str:
+        return f"{self.base}ready:{queue}"
 
-    def reserved(self, topic: str) -> str:
-        return f"{self.base}reserved:{topic}"
+    def reserved(self, queue: str) -> str:
+        return f"{self.base}reserved:{queue}"
 
 
 class Keys:

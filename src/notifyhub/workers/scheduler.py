@@ -16,6 +16,7 @@ from notifyhub.services.delayed import DelayedService
 from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
+from notifyhub.store.keys import Queue
 from notifyhub.workers.runner import Loop
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ WAKE_MARGIN_S = 0.001
 
 
 class ScheduledNotifications:
-    """Consumes the internal topic: deliver, then ack (unacked ones come back after ttl)."""
+    """Consumes the internal topic in every tenant's queue of it: deliver, then ack
+    (unacked ones come back after ttl)."""
 
     def __init__(
         self,
@@ -39,12 +41,17 @@ class ScheduledNotifications:
         self._sessionmaker = sessionmaker
 
     async def run_once(self) -> int:
-        messages = await self._delayed.consume(SCHEDULED_TOPIC, 0, SCHEDULED_BATCH)
-        for message in messages:
-            await self._deliver(message)
-        return len(messages)
+        """A batch from each tenant with a scheduled notification ready (one tenant's
+        burst does not hold the others' back by more than a batch)."""
+        delivered = 0
+        for queue in await self._delayed.ready_queues(SCHEDULED_TOPIC):
+            messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
+            for message in messages:
+                await self._deliver(queue, message)
+            delivered += len(messages)
+        return delivered
 
-    async def _deliver(self, message: dict[str, Any]) -> None:
+    async def _deliver(self, queue: Queue, message: dict[str, Any]) -> None:
         try:
             async with self._sessionmaker() as session:
                 await self._ingest.deliver_scheduled(session, message)
@@ -52,7 +59,7 @@ class ScheduledNotifications:
             # Permanent (its group or topic is gone, it expired before its time): a retry
             # would fail the same way forever and stall the batch behind it. Drop it, loudly.
             log.warning("scheduled notification %s dropped: %s", message["id"], exc.detail)
-        await self._delayed.ack(SCHEDULED_TOPIC, str(message["id"]), str(message["receipt"]))
+        await self._delayed.ack(queue, str(message["id"]), str(message["receipt"]))
 
 
 def delayed_loops(
@@ -69,7 +76,7 @@ def delayed_loops(
 
     async def move_pass() -> list[Moved]:
         results = await delayed.move(settings.move_batch)
-        if any(r.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
+        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
             consumer.wake()
         backlog: dict[int, int] = {}
         for r in results:

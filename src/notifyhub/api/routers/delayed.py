@@ -1,4 +1,10 @@
-"""The delayed queue's HTTP API (Design 5)."""
+"""The delayed queue's HTTP API (Design 5).
+
+A queue is one (tenant, topic). Every route names its tenant (`tenant` in the push body,
+`?tenant=` elsewhere, "default" when omitted); a key bound to another tenant gets 403,
+and an id of another tenant answers 404 like a missing one. Reserved topics
+(`notifyhub.*`, e.g. scheduled notifications) cannot be pushed, consumed or acked here;
+their tenant's own keys may read and cancel them by id, as recall does."""
 
 from __future__ import annotations
 
@@ -14,14 +20,23 @@ from notifyhub.api.schemas import (
     DelayedPage,
     MessageId,
     Name,
+    Tenant,
 )
 from notifyhub.domain.auth import Scope, ServicePrincipal
-from notifyhub.errors import InvalidInput
+from notifyhub.errors import InvalidInput, PermissionDenied
 from notifyhub.services.delayed import NewMessage, due_ms_from
+from notifyhub.store.keys import Queue
 
 router = APIRouter(tags=["delayed"])
 RESERVED_PREFIX = "notifyhub."
 Consumer = Annotated[ServicePrincipal, Depends(require(Scope.CONSUME))]
+TenantQuery = Annotated[Tenant, Query()]
+
+
+def _own(principal: ServicePrincipal, tenant: str) -> str:
+    if not principal.may_act_on(tenant):
+        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
+    return tenant
 
 
 def _public(topic: str) -> str:
@@ -30,12 +45,18 @@ def _public(topic: str) -> str:
     return topic
 
 
+def _queue(principal: ServicePrincipal, tenant: str, topic: str) -> Queue:
+    """A public queue the key may use: 403 for another tenant, 422 for a reserved topic."""
+    return Queue(_own(principal, tenant), _public(topic))
+
+
 @router.post("/v1/delayed", status_code=status.HTTP_201_CREATED, response_model=DelayedAccepted)
 async def push(body: DelayedIn, principal: Publisher, state: AppState) -> DelayedAccepted:
-    _public(body.topic)
+    queue = _queue(principal, body.tenant, body.topic)
     ttl = body.ttl_ms or state["settings"].delayed.default_ttl_ms
     new = NewMessage(
-        body.topic,
+        queue.tenant,
+        queue.topic,
         body.body,
         due_ms_from(body.delay_ms, body.due_at),
         body.priority,
@@ -43,17 +64,21 @@ async def push(body: DelayedIn, principal: Publisher, state: AppState) -> Delaye
         body.biz_key,
     )
     message_id, due_at = await state["delayed"].push(new)
-    return DelayedAccepted(id=message_id, due_at=due_at)
+    return DelayedAccepted(id=message_id, tenant=queue.tenant, due_at=due_at)
 
 
 @router.get("/v1/delayed/{message_id}")
-async def get(message_id: MessageId, principal: Publisher, state: AppState) -> dict[str, Any]:
-    return await state["delayed"].get(message_id)
+async def get(
+    message_id: MessageId, principal: Publisher, state: AppState, tenant: TenantQuery = "default"
+) -> dict[str, Any]:
+    return await state["delayed"].get(_own(principal, tenant), message_id)
 
 
 @router.delete("/v1/delayed/{message_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def cancel(message_id: MessageId, principal: Publisher, state: AppState) -> Response:
-    await state["delayed"].cancel(message_id)
+async def cancel(
+    message_id: MessageId, principal: Publisher, state: AppState, tenant: TenantQuery = "default"
+) -> Response:
+    await state["delayed"].cancel(_own(principal, tenant), message_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -64,23 +89,39 @@ async def consume(
     state: AppState,
     wait: Annotated[int, Query(ge=0, le=60)] = 0,
     max: Annotated[int, Query(ge=1, le=100)] = 10,
+    tenant: TenantQuery = "default",
 ) -> DelayedPage:
-    return DelayedPage(messages=await state["delayed"].consume(_public(topic), wait, max))
+    queue = _queue(principal, tenant, topic)
+    return DelayedPage(messages=await state["delayed"].consume(queue, wait, max))
 
 
 @router.post("/v1/topics/{topic}/messages/{message_id}/ack", status_code=status.HTTP_204_NO_CONTENT)
 async def ack(
-    topic: Name, message_id: MessageId, body: DelayedAck, principal: Consumer, state: AppState
+    topic: Name,
+    message_id: MessageId,
+    body: DelayedAck,
+    principal: Consumer,
+    state: AppState,
+    tenant: TenantQuery = "default",
 ) -> Response:
-    await state["delayed"].ack(_public(topic), message_id, body.receipt)
+    await state["delayed"].ack(_queue(principal, tenant, topic), message_id, body.receipt)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/v1/delayed/restore")
-async def restore_all(principal: Admin, state: AppState, expired: bool = False) -> dict[str, int]:
-    return {"restored": await state["delayed"].restore(expired=expired)}
+async def restore_all(
+    principal: Admin,
+    state: AppState,
+    expired: bool = False,
+    tenant: Annotated[Tenant | None, Query()] = None,
+) -> dict[str, int]:
+    """Without `tenant`: every tenant for an unbound key, its own for a bound one."""
+    only = principal.tenant if tenant is None else _own(principal, tenant)
+    return {"restored": await state["delayed"].restore(expired=expired, tenant=only)}
 
 
 @router.post("/v1/delayed/{message_id}/restore")
-async def restore_one(message_id: MessageId, principal: Admin, state: AppState) -> dict[str, int]:
-    return {"restored": await state["delayed"].restore(expired=True, message_id=message_id)}
+async def restore_one(
+    message_id: MessageId, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+) -> dict[str, int]:
+    return {"restored": await state["delayed"].restore_one(_own(principal, tenant), message_id)}

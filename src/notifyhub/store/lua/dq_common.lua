@@ -36,3 +36,12 @@ local function ready_score(score)
   local due_ms = math.floor(score / 10)
   return (score - due_ms * 10) * 1e13 + due_ms
 end
+
+-- The id's state string, or nil when it is unknown in `queue` (a queue is one (tenant,
+-- topic)): another queue's message must not be told apart from a missing one. Layout 2
+-- messages recorded no queue and are not checked.
+local function state_in(state_key, id, queue)
+  local found = redis.call('HMGET', state_key, id, id .. ':q')
+  if not found[1] or (found[2] and found[2] ~= queue) then return nil end
+  return found[1]
+end

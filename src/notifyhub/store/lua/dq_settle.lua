@@ -1,8 +1,8 @@
 -- Ack (consume) or cancel one message. KEYS: due, ready, reserved, state.
--- ARGV: action ('ack' | 'cancel'), id, receipt (ack only)
--- Returns 1 done, 0 wrong state (409), -1 unknown id (404), -2 stale receipt.
+-- ARGV: action ('ack' | 'cancel'), id, receipt (ack only), queue
+-- Returns 1 done, 0 wrong state (409), -1 unknown id in this queue (404), -2 stale receipt.
 local action, id = ARGV[1], ARGV[2]
-local raw = redis.call('HGET', KEYS[4], id)
+local raw = state_in(KEYS[4], id, ARGV[4])
 if not raw then return -1 end
 local status, receipt, n = parse(raw)
 if action == 'ack' then
