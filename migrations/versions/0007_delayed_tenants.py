@@ -7,7 +7,7 @@ filing another tenant's scheduled notification under "default" (run one version 
 time, as the delayed queue's Redis layout already asks).
 
 Revision ID: 0007
-Revises: 0005 (re-chained onto 0006 when merged after it)
+Revises: 0006
 """
 
 from __future__ import annotations
