@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.app import create_app
+from notifyhub.api.protocol import head_limits
 from notifyhub.api.server import HubServer
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
@@ -175,6 +176,7 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         lifespan="on",
         log_level="warning",
         timeout_graceful_shutdown=3,
+        **head_limits(),  # as `notifyhub serve` (api/supervisor.py server_config)
     )
     server = HubServer(config, app)
     task = asyncio.create_task(server.serve())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from enum import StrEnum
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
@@ -20,6 +21,21 @@ GC_FROZEN = Gauge(
 )
 GC_FROZEN.set_function(gc.get_freeze_count)
 """The collector is the process's: these two are shared by every app's registry."""
+
+
+class StreamEnd(StrEnum):
+    """Why a stream was refused or ended: the `reason` of `streams_dropped_total`."""
+
+    CAP = "cap"
+    """Refused: the user already has `limits.streams_per_user` streams here."""
+    SEND_TIMEOUT = "send_timeout"
+    """Its client took no frame for `stream.send_timeout_s`."""
+    REDIS_ERROR = "redis_error"
+    """A read of its change log failed (the client resumes with `Last-Event-ID`)."""
+    CLIENT_LEFT = "client_left"
+    SHUTDOWN = "shutdown"
+    ERROR = "error"
+    """A bug (logged)."""
 
 
 class Metrics:
@@ -42,7 +58,7 @@ class Metrics:
     stream_events_sent_total: Counter
     """Label: type (notification, update, delete, counts, reset)."""
     streams_dropped_total: Counter
-    """Label: reason (send_timeout, cap, shutdown)."""
+    """Label: reason, a `StreamEnd` (every stream is counted once, when it ends)."""
     pubsub_reconnects_total: Counter
     cleaner_runs_total: Counter
     cleaner_purged_total: Counter
@@ -79,8 +95,14 @@ class Metrics:
             "stream_events_sent_total", "SSE events sent", ["type"], registry=r
         )
         self.streams_dropped_total = Counter(
-            "streams_dropped_total", "Streams refused or closed by the hub", ["reason"], registry=r
+            "streams_dropped_total",
+            "Streams refused or ended, by reason (send_timeout, redis_error, client_left, ...)",
+            ["reason"],
+            registry=r,
         )
+        self._stream_ends = {
+            reason: self.streams_dropped_total.labels(reason=reason.value) for reason in StreamEnd
+        }
         self.pubsub_reconnects_total = Counter(
             "pubsub_reconnects_total", "Pub/Sub reconnections", registry=r
         )
@@ -113,6 +135,10 @@ class Metrics:
             self.delayed_backlog.labels(set=str(index)).set(count)
         self.delayed_oldest_due_age_seconds.set(oldest_due_age_s)
         self.delayed_moved_total.inc(moved)
+
+    def stream_ended(self, reason: StreamEnd) -> None:
+        """Count a stream refused or ended (`streams_dropped_total{reason}`)."""
+        self._stream_ends[reason].inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type, for `GET /metrics`."""

@@ -29,6 +29,10 @@ class Limits(BaseModel):
     streams_per_user: int = Field(10, ge=1)
     stream_queue: int = Field(64, ge=1)
     change_log_max: int = Field(1000, ge=10)
+    stream_read_bytes: int = Field(32 * 1024, ge=1024)
+    """A stream's read of its change log stops at about this many bytes (at least one
+    entry): bounds a pipeline of stream reads (`ChangeReader`, up to 500 of them) and what
+    one write to a client that stopped reading leaves in its connection's buffer."""
     list_scan_budget: int = Field(2000, ge=100)
     items_per_user: int = Field(10_000, ge=0)
     """Notifications one inbox keeps; a delivery past it drops the oldest (0: no cap)."""

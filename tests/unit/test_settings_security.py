@@ -28,3 +28,15 @@ def test_rate_limits_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     settings = Settings(jwt_secret=SECRET, _env_file=None)  # type: ignore[arg-type, call-arg]
     assert settings.rate_limits.per_user_per_s == 0
     assert settings.rate_limits.per_key_burst == 50
+
+
+def test_every_hub_server_caps_request_heads() -> None:
+    from fastapi import FastAPI
+
+    from notifyhub.api.protocol import MAX_HEAD_BYTES, CappedHttpToolsProtocol
+    from notifyhub.api.supervisor import server_config
+
+    settings = Settings(jwt_secret=SECRET, _env_file=None)  # type: ignore[arg-type, call-arg]
+    config = server_config(FastAPI(), settings, access_log=False)
+    assert config.http is CappedHttpToolsProtocol
+    assert config.h11_max_incomplete_event_size == MAX_HEAD_BYTES

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp
 
+from notifyhub.api.cors import ProblemCORSMiddleware
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
 from notifyhub.api.errors import install_error_handlers
@@ -272,10 +272,10 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> No
     app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
     app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, **cors)  # type: ignore[arg-type]
+        app.add_middleware(ProblemCORSMiddleware, **cors)  # type: ignore[arg-type]
     app.add_middleware(RequestMetrics, metrics=metrics)
     streams: ASGIApp = StreamFastPath(app.exception_handlers)
     streams = RequestLimits(streams, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
-        streams = CORSMiddleware(streams, **cors)  # type: ignore[arg-type]
+        streams = ProblemCORSMiddleware(streams, **cors)  # type: ignore[arg-type]
     app.stream_entry = streams

@@ -26,6 +26,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
+from notifyhub.api.protocol import head_limits
 from notifyhub.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def server_config(
         proxy_headers=True,
         access_log=access_log,
         timeout_graceful_shutdown=int(settings.stream.shutdown_grace_s) + 1,
+        **head_limits(),
     )
 
 

@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from notifyhub.errors import TooManyStreams
-from notifyhub.metrics import Metrics
+from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.events import delivered_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.client import close, connect, parse_cluster_url
@@ -104,7 +104,7 @@ class Hub:
         key = member(tenant, user)
         local = self._subs.setdefault(key, set())
         if len(local) >= self._per_user:
-            self._metrics.streams_dropped_total.labels(reason="cap").inc()
+            self._metrics.stream_ended(StreamEnd.CAP)
             raise TooManyStreams(f"at most {self._per_user} open streams per user")
         sub = Subscriber(key)
         local.add(sub)

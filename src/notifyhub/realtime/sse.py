@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
-from notifyhub.metrics import Metrics
+from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.events import counts_data, frame, notification_frame
 from notifyhub.realtime.hub import Hub
@@ -93,6 +93,7 @@ class InboxStream(Response):
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
+        self._client_left = False
         self.status_code = 200
         self.background = None
         self.on_start: Callable[[int], None] | None = None
@@ -107,6 +108,23 @@ class InboxStream(Response):
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         self._sub.task = asyncio.current_task()
         self._clock.add(self._sub)
+        reason = StreamEnd.ERROR  # a bug: raised on
+        try:
+            reason = await self._run(send, opening)
+        except asyncio.CancelledError:
+            reason = StreamEnd.SHUTDOWN  # the server stopped waiting for it
+            raise
+        finally:
+            self._metrics.stream_ended(reason)
+            self._clock.discard(self._sub)
+            self._sub.task = None
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._hub.detach(self._sub)
+
+    async def _run(self, send: Send, opening: tuple[Counts, int]) -> StreamEnd:
+        """Serve the stream until it ends; why it ended."""
         try:
             if self.on_start is not None:
                 self.on_start(200)
@@ -115,22 +133,19 @@ class InboxStream(Response):
             await self._serve(send, opening)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except SendTimeout:
-            self._metrics.streams_dropped_total.labels(reason="send_timeout").inc()
+            return StreamEnd.SEND_TIMEOUT
         except OSError as exc:
             log.info("stream for %s/%s ended: %s", self._tenant, self._user, exc)
+            return StreamEnd.CLIENT_LEFT
         except RedisError as exc:  # the client resumes from its Last-Event-ID elsewhere
             log.warning("stream for %s/%s ended, Redis: %r", self._tenant, self._user, exc)
-        finally:
-            self._clock.discard(self._sub)
-            self._sub.task = None
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            self._hub.detach(self._sub)
+            return StreamEnd.REDIS_ERROR
+        return StreamEnd.CLIENT_LEFT if self._client_left else StreamEnd.SHUTDOWN
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
+        self._client_left = True
         self._sub.close()
 
     async def _serve(self, send: Send, opening: tuple[Counts, int]) -> None:
@@ -171,7 +186,7 @@ class InboxStream(Response):
             frames.append(frame("counts", cursor, counts_data(last["counts"], cursor)))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries)
-            if len(changes.entries) < CATCH_UP_BATCH:
+            if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
                 return cursor
 
     async def _send_counts(self, send: Send, event: str) -> int:

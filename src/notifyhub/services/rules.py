@@ -124,12 +124,13 @@ class RuleService:
         }
         reached: set[str] = set()
         notifications, recipients, errors = 0, 0, []
+        budget = templates.Budget()  # one for the event's templates: its loop time is bounded
         for spec in await repo.recipients(session, rule.id):
             users = [u for u in await self._users(session, rule, spec, event) if u not in reached]
             if not users:
                 continue
             try:
-                draft = self._draft(rule.name, spec, event, context)
+                draft = self._draft(rule.name, spec, event, context, budget)
             except templates.RenderError as exc:
                 errors.append(f"{spec.relationship}: {exc}")
                 log.warning(
@@ -151,9 +152,15 @@ class RuleService:
         return [u for u in users if not (event.actor.type == "user" and u == event.actor.id)]
 
     @staticmethod
-    def _draft(rule: str, spec: RuleRecipient, event: Event, context: dict[str, Any]) -> Draft:
-        title = templates.render(spec.title, context)[:200] or rule
-        body = templates.render(spec.body, context)[:4000]
+    def _draft(
+        rule: str,
+        spec: RuleRecipient,
+        event: Event,
+        context: dict[str, Any],
+        budget: templates.Budget,
+    ) -> Draft:
+        title = templates.render(spec.title, context, budget)[:200] or rule
+        body = templates.render(spec.body, context, budget)[:4000]
         return Draft(
             tenant=event.tenant,
             title=title,

@@ -1,15 +1,39 @@
-"""Rule templates: Jinja2's immutable sandbox, strict about undefined names."""
+"""Rule templates: Jinja2's immutable sandbox under a CPU and memory budget.
+
+    save   check():  parse ─► static limits ─► 422 for what is hostile on its face
+                     (nested loops over literal ranges, huge literal repeats and widths)
+    event  render(): every loop step, call and operator charged to a `Budget`, sizes
+                     capped, output counted ─► RenderError (listed in the event's 202)
+
+The budget mechanics live in services/sandbox.py.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Iterator
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import Template, TemplateError, nodes
 
 from notifyhub.errors import InvalidInput
+from notifyhub.services.sandbox import (
+    MAX_CHARS,
+    MAX_RANGE,
+    MAX_STEPS,
+    Budget,
+    BudgetedSandbox,
+    BudgetExceeded,
+    check_binop,
+    check_widths,
+)
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+__all__ = ["Budget", "RenderError", "check", "render"]
+
+_ENV = BudgetedSandbox()
+_WIDTH_FILTERS = frozenset({"center", "indent"})
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 
 
 class RenderError(Exception):
@@ -17,15 +41,135 @@ class RenderError(Exception):
 
 
 def check(source: str, field: str) -> None:
-    """Compile a template at rule creation: a syntax error is the client's (422)."""
+    """At rule creation: a syntax error, or a template that would exceed the budget on
+    its face, is the client's (422)."""
     try:
-        _ENV.from_string(source)
+        problem = _static_problem(_ENV.parse(source))
+        _compiled(source)
     except TemplateError as exc:
         raise InvalidInput(f"{field}: invalid template: {exc}") from exc
+    if problem is not None:
+        raise InvalidInput(f"{field}: template refused: {problem}")
 
 
-def render(source: str, context: dict[str, Any]) -> str:
+def render(source: str, context: dict[str, Any], budget: Budget | None = None) -> str:
+    """Render within `budget` (one of its own by default; an event shares one across
+    its templates), at most MAX_CHARS of output."""
     try:
-        return _ENV.from_string(source).render(**context)
+        with (budget or Budget()).running():
+            return _collect(_compiled(source).generate(**context))
+    except RecursionError as exc:
+        raise RenderError("template recursed too deep") from exc
     except (TemplateError, TypeError, ValueError, ArithmeticError) as exc:
         raise RenderError(str(exc)) from exc
+
+
+def _collect(chunks: Iterator[str]) -> str:
+    out: list[str] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_CHARS:
+            raise BudgetExceeded(f"template output is longer than {MAX_CHARS} characters")
+        out.append(chunk)
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(source: str) -> Template:
+    """Compiled once per source: a rule fires many times."""
+    return _ENV.from_string(_ENV.charged(_ENV.parse(source)))
+
+
+# --- the static check ----------------------------------------------------------------
+
+
+def _static_problem(template: nodes.Template) -> str | None:
+    """Why this template would exceed the budget whatever its data, or None."""
+    steps = _loop_steps(template.body, 1)
+    if steps > MAX_STEPS:
+        return f"its loops run {_count(steps)} times; at most {MAX_STEPS} loop steps"
+    for node in template.find_all((nodes.Call, nodes.Filter, nodes.BinExpr)):
+        problem = _node_problem(node)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _count(steps: float) -> str:
+    return "more than 10^18" if math.isinf(steps) else f"{steps:,.0f}"
+
+
+def _loop_steps(body: list[nodes.Node], outer: float) -> float:
+    """The most loop steps any nesting of literal ranges in `body` takes."""
+    most = 0.0
+    for node in body:
+        for loop in _outermost_loops(node):
+            inner = outer * _literal_length(loop.iter)
+            most = max(most, inner, _loop_steps(loop.body, inner))
+    return most
+
+
+def _outermost_loops(node: nodes.Node) -> Iterator[nodes.For]:
+    if isinstance(node, nodes.For):
+        yield node
+        return
+    for child in node.iter_child_nodes():
+        yield from _outermost_loops(child)
+
+
+def _literal_length(iterable: nodes.Node) -> float:
+    """`range(...)` with literal arguments: its length; any other iterable counts 1."""
+    if not (
+        isinstance(iterable, nodes.Call)
+        and isinstance(iterable.node, nodes.Name)
+        and iterable.node.name == "range"
+        and iterable.args
+        and all(isinstance(a, nodes.Const) and isinstance(a.value, int) for a in iterable.args)
+    ):
+        return 1
+    try:
+        return len(range(*(a.value for a in iterable.args)))  # type: ignore[attr-defined]
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _node_problem(node: nodes.Node) -> str | None:
+    try:
+        if isinstance(node, nodes.BinExpr):
+            left, right = _literal(node.left), _literal(node.right)
+            if left is not None and right is not None:
+                check_binop(node.operator, left, right)
+        elif isinstance(node, nodes.Call):
+            _check_call_literals(node)
+        elif isinstance(node, nodes.Filter) and node.name in _WIDTH_FILTERS:
+            _check_ints(node.args)
+    except BudgetExceeded as exc:
+        return str(exc)
+    return None
+
+
+def _check_call_literals(node: nodes.Call) -> None:
+    if isinstance(node.node, nodes.Name) and node.node.name == "range":
+        if _literal_length(node) > MAX_RANGE:
+            raise BudgetExceeded(f"range() is limited to {MAX_RANGE} items")
+    elif isinstance(node.node, nodes.Getattr) and node.node.attr in _WIDTH_METHODS:
+        _check_ints(node.args)
+    elif isinstance(node.node, nodes.Getattr) and node.node.attr == "format":
+        spec = _literal(node.node.node)
+        if isinstance(spec, str):
+            check_widths(spec)
+
+
+def _check_ints(args: list[nodes.Expr]) -> None:
+    for arg in args:
+        value = _literal(arg)
+        if isinstance(value, int) and value > MAX_CHARS:
+            raise BudgetExceeded(f"a literal width of {value} passes {MAX_CHARS}")
+
+
+def _literal(node: nodes.Node) -> Any:
+    """A literal string or number (None for anything else)."""
+    if isinstance(node, nodes.Const) and isinstance(node.value, str | int):
+        return node.value
+    return None

@@ -396,20 +396,27 @@ class InboxStore:
         return int(purged), int(float(next_expiry)) if next_expiry else None
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
+        """The changes after `after_seq`: at most `max_entries`, and no more than about
+        `limits.stream_read_bytes` (at least one), so the caller reads again while the
+        last entry's seq is below `Changes.seq`."""
         raw = await self.scripts.changes(
-            keys=self._keys.inbox_list(tenant, user), args=[after_seq, max_entries]
+            keys=self._keys.inbox_list(tenant, user),
+            args=[after_seq, max_entries, self._limits.stream_read_bytes],
         )
         return _parse_changes(raw)
 
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
-        each stays in its user's Cluster slot)."""
+        each stays in its user's Cluster slot). Each read's byte budget bounds the reply:
+        with 4 KB notifications, 200 streams that fell behind once asked for 160 MB in one
+        pipeline, which outlived its timeout and ended every stream in it."""
         changes, inbox_list = self.scripts.changes, self._keys.inbox_list
+        max_bytes = self._limits.stream_read_bytes
 
         def build(pipe: Any) -> None:
             for read in reads:
                 keys = inbox_list(read.tenant, read.user)
-                queue_script(pipe, changes, keys, [read.after_seq, read.max_entries])
+                queue_script(pipe, changes, keys, [read.after_seq, read.max_entries, max_bytes])
 
         results = await pipelined(self._bulk, build, self.scripts.all)
         return [_parse_changes(raw) for raw in results]

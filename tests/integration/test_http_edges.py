@@ -1,0 +1,99 @@
+"""The edges of HTTP before any route: CORS refusals and oversized request heads."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from notifyhub.api.protocol import MAX_HEAD_BYTES
+from notifyhub.settings import Settings
+
+ORIGIN = "https://app.example"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"cors_origins": [ORIGIN]})
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE
+
+
+@pytest.mark.parametrize(
+    ("origin", "method", "said"),
+    [
+        ("https://evil.example", "GET", "origin https://evil.example is not allowed"),
+        (ORIGIN, "PUT", "method PUT is not allowed (allowed: GET, POST, PATCH, DELETE)"),
+    ],
+)
+async def test_a_refused_preflight_is_a_problem(
+    hub: Any, origin: str, method: str, said: str
+) -> None:
+    for path in ("/v1/me/notifications", "/v1/me/stream"):  # streams have their own entry
+        headers = {"Origin": origin, "Access-Control-Request-Method": method}
+        response = await hub.client.options(path, headers=headers)
+        assert response.status_code == 400
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["status"] == 400 and said in problem["detail"]
+        assert "access-control-allow-methods" in response.headers
+
+
+async def test_an_allowed_preflight_still_passes(hub: Any) -> None:
+    headers = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
+    response = await hub.client.options("/v1/me/notifications", headers=headers)
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == ORIGIN
+
+
+async def _send_head(hub: Any, header_bytes: int) -> tuple[int, bytes]:
+    """Send a request whose one header is `header_bytes` long, 64 KiB at a time, until
+    the hub closes the connection: the bytes sent, and what the hub answered."""
+    host, port = hub.base_url.removeprefix("http://").split(":")
+    loop, chunk, sent = asyncio.get_running_loop(), b"a" * 65536, 0
+    sock = socket.socket()
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, (host, int(port)))
+        await loop.sock_sendall(sock, b"GET /v1/me/notifications HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        try:
+            async with asyncio.timeout(10):
+                while sent < header_bytes:
+                    await loop.sock_sendall(sock, chunk)
+                    sent += len(chunk)
+                await loop.sock_sendall(sock, b"\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed by the hub
+        async with asyncio.timeout(5):
+            return sent, await loop.sock_recv(sock, 4096)
+    except ConnectionResetError:
+        return sent, b""  # the reset can overtake the answer: closed either way
+    finally:
+        sock.close()
+
+
+async def test_an_oversized_header_is_refused_before_it_is_buffered(hub: Any) -> None:
+    rss_before = _rss_bytes()
+    started = time.perf_counter()
+    sent, answer = await _send_head(hub, 32 * 1024 * 1024)
+    elapsed = time.perf_counter() - started
+    rss_growth = _rss_bytes() - rss_before
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431 ")
+    assert sent < 32 * 1024 * 1024  # closed before the client could send it all
+    assert elapsed < 5
+    assert rss_growth < 8 * 1024 * 1024  # not the 32 MB it cost when buffered whole
+
+
+async def test_a_large_but_allowed_header_passes(hub: Any) -> None:
+    response = await hub.client.get("/healthz", headers={"X-Big": "a" * (MAX_HEAD_BYTES // 2)})
+    assert response.status_code == 200
+    _, refused = await _send_head(hub, 1024 * 1024)
+    assert refused == b"" or refused.startswith(b"HTTP/1.1 431 ")

@@ -1,0 +1,147 @@
+"""Slow readers: a client that stops reading is ended by the send timeout, never by a
+Redis error, and every way a stream ends is counted by reason."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from integration.test_inbox_store import make_notification
+from notifyhub.metrics import Metrics, StreamEnd
+from notifyhub.settings import Limits, Settings, StreamSettings
+from notifyhub.store.inbox import ChangeRead, InboxStore
+from notifyhub.store.keys import Keys, member
+from support.sse import EventReader
+
+STUCK = 12
+ROUND = 25
+BIG = {"body": "b" * 4000, "data": {"blob": "d" * 15_000}}
+"""About 20 KB an event: a stuck client's socket buffers fill within a few rounds."""
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"stream": StreamSettings(send_timeout_s=1.0)})
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _ended(metrics: Metrics, reason: StreamEnd) -> float:
+    value: float = metrics.streams_dropped_total.labels(reason=reason.value)._value.get()
+    return value
+
+
+async def _stuck_stream(hub: Any, token: str) -> socket.socket:
+    """A stream on a bare socket with a tiny receive buffer that is never read after
+    the response head."""
+    host, port = hub.base_url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, (host, int(port)))
+    request = f"GET /v1/me/stream HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    await loop.sock_sendall(sock, request.encode())
+    head = await loop.sock_recv(sock, 1024)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock
+
+
+async def _publish_round(hub: Any, key: str, users: list[str], sent: list[str]) -> None:
+    body = {"recipients": {"users": users}, "title": "burst", **BIG}
+    responses = await asyncio.gather(
+        *(hub.client.post("/v1/notifications", json=body, headers=_auth(key)) for _ in range(ROUND))
+    )
+    assert all(r.status_code == 202 for r in responses), responses[0].text
+    sent.extend(r.json()["id"] for r in responses)
+
+
+async def _read_all(reader: EventReader, received: list[str]) -> None:
+    while True:
+        event = await reader.next(timeout=30)
+        if event.event == "notification":
+            received.append(event.data["id"])
+
+
+async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    metrics = hub.app.state.metrics
+    socks = [await _stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
+    users = [f"stuck{i}" for i in range(STUCK)] + ["steady"]
+    sent: list[str] = []
+    received: list[str] = []
+    try:
+        async with (
+            httpx.AsyncClient(timeout=30) as client,
+            client.stream(
+                "GET", f"{hub.base_url}/v1/me/stream", headers=_auth(make_token("steady"))
+            ) as response,
+        ):
+            task = asyncio.create_task(_read_all(EventReader(response), received))
+            async with asyncio.timeout(60):
+                while _ended(metrics, StreamEnd.SEND_TIMEOUT) < STUCK:
+                    await _publish_round(hub, publish_key, users, sent)
+                while len(received) < len(sent) and not task.done():
+                    await asyncio.sleep(0.05)
+            task.cancel()
+    finally:
+        for sock in socks:
+            sock.close()
+    assert sorted(received) == sorted(sent)  # the healthy stream got every event, once
+    assert _ended(metrics, StreamEnd.SEND_TIMEOUT) == STUCK
+    assert _ended(metrics, StreamEnd.REDIS_ERROR) == 0
+
+
+async def test_a_read_stops_at_its_byte_budget(redis: Redis, settings: Settings) -> None:
+    """Many streams far behind read in one pipeline: each read stops near the budget
+    (one entry past it at most) instead of returning its whole backlog."""
+    limits = Limits(stream_read_bytes=8 * 1024)
+    store = InboxStore(redis, Keys(settings.redis_prefix), limits)
+    users = [("default", f"behind{i}") for i in range(5)]
+    for _ in range(20):
+        await store.deliver(make_notification(body="x" * 3000), users)
+    reads = [ChangeRead(tenant, user, 0, 200) for tenant, user in users]
+    for changes in await store.changes_many(reads):
+        assert changes.seq == 20
+        assert len(changes.entries) == 3  # 3 x ~3.3 KB pass 8 KiB
+    rest = await store.changes("default", "behind0", 3, 200)
+    assert [int(str(c.entry["seq"])) for c in rest.entries] == [4, 5, 6]
+
+
+async def test_every_stream_end_is_counted_by_reason(
+    hub: Any, publish_key: str, make_token: Any, redis: Redis, settings: Settings
+) -> None:
+    metrics = hub.app.state.metrics
+    url = f"{hub.base_url}/v1/me/stream"
+    async with (
+        httpx.AsyncClient(timeout=10) as client,
+        client.stream("GET", url, headers=_auth(make_token("leaver"))) as response,
+    ):
+        assert (await EventReader(response).next()).event == "counts"
+    async with asyncio.timeout(5):
+        while _ended(metrics, StreamEnd.CLIENT_LEFT) < 1:
+            await asyncio.sleep(0.02)
+    # A change log Redis refuses to read (WRONGTYPE): the stream ends with a Redis error.
+    async with (
+        httpx.AsyncClient(timeout=10) as client,
+        client.stream("GET", url, headers=_auth(make_token("broken"))) as response,
+    ):
+        events = EventReader(response)
+        assert (await events.next()).event == "counts"
+        keys = Keys(settings.redis_prefix)
+        await redis.set(keys.inbox("default", "broken").log, "not a sorted set")
+        store = hub.app_state["store"]
+        for channel, payload in store.doorbells.messages([(member("default", "broken"), 1)]):
+            await redis.publish(channel, payload)
+        with pytest.raises(httpx.RemoteProtocolError):  # ended without its last chunk
+            await events.next()
+    assert _ended(metrics, StreamEnd.REDIS_ERROR) == 1
+    assert _ended(metrics, StreamEnd.SEND_TIMEOUT) == 0
