@@ -1,13 +1,13 @@
 -- What a stream has not seen yet (pending copies settled first). KEYS: the user's 10.
 -- ARGV: after_seq, max_entries.
--- Returns {seq, oldest_logged_seq or 0, entry1, content1 or false, state1 or false, ...};
--- content/state are filled for notification entries whose item still exists.
+-- Returns {seq, oldest_logged_seq or 0, epoch, entry1, content1 or false, state1 or false,
+-- ...}; content/state are filled for notification entries whose item still exists.
 local u = inbox(0)
 settle(u)
 local seq = tonumber(redis.call('GET', u.seq) or '0')
 local head = redis.call('ZRANGE', u.log, 0, 0, 'WITHSCORES')
 local oldest = tonumber(head[2] or '0')
-local out = {seq, oldest}
+local out = {seq, oldest, epoch(u)}
 local entries = redis.call('ZRANGEBYSCORE', u.log, '(' .. ARGV[1], '+inf', 'LIMIT', 0, tonumber(ARGV[2]))
 for _, e in ipairs(entries) do
   out[#out + 1] = e
