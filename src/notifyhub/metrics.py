@@ -117,7 +117,9 @@ class Metrics:
             "redis_data_loss_total", "Redis data losses detected", ["sign"], registry=r
         )
         self.redis_rebuilds_total = Counter(
-            "redis_rebuilds_total", "Rebuilds of Redis state from PostgreSQL", ["outcome"],
+            "redis_rebuilds_total",
+            "Rebuilds of Redis state from PostgreSQL",
+            ["outcome"],
             registry=r,
         )
         self.streams_reset_total = Counter(

@@ -144,9 +144,7 @@ class Hub:
             if body is not None and "," in seq:
                 n, unread, unseen, total, *rest = seq.split(",")
                 epoch = rest[0] if rest else ""
-                frames = delivered_frames(
-                    body, int(n), epoch, int(unread), int(unseen), int(total)
-                )
+                frames = delivered_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
                 for sub in subs:
                     sub.offer(int(n), epoch, frames)
             else:
