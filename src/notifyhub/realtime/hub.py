@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any
@@ -143,7 +144,7 @@ class Hub:
                 continue
             if body is not None and "," in seq:
                 n, unread, unseen, total, *rest = seq.split(",")
-                epoch = rest[0] if rest else ""
+                epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
                 frames = delivered_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
                 for sub in subs:
                     sub.offer(int(n), epoch, frames)

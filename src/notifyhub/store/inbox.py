@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -356,7 +357,7 @@ class InboxStore:
             keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
         counts = Counts(unread=unread, unseen=unseen, total=total)
-        return Position(counts, int(seq), epoch.decode())
+        return Position(counts, int(seq), sys.intern(epoch.decode()))
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound = _page_bounds(query)
@@ -467,7 +468,7 @@ def _parse_changes(raw: list[Any]) -> Changes:
         Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
         for i in range(3, len(raw), 3)
     ]
-    return Changes(int(raw[0]), int(raw[1]), raw[2].decode(), entries)
+    return Changes(int(raw[0]), int(raw[1]), sys.intern(raw[2].decode()), entries)
 
 
 def _page_bounds(query: PageQuery) -> tuple[str, str]:
