@@ -134,18 +134,12 @@ SCENARIOS = [
         flush_redis_while_postgres_down,
         inbox_survives=False,
     ),
-    Scenario(
-        "durable inbox: Redis FLUSHALL",
-        flush_redis,
-        durability="postgres",
-        stream_survives=False,
-    ),
+    Scenario("durable inbox: Redis FLUSHALL", flush_redis, durability="postgres"),
     Scenario(
         "durable inbox: Redis kill -9 + restart (no AOF)",
         kill_redis,
         False,
         durability="postgres",
-        stream_survives=False,
     ),
     Scenario("Redis FLUSHALL under 20 live streams", flush_redis, workloads=_live_streams),
     Scenario(
