@@ -20,6 +20,10 @@ from notifyhub.realtime.sse import InboxStream
 router = APIRouter(prefix="/v1/me", tags=["stream"])
 
 PATH = "/v1/me/stream"
+EVENT_ID_FORMAT = (
+    "The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), ASCII; anything else is "
+    "a 422. An id of an older epoch (Redis lost the data) is answered with `reset`."
+)
 
 
 def resume_from(header: str | None, query: str | None) -> EventId | None:
@@ -66,9 +70,12 @@ async def stream(
     me: StreamUser,
     state: AppState,
     last_event_id_header: Annotated[
-        str | None, Header(alias="Last-Event-ID", max_length=MAX_EVENT_ID)
+        str | None,
+        Header(alias="Last-Event-ID", max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT),
     ] = None,
-    last_event_id: Annotated[str | None, Query(max_length=MAX_EVENT_ID)] = None,
+    last_event_id: Annotated[
+        str | None, Query(max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT)
+    ] = None,
 ) -> InboxStream:
     return open_stream(state, me, last_event_id_header, last_event_id)
 
