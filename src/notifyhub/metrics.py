@@ -68,6 +68,13 @@ class Metrics:
     """Label: set (the delayed set's index). Messages still waiting to be moved to ready."""
     delayed_oldest_due_age_seconds: Gauge
     delayed_moved_total: Counter
+    redis_data_loss_total: Counter
+    """Label: sign (marker_missing, marker_changed, restarted): Redis lost (or may have
+    lost) data, as the epoch watch saw it (services/caches.py)."""
+    redis_rebuilds_total: Counter
+    """Rebuilds of Redis state from PostgreSQL that completed (label: outcome ok/error)."""
+    streams_reset_total: Counter
+    """Label: reason (epoch, ahead, gap): streams told to reload (realtime/sse.py)."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -127,6 +134,18 @@ class Metrics:
         )
         self.delayed_moved_total = Counter(
             "delayed_moved_total", "Delayed messages moved to ready", registry=r
+        )
+        self.redis_data_loss_total = Counter(
+            "redis_data_loss_total", "Redis data losses detected", ["sign"], registry=r
+        )
+        self.redis_rebuilds_total = Counter(
+            "redis_rebuilds_total",
+            "Rebuilds of Redis state from PostgreSQL",
+            ["outcome"],
+            registry=r,
+        )
+        self.streams_reset_total = Counter(
+            "streams_reset_total", "Streams sent a reset", ["reason"], registry=r
         )
 
     def observe_delayed(self, backlog: dict[int, int], oldest_due_age_s: float, moved: int) -> None:

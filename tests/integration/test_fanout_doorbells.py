@@ -53,8 +53,8 @@ async def test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read(
     listed = await hub.client.get(
         f"/v1/me/notifications/{sent}", headers={"Authorization": f"Bearer {token}"}
     )
-    assert event.data == listed.json() and event.id == "1"
-    assert counts.event == "counts" and counts.id == "1"
+    assert event.data == listed.json() and event.seq == 1
+    assert counts.event == "counts" and counts.id == event.id
     assert counts.data == {"unread": 1, "unseen": 1, "total": 1, "seq": 1}
 
 

@@ -66,7 +66,7 @@ async def test_live_notification_update_delete(hub: Any, publish_key: str, make_
         }
         await hub.client.delete(f"/v1/me/notifications/{sent}", headers=_auth(token))
         delete, _ = await stream.until("delete")
-        assert delete.data == {"id": sent} and int(delete.id or 0) > int(update.id or 0)
+        assert delete.data == {"id": sent} and (delete.seq or 0) > (update.seq or 0)
     await no_streams_left(hub)
 
 

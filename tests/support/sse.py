@@ -15,8 +15,17 @@ import httpx
 class Event:
     event: str
     id: str | None
+    """`<seq>-<epoch>` (realtime/events.py); the bare seq for seqs older than epochs."""
     data: Any
     raw: str = field(repr=False, default="")
+
+    @property
+    def seq(self) -> int | None:
+        return None if self.id is None else int(self.id.partition("-")[0])
+
+    @property
+    def epoch(self) -> str | None:
+        return None if self.id is None else self.id.partition("-")[2]
 
 
 class EventReader:

@@ -2,8 +2,9 @@
 
 A workload is anything with this shape (see `Workload`): `start()` opens its readers,
 `write(stop)` runs its writers until `stop` is set, recording every acknowledged id,
-and `drain(timeout_s)` waits until what was acknowledged arrived (or time is up),
-closes its clients and returns its histories.
+`after_fault()` is told when the fault was injected (and the hub answers again), and
+`drain(timeout_s)` waits until what was acknowledged arrived (or time is up), closes
+its clients and returns its histories.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Workload(Protocol):
     async def start(self) -> None: ...
 
     async def write(self, stop: asyncio.Event) -> None: ...
+
+    def after_fault(self) -> None: ...
 
     async def drain(self, timeout_s: float) -> list[History]: ...
 
@@ -99,6 +102,9 @@ class InboxWorkload:
 
     async def write(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
+
+    def after_fault(self) -> None:
+        pass
 
     async def _writer(self, stop: asyncio.Event, n: int) -> None:
         rng = random.Random(n)
@@ -212,6 +218,9 @@ class DelayedWorkload:
     async def write(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._producer(stop, n) for n in range(self.producers)))
 
+    def after_fault(self) -> None:
+        pass
+
     async def _producer(self, stop: asyncio.Event, n: int) -> None:
         rng = random.Random(100 + n)
         while not stop.is_set():
@@ -288,6 +297,9 @@ class DeliveriesWorkload:
 
     async def write(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
+
+    def after_fault(self) -> None:
+        pass
 
     async def _writer(self, stop: asyncio.Event, n: int) -> None:
         counter = itertools.count()

@@ -44,15 +44,19 @@ async def test_a_ring_wakes_a_waiting_stream() -> None:
     assert await waiting is True
 
 
-async def test_old_seqs_do_not_ring_but_zero_always_does() -> None:
+async def test_a_repeated_seq_does_not_ring_a_lower_one_and_zero_do() -> None:
     sub = Subscriber("t/u")
     sub.ring(4)
     await sub.wait()
     sub.ring(4)
-    sub.ring(2)
     assert await _blocks(sub)
+    sub.ring(2)  # the user's seq went back (Redis lost data?), or doorbells crossed
+    assert await sub.wait() is True and sub.latest == 4
     sub.ring(0)  # "re-read": after a Pub/Sub reconnect
     assert await sub.wait() is True
+    sub.restart(1)  # the stream sent a reset as of seq 1: doorbells count from there
+    sub.ring(2)
+    assert await sub.wait() is True and sub.latest == 2
 
 
 async def test_a_ping_wakes_without_a_ring_and_a_ring_wins() -> None:
@@ -108,14 +112,22 @@ async def test_the_clock_expires_a_send_past_the_timeout() -> None:
 
 
 async def test_an_offered_change_is_kept_only_when_it_is_the_next_one() -> None:
-    behind, next_up = Subscriber("t/u"), Subscriber("t/u")
-    behind.cursor = next_up.cursor = 4
-    behind.offer(6, b"six")  # change 5 is missing here: the stream reads the log
+    behind, next_up, other_epoch = Subscriber("t/u"), Subscriber("t/u"), Subscriber("t/u")
+    behind.cursor = next_up.cursor = other_epoch.cursor = 4
+    behind.epoch = next_up.epoch = "e1"
+    behind.offer(6, "e1", b"six")  # change 5 is missing here: the stream reads the log
     assert behind.ready is None
     assert await behind.wait() is True and behind.latest == 6
-    next_up.offer(5, b"five")
-    assert next_up.ready == (5, b"five")
+    next_up.offer(5, "e1", b"five")
+    assert next_up.ready == (5, "e1", b"five")
     assert await next_up.wait() is True and next_up.latest == 5
+    other_epoch.epoch = "e0"  # Redis lost the data seq 4 was of: seq 5 now is another one
+    other_epoch.offer(5, "e1", b"five")
+    assert other_epoch.ready is None
+    assert await other_epoch.wait() is True
+    other_epoch.cursor = 0  # sent nothing (or reset to an empty inbox): seq 1 of any epoch
+    other_epoch.offer(1, "e2", b"one")
+    assert other_epoch.ready == (1, "e2", b"one")
 
 
 def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> None:
@@ -123,11 +135,16 @@ def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> N
     for byte what a log read gives, and offers them; plain lines just ring."""
     hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=2)
     caught_up, behind, plain = hub.attach("t", "a"), hub.attach("t", "b"), hub.attach("t", "c")
-    caught_up.cursor, behind.cursor, plain.cursor = 2, 0, 0
+    legacy = hub.attach("t", "d")
+    caught_up.cursor, behind.cursor, plain.cursor, legacy.cursor = 2, 0, 0, 6
+    caught_up.epoch = behind.epoch = "e1"
     body = b'{"id":"N","title":"hi"}'
-    changed = [("t/a", "3,1,1,3"), ("t/b", "5,2,2,5"), ("t/c", 0), ("t/nobody-here", "1,1,1,1")]
+    changed = [("t/a", "3,1,1,3,e1"), ("t/b", "5,2,2,5,e1"), ("t/c", 0), ("t/d", "7,1,1,1")]
+    changed += [("t/nobody-here", "1,1,1,1,e1")]
     hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages(changed, INLINE_MARK + body)[0][1])
-    expected = frame("counts", 3, {"unread": 1, "unseen": 1, "total": 3, "seq": 3})
-    assert caught_up.ready == (3, b"event: notification\nid: 3\ndata: " + body + b"\n\n" + expected)
+    expected = frame("counts", 3, "e1", {"unread": 1, "unseen": 1, "total": 3, "seq": 3})
+    notification = b"event: notification\nid: 3-e1\ndata: " + body + b"\n\n"
+    assert caught_up.ready == (3, "e1", notification + expected)
     assert behind.ready is None and behind.latest == 5
     assert plain.ready is None and plain.latest == 0
+    assert legacy.ready is not None and b"id: 7\n" in legacy.ready[2]  # a hub before epochs

@@ -173,7 +173,16 @@ def create_app(settings: Settings) -> FastAPI:
             TransitionLog(sessionmaker),
         )
         durable = _durable_inbox(settings, sessionmaker, store)
-        epoch = EpochWatch(redis, keys, topics, preferences, delayed, durable)
+        epoch = EpochWatch(
+            redis,
+            keys,
+            topics,
+            preferences,
+            delayed,
+            durable,
+            metrics=metrics,
+            on_loss=hub.resync_all,
+        )
         await epoch.warm()
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
         ingest = IngestService(store, sessionmaker, idempotency, topics, delayed, settings, metrics)

@@ -147,10 +147,8 @@ async def _open(scope: Scope) -> InboxStream:
     request = Request(scope)
     state: State = scope["state"]
     me = await stream_user(request, state, request.query_params.get("access_token"))
-    last_event_id = request.headers.get("last-event-id") or request.query_params.get(
-        "last_event_id"
-    )
-    return open_stream(state, me, last_event_id)
+    header = request.headers.get("last-event-id")
+    return open_stream(state, me, header, request.query_params.get("last_event_id"))
 
 
 class PublishFastPath:

@@ -1,21 +1,65 @@
 """The bytes of Server-Sent Events, shared by streams (sse.py) and the hub (hub.py), which
-builds a fan-out's notification events straight from its doorbell."""
+builds a fan-out's notification events straight from its doorbell; and the one parser of
+the event ids clients send back (`Last-Event-ID`, `?last_event_id=`).
+
+An event id is `<seq>-<epoch>`: the user's change seq and the epoch it counts in (a new
+one each time Redis lost the user's data and the seq began again at 1; lua/common.lua).
+A seq from before epochs existed has epoch '' and its id is the bare seq, as ids were
+before; a client echoing one back is resumed only if the user's seq is still of epoch ''.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from notifyhub.errors import InvalidInput
 
-def frame(event: str, seq: int, data: Any) -> bytes:
+MAX_EVENT_ID = 32
+_EVENT_ID = re.compile(r"([0-9]{1,18})(?:-([0-9a-f]{1,16}))?")
+"""ASCII digits only (`str.isdigit` and `int` also take '²', '①'), an epoch in hex."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventId:
+    seq: int
+    epoch: str
+
+
+def event_id(seq: int, epoch: str) -> bytes:
+    return b"%d-%s" % (seq, epoch.encode()) if epoch else b"%d" % seq
+
+
+def parse_event_id(value: str | None, name: str = "Last-Event-ID") -> EventId | None:
+    """The cursor a client resumes from; None when it sent none (or an empty one).
+
+    Anything we cannot have issued is refused (`InvalidInput`, a 422), never guessed at:
+    the client's EventSource then stops instead of resuming from a wrong place."""
+    if not value:
+        return None
+    if len(value) > MAX_EVENT_ID:
+        raise InvalidInput(f"{name}: at most {MAX_EVENT_ID} characters")
+    match = _EVENT_ID.fullmatch(value)
+    if match is None:
+        raise InvalidInput(f"{name}: an event id is `<seq>` or `<seq>-<epoch>` (ASCII)")
+    return EventId(int(match[1]), match[2] or "")
+
+
+def frame(event: str, seq: int, epoch: str, data: Any) -> bytes:
     """One SSE event. orjson escapes every control character, so `data` is one line."""
-    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.encode(), seq, orjson.dumps(data))
+    return b"event: %s\nid: %s\ndata: %s\n\n" % (
+        event.encode(),
+        event_id(seq, epoch),
+        orjson.dumps(data),
+    )
 
 
-def notification_frame(seq: int, body: bytes) -> bytes:
+def notification_frame(seq: int, epoch: str, body: bytes) -> bytes:
     """A `notification` event; `body` is the item's JSON (store/inbox.py item_json)."""
-    return b"event: notification\nid: %d\ndata: %s\n\n" % (seq, body)
+    return b"event: notification\nid: %s\ndata: %s\n\n" % (event_id(seq, epoch), body)
 
 
 def counts_data(counts: Any, seq: int) -> dict[str, int]:
@@ -27,8 +71,10 @@ def counts_data(counts: Any, seq: int) -> dict[str, int]:
     }
 
 
-def delivered_frames(body: bytes, seq: int, unread: int, unseen: int, total: int) -> bytes:
+def delivered_frames(
+    body: bytes, seq: int, epoch: str, unread: int, unseen: int, total: int
+) -> bytes:
     """What a stream sends for a new copy at `seq`: the notification, then the counts after
     it; the same bytes the stream's log read gives (sse.py `_catch_up`)."""
     counts = counts_data({"unread": unread, "unseen": unseen, "total": total}, seq)
-    return notification_frame(seq, body) + frame("counts", seq, counts)
+    return notification_frame(seq, epoch, body) + frame("counts", seq, epoch, counts)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any
@@ -142,15 +143,19 @@ class Hub:
             if not subs:
                 continue
             if body is not None and "," in seq:
-                n, unread, unseen, total = (int(v) for v in seq.split(","))
-                frames = delivered_frames(body, n, unread, unseen, total)
+                n, unread, unseen, total, *rest = seq.split(",")
+                epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
+                frames = delivered_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
                 for sub in subs:
-                    sub.offer(n, frames)
+                    sub.offer(int(n), epoch, frames)
             else:
                 for sub in subs:
                     sub.ring(int(seq) if seq.isdigit() else 0)
 
-    def _resync_all(self) -> None:
+    def resync_all(self) -> None:
+        """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when
+        Redis lost data (services/caches.py EpochWatch): a stream whose user's seq is now
+        below its cursor, or of another epoch, then sends one `reset` (realtime/sse.py)."""
         for subs in self._subs.values():
             for sub in subs:
                 sub.ring(0)
@@ -216,7 +221,7 @@ class Hub:
     def _listening(self) -> None:
         self.listening = True
         self._subscribed.set()
-        self._resync_all()
+        self.resync_all()
 
     async def _pump(self, pubsub: PubSub) -> None:
         """Read messages; PING when idle and give up on a connection that stays silent."""

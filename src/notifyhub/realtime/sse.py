@@ -5,6 +5,15 @@ no queue, no task group, no timer, no Redis connection of its own (reads go thro
 shared pool; the process's `StreamClock` pings it and enforces the send timeout).
 Catch-up and live delivery are the same code path: read the change log after the
 cursor, send it, wait for the doorbell.
+
+When Redis loses a user's data (FLUSHALL, a restart without persistence, a failover to an
+empty replica) the user's seq starts again from 1 under a new epoch (lua/common.lua), so
+a cursor means something only with its epoch: event ids carry it (`<seq>-<epoch>`,
+events.py), every log read returns the user's current one, and a stream whose cursor is
+of another epoch, or above the user's seq, sends one `reset` and goes on from the new
+state. Comparing seqs alone would miss a loss followed by more changes than the cursor
+(the new seq passes it again); an epoch kept by the hub alone would not survive the
+client's reconnect to another process. The check costs a string comparison per read.
 """
 
 from __future__ import annotations
@@ -20,15 +29,15 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from notifyhub.domain.notification import Counts, from_ms, to_rfc3339
+from notifyhub.domain.notification import from_ms, to_rfc3339
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.events import counts_data, frame, notification_frame
+from notifyhub.realtime.events import EventId, counts_data, frame, notification_frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.inbox import Change, InboxStore, item_json
+from notifyhub.store.inbox import Change, Changes, InboxStore, Position, item_json
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +54,7 @@ class SendTimeout(Exception):
     """The client did not take a frame within the send timeout."""
 
 
-def change_frame(change: Change) -> bytes | None:
+def change_frame(change: Change, epoch: str) -> bytes | None:
     """The event for one change-log entry; None for a notification deleted since."""
     entry = change.entry
     seq, kind, item_id = int(entry["seq"]), str(entry["type"]), entry["id"]  # type: ignore[call-overload]
@@ -56,7 +65,7 @@ def change_frame(change: Change) -> bytes | None:
         body = item_json(
             change.content, change.state, replaces=None if replaces is None else str(replaces)
         )
-        return notification_frame(seq, body)
+        return notification_frame(seq, epoch, body)
     if kind == "update":
         read_at = int(entry["read_at"])  # type: ignore[call-overload]
         data = {
@@ -65,8 +74,8 @@ def change_frame(change: Change) -> bytes | None:
             "seen": bool(entry["seen"]),
             "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
         }
-        return frame("update", seq, data)
-    return frame("delete", seq, {"id": item_id})
+        return frame("update", seq, epoch, data)
+    return frame("delete", seq, epoch, {"id": item_id})
 
 
 class InboxStream(Response):
@@ -86,7 +95,7 @@ class InboxStream(Response):
         metrics: Metrics,
         tenant: str,
         user: str,
-        last_event_id: int | None,
+        last_event_id: EventId | None,
     ) -> None:
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
         self._clock = clock
@@ -94,6 +103,8 @@ class InboxStream(Response):
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
         self._client_left = False
+        self._epoch = ""
+        """The epoch of the seqs this stream sent (lua/common.lua)."""
         self.status_code = 200
         self.background = None
         self.on_start: Callable[[int], None] | None = None
@@ -101,7 +112,7 @@ class InboxStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
-            opening = await self._store.counts(self._tenant, self._user)
+            opening = await self._store.position(self._tenant, self._user)
         except BaseException:
             self._hub.detach(self._sub)
             raise
@@ -123,7 +134,7 @@ class InboxStream(Response):
                 await watcher
             self._hub.detach(self._sub)
 
-    async def _run(self, send: Send, opening: tuple[Counts, int]) -> StreamEnd:
+    async def _run(self, send: Send, opening: Position) -> StreamEnd:
         """Serve the stream until it ends; why it ended."""
         try:
             if self.on_start is not None:
@@ -148,26 +159,27 @@ class InboxStream(Response):
         self._client_left = True
         self._sub.close()
 
-    async def _serve(self, send: Send, opening: tuple[Counts, int]) -> None:
-        cursor = self._cursor
-        if cursor is None:
-            counts, cursor = opening
-            data = counts_data(counts.model_dump(), cursor)
-            await self._write(send, frame("counts", cursor, data))
+    async def _serve(self, send: Send, opening: Position) -> None:
+        if self._cursor is None:
+            cursor, self._epoch = opening.seq, opening.epoch
+            data = counts_data(opening.counts.model_dump(), cursor)
+            await self._write(send, frame("counts", cursor, self._epoch, data))
+        else:
+            cursor, self._epoch = self._cursor.seq, self._cursor.epoch
         sub = self._sub
         while not sub.closed:
             cursor = await self._catch_up(send, cursor)
             while True:
                 # Idle: ping when the clock says so, until rung. Re-reading the log after
                 # each ping would cost every idle stream a Redis read per ping interval.
-                sub.cursor = cursor
+                sub.cursor, sub.epoch = cursor, self._epoch
                 while not await sub.wait():
                     await self._write(send, b": ping\n\n")
                 ready, sub.ready = sub.ready, None
                 if ready is None or ready[0] != cursor + 1 or sub.closed:
                     break  # read the log
-                await self._write(send, ready[1])  # the offered change is the next one
-                cursor = ready[0]
+                await self._write(send, ready[2])  # the offered change is the next one
+                cursor, self._epoch = ready[0], ready[1]
                 self._count_offered()
                 if sub.latest > cursor:
                     break  # more changed meanwhile
@@ -176,23 +188,46 @@ class InboxStream(Response):
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
         while True:
             changes = await self._reader.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
+            lost = self._lost(changes, cursor)
+            if lost is not None:
+                return await self._reset(send, lost)
             if changes.seq == cursor:
                 return cursor
-            if cursor > changes.seq or cursor < changes.oldest_logged - 1 or not changes.entries:
-                return await self._send_counts(send, "reset")
-            frames = [f for f in map(change_frame, changes.entries) if f is not None]
+            epoch = self._epoch
+            frames = [f for c in changes.entries if (f := change_frame(c, epoch)) is not None]
             last = changes.entries[-1].entry
             cursor = int(last["seq"])  # type: ignore[call-overload]
-            frames.append(frame("counts", cursor, counts_data(last["counts"], cursor)))
+            frames.append(frame("counts", cursor, epoch, counts_data(last["counts"], cursor)))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries)
             if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
                 return cursor
 
-    async def _send_counts(self, send: Send, event: str) -> int:
-        counts, seq = await self._store.counts(self._tenant, self._user)
-        await self._write(send, frame(event, seq, counts_data(counts.model_dump(), seq)))
-        self._metrics.stream_events_sent_total.labels(type=event).inc()
+    def _lost(self, changes: Changes, cursor: int) -> str | None:
+        """Why the client must reload (the reason a `reset` is counted under), or None.
+
+        "epoch": Redis lost the data `cursor` counted in; "ahead": the user's seq is below
+        the cursor (lost data, or an id we never issued); "gap": the log no longer holds
+        the changes after the cursor."""
+        if changes.epoch != self._epoch:
+            if cursor:
+                return "epoch"
+            self._epoch = changes.epoch  # nothing sent yet: every change of it is new
+        if cursor > changes.seq:
+            return "ahead"
+        if cursor < changes.seq and (cursor < changes.oldest_logged - 1 or not changes.entries):
+            return "gap"
+        return None
+
+    async def _reset(self, send: Send, reason: str) -> int:
+        """Send a `reset` with the current counts; the stream goes on from their seq."""
+        position = await self._store.position(self._tenant, self._user)
+        seq, self._epoch = position.seq, position.epoch
+        self._sub.restart(seq)
+        data = counts_data(position.counts.model_dump(), seq)
+        await self._write(send, frame("reset", seq, self._epoch, data))
+        self._metrics.stream_events_sent_total.labels(type="reset").inc()
+        self._metrics.streams_reset_total.labels(reason=reason).inc()
         return seq
 
     async def _write(self, send: Send, body: bytes) -> None:

@@ -29,6 +29,7 @@ class Subscriber:
         "_waiter",
         "closed",
         "cursor",
+        "epoch",
         "last_sent",
         "latest",
         "member",
@@ -43,8 +44,10 @@ class Subscriber:
         self.latest = 0
         self.cursor = -1
         """The last seq the stream sent, as of its last wait (-1: not waiting yet)."""
-        self.ready: tuple[int, bytes] | None = None
-        """A change offered with its frames (`offer`): (seq, frames)."""
+        self.epoch = ""
+        """The epoch of `cursor` (store/lua/common.lua)."""
+        self.ready: tuple[int, str, bytes] | None = None
+        """A change offered with its frames (`offer`): (seq, epoch, frames)."""
         self.closed = False
         self._rung = False
         self._pinged = False
@@ -58,19 +61,30 @@ class Subscriber:
         self.timed_out = False
 
     def ring(self, seq: int) -> None:
-        """A change up to `seq` exists; 0 means "re-read, something may be missed"."""
+        """A change up to `seq` exists; 0 means "re-read, something may be missed".
+
+        A seq below the latest one also rings: doorbells of two writers may cross, but
+        the user's seq may also have gone back (Redis lost data), which the read tells."""
         if seq == 0 or seq > self.latest:
             self.latest = max(self.latest, seq)
-            self._rung = True
-            self._wake()
+        elif seq == self.latest:
+            return
+        self._rung = True
+        self._wake()
 
-    def offer(self, seq: int, frames: bytes) -> None:
-        """Change `seq` came with its frames (a fan-out's doorbell, realtime/hub.py): kept
-        for the stream when it is the stream's next change, so it sends them without a
-        log read; the stream checks that again before sending. Rings either way."""
-        if seq == self.cursor + 1:
-            self.ready = (seq, frames)
+    def offer(self, seq: int, epoch: str, frames: bytes) -> None:
+        """Change `seq` of `epoch` came with its frames (a fan-out's doorbell,
+        realtime/hub.py): kept for the stream when it is the stream's next change, so it
+        sends them without a log read; the stream checks that again before sending.
+        Seq 1 of any epoch is the next change of a stream that sent nothing. Rings either
+        way."""
+        if seq == self.cursor + 1 and (epoch == self.epoch or seq == 1):
+            self.ready = (seq, epoch, frames)
         self.ring(seq)
+
+    def restart(self, seq: int) -> None:
+        """The stream sent a `reset` as of `seq`: doorbells count from there again."""
+        self.latest = seq
 
     def ping(self) -> None:
         """The stream has been quiet: wake it to send a keep-alive comment."""

@@ -35,6 +35,17 @@
   }
 
   /** The tab that shows toasts: the visible one made visible last (ties: the larger id). */
+  /**
+   * An event id is "<seq>-<epoch>" (the bare seq for seqs older than epochs): the epoch
+   * changes when the hub's Redis lost the user's data and the seq began again at 1.
+   */
+  function parseEventId(value) {
+    if (!value) return null;
+    const [seq, epoch = ""] = String(value).split("-", 2);
+    const n = Number(seq);
+    return Number.isSafeInteger(n) ? { seq: n, epoch } : null;
+  }
+
   function electToastTab(tabs, now) {
     let best = null;
     for (const tab of tabs) {
@@ -124,11 +135,12 @@
     }
 
     _receive(name, message) {
-      const seq = message.lastEventId ? Number(message.lastEventId) : null;
-      const last = this.lastEventId === null ? null : Number(this.lastEventId);
-      // The hub sends each change once after the cursor; this only guards against replays.
-      if (name !== "reset" && seq !== null && last !== null) {
-        if (seq < last || (seq === last && name !== "counts")) return;
+      const id = parseEventId(message.lastEventId);
+      const last = parseEventId(this.lastEventId);
+      // The hub sends each change once after the cursor; this only guards against replays
+      // (seqs of another epoch do not compare: the hub sends a reset before those).
+      if (name !== "reset" && id !== null && last !== null && id.epoch === last.epoch) {
+        if (id.seq < last.seq || (id.seq === last.seq && name !== "counts")) return;
       }
       let data;
       try {
@@ -136,7 +148,7 @@
       } catch (error) {
         return;
       }
-      if (seq !== null) this.lastEventId = String(seq);
+      if (id !== null) this.lastEventId = message.lastEventId;
       this._onEvent({ event: name, id: this.lastEventId, data });
     }
 
@@ -173,7 +185,14 @@
     }
   }
 
-  const internal = { StreamConnection, backoffDelay, electToastTab, wantsToast, STREAM_EVENTS };
+  const internal = {
+    StreamConnection,
+    backoffDelay,
+    electToastTab,
+    parseEventId,
+    wantsToast,
+    STREAM_EVENTS,
+  };
   const api = { internal, NotifyHubError, HEARTBEAT_MS, PRESENCE_STALE_MS, TOKEN_TIMEOUT_MS };
 
   if (typeof document === "undefined") {

@@ -8,9 +8,10 @@
 A message is lines of `tenant/user seq` (seq 0: "re-read"). A plain notification's
 message may start with `!<notification JSON>` (its fresh copy as `item_json` gives it;
 deliver.lua publishes such messages itself on one Redis); then a line
-`tenant/user seq,unread,unseen,total` says that copy is the user's change `seq` and
-those are its counts after it, so a stream that sent `seq - 1` can send the event
-without reading the log (realtime/hub.py).
+`tenant/user seq,unread,unseen,total,epoch` says that copy is the user's change `seq`
+(of that epoch, lua/common.lua) and those are its counts after it, so a stream that sent
+`seq - 1` of the same epoch can send the event without reading the log (realtime/hub.py).
+A line without the epoch (a hub older than epochs) is of epoch ''.
 
 Classic PUBLISH on a Cluster is broadcast over the cluster bus to every node, so its
 cost grows with the cluster; a sharded message stays on the one shard (master and its
@@ -30,7 +31,7 @@ INLINE_MARK = b"!"
 """First byte of a doorbell message whose first line is a notification."""
 
 Changed = Sequence[tuple[str, int | str]]
-"""(tenant/user, seq or "seq,unread,unseen,total") lines of a doorbell."""
+"""(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
 
 
 def doorbell(changed: Changed, header: bytes = b"") -> bytes:

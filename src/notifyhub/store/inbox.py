@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -41,8 +42,8 @@ INLINE_MIN_USERS = 64
 trip for the writer, no log read for each recipient's stream); smaller ones ring in
 their writes' own pipeline."""
 
-DELIVERED_WIDTH = 5
-"""Values deliver.lua returns per user: seq, evicted after it, unread, unseen, total."""
+DELIVERED_WIDTH = 6
+"""Values deliver.lua returns per user: seq, evicted after it, unread, unseen, total, epoch."""
 
 FRESH_STATE = b"0|0||"
 """A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
@@ -86,7 +87,18 @@ class ChangeRead:
 class Changes:
     seq: int
     oldest_logged: int
+    epoch: str
+    """The epoch of the user's seqs (lua/common.lua `epoch`); '' for seqs older than epochs."""
     entries: list[Change]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A user's counts, the seq they are as of, and that seq's epoch."""
+
+    counts: Counts
+    seq: int
+    epoch: str
 
 
 def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
@@ -262,7 +274,7 @@ class InboxStore:
         return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
 
     async def _ring_after_writes(
-        self, members: list[str], delivered: list[int] | None = None, content: bytes = b""
+        self, members: list[str], delivered: list[Any] | None = None, content: bytes = b""
     ) -> None:
         """Ring once the writes are done. A Cluster pipeline runs its commands on several
         nodes at once, so a doorbell queued with the writes could reach a stream before
@@ -277,9 +289,10 @@ class InboxStore:
             header = _inline_header(content)
             for i in range(len(members)):
                 at = i * DELIVERED_WIDTH
-                seq, dropped, unread, unseen, total = delivered[at : at + DELIVERED_WIDTH]
+                seq, dropped, unread, unseen, total, epoch = delivered[at : at + DELIVERED_WIDTH]
                 if seq > 0 and not dropped:  # else a re-read: evictions came after it
-                    changed[i] = (members[i], f"{seq},{unread},{unseen},{total}")
+                    line = f"{seq},{unread},{unseen},{total},{epoch.decode()}"
+                    changed[i] = (members[i], line)
         async with self._redis.pipeline(transaction=False) as pipe:
             self.doorbells.queue(pipe, changed, header)
             await pipe.execute()
@@ -295,8 +308,8 @@ class InboxStore:
         return by_slot
 
     def _merge_delivered(
-        self, keys: list[str], stride: int, width: int, replies: list[list[int]]
-    ) -> tuple[list[int], int]:
+        self, keys: list[str], stride: int, width: int, replies: list[list[Any]]
+    ) -> tuple[list[Any], int]:
         """The per-slot script replies (`width` values per user, then the evictions) in
         the callers' user order, and the evictions summed."""
         if not self._cluster:
@@ -335,10 +348,16 @@ class InboxStore:
 
     async def counts(self, tenant: str, user: str) -> tuple[Counts, int]:
         """The user's counts and the seq they are as of."""
-        unread, unseen, total, seq = await self.scripts.counts(
+        position = await self.position(tenant, user)
+        return position.counts, position.seq
+
+    async def position(self, tenant: str, user: str) -> Position:
+        """The user's counts, the seq they are as of and its epoch (a stream's start)."""
+        unread, unseen, total, seq, epoch = await self.scripts.counts(
             keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
         )
-        return Counts(unread=unread, unseen=unseen, total=total), int(seq)
+        counts = Counts(unread=unread, unseen=unseen, total=total)
+        return Position(counts, int(seq), sys.intern(epoch.decode()))
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound = _page_bounds(query)
@@ -454,9 +473,9 @@ class InboxStore:
 def _parse_changes(raw: list[Any]) -> Changes:
     entries = [
         Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
-        for i in range(2, len(raw), 3)
+        for i in range(3, len(raw), 3)
     ]
-    return Changes(seq=int(raw[0]), oldest_logged=int(raw[1]), entries=entries)
+    return Changes(int(raw[0]), int(raw[1]), sys.intern(raw[2].decode()), entries)
 
 
 def _page_bounds(query: PageQuery) -> tuple[str, str]:

@@ -7,7 +7,7 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:state   hash   id -> "read_at_ms|seen|category" (per-user state)
     <p>u{T/U}:time    zset   id, all scores 0: ULIDs sort lexically by creation time
     <p>u{T/U}:exp     zset   id -> expires_at_ms (expiry index)
-    <p>u{T/U}:cnt     hash   total / unread / unseen counters
+    <p>u{T/U}:cnt     hash   total / unread / unseen counters; epoch of the seq (lua/common.lua)
     <p>u{T/U}:seq     string the user's change sequence (INCR)
     <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
     <p>u{T/U}:ck      hash   collapse_key -> notification id

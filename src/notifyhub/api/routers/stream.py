@@ -14,27 +14,35 @@ from fastapi import APIRouter, Header, Query
 from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser
 from notifyhub.api.schemas import StreamToken
 from notifyhub.domain.auth import UserPrincipal
-from notifyhub.errors import InvalidInput
+from notifyhub.realtime.events import MAX_EVENT_ID, EventId, parse_event_id
 from notifyhub.realtime.sse import InboxStream
 
 router = APIRouter(prefix="/v1/me", tags=["stream"])
 
 PATH = "/v1/me/stream"
-MAX_EVENT_ID = 32
+EVENT_ID_FORMAT = (
+    "The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), ASCII; anything else is "
+    "a 422. An id of an older epoch (Redis lost the data) is answered with `reset`."
+)
 
 
-def _cursor(value: str | None) -> int | None:
-    """A Last-Event-ID we did not issue resumes as -1: the stream answers with `reset`."""
-    if value is None or value == "":
-        return None
-    if len(value) > MAX_EVENT_ID:
-        raise InvalidInput(f"Last-Event-ID: at most {MAX_EVENT_ID} characters")
-    return int(value) if value.isdigit() and len(value) < 19 else -1
+def resume_from(header: str | None, query: str | None) -> EventId | None:
+    """Where a stream resumes: the `Last-Event-ID` header, else `?last_event_id=`.
+
+    The one parser of both the fast path (api/fastpath.py) and the route below: only ids
+    of the form we issue (`<seq>` or `<seq>-<epoch>`, ASCII) are taken; anything else is a
+    422 problem, naming the one that is wrong. An id of an older epoch, or above the
+    user's seq, is answered by the stream with a `reset`."""
+    if header:
+        return parse_event_id(header, "Last-Event-ID")
+    return parse_event_id(query, "last_event_id")
 
 
-def open_stream(state: State, me: UserPrincipal, last_event_id: str | None) -> InboxStream:
+def open_stream(
+    state: State, me: UserPrincipal, header: str | None, query: str | None
+) -> InboxStream:
     """Attach to the hub (429 past the per-user cap) and build the stream response."""
-    cursor = _cursor(last_event_id)
+    cursor = resume_from(header, query)
     sub = state["hub"].attach(me.tenant, me.user)
     return InboxStream(
         store=state["store"],
@@ -62,11 +70,14 @@ async def stream(
     me: StreamUser,
     state: AppState,
     last_event_id_header: Annotated[
-        str | None, Header(alias="Last-Event-ID", max_length=MAX_EVENT_ID)
+        str | None,
+        Header(alias="Last-Event-ID", max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT),
     ] = None,
-    last_event_id: Annotated[str | None, Query(max_length=MAX_EVENT_ID)] = None,
+    last_event_id: Annotated[
+        str | None, Query(max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT)
+    ] = None,
 ) -> InboxStream:
-    return open_stream(state, me, last_event_id_header or last_event_id)
+    return open_stream(state, me, last_event_id_header, last_event_id)
 
 
 @router.post("/stream-tokens", response_model=StreamToken)

@@ -2,14 +2,14 @@
 -- ARGV: after_seq, max_entries, max_bytes.
 -- Stops after the entry that brings the reply to max_bytes (at least one entry), so a
 -- read of a large backlog, and a pipeline of many such reads, stays small.
--- Returns {seq, oldest_logged_seq or 0, entry1, content1 or false, state1 or false, ...};
--- content/state are filled for notification entries whose item still exists.
+-- Returns {seq, oldest_logged_seq or 0, epoch, entry1, content1 or false, state1 or false,
+-- ...}; content/state are filled for notification entries whose item still exists.
 local u = inbox(0)
 settle(u)
 local seq = tonumber(redis.call('GET', u.seq) or '0')
 local head = redis.call('ZRANGE', u.log, 0, 0, 'WITHSCORES')
 local oldest = tonumber(head[2] or '0')
-local out = {seq, oldest}
+local out = {seq, oldest, epoch(u)}
 local entries = redis.call('ZRANGEBYSCORE', u.log, '(' .. ARGV[1], '+inf', 'LIMIT', 0, tonumber(ARGV[2]))
 local max_bytes = tonumber(ARGV[3])
 local bytes = 0

@@ -47,10 +47,25 @@ local function count_change(u, old, new)
   return c
 end
 
+-- The epoch of the user's seqs (cnt field `epoch`): made with seq 1, so a user whose data
+-- Redis lost (FLUSHALL, a restart without persistence, a failover to an empty replica)
+-- counts again from 1 under a new one, and a stream holding an older epoch's seq knows
+-- (realtime/sse.py). Redis TIME in hex (seconds, then microseconds): unique per user.
+-- '' for a seq that began before epochs existed.
+local function epoch(u)
+  return redis.call('HGET', u.cnt, 'epoch') or ''
+end
+
+local function new_epoch(u)
+  local t = redis.call('TIME')
+  redis.call('HSET', u.cnt, 'epoch', string.format('%x%05x', tonumber(t[1]), tonumber(t[2])))
+end
+
 -- Give a change the user's next seq and keep it in the bounded change log.
 -- `c` are the counts after the change (from count_change), or nil to read them.
 local function append(u, entry, log_max, c)
   local seq = redis.call('INCR', u.seq)
+  if seq == 1 then new_epoch(u) end
   entry.seq = seq
   entry.counts = c or counts(u)
   redis.call('ZADD', u.log, seq, cjson.encode(entry))

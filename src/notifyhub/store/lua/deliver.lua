@@ -5,11 +5,13 @@
 --       `tenant/user`: the script then PUBLISHes the doorbell with every copy's event
 --       (store/doorbells.py), after its writes and in the same round trip (standalone
 --       Redis only: on a Cluster the channel may live on another node).
--- Returns five values per user: the new seq (0 when that user already has this id, a
+-- Returns six values per user: the new seq (0 when that user already has this id, a
 -- retried fan-out; -1 when the user's preferences drop this category, inbox: false);
--- how many oldest notifications its full inbox dropped (changes after that seq); and
--- its unread, unseen and total counts right after the copy (0s when nothing was stored).
--- Then one more value: how many oldest notifications full inboxes dropped in all.
+-- how many oldest notifications its full inbox dropped (changes after that seq); its
+-- unread, unseen and total counts right after the copy (0s when nothing was stored); and
+-- the epoch of its seq ('' when nothing was stored). Then one more value: how many
+-- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
+-- `tenant/user seq,unread,unseen,total,epoch`.
 local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            expires_ms = tonumber(ARGV[5]), log_max = tonumber(ARGV[6]),
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9])}
@@ -23,10 +25,12 @@ for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
   local settled = settle(u)  -- what is pending first: seqs keep delivery order
   local seq, dropped, c = copy(u, n)
+  local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
     local who = ARGV[12 + o / 10]
     if seq > 0 and dropped == 0 then
       ring[#ring + 1] = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
+        .. ',' .. e
     else
       ring[#ring + 1] = who .. ' 0'
     end
@@ -42,6 +46,7 @@ for o = 0, #KEYS - 1, 10 do
     out[#out + 1] = 0
     out[#out + 1] = 0
   end
+  out[#out + 1] = e
   evicted = evicted + settled + dropped
 end
 out[#out + 1] = evicted
