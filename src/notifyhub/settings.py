@@ -136,6 +136,17 @@ class DatabaseSettings(BaseModel):
     """Waiting for a free pooled connection."""
 
 
+class ApiKeySettings(BaseModel):
+    """The in-process cache of verified API keys (services/keycache.py)."""
+
+    cache_ttl_s: float = Field(30.0, gt=0)
+    """A key is checked against PostgreSQL again after this long: a revoked key stops
+    working within it while PostgreSQL is up."""
+    cache_stale_s: float = Field(3600.0, ge=0)
+    """While PostgreSQL is unreachable, a key verified before keeps working for this long
+    past its TTL (0: not at all)."""
+
+
 class Settings(BaseSettings):
     """Configuration from `NOTIFYHUB_*` environment variables or `.env`."""
 
@@ -182,6 +193,7 @@ class Settings(BaseSettings):
     deliveries: DeliverySettings = DeliverySettings()
     rate_limits: RateLimits = RateLimits()
     database: DatabaseSettings = DatabaseSettings()
+    api_keys: ApiKeySettings = ApiKeySettings()
 
     inbox_durability: InboxDurability = "redis"
     """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""

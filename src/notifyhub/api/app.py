@@ -222,7 +222,9 @@ def create_app(settings: Settings) -> FastAPI:
                 reader=reader,
                 clock=clock,
                 tokens=TokenService(settings),
-                keys_cache=KeyCache(),
+                keys_cache=KeyCache(
+                    settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s
+                ),
                 ingest=ingest,
                 inbox=InboxService(store),
                 topics=topics,
