@@ -13,6 +13,10 @@ from notifyhub.settings import Settings
 from notifyhub.store.keys import Keys
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -49,7 +53,7 @@ async def test_concurrent_preference_puts(
     # The copy the deliver script reads says the same (written in commit order).
     cached = await redis.hgetall(Keys(settings.redis_prefix).inbox("default", user).prefs)
     flags = {c: f"{int(p['inbox'])}{int(p['push'])}" for c, p in final["categories"].items()}
-    assert {k.decode(): v.decode() for k, v in cached.items()} == flags
+    assert {_text(k): _text(v) for k, v in cached.items()} == flags
 
 
 async def test_concurrent_rule_puts(hub: Any, admin_key: str) -> None:
