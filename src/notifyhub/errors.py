@@ -81,3 +81,4 @@ class TooManyStreams(TooManyRequests):
 class Unavailable(NotifyhubError):
     status = 503
     title = "Service unavailable"
+    retry_after_s: float | None = 1.0

@@ -49,6 +49,8 @@ class Metrics:
     http_requests_total: Counter
     """Labels: method, route (the route template, never the raw path), status."""
     http_request_duration_seconds: Histogram
+    http_unavailable_total: Counter
+    """503s answered because a store was down. Label: dependency (redis, postgres)."""
     notifications_ingested_total: Counter
     notification_copies_total: Counter
     """Recipient copies written (a notification to N users counts N)."""
@@ -85,6 +87,12 @@ class Metrics:
         )
         self.http_request_duration_seconds = Histogram(
             "http_request_duration_seconds", "HTTP request time", ["method", "route"], registry=r
+        )
+        self.http_unavailable_total = Counter(
+            "http_unavailable_total",
+            "503 answers because a backing store was unavailable",
+            ["dependency"],
+            registry=r,
         )
         self.notifications_ingested_total = Counter(
             "notifications_ingested_total", "Notifications accepted", registry=r

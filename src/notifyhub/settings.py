@@ -127,6 +127,30 @@ class RateLimits(BaseModel):
     per_user_burst: int = Field(1000, ge=1)
 
 
+class DatabaseSettings(BaseModel):
+    """How long the hub waits for PostgreSQL before a request answers 503 (each bound
+    alone stays under the 5 s a client waits; one request meets at most one of them)."""
+
+    connect_timeout_s: float = Field(2.0, gt=0)
+    statement_timeout_s: float = Field(3.0, gt=0)
+    """Per statement, on the server (`statement_timeout`) and in the driver (a server that
+    does not answer at all). Background work shares the engine: a rebuild reading a very
+    large table in one statement needs more (or `notifyhub restore`, which waits 30 s)."""
+    pool_timeout_s: float = Field(2.0, gt=0)
+    """Waiting for a free pooled connection."""
+
+
+class ApiKeySettings(BaseModel):
+    """The in-process cache of verified API keys (services/keycache.py)."""
+
+    cache_ttl_s: float = Field(30.0, gt=0)
+    """A key is checked against PostgreSQL again after this long: a revoked key stops
+    working within it while PostgreSQL is up."""
+    cache_stale_s: float = Field(3600.0, ge=0)
+    """While PostgreSQL is unreachable, a key verified before keeps working for this long
+    past its TTL (0: not at all)."""
+
+
 class Settings(BaseSettings):
     """Configuration from `NOTIFYHUB_*` environment variables or `.env`."""
 
@@ -140,7 +164,10 @@ class Settings(BaseSettings):
     redis_prefix: str = "nh:"
     redis_pool_size: int = Field(128, ge=4)
     """Connections the shared Redis client may hold; callers beyond wait for one."""
-    redis_pool_timeout_s: float = Field(5.0, gt=0)
+    redis_pool_timeout_s: float = Field(2.0, gt=0)
+    redis_timeout_s: float = Field(2.0, gt=0)
+    """A request's Redis command (or pipeline) fails after this long without a reply (a
+    503); a refused connection fails at once (after three quick retries)."""
     redis_pubsub_shards: int = Field(16, ge=1, le=1024)
     """Sharded Pub/Sub channels on a Redis Cluster (every process must agree)."""
     redis_wait_replicas: int = Field(0, ge=0)
@@ -169,6 +196,8 @@ class Settings(BaseSettings):
     delayed: DelayedSettings = DelayedSettings()
     deliveries: DeliverySettings = DeliverySettings()
     rate_limits: RateLimits = RateLimits()
+    database: DatabaseSettings = DatabaseSettings()
+    api_keys: ApiKeySettings = ApiKeySettings()
 
     inbox_durability: InboxDurability = "redis"
     """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""

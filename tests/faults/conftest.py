@@ -100,11 +100,15 @@ def _hub_env(settings: Settings, durability: str) -> dict[str, str]:
 def fault_env(
     postgres_process: PostgresProcess, tmp_path: Path
 ) -> Callable[..., AbstractAsyncContextManager[FaultEnv]]:
-    """`async with fault_env(appendonly=...) as env`: Valkey, a database, a hub process."""
+    """`async with fault_env(appendonly=...) as env`: Valkey, a database, a hub process
+    (`extra_env`: more `NOTIFYHUB_*` variables for the hub)."""
 
     @contextlib.asynccontextmanager
     async def start(
-        *, appendonly: bool = True, durability: str = "redis"
+        *,
+        appendonly: bool = True,
+        durability: str = "redis",
+        extra_env: dict[str, str] | None = None,
     ) -> AsyncIterator[FaultEnv]:
         redis = RedisProcess(tmp_path / "valkey", appendonly=appendonly)
         redis.start()
@@ -117,7 +121,8 @@ def fault_env(
             _env_file=None,  # type: ignore[call-arg]
         )
         keys = await _keys(database_url)
-        hub = HubProcess(_hub_env(settings, durability), tmp_path / "hub.log")
+        env = {**_hub_env(settings, durability), **(extra_env or {})}
+        hub = HubProcess(env, tmp_path / "hub.log")
         try:
             await hub.start()
             yield FaultEnv(redis, postgres_process, hub, settings, *keys)

@@ -6,6 +6,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -118,6 +119,18 @@ def _durable_inbox(
     return DurableInbox(sessionmaker, store)
 
 
+def _engine(settings: Settings, database_url: str, **options: Any) -> AsyncEngine:
+    """An engine whose connects, statements and pool waits are bounded by the settings."""
+    bounds = settings.database
+    return create_engine(
+        database_url,
+        connect_timeout_s=bounds.connect_timeout_s,
+        statement_timeout_s=bounds.statement_timeout_s,
+        pool_timeout_s=bounds.pool_timeout_s,
+        **options,
+    )
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
@@ -133,9 +146,10 @@ def create_app(settings: Settings) -> FastAPI:
             redis_url,
             pool_size=settings.redis_pool_size,
             pool_timeout_s=settings.redis_pool_timeout_s,
+            socket_timeout_s=settings.redis_timeout_s,
         )
         await check_durability(redis)
-        engine = create_engine(database_url)
+        engine = _engine(settings, database_url)
         keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
         bulk = create_redis(  # fan-out and stream-read pipelines: one timer per pipeline
             redis_url,
@@ -200,7 +214,9 @@ def create_app(settings: Settings) -> FastAPI:
         producers = _producers(settings, ingest, sessionmaker, redis, keys)
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
-        outbox_engine = create_engine(database_url, relaxed_commits=True, pool_size=OUTBOX_POOL)
+        outbox_engine = _engine(
+            settings, database_url, relaxed_commits=True, pool_size=OUTBOX_POOL
+        )
         delivery_sender, dispatcher = _dispatcher(
             settings, sessionmaker, outbox_engine, delivery_metrics
         )
@@ -216,7 +232,9 @@ def create_app(settings: Settings) -> FastAPI:
                 reader=reader,
                 clock=clock,
                 tokens=TokenService(settings),
-                keys_cache=KeyCache(),
+                keys_cache=KeyCache(
+                    settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s
+                ),
                 ingest=ingest,
                 inbox=InboxService(store),
                 topics=topics,

@@ -91,12 +91,14 @@ AUTHENTICATED = "notifyhub.service_principal"
 
 
 async def _service(state: State, presented: str) -> ServicePrincipal:
-    cache = state["keys_cache"]
-    principal = cache.get(presented)
-    if principal is None:
+    """The key's principal (from the key cache, which outlives a PostgreSQL outage for
+    keys it knows), rate-limited."""
+
+    async def check() -> ServicePrincipal:
         async with state["sessionmaker"]() as session:
-            principal = await apikeys.authenticate(session, presented)
-        cache.put(presented, principal)
+            return await apikeys.authenticate(session, presented)
+
+    principal = await state["keys_cache"].verify(presented, check)
     await state["limiter"].check_key(principal)
     return principal
 

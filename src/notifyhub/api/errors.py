@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from http import HTTPStatus
 
-import asyncpg
 import orjson
-import redis.exceptions as redis_errors
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from notifyhub.errors import (
@@ -29,6 +25,8 @@ from notifyhub.errors import (
     TooManyStreams,
     Unavailable,
 )
+from notifyhub.metrics import Metrics
+from notifyhub.outages import NAMES, POSTGRES_OUTAGES, REDIS_OUTAGES, Dependency, outage_of
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +34,6 @@ PROBLEM_JSON = "application/problem+json"
 PROBLEM_TYPE = "about:blank"
 """Our one convention: the status code says what kind of problem it is."""
 
-REDIS_OUTAGES: tuple[type[Exception], ...] = (
-    redis_errors.ConnectionError,  # also BusyLoading, MaxConnections, Authentication
-    redis_errors.TimeoutError,
-    redis_errors.ReadOnlyError,  # a replica during failover
-    redis_errors.ClusterDownError,
-    redis_errors.TryAgainError,
-    redis_errors.OutOfMemoryError,  # maxmemory reached with noeviction
-)
-POSTGRES_OUTAGES: tuple[type[Exception], ...] = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.TooManyConnectionsError,
-)
-_DRIVERS = {"redis": "Redis", "asyncpg": "PostgreSQL", "sqlalchemy": "PostgreSQL"}
 _MAX_DETAIL_FIELDS = 3
 _TITLES = {
     error.status: error.title
@@ -91,12 +73,16 @@ def problem_response(
     )
 
 
-def unavailable(dependency: str) -> Response:
-    """503 for a dependency outage: clients may retry shortly."""
+def unavailable(dependency: Dependency | None, metrics: Metrics | None = None) -> Response:
+    """503 for a store's outage, naming it (None: a connection refused by we know not
+    whom); clients may retry shortly. Counted by dependency when `metrics` is given."""
+    if metrics is not None:
+        metrics.http_unavailable_total.labels(dependency=dependency or "other").inc()
+    name = NAMES[dependency] if dependency is not None else "A backing service"
     return problem_response(
         Unavailable.status,
         Unavailable.title,
-        f"{dependency} is unavailable",
+        f"{name} is unavailable",
         headers={"Retry-After": "1"},
     )
 
@@ -181,62 +167,20 @@ async def _http(request: Request, exc: StarletteHTTPException) -> Response:
     )
 
 
-async def _redis_down(request: Request, exc: Exception) -> Response:
-    log.warning("Redis unavailable on %s %s: %r", request.method, request.url.path, exc)
-    return unavailable("Redis")
+def _metrics(request: Request) -> Metrics | None:
+    state = request.scope.get("state") or {}
+    metrics = state.get("metrics")
+    return metrics if isinstance(metrics, Metrics) else None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """The exception, the DBAPI error it wraps, and their causes (cycle-safe)."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        current = todo.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        orig = getattr(current, "orig", None)
-        wrapped = orig if isinstance(orig, BaseException) else None
-        todo += [wrapped, current.__cause__, current.__context__]
-
-
-def _is_connection_failure(exc: DBAPIError) -> bool:
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
-        return True
-    return any(isinstance(e, (*POSTGRES_OUTAGES, OSError)) for e in _chain(exc))
-
-
-async def _database_error(request: Request, exc: DBAPIError) -> Response:
-    if not _is_connection_failure(exc):
+async def _outage(request: Request, exc: Exception) -> Response:
+    """A Redis or PostgreSQL outage is a 503 naming it; any other error here is a bug."""
+    dependency = outage_of(exc)
+    if dependency is None and not isinstance(exc, ConnectionError):
         return await _unexpected(request, exc)
-    log.warning("PostgreSQL unavailable on %s %s: %r", request.method, request.url.path, exc)
-    return unavailable("PostgreSQL")
-
-
-async def _postgres_down(request: Request, exc: Exception) -> Response:
-    log.warning("PostgreSQL unavailable on %s %s: %r", request.method, request.url.path, exc)
-    return unavailable("PostgreSQL")
-
-
-def _raised_by(exc: BaseException) -> str | None:
-    """Which dependency's driver raised this (the innermost driver frame wins)."""
-    found = None
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
-        package = str(frame.f_globals.get("__name__", "")).partition(".")[0]
-        found = _DRIVERS.get(package, found)
-    return found
-
-
-async def _os_error(request: Request, exc: OSError) -> Response:
-    """Raw socket errors: asyncpg's connect (SQLAlchemy does not wrap them) and alike."""
-    dependency = _raised_by(exc)
-    if dependency is None and isinstance(exc, ConnectionError):
-        dependency = "A backing service"
-    if dependency is None:
-        return await _unexpected(request, exc)
-    log.warning("%s unavailable on %s %s: %r", dependency, request.method, request.url.path, exc)
-    return unavailable(dependency)
+    name = NAMES[dependency] if dependency is not None else "A backing service"
+    log.warning("%s unavailable on %s %s: %r", name, request.method, request.url.path, exc)
+    return unavailable(dependency, _metrics(request))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -251,10 +195,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
     app.add_exception_handler(NotifyhubError, _domain)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
-    for redis_error in REDIS_OUTAGES:
-        app.add_exception_handler(redis_error, _redis_down)
-    for postgres_error in (*POSTGRES_OUTAGES, PoolTimeoutError):
-        app.add_exception_handler(postgres_error, _postgres_down)
-    app.add_exception_handler(DBAPIError, _database_error)  # type: ignore[arg-type]
-    app.add_exception_handler(OSError, _os_error)  # type: ignore[arg-type]
+    # OSError: raw socket errors and timeouts (asyncpg's, which SQLAlchemy does not wrap).
+    for outage in (*REDIS_OUTAGES, *POSTGRES_OUTAGES, DBAPIError, OSError):
+        app.add_exception_handler(outage, _outage)
     app.add_exception_handler(Exception, _unexpected)

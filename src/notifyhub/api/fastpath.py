@@ -41,7 +41,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from notifyhub.api.deps import State, authenticate_service, stream_user
-from notifyhub.api.errors import REDIS_OUTAGES, domain_problem, unavailable
+from notifyhub.api.errors import domain_problem, unavailable
 from notifyhub.api.limits import replay
 from notifyhub.api.observe import record
 from notifyhub.api.routers import notifications
@@ -49,6 +49,7 @@ from notifyhub.api.routers.stream import PATH, open_stream
 from notifyhub.api.schemas import PublishRequest
 from notifyhub.domain.auth import Scope as KeyScope
 from notifyhub.errors import NotifyhubError
+from notifyhub.outages import outage_of
 from notifyhub.realtime.sse import InboxStream
 
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -116,9 +117,13 @@ class StreamFastPath:
             await response(scope, receive, send)  # raises only before its 200, or a bug
         except NotifyhubError as exc:
             await domain_problem(exc)(scope, receive, _counting(send, count))
-        except REDIS_OUTAGES:
-            await unavailable("Redis")(scope, receive, _counting(send, count))
         except Exception as exc:
+            dependency = outage_of(exc)
+            if dependency is not None:  # a 503 if it is not streaming yet, else it ends
+                if not opened:
+                    answer = unavailable(dependency, metrics)
+                    await answer(scope, receive, _counting(send, count))
+                return
             if not opened:
                 problem = await _answer(self.handlers[Exception], Request(scope, receive), exc)
                 await problem(scope, receive, _counting(send, count))

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, exc
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -22,6 +23,10 @@ def asyncpg_url(url: str) -> str:
         if url.startswith(plain):
             return "postgresql+asyncpg://" + url[len(plain) :]
     return url
+
+
+DRIVER_GRACE_S = 0.25
+"""The driver gives up this long after the server's `statement_timeout` would have."""
 
 
 def _refuse_closed(
@@ -40,19 +45,66 @@ def _refuse_closed(
         raise exc.InvalidatePoolError("the server closed this pooled connection")
 
 
-def create_engine(url: str, *, relaxed_commits: bool = False, pool_size: int = 10) -> AsyncEngine:
+def _socket_failure_disconnects(context: ExceptionContext) -> None:
+    """A statement the driver gave up on (its command timeout: the server answered
+    nothing, not even its own statement timeout) or a socket error leaves the connection
+    unusable: invalidate it, so that it is aborted (`_abort_invalidated`) instead of
+    being rolled back and returned to the pool, where every later use would wait on it.
+
+    Only this connection: its pool-mates are replaced when they fail in turn. Marking the
+    whole pool would close each of them gracefully on its next checkout, and a graceful
+    close waits 2 s for a server that may not answer."""
+    if isinstance(context.original_exception, OSError):  # TimeoutError is an OSError
+        context.is_disconnect = True
+        context.invalidate_pool_on_disconnect = False
+
+
+def _abort_invalidated(
+    dbapi_connection: Any, record: ConnectionPoolEntry, exception: BaseException | None
+) -> None:
+    """Close an invalidated connection at once (abort its socket): SQLAlchemy's graceful
+    close first waits up to 2 s for the server's goodbye, or for the cancellation of a
+    timed-out statement that a hung server never acknowledges."""
+    driver = record.driver_connection
+    if driver is not None and not driver.is_closed():
+        driver.terminate()
+
+
+def create_engine(
+    url: str,
+    *,
+    relaxed_commits: bool = False,
+    pool_size: int = 10,
+    connect_timeout_s: float = 5.0,
+    statement_timeout_s: float = 30.0,
+    pool_timeout_s: float = 5.0,
+) -> AsyncEngine:
     """The engine; with `relaxed_commits` its connections commit without waiting for the
     WAL flush (`synchronous_commit = off`): only for work whose loss in a PostgreSQL crash
-    is harmless, such as the outbox's claims and settlements (lost, it is re-sent)."""
-    settings = {"synchronous_commit": "off"} if relaxed_commits else {}
+    is harmless, such as the outbox's claims and settlements (lost, it is re-sent).
+
+    Nothing waits unbounded: a connect, a statement and a pool checkout each fail after
+    their timeout. A statement is bounded twice: by the server's `statement_timeout` (a
+    slow query is cancelled cleanly) and, a little later, by the driver (a server that
+    answers nothing at all, stopped or cut off). The hub passes its settings' (short)
+    values; the defaults suit command-line work."""
+    server_settings = {"statement_timeout": str(int(statement_timeout_s * 1000))}
+    if relaxed_commits:
+        server_settings["synchronous_commit"] = "off"
     engine = create_async_engine(
         asyncpg_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_timeout=5,
-        connect_args={"timeout": 5, "command_timeout": 30, "server_settings": settings},
+        pool_timeout=pool_timeout_s,
+        connect_args={
+            "timeout": connect_timeout_s,
+            "command_timeout": statement_timeout_s + DRIVER_GRACE_S,
+            "server_settings": server_settings,
+        },
     )
     event.listen(engine.sync_engine.pool, "checkout", _refuse_closed)
+    event.listen(engine.sync_engine.pool, "invalidate", _abort_invalidated)
+    event.listen(engine.sync_engine, "handle_error", _socket_failure_disconnects)
     return engine
 
 

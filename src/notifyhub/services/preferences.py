@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import Preference
+from notifyhub.db.repositories import preferences as repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.store.inbox import InboxStore
 
@@ -30,41 +29,29 @@ class PreferenceService:
 
     async def get(self, me: UserPrincipal) -> dict[str, CategoryPreference]:
         async with self._sessionmaker() as session:
-            rows = await session.scalars(
-                select(Preference).where(
-                    Preference.tenant == me.tenant, Preference.user_id == me.user
-                )
-            )
-            return {p.category: CategoryPreference(p.inbox, p.push) for p in rows}
+            rows = await repo.of_user(session, me.tenant, me.user)
+        return {c: CategoryPreference(*flags) for c, flags in rows.items()}
 
     async def put(
         self, me: UserPrincipal, categories: dict[str, CategoryPreference]
     ) -> dict[str, CategoryPreference]:
-        """Replace the user's preferences; the Redis copy follows the commit."""
+        """Replace the user's preferences. The Redis copy is written while this request
+        holds the user's turn (repo.replace), so concurrent replacements reach Redis in
+        the order they commit; if Redis fails, nothing is committed either."""
         async with self._sessionmaker.begin() as session:
-            await session.execute(
-                delete(Preference).where(
-                    Preference.tenant == me.tenant, Preference.user_id == me.user
-                )
+            flags = {c: (p.inbox, p.push) for c, p in categories.items()}
+            await repo.replace(session, me.tenant, me.user, flags)
+            await self._store.set_preferences(
+                me.tenant, me.user, {c: p.flags for c, p in categories.items()}
             )
-            session.add_all(
-                Preference(
-                    tenant=me.tenant, user_id=me.user, category=c, inbox=p.inbox, push=p.push
-                )
-                for c, p in categories.items()
-            )
-        await self._store.set_preferences(
-            me.tenant, me.user, {c: p.flags for c, p in categories.items()}
-        )
         return categories
 
     async def rebuild_cache(self) -> int:
         """Copy every user's preferences into Redis (after Redis lost its data)."""
         by_user: dict[tuple[str, str], dict[str, str]] = {}
         async with self._sessionmaker() as session:
-            for p in await session.scalars(select(Preference)):
-                flags = CategoryPreference(p.inbox, p.push).flags
-                by_user.setdefault((p.tenant, p.user_id), {})[p.category] = flags
+            for tenant, user, category, flags in await repo.all_rows(session):
+                by_user.setdefault((tenant, user), {})[category] = CategoryPreference(*flags).flags
         for (tenant, user), categories in by_user.items():
             await self._store.set_preferences(tenant, user, categories)
         return len(by_user)

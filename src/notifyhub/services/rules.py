@@ -73,10 +73,12 @@ class RuleService:
         for i, spec in enumerate(definition.recipients):
             templates.check(spec.title, f"recipients.{i}.title")
             templates.check(spec.body, f"recipients.{i}.body")
-        rule, created = await repo.upsert(session, tenant, definition.name, definition.target_type)
+        rule_id, created = await repo.upsert(
+            session, tenant, definition.name, definition.target_type
+        )
         specs = [
             RuleRecipient(
-                rule_id=rule.id,
+                rule_id=rule_id,
                 relationship=s.relationship,
                 obtain=s.obtain,
                 title=s.title,
@@ -84,7 +86,7 @@ class RuleService:
             )
             for s in definition.recipients
         ]
-        await repo.set_recipients(session, rule.id, specs)
+        await repo.set_recipients(session, rule_id, specs)
         return created
 
     async def get(self, session: AsyncSession, tenant: str, name: str) -> RuleDefinition:

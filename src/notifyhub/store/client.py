@@ -34,6 +34,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, RedisError
 
 log = logging.getLogger(__name__)
@@ -253,31 +254,44 @@ async def close(redis: Redis) -> None:
         await sentinel.aclose()
 
 
-SOCKET_TIMEOUT_S = 5.0
-"""How long a reply may take before the call fails (and is retried, then a 503)."""
+SOCKET_TIMEOUT_S = 2.0
+"""How long a reply may take before the call fails with a timeout (a 503 on a request):
+under the 5 s a client waits, with the rate limiter's own short budget on top
+(store/ratelimit.py). Big pipelines are bounded by one timer of this length too."""
+CONNECT_TIMEOUT_S = 1.0
+RETRIES = 3
+"""Retries of a command whose connection was refused or lost (a restart, a failover),
+with backoff of 50 ms doubling: a quarter of a second in all. A timeout is not retried:
+a Redis that does not answer would make each retry cost the whole timeout again."""
 
 
 def create_redis(
     url: str,
     *,
     pool_size: int = 128,
-    pool_timeout_s: float = 5.0,
+    pool_timeout_s: float = 2.0,
     socket_timeout_s: float | None = SOCKET_TIMEOUT_S,
 ) -> Redis:
-    """The shared client: idempotent commands (all our scripts are) retried with backoff,
-    at most `pool_size` connections (callers wait for one up to `pool_timeout_s`).
+    """The shared client: idempotent commands (all our scripts are) retried with backoff
+    when a connection fails, at most `pool_size` connections (callers wait for one up to
+    `pool_timeout_s`).
 
     `socket_timeout_s=None` makes the client for big pipelines: redis-py arms a timer
     for every reply it reads (about 10 us each), so a pipeline of 500 stream reads
     spent a third of its time on timers; those pipelines bound their whole execution
     with one timer instead (`scripts.pipelined`)."""
+    retry = Retry(
+        ExponentialWithJitterBackoff(base=0.05, cap=1.0),
+        RETRIES,
+        supported_errors=(RedisConnectionError,),
+    )
     return connect(
         url,
         pool_size=pool_size,
         pool_timeout=pool_timeout_s,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
+        retry=retry,
         health_check_interval=30,
-        socket_connect_timeout=2.0,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=socket_timeout_s,
     )
 

@@ -7,11 +7,17 @@ process together never admits more than the bucket allows; a lease that goes sta
 unspent is simply lost (the limit errs on the strict side, by at most one lease per
 process). Only one request per bucket and process asks Redis at a time; concurrent ones
 wait for its lease. Buckets whose lease would be one token are asked on every request.
+
+While Redis is unavailable the limiter admits (fails open): rate limiting is not worth a
+503 from endpoints that need only PostgreSQL (deliveries, admin), and those that need
+Redis answer 503 by themselves. A check gives Redis `ASK_BUDGET_S`; after a failure the
+limiter admits without asking for `OPEN_S`, so an outage costs one request that budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from importlib.resources import files
@@ -20,8 +26,11 @@ from redis.asyncio import Redis
 
 from notifyhub.domain.auth import ServicePrincipal, UserPrincipal
 from notifyhub.errors import TooManyRequests
+from notifyhub.outages import outage_of
 from notifyhub.settings import RateLimits
 from notifyhub.store.keys import Keys, member
+
+log = logging.getLogger(__name__)
 
 LEASE_S = 0.02
 """A lease holds this many seconds' worth of a bucket's rate (at most its burst)."""
@@ -29,6 +38,10 @@ LEASE_TTL_S = 0.25
 """Unspent leased tokens are dropped after this long (they were taken from the bucket)."""
 MAX_LEASES = 10_000
 """Past this many buckets with a lease, stale leases are swept before adding one."""
+ASK_BUDGET_S = 0.5
+"""How long a check waits for Redis before admitting the request unchecked."""
+OPEN_S = 1.0
+"""After Redis failed a check, requests are admitted without asking it for this long."""
 
 
 @dataclass(slots=True)
@@ -48,6 +61,8 @@ class RateLimiter:
         self._leases: dict[str, _Lease] = {}
         self._asking: dict[str, asyncio.Future[None]] = {}
         """Buckets whose lease is being fetched, and the future their waiters await."""
+        self._unchecked_until = 0.0
+        """Monotonic time until which requests are admitted without asking Redis."""
 
     async def check_key(self, principal: ServicePrincipal) -> None:
         limits = self._limits
@@ -60,7 +75,7 @@ class RateLimiter:
         await self._take(bucket, limits.per_user_per_s, limits.per_user_burst, "this user")
 
     async def _take(self, bucket: str, rate_per_s: float, burst: int, who: str) -> None:
-        if rate_per_s <= 0:
+        if rate_per_s <= 0 or time.monotonic() < self._unchecked_until:
             return
         while True:
             lease = self._leases.get(bucket)
@@ -76,10 +91,12 @@ class RateLimiter:
         want = max(1, min(burst, int(rate_per_s * LEASE_S)))
         self._asking[bucket] = asking = asyncio.get_running_loop().create_future()
         try:
-            taken, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, want])
+            taken, wait_ms = await self._ask(bucket, rate_per_s, burst, want)
         finally:
             del self._asking[bucket]
             asking.set_result(None)
+        if taken is None:  # Redis is unavailable: admitted unchecked
+            return
         if not taken:
             raise TooManyRequests(
                 f"rate limit for {who}: {rate_per_s:g} requests/s, bursts of {burst}",
@@ -87,6 +104,22 @@ class RateLimiter:
             )
         if int(taken) > 1:
             self._keep(bucket, _Lease(int(taken) - 1, time.monotonic() + LEASE_TTL_S))
+
+    async def _ask(
+        self, bucket: str, rate_per_s: float, burst: int, want: int
+    ) -> tuple[int | None, int]:
+        """(tokens taken, ms to wait if none) from the bucket; (None, 0) when Redis did not
+        answer within the budget, which admits this request and the next `OPEN_S`'s."""
+        try:
+            async with asyncio.timeout(ASK_BUDGET_S):
+                taken, wait_ms = await self._script(keys=[bucket], args=[rate_per_s, burst, want])
+        except Exception as exc:
+            if not isinstance(exc, TimeoutError) and outage_of(exc) != "redis":
+                raise
+            self._unchecked_until = time.monotonic() + OPEN_S
+            log.warning("rate limits unchecked for %g s: Redis is unavailable (%r)", OPEN_S, exc)
+            return None, 0
+        return int(taken), int(wait_ms)
 
     def _keep(self, bucket: str, lease: _Lease) -> None:
         if len(self._leases) >= MAX_LEASES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, select
+from sqlalchemy import and_, delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,15 +17,18 @@ async def find(session: AsyncSession, tenant: str, name: str) -> Rule | None:
 
 async def upsert(
     session: AsyncSession, tenant: str, name: str, target_type: str
-) -> tuple[Rule, bool]:
-    rule = await find(session, tenant, name)
-    if rule is not None:
-        rule.target_type = target_type
-        return rule, False
-    rule = Rule(tenant=tenant, name=name, target_type=target_type)
-    session.add(rule)
-    await session.flush()
-    return rule, True
+) -> tuple[int, bool]:
+    """Create or update the rule in one statement: (its id, True when created).
+
+    The row stays locked until the caller commits, so concurrent PUTs of one rule take
+    turns and each replaces the recipients whole (a find-then-insert let two PUTs both
+    insert: a unique violation, a 500)."""
+    statement = insert(Rule).values(tenant=tenant, name=name, target_type=target_type)
+    statement = statement.on_conflict_do_update(
+        constraint="uq_rules_tenant_name", set_={"target_type": statement.excluded.target_type}
+    )
+    row = (await session.execute(statement.returning(Rule.id, text("xmax = 0")))).one()
+    return int(row[0]), bool(row[1])
 
 
 async def set_recipients(

@@ -1,0 +1,92 @@
+"""The API key cache: fresh for its TTL, then checked again; stale only while PostgreSQL
+is unavailable, and only within its window; a refused key is forgotten at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from notifyhub.domain.auth import Scope, ServicePrincipal
+from notifyhub.errors import AuthenticationError
+from notifyhub.services import keycache
+from notifyhub.services.keycache import KeyCache
+
+KEY = "nh_0123456789ab_secret"
+PRINCIPAL = ServicePrincipal(key_id="k1", name="publisher", scope=Scope.PUBLISH, tenant=None)
+
+
+class Postgres:
+    """A stand-in for `apikeys.authenticate` against a PostgreSQL that can go away."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.down = False
+        self.hung = False
+        self.revoked = False
+
+    def check(self) -> Callable[[], Awaitable[ServicePrincipal]]:
+        async def check() -> ServicePrincipal:
+            self.calls += 1
+            if self.hung:
+                await asyncio.sleep(60)
+            if self.down:
+                raise OperationalError("SELECT", {}, ConnectionRefusedError())
+            if self.revoked:
+                raise AuthenticationError("invalid API key")
+            return PRINCIPAL
+
+        return check
+
+
+async def test_fresh_entries_spare_postgres() -> None:
+    cache, pg = KeyCache(ttl_s=60), Postgres()
+    for _ in range(5):
+        assert await cache.verify(KEY, pg.check()) == PRINCIPAL
+    assert pg.calls == 1
+
+
+async def test_revocation_takes_effect_after_the_ttl_while_postgres_is_up() -> None:
+    cache, pg = KeyCache(ttl_s=0.05), Postgres()
+    await cache.verify(KEY, pg.check())
+    pg.revoked = True
+    assert await cache.verify(KEY, pg.check()) == PRINCIPAL  # within the TTL
+    await asyncio.sleep(0.06)
+    with pytest.raises(AuthenticationError):
+        await cache.verify(KEY, pg.check())
+    pg.down = True  # forgotten: an outage now cannot bring it back
+    with pytest.raises(OperationalError):
+        await cache.verify(KEY, pg.check())
+
+
+async def test_known_keys_are_served_stale_through_an_outage() -> None:
+    cache, pg = KeyCache(ttl_s=0.05, stale_s=60), Postgres()
+    await cache.verify(KEY, pg.check())
+    pg.down = True
+    await asyncio.sleep(0.06)
+    for _ in range(10):
+        assert await cache.verify(KEY, pg.check()) == PRINCIPAL
+    assert pg.calls == 2  # asked once, then not again before RECHECK_S
+    with pytest.raises(OperationalError):  # a key it never saw: no principal to serve
+        await cache.verify("nh_ba9876543210_other", pg.check())
+
+
+async def test_a_hung_check_is_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(keycache, "CHECK_BUDGET_S", 0.05)
+    cache, pg = KeyCache(ttl_s=0.01, stale_s=60), Postgres()
+    await cache.verify(KEY, pg.check())
+    pg.hung = True
+    await asyncio.sleep(0.02)
+    async with asyncio.timeout(1):
+        assert await cache.verify(KEY, pg.check()) == PRINCIPAL
+
+
+async def test_the_stale_window_is_bounded() -> None:
+    cache, pg = KeyCache(ttl_s=0.02, stale_s=0.03), Postgres()
+    await cache.verify(KEY, pg.check())
+    pg.down = True
+    await asyncio.sleep(0.06)
+    with pytest.raises(OperationalError):
+        await cache.verify(KEY, pg.check())
