@@ -18,8 +18,10 @@ import orjson
 
 from notifyhub.errors import InvalidInput
 
-MAX_EVENT_ID = 32
-_EVENT_ID = re.compile(r"([0-9]{1,18})(?:-([0-9a-f]{1,16}))?")
+MAX_SEQ_DIGITS, MAX_EPOCH_CHARS = 18, 16
+MAX_EVENT_ID = MAX_SEQ_DIGITS + 1 + MAX_EPOCH_CHARS
+"""The longest id the parser accepts: checked before the regular expression runs."""
+_EVENT_ID = re.compile(rf"([0-9]{{1,{MAX_SEQ_DIGITS}}})(?:-([0-9a-f]{{1,{MAX_EPOCH_CHARS}}}))?")
 """ASCII digits only (`str.isdigit` and `int` also take '²', '①'), an epoch in hex."""
 
 
