@@ -23,11 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.app import create_app
 from notifyhub.api.protocol import head_limits
-from notifyhub.api.server import HubServer
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
 from notifyhub.embedded import EmbeddedServers
+from notifyhub.process.server import HubServer
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
@@ -176,7 +176,7 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         lifespan="on",
         log_level="warning",
         timeout_graceful_shutdown=3,
-        **head_limits(),  # as `notifyhub serve` (api/supervisor.py server_config)
+        **head_limits(),  # as `notifyhub serve` (process/supervisor.py server_config)
     )
     server = HubServer(config, app)
     task = asyncio.create_task(server.serve())

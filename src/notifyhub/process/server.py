@@ -12,7 +12,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from notifyhub.api.collector import CollectorPolicy
+from notifyhub.process.gc import CollectorPolicy
 
 
 class HubServer(uvicorn.Server):
