@@ -1,4 +1,4 @@
-"""The `notifyhub` command: serve | migrate | apikey | token."""
+"""The `notifyhub` command: serve | migrate | restore | apikey | token | producers."""
 
 from __future__ import annotations
 
@@ -164,12 +164,13 @@ def migrate() -> None:
 def restore() -> None:
     """Rebuild Redis from PostgreSQL: topic caches, preferences, the delayed queue and,
     in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
-    from notifyhub.services.restore import restore_redis
+    from notifyhub.features import restore_redis
 
     settings = Settings()
     if settings.redis_url is None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
-    asyncio.run(restore_redis(settings, settings.redis_url, _database_url(settings)))
+    _database_url(settings)
+    asyncio.run(restore_redis(settings))
     console.print("Redis restored from PostgreSQL")
 
 
