@@ -14,6 +14,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     publishing.publishing   ingest, rules, scheduled notifications
     publishing.producers    scheduled producers
     outbox.outbox           the webhook outbox: sender and dispatcher
+    delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops
     inbox.open_streams      the hub's listener and the stream clock (stopped first)
 
