@@ -8,26 +8,26 @@ import itertools
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 import uvicorn
-from fastapi import FastAPI
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.api.app import create_app
+from notifyhub.api.deps import State
+from notifyhub.api.fastpath import HubApp
 from notifyhub.api.protocol import head_limits
-from notifyhub.api.server import HubServer
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
 from notifyhub.embedded import EmbeddedServers
+from notifyhub.process.server import HubServer
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
@@ -158,11 +158,12 @@ async def admin_key(create_key: Callable[..., Awaitable[str]]) -> str:
 @dataclass
 class RunningHub:
     base_url: str
-    app: FastAPI
+    app: HubApp
     client: httpx.AsyncClient
     server: HubServer
     tokens: TokenService
-    app_state: dict[str, Any] = field(default_factory=dict)
+    app_state: State
+    """The lifespan's typed state (`HubApp.running`) while the hub runs."""
 
 
 @pytest.fixture
@@ -176,7 +177,7 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         lifespan="on",
         log_level="warning",
         timeout_graceful_shutdown=3,
-        **head_limits(),  # as `notifyhub serve` (api/supervisor.py server_config)
+        **head_limits(),  # as `notifyhub serve` (process/supervisor.py server_config)
     )
     server = HubServer(config, app)
     task = asyncio.create_task(server.serve())
@@ -188,7 +189,8 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
     port = server.servers[0].sockets[0].getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield RunningHub(base_url, app, client, server, TokenService(settings), app.state.lifespan)
+        assert app.running is not None
+        yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
     server.stop()
     await task
 

@@ -1,4 +1,4 @@
-"""The `notifyhub` command: serve | migrate | apikey | token."""
+"""The `notifyhub` command: serve | migrate | restore | apikey | token | producers."""
 
 from __future__ import annotations
 
@@ -126,9 +126,9 @@ def serve(
 ) -> None:
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     from notifyhub.api.app import create_app
-    from notifyhub.api.collector import CollectorPolicy
-    from notifyhub.api.server import HubServer, exit_on_signals
-    from notifyhub.api.supervisor import run_workers, server_config
+    from notifyhub.process.gc import CollectorPolicy
+    from notifyhub.process.server import HubServer, exit_on_signals
+    from notifyhub.process.supervisor import run_workers, server_config
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -149,7 +149,7 @@ def serve(
             raise typer.Exit(status)
         fastapi_app = create_app(settings)
         config = server_config(fastapi_app, settings, access_log=access_log, host=host, port=port)
-        collector = CollectorPolicy.of(settings.stream)
+        collector = CollectorPolicy.of(settings.gc)
         HubServer(config, fastapi_app, collector, on_started=show_credentials).run()
 
 
@@ -164,12 +164,13 @@ def migrate() -> None:
 def restore() -> None:
     """Rebuild Redis from PostgreSQL: topic caches, preferences, the delayed queue and,
     in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
-    from notifyhub.services.restore import restore_redis
+    from notifyhub.features import restore_redis
 
     settings = Settings()
     if settings.redis_url is None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
-    asyncio.run(restore_redis(settings, settings.redis_url, _database_url(settings)))
+    _database_url(settings)
+    asyncio.run(restore_redis(settings))
     console.print("Redis restored from PostgreSQL")
 
 

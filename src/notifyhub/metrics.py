@@ -11,7 +11,7 @@ from prometheus_client.exposition import generate_latest
 GC_PAUSES = Histogram(
     "gc_pause_seconds",
     "Cyclic garbage collector pauses, by the oldest generation collected (the process "
-    "stops meanwhile; timed once `notifyhub serve` installed its policy, api/collector.py)",
+    "stops meanwhile; timed once `notifyhub serve` installed its policy, process/gc.py)",
     ["generation"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
     registry=None,

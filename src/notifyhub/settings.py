@@ -46,14 +46,30 @@ class StreamSettings(BaseModel):
     send_timeout_s: float = Field(10.0, gt=0)
     token_ttl_s: int = Field(60, ge=5, le=3600)
     shutdown_grace_s: float = Field(2.0, ge=0)
-    gc_young_threshold: int = Field(10_000, ge=0)
-    """`notifyhub serve` collects the youngest garbage generation after this many new
-    objects, not Python's 700 (0 keeps Python's default); see `api/collector.py`."""
-    gc_freeze_survivors: bool = True
-    """`notifyhub serve` freezes what survives a collection of the middle generation, so
-    open streams are never scanned again (no full-collection pauses); see `api/collector.py`."""
-    gc_thaw_interval_s: float = Field(3600.0, ge=0)
-    """With `gc_freeze_survivors`: thaw and collect the frozen objects this often, which
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gc_moved(cls, data: object) -> object:
+        moved = [k for k in data if str(k).startswith("gc_")] if isinstance(data, dict) else []
+        if moved:
+            raise ValueError(
+                f"stream.{moved[0]} moved to the gc group: set NOTIFYHUB_GC__"
+                f"{moved[0].removeprefix('gc_').upper()} instead of NOTIFYHUB_STREAM__GC_..."
+            )
+        return data
+
+
+class GcSettings(BaseModel):
+    """The garbage-collector policy `notifyhub serve` installs (`process/gc.py`)."""
+
+    young_threshold: int = Field(10_000, ge=0)
+    """Collect the youngest generation after this many new objects, not Python's 700
+    (0 keeps Python's default)."""
+    freeze_survivors: bool = True
+    """Freeze what survives a collection of the middle generation, so open streams are
+    never scanned again (no full-collection pauses)."""
+    thaw_interval_s: float = Field(3600.0, ge=0)
+    """With `freeze_survivors`: thaw and collect the frozen objects this often, which
     reclaims reference cycles among long-lived objects (one full collection's pause); 0: never."""
 
 
@@ -118,6 +134,8 @@ class DeliverySettings(BaseModel):
                 "would be claimed again while it is still being sent"
             )
         return self
+
+
 class RateLimits(BaseModel):
     """Token buckets in Redis: requests per second and burst; a rate of 0 turns one off."""
 
@@ -192,6 +210,7 @@ class Settings(BaseSettings):
 
     limits: Limits = Limits()
     stream: StreamSettings = StreamSettings()
+    gc: GcSettings = GcSettings()
     workers: WorkerSettings = WorkerSettings()
     delayed: DelayedSettings = DelayedSettings()
     deliveries: DeliverySettings = DeliverySettings()

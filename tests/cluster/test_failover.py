@@ -125,7 +125,7 @@ async def test_master_failover_loses_no_event_for_resumed_streams(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     assert len(acked) >= SENDS // 2  # the hub kept accepting through the failover
-    assert hub.app.state.metrics.pubsub_reconnects_total._value.get() >= 1
+    assert hub.app_state["metrics"].pubsub_reconnects_total._value.get() >= 1
     for follower in followers:
         assert set(acked) <= set(follower.ids)
         assert follower.resets == 0

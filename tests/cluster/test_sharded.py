@@ -17,13 +17,13 @@ from notifyhub.embedded_cluster import LocalCluster
 async def test_one_sharded_subscription_per_master_per_process(
     hub: Any, redis: Redis, local_cluster: LocalCluster
 ) -> None:
-    doorbells = hub.app.state.hub._doorbells
+    doorbells = hub.app_state["hub"]._doorbells
     owners = {local_cluster.master_of(channel).port for channel in doorbells.channels}
     for node in local_cluster.live_nodes():
         client = Redis(host="127.0.0.1", port=node.port)
         try:
             clients = await client.client_list()
-            names = [c["name"] for c in clients if c["name"] == hub.app.state.hub.client_name]
+            names = [c["name"] for c in clients if c["name"] == hub.app_state["hub"].client_name]
             assert len(names) == (1 if node.port in owners else 0)
             mine = [c for c in doorbells.channels if local_cluster.master_of(c).port == node.port]
             if mine:
@@ -78,7 +78,7 @@ async def test_a_moved_shard_channel_is_resubscribed(
 ) -> None:
     """Redis tells subscribers of a moved slot with SUNSUBSCRIBE; the hub subscribes
     again on the new owner and streams keep getting their events."""
-    doorbells = hub.app.state.hub._doorbells
+    doorbells = hub.app_state["hub"]._doorbells
     user = next(u for u in (f"mv-{i}" for i in range(200)) if doorbells.channel_of(
         f"default/{u}") == doorbells.channels[7])  # fmt: skip
     channel = doorbells.channels[7]
@@ -87,14 +87,14 @@ async def test_a_moved_shard_channel_is_resubscribed(
     target = next(n for n in local_cluster.nodes[:3] if n is not source)
     with contextlib.closing(source.client()) as client:
         client.set(channel, "a key in the moving slot")  # as earlier tests may leave
-    reconnects = hub.app.state.metrics.pubsub_reconnects_total._value.get()
+    reconnects = hub.app_state["metrics"].pubsub_reconnects_total._value.get()
     async with open_stream(hub, make_token(user)) as events:
         assert (await events.next()).event == "counts"
         await asyncio.to_thread(_move_slot, local_cluster, slot, source, target)
         async with asyncio.timeout(10):
-            while hub.app.state.metrics.pubsub_reconnects_total._value.get() == reconnects:
+            while hub.app_state["metrics"].pubsub_reconnects_total._value.get() == reconnects:
                 await asyncio.sleep(0.05)
-            while not hub.app.state.hub.healthy:
+            while not hub.app_state["hub"].healthy:
                 await asyncio.sleep(0.05)
         sent = await send(hub, publish_key, [user])
         event, _ = await events.until("notification", timeout=10)

@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 
 from notifyhub.api.app import create_app
-from notifyhub.api.server import HubServer
+from notifyhub.process.server import HubServer
 from notifyhub.settings import Settings
 
 CHROMIUM = os.environ.get("NOTIFYHUB_TEST_CHROMIUM", "/usr/bin/chromium")

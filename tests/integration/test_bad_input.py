@@ -302,7 +302,7 @@ async def test_oversized_headers_and_ids_are_422(
 
 async def _stream_count(hub: Any, expected: int, timeout_s: float) -> None:
     async with asyncio.timeout(timeout_s):
-        while hub.app.state.hub.stream_count != expected:
+        while hub.app_state["hub"].stream_count != expected:
             await asyncio.sleep(0.05)
 
 
@@ -332,13 +332,13 @@ async def test_slow_reader_is_closed_by_the_send_timeout(
         # ~20 KB per event; enough to fill the socket buffers (4 MB at most here) and
         # the server's write buffer, so a send blocks past the timeout.
         sent = 0
-        while hub.app.state.hub.stream_count and sent < 600:
+        while hub.app_state["hub"].stream_count and sent < 600:
             await asyncio.gather(*(_publish(hub, publish_key, [user], **big) for _ in range(20)))
             sent += 20
         await _stream_count(hub, 0, 30)
     finally:
         sock.close()
-    dropped = hub.app.state.metrics.streams_dropped_total.labels(reason="send_timeout")
+    dropped = hub.app_state["metrics"].streams_dropped_total.labels(reason="send_timeout")
     assert dropped._value.get() >= 1
 
 

@@ -108,7 +108,7 @@ async def test_concurrent_publishes_share_commits(
     ids = await asyncio.gather(
         *(_publish(hub, publish_key, f"gc-{n % 4}", f"g{n}") for n in range(requests))
     )
-    durable = hub.app.state.durable
+    durable = hub.app_state["durable"]
     assert 0 < durable.commits < requests  # group commit: several requests per transaction
     async with sessionmaker() as session:
         stored = await session.scalars(
@@ -155,7 +155,7 @@ async def test_expired_notifications_are_pruned(
     short = await _publish(hub, publish_key, "prune-user", "short", ttl=1)
     kept = await _publish(hub, publish_key, "prune-user", "kept")
     await asyncio.sleep(1.1)
-    await hub.app.state.durable.prune(settings.max_ttl_s)
+    await hub.app_state["durable"].prune(settings.max_ttl_s)
     assert await _count(sessionmaker, InboxNotification, id=short) == 0
     assert await _count(sessionmaker, InboxRecipient, notification_id=short) == 0
     assert await _count(sessionmaker, InboxNotification, id=kept) == 1

@@ -28,7 +28,7 @@ async def _watch(hub: Any) -> bool:
 
 
 def _value(hub: Any, name: str, **labels: str) -> float:
-    found = hub.app.state.metrics.registry.get_sample_value(name, labels)
+    found = hub.app_state["metrics"].registry.get_sample_value(name, labels)
     return float(found or 0.0)
 
 

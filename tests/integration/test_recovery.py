@@ -23,7 +23,7 @@ async def test_pubsub_kill_then_resync(
 ) -> None:
     """Notifications published while the hub's Pub/Sub connection is down still arrive."""
     headers = {"Authorization": f"Bearer {make_token('pat')}"}
-    hub_state = hub.app.state.hub
+    hub_state = hub.app_state["hub"]
     async with (
         httpx.AsyncClient(timeout=10) as client,
         client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=headers) as response,
@@ -37,4 +37,4 @@ async def test_pubsub_kill_then_resync(
         )
         event, _ = await events.until("notification", timeout=10)
         assert event.data["id"] == posted.json()["id"]
-    assert hub.app.state.metrics.pubsub_reconnects_total._value.get() >= 1
+    assert hub.app_state["metrics"].pubsub_reconnects_total._value.get() >= 1

@@ -40,4 +40,4 @@ async def test_a_schedule_whose_group_is_gone_is_dropped(
             await asyncio.sleep(0.1)
     counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(make_token(user)))
     assert counts.json()["total"] == 1
-    assert hub.app.state.lifespan["runner"].stuck(60) == []
+    assert hub.app_state["runner"].stuck(60) == []

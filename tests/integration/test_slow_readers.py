@@ -73,7 +73,7 @@ async def _read_all(reader: EventReader, received: list[str]) -> None:
 async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
-    metrics = hub.app.state.metrics
+    metrics = hub.app_state["metrics"]
     socks = [await _stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
     users = [f"stuck{i}" for i in range(STUCK)] + ["steady"]
     sent: list[str] = []
@@ -119,7 +119,7 @@ async def test_a_read_stops_at_its_byte_budget(redis: Redis, settings: Settings)
 async def test_every_stream_end_is_counted_by_reason(
     hub: Any, publish_key: str, make_token: Any, redis: Redis, settings: Settings
 ) -> None:
-    metrics = hub.app.state.metrics
+    metrics = hub.app_state["metrics"]
     url = f"{hub.base_url}/v1/me/stream"
     async with (
         httpx.AsyncClient(timeout=10) as client,

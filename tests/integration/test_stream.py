@@ -32,7 +32,7 @@ async def open_stream(hub: Any, token: str, **headers: str) -> AsyncIterator[Eve
 async def no_streams_left(hub: Any) -> None:
     """The server notices a closed stream asynchronously: allow it a moment."""
     async with asyncio.timeout(5):
-        while hub.app.state.hub.stream_count:
+        while hub.app_state["hub"].stream_count:
             await asyncio.sleep(0.02)
 
 
@@ -109,7 +109,7 @@ async def test_gap_older_than_log_gets_reset(
 
 
 async def test_unknown_last_event_id_gets_reset(hub: Any, make_token: Any) -> None:
-    resets = hub.app.state.metrics.stream_events_sent_total.labels(type="reset")
+    resets = hub.app_state["metrics"].stream_events_sent_total.labels(type="reset")
     before = resets._value.get()
     async with open_stream(hub, make_token("vera"), **{"Last-Event-ID": "99999"}) as stream:
         assert (await stream.next()).event == "reset"
@@ -178,7 +178,7 @@ async def test_stream_errors_are_problems(hub: Any, make_token: Any) -> None:
 
 async def test_an_idle_stream_pings_without_reading(hub: Any, make_token: Any) -> None:
     """Pings keep an idle stream open without a Redis read each: only a ring re-reads."""
-    state = hub.app.state.lifespan
+    state = hub.app_state
     state["settings"].stream.ping_s = 0.05
     reader = state["reader"]
     reads: list[str] = []

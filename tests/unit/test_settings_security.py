@@ -34,7 +34,7 @@ def test_every_hub_server_caps_request_heads() -> None:
     from fastapi import FastAPI
 
     from notifyhub.api.protocol import MAX_HEAD_BYTES, CappedHttpToolsProtocol
-    from notifyhub.api.supervisor import server_config
+    from notifyhub.process.supervisor import server_config
 
     settings = Settings(jwt_secret=SECRET, _env_file=None)  # type: ignore[arg-type, call-arg]
     config = server_config(FastAPI(), settings, access_log=False)

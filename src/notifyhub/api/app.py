@@ -1,18 +1,15 @@
-"""The composition root: `create_app(settings)` and the lifespan that owns every resource."""
+"""The composition root: `create_app(settings)`, whose lifespan assembles the hub from
+its features' builders (features/), and the routes and middleware it serves them with."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
 
-from fastapi import FastAPI
-from redis.asyncio import Redis
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp
 
+from notifyhub import features
 from notifyhub.api.cors import ProblemCORSMiddleware
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
@@ -21,254 +18,80 @@ from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
-from notifyhub.api.routers import admin, inbox, me, notifications, ops, routing, stream
+from notifyhub.api.routers import admin, me, notifications, ops, stream
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
-from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.api.routers import inbox as inbox_router
+from notifyhub.api.routers import routing as routing_router
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
-from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.hub import Hub
-from notifyhub.realtime.reader import ChangeReader
-from notifyhub.services.alerts import AlertSender
-from notifyhub.services.caches import EpochWatch
-from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.services.deliveries import DeliveryService
-from notifyhub.services.durable import DurableInbox
 from notifyhub.services.inbox import InboxService
-from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
-from notifyhub.services.outbound import AddressGuard, Outbound
-from notifyhub.services.preferences import PreferenceService
-from notifyhub.services.rules import RuleService
-from notifyhub.services.sender import DeliverySender
 from notifyhub.services.tokens import TokenService
-from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
-from notifyhub.store.client import check_durability, create_redis
-from notifyhub.store.client import close as close_redis
-from notifyhub.store.delayed import DelayedStore
-from notifyhub.store.idempotency import IdempotencyStore
-from notifyhub.store.inbox import InboxStore
-from notifyhub.store.keys import Keys
 from notifyhub.store.ratelimit import RateLimiter
-from notifyhub.store.topics import TopicCache
-from notifyhub.workers.cleaner import Cleaner
-from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
-from notifyhub.workers.producers import Producer
-from notifyhub.workers.producers import load as load_producers
-from notifyhub.workers.producers import loops as producer_loops
-from notifyhub.workers.runner import Loop, Runner
-from notifyhub.workers.scheduler import ScheduledNotifications, delayed_loops
+from notifyhub.workers.runner import Runner
 
 log = logging.getLogger(__name__)
 
-OUTBOX_POOL = 4
-"""Connections the at-once sender and the dispatcher claim and settle through (twice that
-under load); each holds one for a single statement."""
 
-
-def _producers(
-    settings: Settings,
-    ingest: IngestService,
-    sessionmaker: async_sessionmaker[AsyncSession],
-    redis: Redis,
-    keys: Keys,
-) -> list[Producer]:
-    if settings.producers_file is None:
-        return []
-    return [
-        Producer(
-            config,
-            ingest=ingest,
-            sessionmaker=sessionmaker,
-            redis=redis,
-            keys=keys,
-            lock_ttl_ms=settings.workers.lock_ttl_ms,
-        )
-        for config in load_producers(settings.producers_file)
-    ]
-
-
-def _dispatcher(
-    settings: Settings,
-    sessionmaker: async_sessionmaker[AsyncSession],
-    outbox_engine: AsyncEngine,
-    delivery_metrics: DeliveryMetrics,
-) -> tuple[DeliverySender, Dispatcher]:
-    """The outbox's sender (at-once sends) and dispatcher (retries, alerts, archive).
-
-    The sender claims and settles through `outbox_engine` (relaxed commits: a claim or
-    settlement lost in a PostgreSQL crash only re-sends the delivery).
-    """
-    s = settings.deliveries
-    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
-    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
-    sender = DeliverySender(create_sessionmaker(outbox_engine), outbound, s, delivery_metrics)
-    alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
-    return sender, Dispatcher(sender, alerts, sessionmaker, s, delivery_metrics)
-
-
-def _durable_inbox(
-    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore
-) -> DurableInbox | None:
-    """Durable inbox mode's log, or None in the default Redis-only mode."""
-    if settings.inbox_durability != "postgres":
-        return None
-    return DurableInbox(sessionmaker, store)
-
-
-def _engine(settings: Settings, database_url: str, **options: Any) -> AsyncEngine:
-    """An engine whose connects, statements and pool waits are bounded by the settings."""
-    bounds = settings.database
-    return create_engine(
-        database_url,
-        connect_timeout_s=bounds.connect_timeout_s,
-        statement_timeout_s=bounds.statement_timeout_s,
-        pool_timeout_s=bounds.pool_timeout_s,
-        **options,
-    )
-
-
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> HubApp:
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
             "create_app needs redis_url and database_url (the CLI starts embedded ones)"
         )
-    redis_url, database_url = settings.redis_url, settings.database_url
     metrics = Metrics()
     delivery_metrics = DeliveryMetrics(metrics.registry)  # once per app, not per lifespan
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[State]:
-        redis = create_redis(
-            redis_url,
-            pool_size=settings.redis_pool_size,
-            pool_timeout_s=settings.redis_pool_timeout_s,
-            socket_timeout_s=settings.redis_timeout_s,
-        )
-        await check_durability(redis)
-        engine = _engine(settings, database_url)
-        keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
-        bulk = create_redis(  # fan-out and stream-read pipelines: one timer per pipeline
-            redis_url,
-            pool_size=settings.redis_pool_size,
-            pool_timeout_s=settings.redis_pool_timeout_s,
-            socket_timeout_s=None,
-        )
-        store = InboxStore(
-            redis,
-            keys,
-            settings.limits,
-            on_evicted=metrics.notifications_evicted_total.inc,
-            bulk=bulk,
-            wait_replicas=settings.redis_wait_replicas,
-            wait_timeout_ms=settings.redis_wait_timeout_ms,
-        )
-        hub = Hub(
-            redis_url, store.doorbells, metrics, streams_per_user=settings.limits.streams_per_user
-        )
-        reader = ChangeReader(store)
-        clock = StreamClock(settings.stream)
-        runner = Runner()
-        cleaner = Cleaner(redis, keys, store, settings.workers, metrics)
-        runner.add(Loop("cleaner", settings.workers.cleaner_interval_s, cleaner.run_once, metrics))
-        await hub.start()
-        clock.start()
-        app.state.hub = hub
-        app.state.metrics = metrics
-        sessionmaker = create_sessionmaker(engine)
-        topics = TopicService(sessionmaker, TopicCache(redis, keys, store.scripts))
-        preferences = PreferenceService(sessionmaker, store)
-        delayed = DelayedService(
-            DelayedStore(redis, keys, settings.delayed.sets),
-            sessionmaker,
-            TransitionLog(sessionmaker),
-        )
-        durable = _durable_inbox(settings, sessionmaker, store)
-        epoch = EpochWatch(
-            redis,
-            keys,
-            topics,
-            preferences,
-            delayed,
-            durable,
-            metrics=metrics,
-            on_loss=hub.resync_all,
-        )
-        await epoch.warm()
-        idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
-        ingest = IngestService(store, sessionmaker, idempotency, topics, delayed, settings, metrics)
-        ingest.durable = durable
-        scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
-        for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):
-            runner.add(loop)
-        if durable is not None:
-            flush_s = settings.inbox_changes_flush_interval_s
-            runner.add(Loop("inbox-changes", flush_s, durable.flush_changes, metrics))
-            prune = functools.partial(durable.prune, settings.max_ttl_s)
-            runner.add(Loop("inbox-prune", settings.workers.cleaner_interval_s, prune, metrics))
-        epoch_interval_s = settings.workers.epoch_check_interval_s
-        runner.add(Loop("epoch-watch", epoch_interval_s, epoch.check, metrics))
-        producers = _producers(settings, ingest, sessionmaker, redis, keys)
-        for loop in producer_loops(producers, metrics):
-            runner.add(loop)
-        outbox_engine = _engine(
-            settings, database_url, relaxed_commits=True, pool_size=OUTBOX_POOL
-        )
-        delivery_sender, dispatcher = _dispatcher(
-            settings, sessionmaker, outbox_engine, delivery_metrics
-        )
-        runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
-        try:
-            state = app.state.lifespan = State(
-                settings=settings,
-                redis=redis,
-                engine=engine,
-                sessionmaker=sessionmaker,
-                store=store,
-                hub=hub,
-                reader=reader,
-                clock=clock,
-                tokens=TokenService(settings),
-                keys_cache=KeyCache(
-                    settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s
-                ),
-                ingest=ingest,
-                inbox=InboxService(store),
-                topics=topics,
-                rules=RuleService(ingest, metrics),
-                preferences=preferences,
-                delayed=delayed,
-                metrics=metrics,
-                runner=runner,
-                deliveries=DeliveryService(delivery_sender, sessionmaker),
-                dispatcher=dispatcher,
-                limiter=RateLimiter(redis, keys, settings.rate_limits),
+    async def lifespan(app: HubApp) -> AsyncIterator[State]:
+        """One builder per feature, in dependency order; the stack releases what they
+        made in reverse, at shutdown or as soon as one of them fails."""
+        async with AsyncExitStack() as stack:
+            db = features.database(stack, settings)
+            clients = await features.redis_clients(stack, settings)
+            inbox = features.inbox(settings, clients, metrics)
+            durable = features.durable_inbox(stack, settings, db, inbox.store, metrics)
+            routing = features.routing(clients, db, inbox.store)
+            delayed = features.delayed_queue(stack, settings, clients, db)
+            epoch = await features.epoch_watch(
+                settings, clients, routing, delayed, durable, metrics, on_loss=inbox.hub.resync_all
             )
-            delivery_sender.start()
-            state["inbox"].durable = durable
-            app.state.durable = durable
+            publishing = features.publishing(
+                settings, clients, db, inbox.store, routing, delayed, durable, metrics
+            )
+            producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
+            outbox = features.outbox(stack, settings, db, metrics, delivery_metrics)
+            runner = features.runner(
+                stack,
+                inbox.loops,
+                features.mover_loops(delayed, publishing.scheduled, settings, metrics),
+                durable.loops,
+                epoch.loops,
+                producers.loops,
+                outbox.loops,
+            )
+            await features.open_streams(stack, inbox)
             await runner.start()
-            yield state
-        finally:
-            open_streams = hub.stream_count
-            await hub.stop()
-            await clock.stop()
-            await reader.aclose()
-            await runner.stop()
-            await delivery_sender.stop()
-            await outbox_engine.dispose()
-            for producer in producers:
-                await producer.close()
-            await delayed.transitions.flush()
-            if durable is not None:
-                await durable.flush_changes()
-            await close_redis(redis)
-            await close_redis(bulk)
-            await engine.dispose()
-            log.info("notifyhub stopped: closed %d streams", open_streams)
+            app.running = state = _state(
+                settings,
+                metrics,
+                runner,
+                db=db,
+                clients=clients,
+                inbox=inbox,
+                durable=durable,
+                routing=routing,
+                delayed=delayed,
+                publishing=publishing,
+                outbox=outbox,
+            )
+            try:
+                yield state
+            finally:
+                app.running = None
 
     app = HubApp(
         title="notifyhub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
@@ -276,13 +99,54 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     install_openapi(app)
     install_docs(app)  # /docs and /redoc from the hub's own files
-    routers = (notifications, inbox, me, stream, admin, routing, delayed_router, ops)
+    routers = (notifications, inbox_router, me, stream, admin, routing_router, delayed_router, ops)
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
     _install_middleware(app, settings, metrics)
     return app
+
+
+def _state(
+    settings: Settings,
+    metrics: Metrics,
+    runner: Runner,
+    *,
+    db: features.Database,
+    clients: features.RedisClients,
+    inbox: features.Inbox,
+    durable: features.Durable,
+    routing: features.Routing,
+    delayed: features.DelayedQueue,
+    publishing: features.Publishing,
+    outbox: features.Outbox,
+) -> State:
+    """What requests see: the features' parts, and the request-only services on them."""
+    return State(
+        settings=settings,
+        redis=clients.redis,
+        engine=db.engine,
+        sessionmaker=db.sessionmaker,
+        store=inbox.store,
+        hub=inbox.hub,
+        reader=inbox.reader,
+        clock=inbox.clock,
+        tokens=TokenService(settings),
+        keys_cache=KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s),
+        ingest=publishing.ingest,
+        inbox=InboxService(inbox.store, durable.log),
+        durable=durable.log,
+        topics=routing.topics,
+        rules=publishing.rules,
+        preferences=routing.preferences,
+        delayed=delayed.service,
+        metrics=metrics,
+        runner=runner,
+        deliveries=DeliveryService(outbox.sender, db.sessionmaker),
+        dispatcher=outbox.dispatcher,
+        limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
+    )
 
 
 def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> None:

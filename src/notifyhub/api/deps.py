@@ -19,6 +19,7 @@ from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.deliveries import DeliveryService
+from notifyhub.services.durable import DurableInbox
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -34,6 +35,8 @@ from notifyhub.workers.runner import Runner
 
 
 class State(TypedDict):
+    """What the lifespan made (api/app.py), as every request sees it."""
+
     settings: Settings
     redis: Redis
     engine: AsyncEngine
@@ -46,6 +49,8 @@ class State(TypedDict):
     keys_cache: KeyCache
     ingest: IngestService
     inbox: InboxService
+    durable: DurableInbox | None
+    """Durable inbox mode's log; None in the default Redis-only mode."""
     topics: TopicService
     rules: RuleService
     preferences: PreferenceService

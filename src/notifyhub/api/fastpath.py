@@ -75,6 +75,8 @@ class HubApp(FastAPI):
     """FastAPI, except that an event stream goes straight to `stream_entry`."""
 
     stream_entry: ASGIApp | None = None
+    running: State | None = None
+    """The lifespan's state while it runs (None before and after): for the server and tests."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.stream_entry is not None and scope["type"] == "http" and is_stream(scope):

@@ -170,11 +170,13 @@ class DelayedService:
         store: DelayedStore,
         sessionmaker: async_sessionmaker[AsyncSession],
         log_: TransitionLog,
+        *,
+        on_queued: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
         self._sessionmaker = sessionmaker
         self.transitions = log_
-        self.on_queued: Callable[[int], None] = lambda due_ms: None
+        self.on_queued = on_queued or (lambda due_ms: None)
         """Told the due time (epoch ms) of what this process queued: wakes its mover."""
 
     async def push(self, new: NewMessage) -> tuple[str, datetime]:

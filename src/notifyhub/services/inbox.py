@@ -45,14 +45,14 @@ def _check_cursor(cursor: str | None) -> None:
 
 
 class InboxService:
-    def __init__(self, store: InboxStore) -> None:
+    def __init__(self, store: InboxStore, durable: DurableInbox | None = None) -> None:
         self._store = store
-        self.durable: DurableInbox | None = None
-        """Durable inbox mode's log (set by the composition root): changes are appended."""
+        self._durable = durable
+        """Durable inbox mode's log, if on: changes are appended to it."""
 
     def _changed(self, me: UserPrincipal, op: dict[str, Any]) -> None:
-        if self.durable is not None:
-            self.durable.changed(me.tenant, me.user, op)
+        if self._durable is not None:
+            self._durable.changed(me.tenant, me.user, op)
 
     async def list(self, me: UserPrincipal, request: ListRequest) -> InboxPage:
         _check_cursor(request.cursor)

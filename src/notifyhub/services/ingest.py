@@ -54,6 +54,7 @@ class IngestService:
         delayed: DelayedService,
         settings: Settings,
         metrics: Metrics,
+        durable: DurableInbox | None = None,
     ) -> None:
         self._store = store
         self._sessionmaker = sessionmaker
@@ -62,8 +63,8 @@ class IngestService:
         self._idempotency = idempotency
         self._settings = settings
         self._metrics = metrics
-        self.durable: DurableInbox | None = None
-        """Durable inbox mode's log (set by the composition root), else None."""
+        self.durable = durable
+        """Durable inbox mode's log, else None."""
 
     async def publish(
         self,

@@ -31,6 +31,7 @@ class Loop:
         metrics: Metrics,
         *,
         pause_s: Callable[[], float] | None = None,
+        nudge: asyncio.Event | None = None,
     ) -> None:
         self.name = name
         self.interval_s = interval_s
@@ -42,8 +43,9 @@ class Loop:
         self.last_success: float | None = None
         """`time.monotonic()` of the last step that returned normally."""
         self._stopping = asyncio.Event()
-        self._nudged = asyncio.Event()
-        """Ends the current pause early: set by `wake` and `stop`."""
+        self._nudged = nudge if nudge is not None else asyncio.Event()
+        """Ends the current pause early: set by `wake`, `stop` and whoever else was given
+        it as `nudge` (a loop's work arriving from a part made before the loop)."""
 
     def wake(self) -> None:
         """Run the next step now instead of at the end of the pause (work has arrived)."""

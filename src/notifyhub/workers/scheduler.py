@@ -3,6 +3,7 @@ delivers scheduled notifications when they fall due."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -62,9 +63,53 @@ class ScheduledNotifications:
         await self._delayed.ack(queue, str(message["id"]), str(message["receipt"]))
 
 
+class MoverPlan:
+    """When this process's delayed mover passes next.
+
+    Made before the queue's service, which tells it (`queued`) the due time of what this
+    process queued; the mover's loop sleeps `pause_s()` or until `nudge` is set."""
+
+    def __init__(self, settings: DelayedSettings) -> None:
+        self._settings = settings
+        self.next_pass = math.inf
+        """`time.monotonic()` of the next pass; not planned (inf) while a pass runs, so
+        anything queued meanwhile wakes the next one."""
+        self.nudge = asyncio.Event()
+
+    def queued(self, due_ms: int) -> None:
+        """Something this process queued falls due before the planned pass: pass now,
+        unless that pass is at most a tick away anyway (a stream of pushes due at once
+        would otherwise cost a pass each)."""
+        now = time.monotonic()
+        due_at = now + (due_ms - time.time() * 1000) / 1000
+        if due_at < self.next_pass and self.next_pass - now > self._settings.mover_interval_s:
+            self.nudge.set()
+
+    def begin_pass(self) -> None:
+        self.next_pass = math.inf  # a push during this pass may come after its set was read
+
+    def after_pass(self, results: list[Moved]) -> None:
+        """After a pass: the next at the tick while messages move, else at the earliest
+        due instant seen (a burst due at one instant does not wait up to a tick), at most
+        `mover_idle_s` away. An idle hub then makes a few passes a second, not one per
+        tick (each costs a round trip per set)."""
+        now = time.monotonic()
+        if any(r.moved for r in results):
+            self.next_pass = now + self._settings.mover_interval_s
+            return
+        due = [r.next_due_at + WAKE_MARGIN_S for r in results if r.next_due_at is not None]
+        self.next_pass = min([now + self._settings.mover_idle_s, *due])
+
+    def pause_s(self) -> float:
+        """Until the planned pass; mid-pass (unplanned) at most `mover_idle_s`, so that
+        `/readyz` still finds a pass that hangs."""
+        return min(max(self.next_pass - time.monotonic(), 0.0), self._settings.mover_idle_s)
+
+
 def delayed_loops(
     delayed: DelayedService,
     scheduled: ScheduledNotifications,
+    plan: MoverPlan,
     settings: DelayedSettings,
     metrics: Metrics,
 ) -> list[Loop]:
@@ -86,39 +131,19 @@ def delayed_loops(
         metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
         return results
 
-    next_pass = math.inf  # not planned: during a pass, anything queued wakes the next
-
     async def move() -> None:
-        """A pass; then plan the next: at the tick while messages move, else at the
-        earliest due instant seen (a burst due at one instant does not wait up to a tick),
-        at most `mover_idle_s` away. An idle hub then makes a few passes a second, not
-        one per tick (each costs a round trip per set)."""
-        nonlocal next_pass
-        next_pass = math.inf  # a push during this pass may come after its set was read
-        results = await move_pass()
-        now = time.monotonic()
-        if any(r.moved for r in results):
-            next_pass = now + settings.mover_interval_s
-            return
-        due = [r.next_due_at + WAKE_MARGIN_S for r in results if r.next_due_at is not None]
-        next_pass = min([now + settings.mover_idle_s, *due])
+        """A pass; then plan the next."""
+        plan.begin_pass()
+        plan.after_pass(await move_pass())
 
-    def queued(due_ms: int) -> None:
-        """Something this process queued falls due before the planned pass: pass now,
-        unless that pass is at most a tick away anyway (a stream of pushes due at once
-        would otherwise cost a pass each)."""
-        now = time.monotonic()
-        due_at = now + (due_ms - time.time() * 1000) / 1000
-        if due_at < next_pass and next_pass - now > settings.mover_interval_s:
-            mover.wake()
-
-    def pause_s() -> float:
-        """Until the planned pass; mid-pass (unplanned) at most `mover_idle_s`, so that
-        `/readyz` still finds a pass that hangs."""
-        return min(max(next_pass - time.monotonic(), 0.0), settings.mover_idle_s)
-
-    mover = Loop("delayed-mover", settings.mover_interval_s, move, metrics, pause_s=pause_s)
-    delayed.on_queued = queued
+    mover = Loop(
+        "delayed-mover",
+        settings.mover_interval_s,
+        move,
+        metrics,
+        pause_s=plan.pause_s,
+        nudge=plan.nudge,
+    )
     return [
         mover,
         Loop(

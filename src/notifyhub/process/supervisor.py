@@ -50,15 +50,15 @@ def server_config(
 
 def _worker(sock: socket.socket, settings: Settings, access_log: bool) -> None:
     from notifyhub.api.app import create_app
-    from notifyhub.api.collector import CollectorPolicy
-    from notifyhub.api.server import HubServer
+    from notifyhub.process.gc import CollectorPolicy
+    from notifyhub.process.server import HubServer
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = create_app(settings)
     config = server_config(app, settings, access_log=access_log)
-    HubServer(config, app, CollectorPolicy.of(settings.stream)).run(sockets=[sock])
+    HubServer(config, app, CollectorPolicy.of(settings.gc)).run(sockets=[sock])
 
 
 def bind(host: str, port: int) -> socket.socket:

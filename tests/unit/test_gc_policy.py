@@ -1,5 +1,6 @@
-"""The hub's garbage collector policy (api/collector.py), each case in a fresh interpreter:
-the policy changes process-wide collector state, which must not leak into the test run."""
+"""The hub's garbage collector policy (process/gc.py) and its settings group. The policy's
+cases each run in a fresh interpreter: it changes process-wide collector state, which
+must not leak into the test run."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+from pydantic import ValidationError
+
+from notifyhub.process.gc import CollectorPolicy
+from notifyhub.settings import Settings
+
 PRELUDE = """
 import asyncio, gc, weakref
-from notifyhub.api.collector import CollectorPolicy
+from notifyhub.process.gc import CollectorPolicy
 
 class Node:
     pass
@@ -44,7 +51,7 @@ def test_survivors_of_an_older_collection_are_frozen_and_a_thaw_reclaims_their_c
         gone = weakref.ref(node)
         del node
         assert gc.collect() == 0 and gone() is not None, "full collections skip frozen cycles"
-        from notifyhub.api.collector import thaw
+        from notifyhub.process.gc import thaw
         assert thaw() >= 2 and gone() is None
         assert gc.get_freeze_count() > 0, "what survives a thaw is frozen again"
         """
@@ -106,3 +113,12 @@ def test_thaws_run_every_interval() -> None:
         asyncio.run(main())
         """
     )
+
+
+def test_the_gc_settings_have_their_own_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTIFYHUB_GC__THAW_INTERVAL_S", "60")
+    settings = Settings(dev_mode=True, _env_file=None)  # type: ignore[call-arg]
+    assert CollectorPolicy.of(settings.gc).thaw_interval_s == 60
+    monkeypatch.setenv("NOTIFYHUB_STREAM__GC_THAW_INTERVAL_S", "60")
+    with pytest.raises(ValidationError, match="NOTIFYHUB_GC__THAW_INTERVAL_S"):
+        Settings(dev_mode=True, _env_file=None)  # type: ignore[call-arg]

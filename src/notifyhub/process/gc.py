@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notifyhub.metrics import GC_PAUSES
-from notifyhub.settings import StreamSettings
+from notifyhub.settings import GcSettings
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ class CollectorPolicy:
     """0: never thaw."""
 
     @classmethod
-    def of(cls, stream: StreamSettings) -> CollectorPolicy:
-        return cls(stream.gc_young_threshold, stream.gc_freeze_survivors, stream.gc_thaw_interval_s)
+    def of(cls, settings: GcSettings) -> CollectorPolicy:
+        return cls(settings.young_threshold, settings.freeze_survivors, settings.thaw_interval_s)
 
     def install(self) -> None:
         """Apply the policy to this process (`HubServer` does, once the app is built)."""

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from types import FrameType
 
 import uvicorn
-from fastapi import FastAPI
 
-from notifyhub.api.collector import CollectorPolicy
+from notifyhub.api.fastpath import HubApp
+from notifyhub.process.gc import CollectorPolicy
 
 
 class HubServer(uvicorn.Server):
@@ -21,7 +21,7 @@ class HubServer(uvicorn.Server):
     def __init__(
         self,
         config: uvicorn.Config,
-        app: FastAPI,
+        app: HubApp,
         collector: CollectorPolicy | None = None,
         *,
         on_started: Callable[[], None] | None = None,
@@ -52,9 +52,9 @@ class HubServer(uvicorn.Server):
                 thaws.cancel()
 
     def _end_streams(self) -> None:
-        hub = getattr(self._app.state, "hub", None)
-        if hub is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(hub.begin_shutdown)
+        state = self._app.running
+        if state is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(state["hub"].begin_shutdown)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._end_streams()

@@ -1,0 +1,67 @@
+"""The hub's features, one builder each, assembled on one `AsyncExitStack`.
+
+A builder makes its part from the parts it is given and registers the part's clean-up
+on the stack, so a start-up that fails halfway releases what was built before it. The
+stack unwinds in reverse, which is why the hub builds them in this order:
+
+    clients.database        PostgreSQL engine                       (closed last)
+    clients.redis_clients   request and bulk Redis clients
+    inbox.inbox             store, Pub/Sub hub, change reader, clock (made, not started)
+    inbox.durable_inbox     durable inbox mode's log (or none)
+    routing.routing         topics and preferences
+    delayed.delayed_queue   the delayed queue, its transition log and mover plan
+    restore.epoch_watch     notices Redis losing data and rebuilds it
+    publishing.publishing   ingest, rules, scheduled notifications
+    publishing.producers    scheduled producers
+    outbox.outbox           the webhook outbox: sender and dispatcher
+    delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
+    runner.runner           every feature's background loops
+    inbox.open_streams      the hub's listener and the stream clock (stopped first)
+
+`api/app.py` calls them all; `notifyhub restore` and tests call only the ones they need.
+"""
+
+from notifyhub.features.clients import Database, RedisClients, database, engine, redis_clients
+from notifyhub.features.delayed import DelayedQueue, delayed_queue, mover_loops
+from notifyhub.features.inbox import (
+    Durable,
+    Inbox,
+    durable_inbox,
+    inbox,
+    inbox_store,
+    open_streams,
+)
+from notifyhub.features.outbox import Outbox, outbox
+from notifyhub.features.publishing import Producers, Publishing, producers, publishing
+from notifyhub.features.restore import Epoch, epoch_watch, restore_redis
+from notifyhub.features.routing import Routing, routing
+from notifyhub.features.runner import runner
+
+__all__ = [
+    "Database",
+    "DelayedQueue",
+    "Durable",
+    "Epoch",
+    "Inbox",
+    "Outbox",
+    "Producers",
+    "Publishing",
+    "RedisClients",
+    "Routing",
+    "database",
+    "delayed_queue",
+    "durable_inbox",
+    "engine",
+    "epoch_watch",
+    "inbox",
+    "inbox_store",
+    "mover_loops",
+    "open_streams",
+    "outbox",
+    "producers",
+    "publishing",
+    "redis_clients",
+    "restore_redis",
+    "routing",
+    "runner",
+]

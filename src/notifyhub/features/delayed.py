@@ -1,0 +1,41 @@
+"""Builder for the delayed queue: its store, service, transition log and mover plan."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from notifyhub.features.clients import Database, RedisClients
+from notifyhub.metrics import Metrics
+from notifyhub.services.delayed import DelayedService, TransitionLog
+from notifyhub.settings import Settings
+from notifyhub.store.delayed import DelayedStore
+from notifyhub.workers.runner import Loop
+from notifyhub.workers.scheduler import MoverPlan, ScheduledNotifications, delayed_loops
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedQueue:
+    service: DelayedService
+    plan: MoverPlan
+    """When this process's mover passes next (what it queues wakes the mover)."""
+
+
+def delayed_queue(
+    stack: AsyncExitStack, settings: Settings, clients: RedisClients, database: Database
+) -> DelayedQueue:
+    """The queue; transitions still buffered are written when the stack closes."""
+    plan = MoverPlan(settings.delayed)
+    transitions = TransitionLog(database.sessionmaker)
+    stack.push_async_callback(transitions.flush)
+    store = DelayedStore(clients.redis, clients.keys, settings.delayed.sets)
+    service = DelayedService(store, database.sessionmaker, transitions, on_queued=plan.queued)
+    return DelayedQueue(service, plan)
+
+
+def mover_loops(
+    queue: DelayedQueue, scheduled: ScheduledNotifications, settings: Settings, metrics: Metrics
+) -> list[Loop]:
+    """The mover, the transition-log flusher and the scheduled-notification consumer
+    (which needs ingest, itself made with the queue: hence a step of its own)."""
+    return delayed_loops(queue.service, scheduled, queue.plan, settings.delayed, metrics)

@@ -1,0 +1,52 @@
+"""Builder for the webhook outbox: the at-once sender, alerts and the dispatcher."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from notifyhub.db.engine import create_sessionmaker
+from notifyhub.delivery_metrics import DeliveryMetrics
+from notifyhub.features.clients import Database, engine
+from notifyhub.metrics import Metrics
+from notifyhub.services.alerts import AlertSender
+from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.sender import DeliverySender
+from notifyhub.settings import Settings
+from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
+from notifyhub.workers.runner import Loop
+
+OUTBOX_POOL = 4
+"""Connections the at-once sender and the dispatcher claim and settle through (twice that
+under load); each holds one for a single statement."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outbox:
+    sender: DeliverySender
+    dispatcher: Dispatcher
+    loops: tuple[Loop, ...]
+
+
+def outbox(
+    stack: AsyncExitStack,
+    settings: Settings,
+    database: Database,
+    metrics: Metrics,
+    delivery_metrics: DeliveryMetrics,
+) -> Outbox:
+    """The sender runs from here (stopped, then its engine disposed, when the stack
+    closes); the dispatcher's loop joins the runner.
+
+    The sender claims and settles through an engine of its own with relaxed commits: a
+    claim or settlement lost in a PostgreSQL crash only re-sends the delivery."""
+    s = settings.deliveries
+    outbox_engine = engine(stack, settings, relaxed_commits=True, pool_size=OUTBOX_POOL)
+    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    sender = DeliverySender(create_sessionmaker(outbox_engine), outbound, s, delivery_metrics)
+    alerts = AlertSender(database.sessionmaker, outbound, s, delivery_metrics)
+    dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)
+    stack.push_async_callback(sender.stop)
+    sender.start()
+    return Outbox(sender, dispatcher, (dispatcher_loop(dispatcher, s, metrics),))

@@ -1,0 +1,89 @@
+"""Builders for publishing: ingest, routing rules, scheduled notifications and the
+scheduled producers."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from notifyhub.features.clients import Database, RedisClients
+from notifyhub.features.delayed import DelayedQueue
+from notifyhub.features.inbox import Durable
+from notifyhub.features.routing import Routing
+from notifyhub.metrics import Metrics
+from notifyhub.services.ingest import IngestService
+from notifyhub.services.rules import RuleService
+from notifyhub.settings import Settings
+from notifyhub.store.idempotency import IdempotencyStore
+from notifyhub.store.inbox import InboxStore
+from notifyhub.workers.producers import Producer, load, loops
+from notifyhub.workers.runner import Loop
+from notifyhub.workers.scheduler import ScheduledNotifications
+
+
+@dataclass(frozen=True, slots=True)
+class Publishing:
+    ingest: IngestService
+    rules: RuleService
+    scheduled: ScheduledNotifications
+    """Delivers scheduled notifications when the delayed queue makes them ready."""
+
+
+@dataclass(frozen=True, slots=True)
+class Producers:
+    producers: tuple[Producer, ...]
+    loops: tuple[Loop, ...]
+
+
+def publishing(
+    settings: Settings,
+    clients: RedisClients,
+    database: Database,
+    store: InboxStore,
+    routing: Routing,
+    delayed: DelayedQueue,
+    durable: Durable,
+    metrics: Metrics,
+) -> Publishing:
+    """Nothing to release: the parts live on the clients and the queue."""
+    idempotency = IdempotencyStore(clients.redis, clients.keys, settings.idempotency_ttl_s)
+    ingest = IngestService(
+        store,
+        database.sessionmaker,
+        idempotency,
+        routing.topics,
+        delayed.service,
+        settings,
+        metrics,
+        durable=durable.log,
+    )
+    scheduled = ScheduledNotifications(delayed.service, ingest, database.sessionmaker)
+    return Publishing(ingest, RuleService(ingest, metrics), scheduled)
+
+
+def producers(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clients: RedisClients,
+    database: Database,
+    ingest: IngestService,
+    metrics: Metrics,
+) -> Producers:
+    """The producers of `producers_file` (an invalid file fails the start-up) and their
+    loops; each one's own engine is disposed when the stack closes."""
+    if settings.producers_file is None:
+        return Producers((), ())
+    made = tuple(
+        Producer(
+            config,
+            ingest=ingest,
+            sessionmaker=database.sessionmaker,
+            redis=clients.redis,
+            keys=clients.keys,
+            lock_ttl_ms=settings.workers.lock_ttl_ms,
+        )
+        for config in load(settings.producers_file)
+    )
+    for producer in made:
+        stack.push_async_callback(producer.close)
+    return Producers(made, tuple(loops(list(made), metrics)))
