@@ -8,6 +8,7 @@ import itertools
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,8 +166,8 @@ class RunningHub:
     app_state: dict[str, Any] = field(default_factory=dict)
 
 
-@pytest.fixture
-async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
+@asynccontextmanager
+async def serve_hub(settings: Settings) -> AsyncIterator[RunningHub]:
     """A real uvicorn server on a free port, serving `create_app(settings)`."""
     app = create_app(settings)
     config = uvicorn.Config(
@@ -191,6 +192,19 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         yield RunningHub(base_url, app, client, server, TokenService(settings), app.state.lifespan)
     server.stop()
     await task
+
+
+@pytest.fixture
+async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
+    """A real uvicorn server on a free port, serving `create_app(settings)`."""
+    async with serve_hub(settings) as running:
+        yield running
+
+
+@pytest.fixture
+def start_hub() -> Callable[[Settings], AbstractAsyncContextManager[RunningHub]]:
+    """`serve_hub`, for a test that needs hubs of other settings (several at once)."""
+    return serve_hub
 
 
 @pytest.fixture
