@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -62,6 +63,74 @@ class ScheduledNotifications:
         await self._delayed.ack(queue, str(message["id"]), str(message["receipt"]))
 
 
+class DelayedMover:
+    """Moves due messages to their ready lists and plans its next pass: at the tick while
+    messages move, else at the earliest due instant seen (a burst due at one instant
+    does not wait up to a tick), at most `mover_idle_s` away. An idle hub then makes a
+    few passes a second, not one per tick (each costs a round trip per set).
+
+    `run_once` is one pass (tests call it instead of waiting for the loop); `loop` runs
+    it on the planned schedule, woken by `queued` when this process queues something
+    due before the planned pass."""
+
+    def __init__(
+        self,
+        delayed: DelayedService,
+        settings: DelayedSettings,
+        metrics: Metrics,
+        on_scheduled: Callable[[], None],
+    ) -> None:
+        self._delayed = delayed
+        self._settings = settings
+        self._metrics = metrics
+        self._on_scheduled = on_scheduled
+        """Told when a pass made a scheduled notification ready (or re-offered one)."""
+        self._next_pass = math.inf  # not planned: during a pass, anything queued wakes it
+        self.loop = Loop(
+            "delayed-mover", settings.mover_interval_s, self.run_once, metrics, pause_s=self.pause_s
+        )
+
+    async def run_once(self) -> list[Moved]:
+        """One pass over every set; then plan the next."""
+        self._next_pass = math.inf  # a push during this pass may come after its set was read
+        results = await self._move()
+        now = time.monotonic()
+        if any(r.moved for r in results):
+            self._next_pass = now + self._settings.mover_interval_s
+            return results
+        due = [r.next_due_at + WAKE_MARGIN_S for r in results if r.next_due_at is not None]
+        self._next_pass = min([now + self._settings.mover_idle_s, *due])
+        return results
+
+    async def _move(self) -> list[Moved]:
+        results = await self._delayed.move(self._settings.move_batch)
+        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
+            self._on_scheduled()
+        backlog: dict[int, int] = {}
+        for r in results:
+            backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
+        oldest_ms = max((r.oldest_due_age_ms for r in results), default=-1)
+        moved = sum(len(r.moved) for r in results)
+        self._metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
+        return results
+
+    def queued(self, due_ms: int) -> None:
+        """Something this process queued falls due before the planned pass: pass now,
+        unless that pass is at most a tick away anyway (a stream of pushes due at once
+        would otherwise cost a pass each)."""
+        now = time.monotonic()
+        due_at = now + (due_ms - time.time() * 1000) / 1000
+        tick_s = self._settings.mover_interval_s
+        if due_at < self._next_pass and self._next_pass - now > tick_s:
+            self.loop.wake()
+
+    def pause_s(self) -> float:
+        """Until the planned pass; mid-pass (unplanned) at most `mover_idle_s`, so that
+        `/readyz` still finds a pass that hangs."""
+        idle_s = self._settings.mover_idle_s
+        return min(max(self._next_pass - time.monotonic(), 0.0), idle_s)
+
+
 def delayed_loops(
     delayed: DelayedService,
     scheduled: ScheduledNotifications,
@@ -73,54 +142,10 @@ def delayed_loops(
     consumer = Loop(
         "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
     )
-
-    async def move_pass() -> list[Moved]:
-        results = await delayed.move(settings.move_batch)
-        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
-            consumer.wake()
-        backlog: dict[int, int] = {}
-        for r in results:
-            backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
-        oldest_ms = max((r.oldest_due_age_ms for r in results), default=-1)
-        moved = sum(len(r.moved) for r in results)
-        metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
-        return results
-
-    next_pass = math.inf  # not planned: during a pass, anything queued wakes the next
-
-    async def move() -> None:
-        """A pass; then plan the next: at the tick while messages move, else at the
-        earliest due instant seen (a burst due at one instant does not wait up to a tick),
-        at most `mover_idle_s` away. An idle hub then makes a few passes a second, not
-        one per tick (each costs a round trip per set)."""
-        nonlocal next_pass
-        next_pass = math.inf  # a push during this pass may come after its set was read
-        results = await move_pass()
-        now = time.monotonic()
-        if any(r.moved for r in results):
-            next_pass = now + settings.mover_interval_s
-            return
-        due = [r.next_due_at + WAKE_MARGIN_S for r in results if r.next_due_at is not None]
-        next_pass = min([now + settings.mover_idle_s, *due])
-
-    def queued(due_ms: int) -> None:
-        """Something this process queued falls due before the planned pass: pass now,
-        unless that pass is at most a tick away anyway (a stream of pushes due at once
-        would otherwise cost a pass each)."""
-        now = time.monotonic()
-        due_at = now + (due_ms - time.time() * 1000) / 1000
-        if due_at < next_pass and next_pass - now > settings.mover_interval_s:
-            mover.wake()
-
-    def pause_s() -> float:
-        """Until the planned pass; mid-pass (unplanned) at most `mover_idle_s`, so that
-        `/readyz` still finds a pass that hangs."""
-        return min(max(next_pass - time.monotonic(), 0.0), settings.mover_idle_s)
-
-    mover = Loop("delayed-mover", settings.mover_interval_s, move, metrics, pause_s=pause_s)
-    delayed.on_queued = queued
+    mover = DelayedMover(delayed, settings, metrics, on_scheduled=consumer.wake)
+    delayed.on_queued = mover.queued
     return [
-        mover,
+        mover.loop,
         Loop(
             "delayed-log",
             settings.log_flush_interval_s,
