@@ -154,6 +154,7 @@ async def test_redis_loss_then_restart_restores_unconsumed(
     assert sorted(t["id"] for t in taken) == sorted(pending)
 
 
+@pytest.mark.slow
 async def test_two_movers_never_duplicate_or_lose(
     redis: Redis, settings: Any, sessionmaker: Any
 ) -> None:
