@@ -1,6 +1,8 @@
 # notifyhub: `make run` starts the hub, `make test` runs every test.
 #   make run [PORT=8000] [HOST=127.0.0.1]   the service and its embedded stores only
 #   make test | lint | bench                 add the dev (and bench) tools
+#   make test-fast                          unit + integration tests not marked `slow`
+#   make format                             ruff format (lint checks it once the tree is)
 PYTHON ?= python3
 VENV ?= .venv
 HOST ?= 127.0.0.1
@@ -9,7 +11,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean venv venv-run
+.PHONY: run test test-fast lint format bench clean venv venv-run
 
 # $(1): the extras to install, $(2): more pip options; the stamp is the target.
 define install
@@ -38,9 +40,16 @@ run: $(RUN_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/pytest
 
+# The quick check while working: no processes started, no fuzzing, no waiting out timeouts.
+test-fast: $(DEV_STAMP)
+	$(BIN)/pytest -m "not slow" tests/unit tests/integration
+
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+
+format: $(DEV_STAMP)
+	$(BIN)/ruff format src tests bench
 
 bench: $(DEV_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

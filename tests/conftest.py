@@ -4,10 +4,12 @@ database per run, a Redis key prefix per test, and a real uvicorn server per tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import asyncpg
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -166,8 +169,29 @@ class RunningHub:
     """The lifespan's typed state (`HubApp.running`) while the hub runs."""
 
 
-@pytest.fixture
-async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
+class _TestServer(HubServer):
+    """`HubServer`, ending as soon as `stop()` is called: uvicorn's own loop looks for an
+    exit every 0.1 s, which was half of a test hub's teardown (a second per 20 tests)."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config, app)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        super().stop()
+        self._stopping.set()
+
+    async def main_loop(self) -> None:
+        counter = 0  # `on_tick` refreshes the Date header when this is a multiple of 10
+        while not await self.on_tick(counter):
+            counter += 10
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._stopping.wait()
+
+
+@asynccontextmanager
+async def serve_hub(settings: Settings) -> AsyncIterator[RunningHub]:
     """A real uvicorn server on a free port, serving `create_app(settings)`."""
     app = create_app(settings)
     config = uvicorn.Config(
@@ -179,7 +203,7 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         timeout_graceful_shutdown=3,
         **head_limits(),  # as `notifyhub serve` (process/supervisor.py server_config)
     )
-    server = HubServer(config, app)
+    server = _TestServer(config, app)
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):
         while not server.started:
@@ -193,6 +217,19 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
         yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
     server.stop()
     await task
+
+
+@pytest.fixture
+async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
+    """A real uvicorn server on a free port, serving `create_app(settings)`."""
+    async with serve_hub(settings) as running:
+        yield running
+
+
+@pytest.fixture
+def start_hub() -> Callable[[Settings], AbstractAsyncContextManager[RunningHub]]:
+    """`serve_hub`, for a test that needs hubs of other settings (several at once)."""
+    return serve_hub
 
 
 @pytest.fixture

@@ -206,6 +206,9 @@ class Settings(BaseSettings):
     idempotency_ttl_s: int = Field(24 * 3600, ge=60)
     deliveries_allow_private_networks: bool = False
     cors_origins: list[str] = []
+    fast_paths: bool = True
+    """Serve event streams and valid publishes before FastAPI's machinery (api/fastpath.py);
+    False leaves them to the FastAPI routes, which answer the same (A/B benchmarks)."""
     producers_file: Path | None = None
 
     limits: Limits = Limits()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -31,6 +31,11 @@ async def _push(hub: Any, key: str, **fields: Any) -> str:
     response = await hub.client.post("/v1/delayed", json=fields, headers=_auth(key))
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
+
+
+async def _move(hub: Any) -> None:
+    """One pass of the hub's delayed mover (`DelayedMover.run_once`)."""
+    await hub.app_state["runner"].loop("delayed-mover").step()
 
 
 async def _take(
@@ -63,13 +68,13 @@ async def test_not_before_due_then_promptly(hub: Any, publish_key: str, consume_
 
 
 async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_key: str) -> None:
-    due = (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat()
+    due = datetime.now(UTC).isoformat()
     ids = {
         p: await _push(hub, publish_key, topic="prio", body=p, due_at=due, priority=p)
         for p in (1, 9, 5)
     }
-    await asyncio.sleep(0.5)
-    taken = await _take(hub, consume_key, "prio", wait=2, max_=3)
+    await _move(hub)  # every one of them is ready now
+    taken = await _take(hub, consume_key, "prio", max_=3)
     assert [m["id"] for m in taken] == [ids[9], ids[5], ids[1]]
 
 
@@ -80,10 +85,9 @@ async def test_cancel_before_due_and_after_consume(
     assert (
         await hub.client.delete(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))
     ).status_code == 204
-    await asyncio.sleep(0.5)
-    assert await _take(hub, consume_key, "cx", wait=1) == []
     status = (await hub.client.get(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))).json()
     assert status["status"] == "cancelled"
+    assert await _take(hub, consume_key, "cx") == []
     consumed = await _push(hub, publish_key, topic="cx", body=2, delay_ms=0)
     [message] = await _take(hub, consume_key, "cx", wait=2)
     ack = await hub.client.post(
@@ -142,11 +146,15 @@ async def test_redis_loss_then_restart_restores_unconsumed(
     await redis.unlink(*lost)
     app = create_app(settings)
     async with app.router.lifespan_context(app) as state:  # a hub starting after the loss
-        await asyncio.sleep(0.4)
-        taken = await state["delayed"].consume(Queue("default", "dr"), 3, 10)
+        taken: list[dict[str, Any]] = []
+        async with asyncio.timeout(5):  # restored, then moved when due (200 ms)
+            while len(taken) < len(pending):
+                taken += await state["delayed"].consume(Queue("default", "dr"), 0, 10)
+                await asyncio.sleep(0.05)
     assert sorted(t["id"] for t in taken) == sorted(pending)
 
 
+@pytest.mark.slow
 async def test_two_movers_never_duplicate_or_lose(
     redis: Redis, settings: Any, sessionmaker: Any
 ) -> None:
@@ -190,14 +198,17 @@ async def test_scheduled_notification_arrives_on_time(hub: Any, publish_key: str
 
 
 async def test_recall_cancels_a_scheduled_notification(hub: Any, publish_key: str) -> None:
-    body = {"recipients": {"users": ["recalled"]}, "title": "never", "delay": 1}
+    body = {"recipients": {"users": ["recalled"]}, "title": "never", "delay": 60}
     sent = (
         await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
     ).json()["id"]
     assert (
         await hub.client.delete(f"/v1/notifications/{sent}", headers=_auth(publish_key))
     ).status_code == 204
-    await asyncio.sleep(1.5)
+    status = (await hub.client.get(f"/v1/delayed/{sent}", headers=_auth(publish_key))).json()
+    assert status["status"] == "cancelled"
+    again = await hub.client.delete(f"/v1/notifications/{sent}", headers=_auth(publish_key))
+    assert again.status_code == 409  # nothing left to cancel
     token = hub.tokens.mint_user_token("recalled")
     counts = (await hub.client.get("/v1/me/notifications/counts", headers=_auth(token))).json()
     assert counts["total"] == 0
@@ -256,15 +267,17 @@ async def test_transitions_are_logged(
         json={"receipt": m["receipt"]},
         headers=_auth(consume_key),
     )
-    await asyncio.sleep(0.3)  # the log is flushed in batches
-    async with sessionmaker() as session:
-        rows = (
-            await session.execute(
-                select(DelayedTransition.status, DelayedTransition.worker, DelayedTransition.host)
-                .where(DelayedTransition.message_id == sent)
-                .order_by(DelayedTransition.id)
-            )
-        ).all()
+    query = (
+        select(DelayedTransition.status, DelayedTransition.worker, DelayedTransition.host)
+        .where(DelayedTransition.message_id == sent)
+        .order_by(DelayedTransition.id)
+    )
+    rows: list[Any] = []
+    async with asyncio.timeout(5):  # the log is flushed in batches, by its loop
+        while len(rows) < 4:
+            async with sessionmaker() as session:
+                rows = list((await session.execute(query)).all())
+            await asyncio.sleep(0.05)
     assert [r.status for r in rows] == ["delayed", "ready", "reserved", "consumed"]
     assert rows[1].worker == "mover"
     assert all(r.host for r in rows)

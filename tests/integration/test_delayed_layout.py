@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -121,6 +122,7 @@ async def test_layout_1_due_zsets_are_converted_by_the_mover(
         assert not await redis.exists(keys.delayed(index).due_v1(topic))
 
 
+@pytest.mark.slow
 async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
     redis: Redis, settings: Any, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:

@@ -157,6 +157,7 @@ class InboxModel(RuleBasedStateMachine):
         self.loop.close()
 
 
+@pytest.mark.slow
 def test_counts_never_drift(settings: Any) -> None:
     InboxModel.redis_url = settings.redis_url
     InboxModel.TestCase.settings = hsettings(

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from notifyhub.api.app import create_app
@@ -73,6 +74,7 @@ async def test_topic_admin_api(hub: Any, admin_key: str) -> None:
     assert "t1" in gone.json()["detail"]
 
 
+@pytest.mark.slow
 async def test_topic_cache_equals_postgres_after_random_changes(hub: Any, admin_key: str) -> None:
     admin = _auth(admin_key)
     rng = random.Random(7)

@@ -39,6 +39,7 @@ from notifyhub.settings import Settings
 # that state meanwhile (redis-py's retry backoff jitters with `random.uniform`): the
 # strategies use no `random`. Seen as a FlakyFailure on two negative-mode DELETEs.
 pytestmark = [
+    pytest.mark.slow,  # fuzzing every operation: `make test` runs it, `make test-fast` not
     pytest.mark.filterwarnings(
         "ignore:Exception ignored in. <function StreamWriter.__del__"
         ":pytest.PytestUnraisableExceptionWarning"

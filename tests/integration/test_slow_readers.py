@@ -70,6 +70,7 @@ async def _read_all(reader: EventReader, received: list[str]) -> None:
             received.append(event.data["id"])
 
 
+@pytest.mark.slow
 async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from notifyhub.api import fastpath
+from notifyhub.api.routers import stream
 from notifyhub.settings import Settings
 from support.sse import EventReader
 
@@ -41,7 +41,7 @@ async def test_a_bug_before_the_stream_starts_is_a_counted_500_problem(
     def broken(*args: Any) -> None:
         raise RuntimeError("a bug in opening streams")
 
-    monkeypatch.setattr(fastpath, "open_stream", broken)
+    monkeypatch.setattr(stream, "stream", broken)  # what the fast path serves
     auth = {"Authorization": f"Bearer {make_token('bugsy')}"}
     response = await hub.client.get("/v1/me/stream", headers=auth)
     assert response.status_code == 500

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ def _value(text: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
     return st.one_of(latin1, utf8, st.binary(max_size=40)).map(_sendable)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

@@ -160,11 +160,14 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> No
         "allow_headers": ["*"],
     }
     max_body_bytes = settings.limits.max_body_bytes
-    app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
+    if settings.fast_paths:
+        app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
     app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(ProblemCORSMiddleware, **cors)  # type: ignore[arg-type]
     app.add_middleware(RequestMetrics, metrics=metrics)
+    if not settings.fast_paths:
+        return
     streams: ASGIApp = StreamFastPath(app.exception_handlers)
     streams = RequestLimits(streams, max_body_bytes=max_body_bytes)
     if settings.cors_origins:

@@ -14,14 +14,18 @@ solving, body handling and response validation were about a fifth of the hub's C
 the ingest benchmark (cProfile, by package). The fast path serves requests that parse
 and validate; any other request (a body that is not JSON or does not validate, a header
 out of bounds) is handed on, body replayed, to the FastAPI route, which answers it
-exactly as before (its 422 problem details). Both share `accept` and the authentication
-dependency, which the fast path runs once (the route reuses its principal).
+exactly as before (its 422 problem details). The authentication runs once (the route
+reuses its principal).
 
-Limits and CORS still wrap both, and request metrics count both (a stream counts itself
-when its response starts: the metrics middleware would otherwise keep a frame alive in
-every stream); errors raised inside are answered as problem+json like everywhere (401,
-422, 429, 503 on outages, 500 for a bug). The FastAPI routes document the same contracts
-in OpenAPI.
+Each route has one definition, in its router module (`stream.serve`,
+`notifications.serve`): the same dependencies, models and handler the FastAPI route
+declares, bound to a bare request. This module adds only the transport: where a request
+goes, metrics, and errors answered as the app's handlers answer them. Limits and CORS
+still wrap both, and request metrics count both (a stream counts itself when its
+response starts: the metrics middleware would otherwise keep a frame alive in every
+stream); errors raised inside are answered as problem+json like everywhere (401, 422,
+429, 503 on outages, 500 for a bug). `Settings.fast_paths = False` leaves both routes to
+FastAPI (for A/B benchmarks and tests/integration/test_route_parity.py).
 """
 
 from __future__ import annotations
@@ -32,25 +36,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from fastapi import FastAPI
-from pydantic import ValidationError
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from notifyhub.api.deps import State, authenticate_service, stream_user
+from notifyhub.api.deps import State
 from notifyhub.api.errors import domain_problem, unavailable
 from notifyhub.api.limits import replay
 from notifyhub.api.observe import record
-from notifyhub.api.routers import notifications
-from notifyhub.api.routers.stream import PATH, open_stream
-from notifyhub.api.schemas import PublishRequest
-from notifyhub.domain.auth import Scope as KeyScope
+from notifyhub.api.routers import notifications, stream
 from notifyhub.errors import NotifyhubError
 from notifyhub.outages import outage_of
-from notifyhub.realtime.sse import InboxStream
 
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
 
@@ -62,13 +59,13 @@ class RouteLabel:
     path: str
 
 
-STREAM_ROUTE = RouteLabel(PATH)
+STREAM_ROUTE = RouteLabel(stream.PATH)
 PUBLISH_ROUTE = RouteLabel(notifications.PATH)
 
 
 def is_stream(scope: Scope) -> bool:
     path, method = scope["path"], scope["method"]
-    return bool(path == PATH and method == "GET")
+    return bool(path == stream.PATH and method == "GET")
 
 
 class HubApp(FastAPI):
@@ -108,10 +105,10 @@ class StreamFastPath:
         def count(status: int) -> None:
             nonlocal opened
             opened = True
-            record(metrics, "GET", PATH, status, time.perf_counter() - started)
+            record(metrics, "GET", stream.PATH, status, time.perf_counter() - started)
 
         try:
-            response = await _open(scope)
+            response = await stream.serve(Request(scope))
             response.on_start = count
             # The scope's own copy of the app state (uvicorn copies its ~20 entries for
             # every request, about 1 KiB) would live as long as the stream, unused.
@@ -149,16 +146,10 @@ def _counting(send: Send, count: Callable[[int], None]) -> Send:
     return counted
 
 
-async def _open(scope: Scope) -> InboxStream:
-    """Authenticate and attach the stream (its request and state are dropped after)."""
-    request = Request(scope)
-    state: State = scope["state"]
-    me = await stream_user(request, state, request.query_params.get("access_token"))
-    header = request.headers.get("last-event-id")
-    return open_stream(state, me, header, request.query_params.get("last_event_id"))
-
-
 class PublishFastPath:
+    """Serves `POST /v1/notifications` through `notifications.serve`; what it does not
+    take goes on, body replayed, to the FastAPI route."""
+
     def __init__(self, app: ASGIApp, handlers: Mapping[Any, Handler]) -> None:
         self.app = app
         self.handlers = handlers
@@ -177,19 +168,14 @@ class PublishFastPath:
         scope["route"] = PUBLISH_ROUTE
         request = Request(scope, receive)
         try:
-            principal = await authenticate_service(request, KeyScope.PUBLISH)
-            body = await request.body()
-            parsed = _parse(request.headers, body)
-            response = None
-            if parsed is not None:
-                response = await notifications.accept(scope["state"], principal, *parsed)
+            response = await notifications.serve(request)
         except Exception as exc:
             handler = self._handler_for(exc)
             if handler is None:
                 raise  # unexpected: the outermost middleware answers 500, as for any route
             response = await _answer(handler, request, exc)
         if response is None:  # FastAPI answers it, as it always has
-            await self.app(scope, replay(body, receive), send)
+            await self.app(scope, replay(await request.body(), receive), send)
         else:
             await response(scope, receive, send)
 
@@ -201,25 +187,3 @@ class PublishFastPath:
             if cls in self.handlers:
                 return self.handlers[cls]
         return None
-
-
-def _parse(headers: Headers, body: bytes) -> tuple[PublishRequest, str | None] | None:
-    """The request and its Idempotency-Key, or None when FastAPI should answer instead.
-
-    Only the unambiguous case is taken: an `application/json` body (or no content type,
-    which FastAPI parses as JSON too) that orjson parses and the model validates, as
-    FastAPI validates it (`from_attributes`). orjson refuses what the standard `json`
-    module would accept beyond RFC 8259 (NaN, huge integers): those go to FastAPI too."""
-    key = headers.get("idempotency-key")
-    if key is not None and len(key) > notifications.MAX_IDEMPOTENCY_KEY:
-        return None
-    content_type = headers.get("content-type")
-    if content_type is not None and content_type.partition(";")[0].strip().lower() != (
-        "application/json"
-    ):
-        return None
-    try:
-        request = PublishRequest.model_validate(orjson.loads(body), from_attributes=True)
-    except (orjson.JSONDecodeError, ValidationError):
-        return None
-    return request, key

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -106,6 +107,54 @@ class MoverPlan:
         return min(max(self.next_pass - time.monotonic(), 0.0), self._settings.mover_idle_s)
 
 
+class DelayedMover:
+    """Moves due messages to their ready lists, one pass at a time, on `plan`'s schedule.
+
+    `run_once` is one pass (tests drive it through the runner's `step()` instead of
+    waiting for the loop); `loop` runs it when the plan says, or when nudged."""
+
+    def __init__(
+        self,
+        delayed: DelayedService,
+        plan: MoverPlan,
+        settings: DelayedSettings,
+        metrics: Metrics,
+        on_scheduled: Callable[[], None],
+    ) -> None:
+        self._delayed = delayed
+        self._plan = plan
+        self._settings = settings
+        self._metrics = metrics
+        self._on_scheduled = on_scheduled
+        """Told when a pass made a scheduled notification ready (or re-offered one)."""
+        self.loop = Loop(
+            "delayed-mover",
+            settings.mover_interval_s,
+            self.run_once,
+            metrics,
+            pause_s=plan.pause_s,
+            nudge=plan.nudge,
+        )
+
+    async def run_once(self) -> list[Moved]:
+        """One pass over every set; then plan the next."""
+        self._plan.begin_pass()
+        results = await self._delayed.move(self._settings.move_batch)
+        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
+            self._on_scheduled()
+        self._observe(results)
+        self._plan.after_pass(results)
+        return results
+
+    def _observe(self, results: list[Moved]) -> None:
+        backlog: dict[int, int] = {}
+        for r in results:
+            backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
+        oldest_ms = max((r.oldest_due_age_ms for r in results), default=-1)
+        moved = sum(len(r.moved) for r in results)
+        self._metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
+
+
 def delayed_loops(
     delayed: DelayedService,
     scheduled: ScheduledNotifications,
@@ -119,33 +168,9 @@ def delayed_loops(
         "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
     )
 
-    async def move_pass() -> list[Moved]:
-        results = await delayed.move(settings.move_batch)
-        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
-            consumer.wake()
-        backlog: dict[int, int] = {}
-        for r in results:
-            backlog[r.set_index] = backlog.get(r.set_index, 0) + r.backlog
-        oldest_ms = max((r.oldest_due_age_ms for r in results), default=-1)
-        moved = sum(len(r.moved) for r in results)
-        metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
-        return results
-
-    async def move() -> None:
-        """A pass; then plan the next."""
-        plan.begin_pass()
-        plan.after_pass(await move_pass())
-
-    mover = Loop(
-        "delayed-mover",
-        settings.mover_interval_s,
-        move,
-        metrics,
-        pause_s=plan.pause_s,
-        nudge=plan.nudge,
-    )
+    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled=consumer.wake)
     return [
-        mover,
+        mover.loop,
         Loop(
             "delayed-log",
             settings.log_flush_interval_s,

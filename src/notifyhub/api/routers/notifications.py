@@ -1,20 +1,34 @@
-"""Service API: publish and recall notifications."""
+"""Service API: publish and recall notifications.
+
+`POST /v1/notifications` has one definition, below: its parameters (`PublishRequest`,
+the `Idempotency-Key` header, the `publish` scope) and the answer of `publish`. `serve`
+binds that same definition to a bare request without FastAPI's dependency solving:
+`api/fastpath.py` calls it for every publish (the hub's busiest request), and hands what
+it does not take to the route. tests/integration/test_route_parity.py proves they agree.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+import orjson
+from fastapi import APIRouter, Depends, Header, Query, Response, status
+from pydantic import StringConstraints, TypeAdapter, ValidationError
+from starlette.requests import Request
 
-from notifyhub.api.deps import AppState, Publisher, State
+from notifyhub.api.deps import AppState, Publisher, authenticate_service, require
 from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
-from notifyhub.domain.auth import ServicePrincipal
+from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
 
 PATH = "/v1/notifications"
+SCOPE = Scope.PUBLISH
 MAX_IDEMPOTENCY_KEY = 200
 JSON = "application/json"
+
+IdempotencyKey = Annotated[str, StringConstraints(max_length=MAX_IDEMPOTENCY_KEY)]
+_idempotency_key: TypeAdapter[IdempotencyKey | None] = TypeAdapter(IdempotencyKey | None)
 
 router = APIRouter(prefix=PATH, tags=["notifications"])
 
@@ -30,21 +44,17 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     return draft, recipients
 
 
+# Also served by `api/fastpath.py` (through `serve` below) when the request is valid.
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
 async def publish(
     body: PublishRequest,
     state: AppState,
-    principal: Publisher,
-    idempotency_key: Annotated[str | None, Header(max_length=MAX_IDEMPOTENCY_KEY)] = None,
+    principal: Annotated[ServicePrincipal, Depends(require(SCOPE))],
+    idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
 ) -> Response:
-    """Also served by `api/fastpath.py` (`PublishFastPath`) when the request is valid."""
-    return await accept(state, principal, body, idempotency_key)
-
-
-async def accept(
-    state: State, principal: ServicePrincipal, body: PublishRequest, idempotency_key: str | None
-) -> Response:
-    """Publish a validated request; 202 with its `Accepted` JSON."""
+    """Publish a notification to users, groups and topics: 202 with its id, how many
+    recipients it reached, and when it is scheduled for (if delayed). A repeated
+    `Idempotency-Key` answers the first request's result."""
     draft, recipients = _draft(body)
     accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
     answer = Accepted(
@@ -52,6 +62,39 @@ async def accept(
     )
     # Already a valid `Accepted`: answer its JSON directly (FastAPI would validate it again).
     return Response(answer.model_dump_json(), status.HTTP_202_ACCEPTED, media_type=JSON)
+
+
+async def serve(request: Request) -> Response | None:
+    """The route above for a bare request, or None for FastAPI to answer (its body read).
+
+    Authenticates first (a bad key is refused before the body is read; the principal is
+    kept in the scope for the route, so a request handed on is charged once), then takes
+    only what it parses unambiguously (`_parse`)."""
+    principal = await authenticate_service(request, SCOPE)
+    parsed = _parse(request, await request.body())
+    if parsed is None:
+        return None
+    body, idempotency_key = parsed
+    return await publish(body, request.scope["state"], principal, idempotency_key)
+
+
+def _parse(request: Request, body: bytes) -> tuple[PublishRequest, str | None] | None:
+    """The route's parameters, or None when FastAPI should answer instead.
+
+    Only the unambiguous case is taken: an `application/json` body (or no content type,
+    which FastAPI parses as JSON too) that orjson parses and the route's model validates,
+    as FastAPI validates it (`from_attributes`), and headers of the route's types. orjson
+    refuses what the standard `json` module would accept beyond RFC 8259 (NaN, huge
+    integers): those go to FastAPI too."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and content_type.partition(";")[0].strip().lower() != JSON:
+        return None
+    try:
+        key = _idempotency_key.validate_python(request.headers.get("idempotency-key"))
+        parsed = PublishRequest.model_validate(orjson.loads(body), from_attributes=True)
+    except (orjson.JSONDecodeError, ValidationError):
+        return None
+    return parsed, key
 
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)

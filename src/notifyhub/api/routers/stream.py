@@ -1,48 +1,82 @@
 """The live stream and the short-lived tokens browsers use to open it.
 
-Stream requests are served by `api/fastpath.py` before they reach FastAPI's router
-(an open stream then holds far less memory); the route below states the same
-contract in the OpenAPI schema, and both build the stream with `open_stream`.
+`GET /v1/me/stream` has one definition, below: its parameters (`stream_user` for the
+token, `resume_from` for the cursor), the stream it answers (`stream`) and its OpenAPI
+declaration. `serve` binds that same definition to a bare request, without FastAPI's
+request machinery: `api/fastpath.py` calls it for every stream (an open stream then holds
+far less memory), and the FastAPI route answers only when the fast paths are off
+(`Settings.fast_paths`). tests/integration/test_route_parity.py proves the two agree.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query
+from starlette.requests import Request
 
-from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser
+from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser, stream_user
 from notifyhub.api.schemas import StreamToken
-from notifyhub.domain.auth import UserPrincipal
 from notifyhub.realtime.events import MAX_EVENT_ID, EventId, parse_event_id
 from notifyhub.realtime.sse import InboxStream
 
 router = APIRouter(prefix="/v1/me", tags=["stream"])
 
 PATH = "/v1/me/stream"
+LAST_EVENT_ID = "Last-Event-ID"
+LAST_EVENT_ID_QUERY = "last_event_id"
+ACCESS_TOKEN = "access_token"
+"""The query parameter of a stream token (`stream_user`'s parameter of that name)."""
 EVENT_ID_FORMAT = (
-    "The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), ASCII; anything else is "
-    "a 422. An id of an older epoch (Redis lost the data) is answered with `reset`."
+    f"The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), ASCII, at most "
+    f"{MAX_EVENT_ID} characters; anything else is a 422. An id of an older epoch (Redis "
+    "lost the data) is answered with `reset`."
 )
+# The length is documented, not validated by FastAPI: `parse_event_id` is the one check
+# (FastAPI's own `max_length` answered a different 422 than the fast path did).
+_EVENT_ID_SCHEMA = {"maxLength": MAX_EVENT_ID}
 
 
-def resume_from(header: str | None, query: str | None) -> EventId | None:
+async def resume_from(
+    header: Annotated[
+        str | None,
+        Header(
+            alias=LAST_EVENT_ID, description=EVENT_ID_FORMAT, json_schema_extra=_EVENT_ID_SCHEMA
+        ),
+    ] = None,
+    query: Annotated[
+        str | None,
+        Query(
+            alias=LAST_EVENT_ID_QUERY,
+            description=EVENT_ID_FORMAT,
+            json_schema_extra=_EVENT_ID_SCHEMA,
+        ),
+    ] = None,
+) -> EventId | None:
     """Where a stream resumes: the `Last-Event-ID` header, else `?last_event_id=`.
 
-    The one parser of both the fast path (api/fastpath.py) and the route below: only ids
-    of the form we issue (`<seq>` or `<seq>-<epoch>`, ASCII) are taken; anything else is a
-    422 problem, naming the one that is wrong. An id of an older epoch, or above the
-    user's seq, is answered by the stream with a `reset`."""
+    Only ids of the form we issue (`<seq>` or `<seq>-<epoch>`, ASCII) are taken; anything
+    else is a 422 problem, naming the one that is wrong. An id of an older epoch, or above
+    the user's seq, is answered by the stream with a `reset`."""
     if header:
-        return parse_event_id(header, "Last-Event-ID")
-    return parse_event_id(query, "last_event_id")
+        return parse_event_id(header, LAST_EVENT_ID)
+    return parse_event_id(query, LAST_EVENT_ID_QUERY)
 
 
-def open_stream(
-    state: State, me: UserPrincipal, header: str | None, query: str | None
-) -> InboxStream:
-    """Attach to the hub (429 past the per-user cap) and build the stream response."""
-    cursor = resume_from(header, query)
+Cursor = Annotated[EventId | None, Depends(resume_from)]
+
+
+# The status is declared because InboxStream takes none: FastAPI could not build the
+# OpenAPI document (GET /openapi.json was a 500) without it.
+@router.get(
+    "/stream",
+    response_class=InboxStream,
+    status_code=200,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Inbox events"}},
+)
+async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream:
+    """The user's inbox events (Server-Sent Events), resumed after the last event id
+    seen; 429 past the per-user cap of open streams."""
     sub = state["hub"].attach(me.tenant, me.user)
     return InboxStream(
         store=state["store"],
@@ -58,26 +92,14 @@ def open_stream(
     )
 
 
-# The status is declared because InboxStream takes none: FastAPI could not build the
-# OpenAPI document (GET /openapi.json was a 500) without it.
-@router.get(
-    "/stream",
-    response_class=InboxStream,
-    status_code=200,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "Inbox events"}},
-)
-async def stream(
-    me: StreamUser,
-    state: AppState,
-    last_event_id_header: Annotated[
-        str | None,
-        Header(alias="Last-Event-ID", max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT),
-    ] = None,
-    last_event_id: Annotated[
-        str | None, Query(max_length=MAX_EVENT_ID, description=EVENT_ID_FORMAT)
-    ] = None,
-) -> InboxStream:
-    return open_stream(state, me, last_event_id_header, last_event_id)
+async def serve(request: Request) -> InboxStream:
+    """The route above for a bare request: its dependencies called in FastAPI's order,
+    then the route itself (the request is not kept by the stream)."""
+    state: State = request.scope["state"]
+    query = request.query_params
+    me = await stream_user(request, state, query.get(ACCESS_TOKEN))
+    cursor = await resume_from(request.headers.get(LAST_EVENT_ID), query.get(LAST_EVENT_ID_QUERY))
+    return await stream(me, state, cursor)
 
 
 @router.post("/stream-tokens", response_model=StreamToken)
