@@ -179,16 +179,15 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.hub = hub
         app.state.metrics = metrics
         sessionmaker = create_sessionmaker(engine)
-        topics = TopicService(sessionmaker, TopicCache(redis, keys, store.scripts))
-        preferences = PreferenceService(sessionmaker, store)
+        topics = TopicService(TopicCache(redis, keys, store.scripts))
+        preferences = PreferenceService(store)
         delayed = DelayedService(
-            DelayedStore(redis, keys, settings.delayed.sets),
-            sessionmaker,
-            TransitionLog(sessionmaker),
+            DelayedStore(redis, keys, settings.delayed.sets), TransitionLog(sessionmaker)
         )
         durable = _durable_inbox(settings, sessionmaker, store)
         epoch = EpochWatch(
             redis,
+            sessionmaker,
             keys,
             topics,
             preferences,
@@ -199,7 +198,7 @@ def create_app(settings: Settings) -> FastAPI:
         )
         await epoch.warm()
         idempotency = IdempotencyStore(redis, keys, settings.idempotency_ttl_s)
-        ingest = IngestService(store, sessionmaker, idempotency, topics, delayed, settings, metrics)
+        ingest = IngestService(store, idempotency, topics, delayed, settings, metrics)
         ingest.durable = durable
         scheduled = ScheduledNotifications(delayed, ingest, sessionmaker)
         for loop in delayed_loops(delayed, scheduled, settings.delayed, metrics):

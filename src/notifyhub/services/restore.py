@@ -25,18 +25,17 @@ async def restore_redis(settings: Settings, redis_url: str, database_url: str) -
         sessionmaker = create_sessionmaker(engine)
         store = InboxStore(redis, keys, settings.limits)
         delayed = DelayedService(
-            DelayedStore(redis, keys, settings.delayed.sets),
-            sessionmaker,
-            TransitionLog(sessionmaker),
+            DelayedStore(redis, keys, settings.delayed.sets), TransitionLog(sessionmaker)
         )
         durable = (
             DurableInbox(sessionmaker, store) if settings.inbox_durability == "postgres" else None
         )
         watch = EpochWatch(
             redis,
+            sessionmaker,
             keys,
-            TopicService(sessionmaker, TopicCache(redis, keys, store.scripts)),
-            PreferenceService(sessionmaker, store),
+            TopicService(TopicCache(redis, keys, store.scripts)),
+            PreferenceService(store),
             delayed,
             durable,
         )

@@ -7,8 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from notifyhub.api.deps import AppState, Publisher, State
+from notifyhub.api.deps import AppState, Publisher, State, Unit
 from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
 
@@ -44,9 +45,13 @@ async def publish(
 async def accept(
     state: State, principal: ServicePrincipal, body: PublishRequest, idempotency_key: str | None
 ) -> Response:
-    """Publish a validated request; 202 with its `Accepted` JSON."""
+    """Publish a validated request; 202 with its `Accepted` JSON, once committed (the
+    unit's session opens only when groups or topics are named, or it is scheduled)."""
     draft, recipients = _draft(body)
-    accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
+    async with UnitOfWork(state["sessionmaker"]) as unit:
+        accepted = await state["ingest"].publish(
+            unit, principal, draft, recipients, idempotency_key
+        )
     answer = Accepted(
         id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
     )
@@ -59,7 +64,8 @@ async def recall(
     notification_id: NotificationId,
     state: AppState,
     principal: Publisher,
+    unit: Unit,
     tenant: Annotated[str, Query(max_length=64)] = "default",
 ) -> Response:
-    await state["ingest"].recall(principal, tenant, notification_id)
+    await state["ingest"].recall(unit, principal, tenant, notification_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
