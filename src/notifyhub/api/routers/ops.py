@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel
 from sqlalchemy import text
 
 from notifyhub.api.deps import AppState
@@ -17,9 +18,28 @@ router = APIRouter(tags=["operations"])
 CHECK_TIMEOUT_S = 2.0
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Checks(BaseModel):
+    redis: bool
+    postgres: bool
+    """Reachable, and its schema migrated to this release's head."""
+    pubsub: bool
+    loops: bool
+    """No background loop is stuck."""
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: Checks
+    stuck_loops: list[str]
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    return Health(status="ok")
 
 
 async def _redis_ok(state: AppState) -> bool:
@@ -42,7 +62,8 @@ async def _check(probe: Any) -> bool:
 
 @router.get(
     "/readyz",
-    responses={503: {"description": "Not ready", "content": {"application/json": {}}}},
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(state: AppState) -> Response:
     redis_ok, postgres_ok = await asyncio.gather(
