@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain, repeat
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import orjson
 from pydantic import JsonValue
@@ -48,7 +48,7 @@ BURST_HOLD_S = 0.2
 class NewMessage:
     tenant: str
     topic: str
-    body: Any
+    body: JsonValue
     due_ms: int
     priority: int = 0
     ttl_ms: int = 30_000

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -132,10 +132,7 @@ class IngestService:
     ) -> Accepted:
         """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
         assert draft.deliver_at is not None
-        body = {
-            "draft": draft.model_dump(mode="json"),
-            "recipients": recipients.model_dump(mode="json"),
-        }
+        body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
         new = NewMessage(draft.tenant, SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
         _id, due_at = await self._delayed.push(unit, new)
