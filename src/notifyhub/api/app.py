@@ -57,7 +57,14 @@ def create_app(settings: Settings) -> HubApp:
             routing = features.routing(clients, db, inbox.store)
             delayed = features.delayed_queue(stack, settings, clients, db)
             epoch = await features.epoch_watch(
-                settings, clients, routing, delayed, durable, metrics, on_loss=inbox.hub.resync_all
+                settings,
+                clients,
+                db,
+                routing,
+                delayed,
+                durable,
+                metrics,
+                on_loss=inbox.hub.resync_all,
             )
             publishing = features.publishing(
                 settings, clients, db, inbox.store, routing, delayed, durable, metrics
