@@ -100,14 +100,15 @@ class UpdateChange:
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
-        return cls(raw["seq"], raw["id"], _counts(raw["counts"]), int(raw["read_at"]), raw["seen"])
+        counts = _counts(raw["counts"])
+        return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]))
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
         read_at = self.read_at_ms
         data = {
             "id": self.id,
             "status": "read" if read_at else "unread",
-            "seen": bool(self.seen),
+            "seen": self.seen,
             "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
         }
         return orjson.dumps(data)
