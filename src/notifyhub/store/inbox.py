@@ -167,10 +167,12 @@ class InboxStore:
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
         scored: list[str | int] = [expires_ms] * (2 * len(members))
         scored[1::2] = members
+        scripts_at = [0]  # where the script replies start among the pipeline's: counted
 
         def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
+            scripts_at[0] = len(pipe)
             for slot, group_keys in by_slot.items():
                 queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
             pipe.execute_command("ZADD", expiry, "LT", *scored)
@@ -181,7 +183,7 @@ class InboxStore:
                 self._queue_wait(pipe, written)
 
         results = await pipelined(self._bulk, build, self.scripts.all)
-        replies = results[2 : 2 + len(by_slot)]
+        replies = results[scripts_at[0] : scripts_at[0] + len(by_slot)]
         reply = self._merge(Deferred if defer else Delivered, keys, len(fields), replies)
         seqs, evicted = reply.firsts, reply.evicted
         if self._cluster:
