@@ -111,7 +111,7 @@ async def test_a_builder_failing_midway_releases_those_before_it(
         monkeypatch.setattr(cls, name, wrapper)
 
     async def warm(self: EpochWatch) -> None:
-        await self._topics.rebuild_cache()  # PostgreSQL and Redis both answer
+        await self._rebuild_topics()  # PostgreSQL and Redis both answer
         raise RuntimeError("warm-up failed")
 
     spy(TransitionLog, "flush")

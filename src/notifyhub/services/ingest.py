@@ -25,6 +25,7 @@ from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
+from notifyhub.store.operations import RecallOp
 
 MEMBER_PAGE = 20_000
 SCHEDULED_TOPIC = "notifyhub.scheduled"
@@ -180,7 +181,7 @@ class IngestService:
             removed += await self._store.remove(user_tenant, user, [notification_id])
         await self._store.forget(notification_id)
         if self.durable is not None:
-            self.durable.changed(tenant, "", {"kind": "recall", "id": notification_id})
+            self.durable.changed(tenant, "", RecallOp(id=notification_id))
         return removed
 
     async def _cancel_scheduled(self, unit: UnitOfWork, tenant: str, notification_id: str) -> None:
