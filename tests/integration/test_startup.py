@@ -133,6 +133,6 @@ async def test_only_redis_and_the_inbox(settings: Settings) -> None:
         note = make_notification(title="only the inbox")
         await inbox.store.deliver(note, [("default", "solo")])
         changes = await inbox.reader.changes("default", "solo", 0, 10)
-        assert [change.entry["id"] for change in changes.entries] == [note.id]
+        assert [change.entry.id for change in changes.entries] == [note.id]
     assert not inbox.hub.healthy
     assert _tasks() - tasks == set()

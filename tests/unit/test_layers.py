@@ -53,8 +53,6 @@ TRANSACTION_MAKERS = frozenset({"async_sessionmaker", "create_sessionmaker", "au
 # Modules still breaking a rule, and why. Whoever brings one under the rule removes it
 # here (the last test fails while an entry is no longer needed), so the rule guards it.
 ALLOWED: dict[tuple[str, Rule], str] = {
-    # Owned by the change-types work (issue 17 point 4) this round: raw SQL and select().
-    ("durable.py", "sql"): "durable inbox log: move its statements to a repository",
     # By contract, own transactions: a group commit before the 202, a buffered log.
     ("durable.py", "transactions"): "group commit and change-log flushes are batches",
     # The deliveries family, owned by the deliveries work this round: its services open
