@@ -24,6 +24,9 @@ import pydantic
 
 from notifyhub_client.models import Problem
 
+BLANK = "about:blank"
+"""The problem type that says no more than the status (RFC 9457)."""
+
 
 class NotifyhubError(Exception):
     """A call failed. `status`, `title`, `detail`, `type` and `errors` are the problem's
@@ -89,7 +92,7 @@ class HubUnreachable(NotifyhubError):
 
     def __init__(self, error: httpx.TransportError) -> None:
         detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        super().__init__(Problem(title="Hub unreachable", status=0, detail=detail))
+        super().__init__(Problem(type=BLANK, title="Hub unreachable", status=0, detail=detail))
 
 
 _BY_STATUS: dict[int, type[NotifyhubError]] = {
@@ -131,11 +134,13 @@ def _problem(response: httpx.Response) -> Problem:
         body = response.json()
     if isinstance(body, dict):
         try:
-            return Problem.model_validate({"status": response.status_code, **body})
+            defaults = {"type": BLANK, "status": response.status_code, "detail": ""}
+            return Problem.model_validate({**defaults, **body})
         except pydantic.ValidationError:
             pass
     # Not problem+json (a proxy's page, say): keep the status and the start of the text.
     return Problem(
+        type=BLANK,
         title=response.reason_phrase or "HTTP error",
         status=response.status_code,
         detail=response.text[:500],

@@ -325,8 +325,8 @@ class DeliveryDefinition(Response):
 class Problem(Response):
     """An RFC 9457 problem (`application/problem+json`), as every error is answered."""
 
-    type: str = "about:blank"
+    type: str
     title: str
     status: int
-    detail: str = ""
+    detail: str
     errors: list[dict[str, str]] | None = None
