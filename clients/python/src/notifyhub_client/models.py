@@ -254,10 +254,10 @@ class QueueMessage(Response):
     id: str
     tenant: str
     topic: str
-    body: JsonValue = None
+    body: JsonValue
     priority: int
     ttl_ms: int
-    biz_key: str | None = None
+    biz_key: str | None
     due_at: datetime
     receipt: str
 
@@ -268,10 +268,10 @@ class DelayedMessage(Response):
     id: str
     tenant: str
     topic: str
-    body: JsonValue = None
+    body: JsonValue
     priority: int
     ttl_ms: int
-    biz_key: str | None = None
+    biz_key: str | None
     due_at: datetime
     status: DelayedStatus
 
@@ -296,13 +296,13 @@ class Delivery(Response):
     definition: str
     status: DeliveryStatus
     payload: dict[str, JsonValue]
-    description: str | None = None
+    description: str | None
     failures: int
     created_at: datetime
-    last_attempt_at: datetime | None = None
-    next_attempt_at: datetime | None = None
-    last_error: str | None = None
-    finished_at: datetime | None = None
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime | None
+    last_error: str | None
+    finished_at: datetime | None
     attempts: list[DeliveryAttempt]
 
 
