@@ -292,4 +292,6 @@ async def test_operations_endpoints(hub: Any) -> None:
     ready = await hub.client.get("/readyz")
     assert ready.status_code == 200, ready.text
     metrics = (await hub.client.get("/metrics")).text
-    assert "notifications_ingested_total" in metrics and "streams_open" in metrics
+    assert (
+        "notifyhub_notifications_ingested_total" in metrics and "notifyhub_streams_open" in metrics
+    )
