@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 
+from notifyhub import __version__
 from notifyhub.api.deps import AppState
 from notifyhub.db.migrate import is_current
 
@@ -19,7 +20,8 @@ CHECK_TIMEOUT_S = 2.0
 
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+    """Alive, and which release answers (pyproject's version, as installed)."""
+    return {"status": "ok", "version": __version__}
 
 
 async def _redis_ok(state: AppState) -> bool:

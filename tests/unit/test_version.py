@@ -1,0 +1,34 @@
+"""One version: pyproject.toml's, read from the installed metadata, shown by the OpenAPI
+document (and `/healthz`, tests/integration/test_inbox_api.py)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import notifyhub
+from notifyhub.api.app import create_app
+from notifyhub.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pyproject_version() -> str:
+    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return version
+
+
+def test_the_version_is_semantic_and_installed_from_pyproject() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pyproject_version())
+    assert notifyhub.__version__ == pyproject_version(), "reinstall: make venv"
+
+
+def test_the_openapi_document_shows_it() -> None:
+    offline = Settings(
+        redis_url="redis://unused",
+        database_url="postgresql+asyncpg://unused/unused",
+        jwt_secret="x" * 32,  # type: ignore[arg-type]
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    assert create_app(offline).openapi()["info"]["version"] == pyproject_version()
