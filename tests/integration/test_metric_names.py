@@ -1,5 +1,6 @@
 """Every metric the hub exports carries the one application prefix, `notifyhub_`
-(Prometheus naming: names from many exporters share one server)."""
+(Prometheus naming: names from many exporters share one server), and every metric the
+dashboard and the alert rules in deploy/ query is one the hub exports."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from integration.test_stream import no_streams_left, open_stream, send
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, post, unique
+from unit.test_deploy_observability import dashboard_exprs, metric_names, rule_exprs
 
 ALLOWED = re.compile(r"^(notifyhub_|python_|process_)")
 """The acceptance check: `curl /metrics | grep -v '^#' | grep -vE '^(notifyhub_|...)'`."""
@@ -55,3 +57,20 @@ async def test_every_sample_is_prefixed(
         "notifyhub_loop_last_success_timestamp_seconds",
     ):
         assert sampled in names, sampled
+
+
+def exported(text: str) -> set[str]:
+    """Family names (`# TYPE` lines, so families with no sample yet count) and sample names."""
+    typed = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    sampled = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
+    return typed | (sampled - {""})
+
+
+async def test_the_dashboard_and_the_alerts_query_exported_metrics(
+    hub: Any, publish_key: str, admin_key: str, make_token: Any
+) -> None:
+    await traffic(hub, publish_key, admin_key, make_token)
+    names = exported((await hub.client.get("/metrics")).text)
+    assert metric_names(dashboard_exprs()) - names == set()
+    assert metric_names(rule_exprs()) - names == set()
+    assert metric_names(["notifyhub_renamed_away_total"]) - names  # the check can fail
