@@ -4,7 +4,6 @@ selectors that select, a grace period that outlasts the streams' shutdown."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import yaml
 
 from notifyhub.settings import Settings
+from support.project import pyproject_version
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -40,11 +40,6 @@ def resources() -> list[dict[str, Any]]:
 def one(kind: str) -> dict[str, Any]:
     [found] = [r for r in resources() if r["kind"] == kind]
     return found
-
-
-def pyproject_version() -> str:
-    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    return version
 
 
 @pytest.mark.parametrize("version", VERSIONS)

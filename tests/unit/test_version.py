@@ -4,19 +4,11 @@ document (and `/healthz`, tests/integration/test_inbox_api.py)."""
 from __future__ import annotations
 
 import re
-import tomllib
-from pathlib import Path
 
 import notifyhub
 from notifyhub.api.app import create_app
 from notifyhub.settings import Settings
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def pyproject_version() -> str:
-    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    return version
+from support.project import pyproject_version
 
 
 def test_the_version_is_semantic_and_installed_from_pyproject() -> None:
