@@ -8,7 +8,7 @@ import re
 import notifyhub
 from notifyhub.api.app import create_app
 from notifyhub.settings import Settings
-from support.project import pyproject_version
+from support.project import ROOT, pyproject_version
 
 
 def test_the_version_is_semantic_and_installed_from_pyproject() -> None:
@@ -24,3 +24,15 @@ def test_the_openapi_document_shows_it() -> None:
         _env_file=None,  # type: ignore[call-arg]
     )
     assert create_app(offline).openapi()["info"]["version"] == pyproject_version()
+
+
+def test_docs_show_the_current_version() -> None:
+    """Where docs spell the version out (a /healthz answer, an image tag), it is this one."""
+    shown = {
+        version
+        for doc in ("README.md", "deploy/k8s/README.md")
+        for version in re.findall(
+            r'(?:"version": "|notifyhub:)(\d+\.\d+\.\d+)', (ROOT / doc).read_text()
+        )
+    }
+    assert shown == {pyproject_version()}
