@@ -241,15 +241,17 @@ async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None
 
     async def backlog() -> float:
         text = (await hub.client.get("/metrics")).text
-        lines = [line for line in text.splitlines() if line.startswith("delayed_backlog{")]
+        lines = [
+            line for line in text.splitlines() if line.startswith("notifyhub_delayed_backlog{")
+        ]
         return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
 
     async with asyncio.timeout(10):  # the mover's next pass (idle: within mover_idle_s)
         while await backlog() < 1:
             await asyncio.sleep(0.05)
     text = (await hub.client.get("/metrics")).text
-    assert "delayed_oldest_due_age_seconds" in text
-    assert 'loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
+    assert "notifyhub_delayed_oldest_due_age_seconds" in text
+    assert 'notifyhub_loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
     assert (await hub.client.get("/readyz")).json()["checks"]["loops"] is True
 
 

@@ -356,7 +356,7 @@ async def test_payloads_jsonb_cannot_keep_are_422(
 async def test_metrics_and_readiness_cover_the_dispatcher(hub, publish_key: str) -> None:
     await hub.app_state["dispatcher"].housekeeping()
     text = (await hub.client.get("/metrics")).text
-    assert 'deliveries{status="pending"}' in text
-    assert "deliveries_oldest_pending_age_seconds" in text
-    assert "delivery_attempt_duration_seconds" in text
+    assert 'notifyhub_deliveries{status="pending"}' in text
+    assert "notifyhub_deliveries_oldest_pending_age_seconds" in text
+    assert "notifyhub_delivery_attempt_duration_seconds" in text
     assert "deliveries-dispatcher" in hub.app_state["runner"].stuck(after_s=-3600)

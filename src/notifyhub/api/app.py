@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from starlette.types import ASGIApp
 
-from notifyhub import features
+from notifyhub import __version__, features
 from notifyhub.api.cors import ProblemCORSMiddleware
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
@@ -101,7 +101,7 @@ def create_app(settings: Settings) -> HubApp:
                 app.running = None
 
     app = HubApp(
-        title="notifyhub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+        title="notifyhub", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     install_error_handlers(app)
     install_openapi(app)

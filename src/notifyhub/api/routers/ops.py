@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
+from notifyhub import __version__
 from notifyhub.api.deps import AppState
 from notifyhub.db.migrate import is_current
 
@@ -19,6 +20,8 @@ CHECK_TIMEOUT_S = 2.0
 
 class Health(BaseModel):
     status: Literal["ok"]
+    version: str
+    """Which release answers (pyproject's version, as installed)."""
 
 
 class Checks(BaseModel):
@@ -38,7 +41,8 @@ class Readiness(BaseModel):
 
 @router.get("/healthz", response_model=Health)
 async def healthz() -> Health:
-    return Health(status="ok")
+    """Alive, and which release answers."""
+    return Health(status="ok", version=__version__)
 
 
 async def _redis_ok(state: AppState) -> bool:
