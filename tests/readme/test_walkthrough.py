@@ -218,12 +218,16 @@ def _store_free_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("NOTIFYHUB_")}
 
 
+class HubExited(Exception):
+    """The hub exited before it was ready; the message is its log."""
+
+
 class EmbeddedHub(HubProcess):
     """`make run` in a fresh clone: `notifyhub serve` with no store URLs, its data in
     `<clone>/.notifyhub`, run from the clone (on a free port, not 8000)."""
 
-    def __init__(self, clone: Path) -> None:
-        super().__init__({}, clone / "hub.log")
+    def __init__(self, clone: Path, log_path: Path) -> None:
+        super().__init__({}, log_path)
         self.data_dir = clone / ".notifyhub"
         self.env = _store_free_env() | {"NOTIFYHUB_DATA_DIR": str(self.data_dir)}
 
@@ -236,7 +240,7 @@ class EmbeddedHub(HubProcess):
         exited.cancel()
         if not ready.done():
             ready.cancel()
-            pytest.fail(f"the hub exited ({self.proc.returncode}):\n{self.output()}")
+            raise HubExited(f"exit status {self.proc.returncode}:\n{self.output()}")
         ready.result()
 
     def output(self) -> str:
@@ -254,6 +258,25 @@ class EmbeddedHub(HubProcess):
         for proc in strays:
             proc.terminate()
         wait_gone(strays, timeout_s=10)
+
+
+async def _start_hub(clone: Path, attempts: int = 3) -> EmbeddedHub:
+    """The hub, ready; started again on another port when a port it picked free was
+    taken before it bound it (by other tests on the machine): "address already in use"."""
+    for attempt in range(1, attempts + 1):
+        hub = EmbeddedHub(clone, clone / f"hub-{attempt}.log")
+        try:
+            await hub.start()
+        except HubExited as exc:
+            await hub.stop()
+            if "address already in use" in str(exc) and attempt < attempts:
+                continue
+            pytest.fail(f"the hub exited before it was ready, {exc}", pytrace=False)
+        except BaseException:
+            await hub.stop()
+            raise
+        return hub
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -363,9 +386,8 @@ async def test_every_readme_shell_block_runs_against_an_embedded_hub(clone: Path
     assert len(blocks) - len(runnable) <= 3, "keep README skips few"
     variables = sorted({v for b in runnable for v in ASSIGNMENT.findall(b.text)})
 
-    hub = EmbeddedHub(clone)
+    hub = await _start_hub(clone)
     try:
-        await hub.start()
         walk = Walkthrough(clone, hub, variables)
         for block in runnable:
             expected = expectations(block.text)
