@@ -42,6 +42,7 @@ from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
 from notifyhub.services.sender import DeliverySender
+from notifyhub.services.targets import TargetCheck
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
@@ -92,6 +93,7 @@ def _producers(
 
 def _dispatcher(
     settings: Settings,
+    guard: AddressGuard,
     sessionmaker: async_sessionmaker[AsyncSession],
     outbox_engine: AsyncEngine,
     delivery_metrics: DeliveryMetrics,
@@ -102,7 +104,6 @@ def _dispatcher(
     settlement lost in a PostgreSQL crash only re-sends the delivery).
     """
     s = settings.deliveries
-    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
     sender = DeliverySender(create_sessionmaker(outbox_engine), outbound, s, delivery_metrics)
     alerts = AlertSender(sessionmaker, outbound, s, delivery_metrics)
@@ -192,8 +193,11 @@ def create_app(settings: Settings) -> FastAPI:
         for loop in producer_loops(producers, metrics):
             runner.add(loop)
         outbox_engine = create_engine(database_url, relaxed_commits=True, pool_size=OUTBOX_POOL)
+        guard = AddressGuard(
+            settings.deliveries_allow_private_networks, settings.deliveries.allow_networks
+        )
         delivery_sender, dispatcher = _dispatcher(
-            settings, sessionmaker, outbox_engine, delivery_metrics
+            settings, guard, sessionmaker, outbox_engine, delivery_metrics
         )
         runner.add(dispatcher_loop(dispatcher, settings.deliveries, metrics))
         try:
@@ -216,7 +220,7 @@ def create_app(settings: Settings) -> FastAPI:
                 delayed=delayed,
                 metrics=metrics,
                 runner=runner,
-                deliveries=DeliveryService(delivery_sender, sessionmaker),
+                deliveries=DeliveryService(delivery_sender, sessionmaker, TargetCheck(guard)),
                 dispatcher=dispatcher,
                 limiter=RateLimiter(redis, keys, settings.rate_limits),
             )
