@@ -208,22 +208,27 @@ class DeliveryService:
         return delivery_id
 
     async def get(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
-        """The delivery and its attempts; another tenant's is as missing as an unknown id."""
+        """The delivery and its attempts; another tenant's is as missing as an unknown id.
+
+        Attempts are numbered 1, 2, 3... in the order they were made. Their stored
+        `attempt` is the fencing token, which also moves on a manual retry or a confirm
+        (to fence out a send in flight), so it skips numbers: it orders, never counts.
+        """
         row = await repo.find(session, tenant, delivery_id)
         if row is None:
             raise NotFound(f"no delivery {delivery_id}")
-        attempts = await repo.attempts(session, delivery_id)
+        attempts = await repo.attempts(session, delivery_id)  # in fencing-token order
         return {
             **_row_json(row),
             "attempts": [
                 {
-                    "attempt": a.attempt,
+                    "attempt": number,
                     "at": to_rfc3339(a.at),
                     "status_code": a.status_code,
                     "error": a.error,
                     "duration_ms": round(a.duration_ms, 3),
                 }
-                for a in attempts
+                for number, a in enumerate(attempts, start=1)
             ],
         }
 
