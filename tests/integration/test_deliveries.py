@@ -297,6 +297,34 @@ async def test_attempts_after_a_manual_retry_are_numbered_consecutively(
         assert row is not None and row.attempt == 4  # three claims and the replay
 
 
+async def test_alerts_after_a_manual_retry_number_attempts_as_the_list_does(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("realert")
+    receiver.plan("/realert", Reply(500), Reply(500), Reply(500))
+    await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/realert"),
+        retry_intervals="1s",
+        max_retries=1,
+        alert={"trigger": "every_failure", "webhook_url": receiver.url("/alerts")},
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+    response = await hub.client.post(
+        f"/v1/deliveries/{delivery_id}/retry", headers={"Authorization": f"Bearer {admin_key}"}
+    )
+    assert response.status_code == 202, response.text
+    found = await wait_status(hub.client, publish_key, delivery_id, "sent")
+    alerts = await receiver.wait_for("/alerts", 3)
+
+    assert [a["attempt"] for a in found["attempts"]] == [1, 2, 3, 4]
+    assert [json.loads(a.body)["attempt"] for a in alerts] == [1, 2, 3]
+    assert len({a.headers["webhook-id"] for a in alerts}) == 3
+
+
 async def test_secret_rotation_signs_with_both_secrets(
     hub, admin_key: str, publish_key: str, receiver: Receiver
 ) -> None:
