@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from notifyhub.errors import BlockedTarget
+from notifyhub.errors import BlockedTarget, InvalidInput
 from notifyhub.services.outbound import AddressGuard
 from notifyhub.services.targets import (
     ALLOW_NETWORKS_ENV,
@@ -130,3 +130,10 @@ def test_the_settings_named_in_a_refusal_are_the_ones_that_configure_the_guard(
     settings = Settings(dev_mode=True, _env_file=None)  # type: ignore[call-arg]
     assert settings.deliveries_allow_private_networks is True
     assert settings.deliveries.allow_networks == ["127.0.0.1/32"]
+
+
+async def test_a_url_the_sender_cannot_read_is_refused_with_its_ascii_spelling() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        await TargetCheck(AddressGuard(), never).check("url", "https://bücher.example/ü")
+    assert refused.value.detail.endswith("write it as https://xn--bcher-kva.example/%C3%BC")
+    assert not isinstance(refused.value, BlockedTarget)

@@ -19,8 +19,9 @@ import socket
 from collections.abc import Awaitable, Callable
 
 import httpcore
+import httpx
 
-from notifyhub.errors import BlockedTarget
+from notifyhub.errors import BlockedTarget, InvalidInput
 from notifyhub.services.outbound import AddressGuard, IPAddress, parse_address
 
 ALLOW_PRIVATE_ENV = "NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS"
@@ -55,6 +56,17 @@ def literal_addresses(host: str) -> list[str] | None:
     return [str(info[4][0]) for info in infos]
 
 
+def sender_host(field: str, url: str) -> str:
+    """`url`'s host as the sender reads it; a URL the sender cannot read is refused
+    (it would never be sent), with its ASCII spelling as the fix."""
+    try:
+        return httpcore.URL(url).host.decode("ascii")
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"{field}: webhooks need an ASCII URL ({exc}); write it as {httpx.URL(url)}"
+        ) from exc
+
+
 def _cidr(address: IPAddress) -> str:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped  # the guard judges (and allows) the IPv4 address
@@ -87,9 +99,10 @@ class TargetCheck:
         self._timeout_s = timeout_s
 
     async def check(self, field: str, url: str) -> str | None:
-        """Raise `BlockedTarget` when every address of `url`'s host is blocked; else a
-        warning worth showing (None when there is nothing to say)."""
-        host = httpcore.URL(url).host.decode("ascii")
+        """Raise `BlockedTarget` when every address of `url`'s host is blocked (and
+        `InvalidInput` when the sender cannot read it); else a warning worth showing
+        (None when there is nothing to say)."""
+        host = sender_host(field, url)
         addresses = literal_addresses(host)
         if addresses is None:
             try:
