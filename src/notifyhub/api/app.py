@@ -150,7 +150,7 @@ def _state(
         delayed=delayed.service,
         metrics=metrics,
         runner=runner,
-        deliveries=DeliveryService(outbox.sender, db.sessionmaker),
+        deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
         dispatcher=outbox.dispatcher,
         limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
     )

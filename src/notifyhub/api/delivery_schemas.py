@@ -120,6 +120,9 @@ class DefinitionOut(BaseModel):
     """A rotation is under way: attempts are signed with both secrets."""
     secret: str | None = None
     """The signing secret: present on creation and rotation only, otherwise absent."""
+    warnings: list[str] | None = None
+    """On `PUT` only: notes about its URLs that were not refused (a host name that does
+    not resolve yet is stored and checked again at every connection)."""
 
 
 class AttemptOut(BaseModel):

@@ -320,6 +320,9 @@ class DeliveryDefinition(Response):
     rotating: bool
     secret: str | None = None
     """The signing secret (`whsec_...`): only on creation and rotation."""
+    warnings: list[str] | None = None
+    """On `PUT` only: notes about URLs that were stored but not checked (a host name
+    that does not resolve yet)."""
 
 
 class Problem(Response):
