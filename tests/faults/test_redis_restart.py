@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from notifyhub.api.app import create_redis
+from notifyhub.store.client import create_redis
 from support.processes import RedisProcess
 
 pytestmark = pytest.mark.slow
