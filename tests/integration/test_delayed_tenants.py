@@ -23,7 +23,7 @@ from ulid import ULID
 
 from notifyhub.db.models import DelayedMessage
 from notifyhub.services.delayed import payload
-from notifyhub.services.ingest import SCHEDULED_TOPIC
+from notifyhub.services.ingest import SCHEDULED_QUEUE
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
@@ -253,8 +253,8 @@ async def _queue_as_layout_2(
     await redis.hset(
         k.state, mapping={row.id: "delayed||0", f"{row.id}:p": 0, f"{row.id}:t": 30_000}
     )
-    await redis.zadd(k.due(row.topic), {row.id: int(row.due_at.timestamp() * 1000) * 10 + 9})
-    await redis.sadd(k.queues, row.topic)
+    await redis.zadd(k.due(row.queue), {row.id: int(row.due_at.timestamp() * 1000) * 10 + 9})
+    await redis.sadd(k.queues, row.queue)
 
 
 async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
@@ -276,7 +276,7 @@ async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
     row = DelayedMessage(
         id=str(ULID()),
         tenant=b.tenant,
-        topic=SCHEDULED_TOPIC,
+        queue=SCHEDULED_QUEUE,
         body=body,
         priority=0,
         ttl_ms=30_000,

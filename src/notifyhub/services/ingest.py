@@ -28,7 +28,7 @@ from notifyhub.store.inbox import InboxStore, UserRef
 from notifyhub.store.operations import RecallOp
 
 MEMBER_PAGE = 20_000
-SCHEDULED_TOPIC = "notifyhub.scheduled"
+SCHEDULED_QUEUE = "notifyhub.scheduled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ class IngestService:
         assert draft.deliver_at is not None
         body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
-        new = NewMessage(draft.tenant, SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
+        new = NewMessage(draft.tenant, SCHEDULED_QUEUE, body, due_ms, id=record.notification_id)
         _id, due_at = await self._delayed.push(unit, new)
         return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
@@ -191,7 +191,7 @@ class IngestService:
             found = await self._delayed.get(unit.session, tenant, notification_id)
         except NotFound:
             found = None
-        if found is None or found.message.topic != SCHEDULED_TOPIC:
+        if found is None or found.message.queue != SCHEDULED_QUEUE:
             raise NotFound(f"no notification {notification_id} in tenant {tenant}")
         await self._delayed.cancel(unit, tenant, notification_id)
 

@@ -31,7 +31,7 @@ Global keys:
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
 Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. A
-queue is one (tenant, topic): <q> below is its name, `T/topic`, or the bare topic for
+queue is one (tenant, name): <q> below is its key, `T/name`, or the bare name for
 tenant "default" (neither part may hold a '/', so the two forms never collide; the bare
 form is what layout 2, before queues had a tenant, wrote: its keys are tenant "default"'s
 queues as they stand). The mover reads no state: only waiting ids are in pdue (cancel
@@ -47,7 +47,7 @@ are still delivered to their own tenant: the message carries it).
                                   id:q <q> (absent for layout 2 messages)
                                   (status "delayed": waiting; ready once out of pdue)
     <p>dq{i}:topics         set   <q> of queues with messages in this set (the mover's work
-                                  list; layout 2 members are bare topics: tenant "default")
+                                  list; layout 2 members are bare names: tenant "default")
     <p>dq{i}:pdue:<q>       zset  id -> due_ms * 10 + (9 - priority); only waiting ids
     <p>dq{i}:ready:<q>      zset  id -> (9 - priority) * 1e13 + due_ms
     <p>dq{i}:reserved:<q>   zset  id -> visibility deadline ms
@@ -106,27 +106,27 @@ DEFAULT_TENANT = "default"
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """A delayed queue: messages of one topic in one tenant."""
+    """A delayed queue: one queue name in one tenant."""
 
     tenant: str
-    topic: str
+    name: str
 
     @property
-    def name(self) -> str:
+    def key(self) -> str:
         """The queue's part of its key names (see the module docstring)."""
-        if "/" in self.tenant or "/" in self.topic:
-            raise ValueError("a delayed queue's tenant and topic must not contain '/'")
-        return self.topic if self.tenant == DEFAULT_TENANT else f"{self.tenant}/{self.topic}"
+        if "/" in self.tenant or "/" in self.name:
+            raise ValueError("a delayed queue's tenant and name must not contain '/'")
+        return self.name if self.tenant == DEFAULT_TENANT else f"{self.tenant}/{self.name}"
 
     @classmethod
-    def from_name(cls, name: str) -> Queue:
-        tenant, slash, topic = name.partition("/")
-        return cls(tenant, topic) if slash else cls(DEFAULT_TENANT, name)
+    def from_key(cls, key: str) -> Queue:
+        tenant, slash, name = key.partition("/")
+        return cls(tenant, name) if slash else cls(DEFAULT_TENANT, key)
 
 
 @dataclass(frozen=True, slots=True)
 class DelayedKeys:
-    """One delayed set's keys; all share the set's hash tag. `queue` is a `Queue.name`."""
+    """One delayed set's keys; all share the set's hash tag. `queue` is a `Queue.key`."""
 
     base: str
 

@@ -15,7 +15,7 @@ from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, Reserved
-from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
+from notifyhub.services.ingest import SCHEDULED_QUEUE, IngestService
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
 from notifyhub.store.keys import Queue
@@ -29,7 +29,7 @@ WAKE_MARGIN_S = 0.001
 
 
 class ScheduledNotifications:
-    """Consumes the internal topic in every tenant's queue of it: deliver, then ack
+    """Consumes the internal `notifyhub.scheduled` queue of every tenant: publish, then ack
     (unacked ones come back after ttl)."""
 
     def __init__(
@@ -46,7 +46,7 @@ class ScheduledNotifications:
         """A batch from each tenant with a scheduled notification ready (one tenant's
         burst does not hold the others' back by more than a batch)."""
         delivered = 0
-        for queue in await self._delayed.ready_queues(SCHEDULED_TOPIC):
+        for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
             messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
             for message in messages:
                 await self._deliver(queue, message)
@@ -142,7 +142,7 @@ class DelayedMover:
         """One pass over every set; then plan the next."""
         self._plan.begin_pass()
         results = await self._delayed.move(self._settings.move_batch)
-        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
+        if any(r.queue.name == SCHEDULED_QUEUE and (r.moved or r.reoffered) for r in results):
             self._on_scheduled()
         self._observe(results)
         self._plan.after_pass(results)

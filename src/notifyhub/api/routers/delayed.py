@@ -59,7 +59,7 @@ def _state(found: MessageState) -> DelayedMessageState:
     return DelayedMessageState(
         id=m.id,
         tenant=m.tenant,
-        topic=m.topic,
+        topic=m.queue,
         body=m.body,
         priority=m.priority,
         ttl_ms=m.ttl_ms,
@@ -74,7 +74,7 @@ def _reserved(taken: Reserved) -> DelayedReserved:
     return DelayedReserved(
         id=m.id,
         tenant=m.tenant,
-        topic=m.topic,
+        topic=m.queue,
         body=m.body,
         priority=m.priority,
         ttl_ms=m.ttl_ms,
@@ -93,7 +93,7 @@ async def push(
     ttl = body.ttl_ms or state["settings"].delayed.default_ttl_ms
     new = NewMessage(
         queue.tenant,
-        queue.topic,
+        queue.name,
         body.body,
         due_ms_from(body.delay_ms, body.due_at),
         body.priority,

@@ -38,7 +38,7 @@ local function ready_score(score)
 end
 
 -- The id's state string, or nil when it is unknown in `queue` (a queue is one (tenant,
--- topic)): another queue's message must not be told apart from a missing one. Layout 2
+-- name)): another queue's message must not be told apart from a missing one. Layout 2
 -- messages recorded no queue and are not checked.
 local function state_in(state_key, id, queue)
   local found = redis.call('HMGET', state_key, id, id .. ':q')

@@ -1,4 +1,4 @@
--- The mover for one (set, topic): due ids -> ready, atomically (nothing popped and
+-- The mover for one (set, queue): due ids -> ready, atomically (nothing popped and
 -- lost, nothing pushed twice). Also re-offers reservations whose visibility expired.
 -- KEYS: due, ready, reserved, state, due_v1. ARGV: limit
 -- Returns {oldest_due_age_ms or -1, backlog (still delayed), next_due_in_ms or -1,
