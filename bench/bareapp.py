@@ -1,7 +1,7 @@
 """`python -m bench.bareapp`: the stack's ceiling, a bare FastAPI app with the hub's hot path only.
 
 One POST endpoint parses the hub's own `PublishRequest`, builds the stored content like
-the hub does and runs one EVALSHA of the hub's deliver script (common.lua + deliver.lua)
+the hub does and runs one EVALSHA of the hub's place script (common.lua + place.lua)
 for the first user: no authentication, no idempotency, no fan-out resolution, no
 doorbell. uvicorn runs with the hub's settings (one worker, httptools, uvloop).
 """
@@ -32,7 +32,7 @@ TTL = timedelta(days=30)
 
 def _script_source() -> str:
     lua = files("notifyhub.store") / "lua"
-    return (lua / "common.lua").read_text() + "\n" + (lua / "deliver.lua").read_text()
+    return (lua / "common.lua").read_text() + "\n" + (lua / "place.lua").read_text()
 
 
 def create_app(redis_url: str, prefix: str) -> FastAPI:
@@ -41,7 +41,7 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = Redis.from_url(redis_url)
-        app.state.deliver = redis.register_script(_script_source())
+        app.state.place = redis.register_script(_script_source())
         yield
         await redis.aclose()
 
@@ -55,10 +55,10 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         user = body.recipients.users[0]
-        # deliver.lua's ARGV, as store/inbox.py InboxStore.deliver passes them
+        # place.lua's ARGV, as store/inbox.py InboxStore.place passes them
         args = [notification.id, content, "", "", expires_ms, LIMITS.change_log_max, "", ""]
         args.append(LIMITS.items_per_user)
-        await app.state.deliver(keys=keys.inbox_list(body.tenant, user), args=args)
+        await app.state.place(keys=keys.inbox_list(body.tenant, user), args=args)
         return Accepted(id=notification.id, recipients=1)
 
     return app

@@ -34,7 +34,7 @@ NOTES = """\
   client) after 300 warm-up POSTs, against the hub and, in the same run, in alternating
   rounds of 1,000 (so both see the same background load), against a bare FastAPI app in
   its own uvicorn process (`bench/bareapp.py`: the hub's `PublishRequest` parsed, the
-  content built the same way, one EVALSHA of the hub's own deliver script for one user;
+  content built the same way, one EVALSHA of the hub's own place script for one user;
   no auth, no idempotency, no doorbell). `hub / bare` is the ratio of the two rates.
 - Fan-out time is the POST's wall time: the 202 returns only after every copy is in
   Redis and every doorbell is published.

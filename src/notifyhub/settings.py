@@ -22,7 +22,7 @@ class Limits(BaseModel):
     defer_fanout_at: int = Field(20_000, ge=0)
     """A fan-out to at least this many users leaves each copy pending (one list push per
     user), which the user's next read or change makes a copy first (store/inbox.py
-    deliver); 0: never."""
+    place); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
     """Users per Lua call of a deferred fan-out: a pending copy costs Redis about 4 us,
     a copy about 30, so 2,000 hold Redis for less time than `fanout_batch` copies."""

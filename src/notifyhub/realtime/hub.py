@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
-from notifyhub.realtime.events import delivered_frames
+from notifyhub.realtime.events import placed_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import INLINE_MARK, Doorbells
@@ -145,7 +145,7 @@ class Hub:
             if body is not None and "," in seq:
                 n, unread, unseen, total, *rest = seq.split(",")
                 epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
-                frames = delivered_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
+                frames = placed_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
                 for sub in subs:
                     sub.offer(int(n), epoch, frames)
             else:

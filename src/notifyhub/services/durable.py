@@ -116,7 +116,7 @@ class DurableInbox:
                 users = await inbox_log.recipients_of(lookup, [row.id for row in batch])
                 for row in batch:
                     notification = Notification.model_validate_json(row.content)
-                    await self._store.deliver(notification, users.get(row.id, []), pull=row.pull)
+                    await self._store.place(notification, users.get(row.id, []), pull=row.pull)
                 replayed += len(batch)
         return replayed
 

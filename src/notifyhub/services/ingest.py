@@ -140,8 +140,8 @@ class IngestService:
         _id, due_at = await self._delayed.push(unit, new)
         return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
-    async def deliver_scheduled(self, session: AsyncSession, message: Reserved) -> Accepted:
-        """Deliver a scheduled notification now; its id is the queue message's id, so a
+    async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Accepted:
+        """Publish a scheduled notification now; its id is the queue message's id, so a
         redelivery of the same message writes no second copy."""
         scheduled = _Scheduled.model_validate(message.message.body)
         draft = scheduled.draft.model_copy(update={"deliver_at": None})
@@ -256,16 +256,16 @@ class IngestService:
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         batch = limits.defer_batch if defer else limits.fanout_batch
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.deliver(notification, users, pull=pull, defer=defer)
+            seqs = await self._store.place(notification, users, pull=pull, defer=defer)
         else:
             in_flight = asyncio.Semaphore(2)
 
-            async def deliver(chunk: list[UserRef]) -> list[int]:
+            async def place(chunk: list[UserRef]) -> list[int]:
                 async with in_flight:
-                    return await self._store.deliver(notification, chunk, pull=pull, defer=defer)
+                    return await self._store.place(notification, chunk, pull=pull, defer=defer)
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
-            results = await asyncio.gather(*map(deliver, chunks))
+            results = await asyncio.gather(*map(place, chunks))
             seqs = [seq for result in results for seq in result]
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Operation(StrEnum):
-    DELIVER = "deliver"
+    PLACE = "place"
     DEFER = "defer"
     SETTLE = "settle"
     MARK = "mark"
@@ -118,7 +118,7 @@ class OperationSpec:
 _N, _U, _D = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE
 
 OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
-    Operation.DELIVER: OperationSpec("deliver", (_N, _D)),  # _D: evictions, collapse
+    Operation.PLACE: OperationSpec("place", (_N, _D)),  # _D: evictions, collapse
     Operation.DEFER: OperationSpec("defer", ()),  # copies appear when they settle
     Operation.SETTLE: OperationSpec("settle", (_N, _D)),
     Operation.MARK: OperationSpec("mark", (_U,), MarkOp),

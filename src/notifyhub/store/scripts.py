@@ -85,7 +85,7 @@ class InboxScripts:
         loaded = {
             name: redis.register_script(common + "\n" + _source(name)) for name in INBOX_SCRIPTS
         }
-        self.deliver: AsyncScript = loaded["deliver"]
+        self.place: AsyncScript = loaded["place"]
         self.mark: AsyncScript = loaded["mark"]
         self.mark_all: AsyncScript = loaded["mark_all"]
         self.remove: AsyncScript = loaded["remove"]

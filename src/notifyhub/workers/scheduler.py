@@ -1,5 +1,5 @@
 """Delayed-queue workers: the mover, the transition-log flusher, and the consumer that
-delivers scheduled notifications when they fall due."""
+publishes scheduled notifications when they fall due."""
 
 from __future__ import annotations
 
@@ -45,19 +45,19 @@ class ScheduledNotifications:
     async def run_once(self) -> int:
         """A batch from each tenant with a scheduled notification ready (one tenant's
         burst does not hold the others' back by more than a batch)."""
-        delivered = 0
+        published = 0
         for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
             messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
             for message in messages:
-                await self._deliver(queue, message)
-            delivered += len(messages)
-        return delivered
+                await self._publish(queue, message)
+            published += len(messages)
+        return published
 
-    async def _deliver(self, queue: Queue, reserved: Reserved) -> None:
+    async def _publish(self, queue: Queue, reserved: Reserved) -> None:
         message_id = reserved.message.id
         try:
             async with self._sessionmaker.begin() as session:
-                await self._ingest.deliver_scheduled(session, reserved)
+                await self._ingest.publish_scheduled(session, reserved)
         except InvalidInput as exc:
             # Permanent (its group or topic is gone, it expired before its time): a retry
             # would fail the same way forever and stall the batch behind it. Drop it, loudly.

@@ -139,10 +139,10 @@ local function copy(u, n)
 end
 
 -- Copies a big fan-out left pending (defer.lua) become real ones, oldest first, before
--- anything reads or changes the inbox, so every read sees them as if delivered at once;
+-- anything reads or changes the inbox, so every read sees them as if placed at once;
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
 -- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap]
--- (store/inbox.py deliver). `now` (ms) may be nil. Returns how many oldest notifications
+-- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
 local function settle(u, now)
   local pending = redis.call('LRANGE', u.pend, 0, -1)
