@@ -12,7 +12,7 @@ from integration.test_inbox_store import make_notification
 from integration.test_stream import open_stream
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import NotificationChange
-from notifyhub.store.inbox import PENDING_SETTLE_AT, InboxStore, PageQuery
+from notifyhub.store.inbox import PENDING_PLACE_AT, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
 
 
@@ -35,7 +35,7 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
     counts, seq = await store.counts("default", "pa")
     assert (counts.total, counts.unread, counts.unseen, seq) == (1, 1, 1, 1)
 
-    # A stream's read settles too, and sees a live notification event with its content.
+    # A stream's read places too, and sees a live notification event with its content.
     changes = await store.changes("default", "pb", 0, 10)
     assert changes.seq == 1
     [change] = changes.entries
@@ -44,7 +44,7 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
 
 
 async def test_pending_copies_keep_delivery_order(redis: Redis, settings: Any) -> None:
-    """Copies left pending settle before a later copy is stored: seqs follow delivery."""
+    """Copies left pending place before a later copy is stored: seqs follow delivery."""
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     first, second, third = (make_notification(title=t) for t in ("1", "2", "3"))
     user = [("default", "order")]
@@ -102,18 +102,18 @@ async def test_a_repeated_pending_copy_is_stored_once(redis: Redis, settings: An
     assert (counts.total, seq) == (1, 1)
 
 
-async def test_the_writer_settles_long_pending_lists(redis: Redis, settings: Any) -> None:
-    """A user who reads nothing holds at most PENDING_SETTLE_AT pending copies; settling
+async def test_the_writer_places_long_pending_lists(redis: Redis, settings: Any) -> None:
+    """A user who reads nothing holds at most PENDING_PLACE_AT pending copies; placing
     them honours the inbox cap (oldest dropped, counted as evictions)."""
     evicted: list[int] = []
-    cap = PENDING_SETTLE_AT - 4
+    cap = PENDING_PLACE_AT - 4
     store = InboxStore(
         redis,
         Keys(settings.redis_prefix),
         Limits(items_per_user=cap),
         on_evicted=evicted.append,
     )
-    notes = [make_notification(title=str(i)) for i in range(PENDING_SETTLE_AT + 1)]
+    notes = [make_notification(title=str(i)) for i in range(PENDING_PLACE_AT + 1)]
     for note in notes:
         await store.place(note, [("default", "away")], defer=True)
     assert await _pending(redis, settings, "away") == 0

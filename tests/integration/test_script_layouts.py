@@ -106,15 +106,15 @@ async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settin
     assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]
 
 
-async def test_defer_then_settle(redis: Redis, settings: Settings) -> None:
+async def test_defer_then_place_pending(redis: Redis, settings: Settings) -> None:
     u = User(redis, settings, "layout-defer")
     pend = u.keys.inbox("default", "layout-defer").pend
     note = copy_args()
     raw = await u.scripts.defer(keys=[pend], args=note.defer_args())
     deferred = Deferred.from_reply(raw)
     assert (deferred.firsts, deferred.evicted) == ([1], 0)
-    assert await u.call("settle", []) == 0
-    assert await u.appended(Operation.SETTLE) == [ChangeType.NOTIFICATION]
+    assert await u.call("place_pending", []) == 0
+    assert await u.appended(Operation.PLACE_PENDING) == [ChangeType.NOTIFICATION]
     found = Found.from_reply(await u.call("get", GetArgs(LOG_MAX, note.id).to_args()))
     assert found == Found(note.content, FRESH)
 

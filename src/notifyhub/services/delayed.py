@@ -284,19 +284,19 @@ class DelayedService:
     async def cancel(self, unit: UnitOfWork, tenant: str, message_id: str) -> None:
         row = await self._row(unit.session, tenant, message_id)
         queue = _queue_of(row)
-        result = await self._store.settle(message_id, queue, "cancel")
+        result = await self._store.finish(message_id, queue, "cancel")
         if result == -1:  # Redis lost it: PostgreSQL decides
             if row.status in FINISHED:
                 raise Conflict(f"the message is already {row.status}")
             await self._queue(row)
-            result = await self._store.settle(message_id, queue, "cancel")
+            result = await self._store.finish(message_id, queue, "cancel")
         if result != 1:
             raise Conflict("the message is already reserved, consumed or cancelled")
         await self._finish(unit, message_id, "cancelled")
 
     async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:
         """Ack a message `queue` offered; an id of another queue is unknown (404)."""
-        result = await self._store.settle(message_id, queue, "ack", receipt)
+        result = await self._store.finish(message_id, queue, "ack", receipt)
         if result == -1:
             raise NotFound(f"no delayed message {message_id}")
         if result == -2:

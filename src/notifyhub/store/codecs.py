@@ -48,7 +48,7 @@ class InlineRing:
 @dataclass(frozen=True, slots=True)
 class CopyArgs:
     """A notification as lua/common.lua `copy` takes it: place.lua's ARGV, and (all but
-    the content) the header of a pending entry that defer.lua stores and `settle` reads."""
+    the content) the header of a pending entry that defer.lua stores and `place_pending` reads."""
 
     id: str
     content: bytes
@@ -111,7 +111,7 @@ class PerUser:
 @dataclass(frozen=True, slots=True)
 class Deferred(PerUser):
     """defer.lua's reply: per user its pending list's length (-1: preferences drop the
-    category), then 0 (a pending copy evicts when it settles)."""
+    category), then 0 (a pending copy evicts when it places)."""
 
 
 @dataclass(frozen=True, slots=True)

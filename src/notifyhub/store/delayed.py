@@ -15,7 +15,7 @@ from redis.commands.core import AsyncScript
 from notifyhub.store.keys import DelayedKeys, Keys, Queue
 from notifyhub.store.scripts import pipelined, queue_script
 
-DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle", "dq_status")
+DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_finish", "dq_status")
 
 
 def _source(name: str) -> str:
@@ -137,12 +137,12 @@ class DelayedStore:
             for i in range(0, len(raw), 4)
         ]
 
-    async def settle(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
+    async def finish(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
         """1 done, 0 wrong state, -1 unknown (in this queue), -2 stale receipt."""
         k, name = self._set(message_id), queue.key
         keys = [k.due(name), k.ready(name), k.reserved(name), k.state]
         args = [action, message_id, receipt, name]
-        return int(await self._scripts["dq_settle"](keys=keys, args=args))
+        return int(await self._scripts["dq_finish"](keys=keys, args=args))
 
     async def status(self, message_id: str, queue: Queue) -> str | None:
         """delayed, ready, reserved, consumed or cancelled; None when Redis has no record

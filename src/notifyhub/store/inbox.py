@@ -47,8 +47,8 @@ UserRef = tuple[str, str]
 
 ListStatus = Literal["all", "unread", "read"]
 
-PENDING_SETTLE_AT = 16
-"""A deferred delivery settles the inboxes holding more pending copies than this."""
+PENDING_PLACE_AT = 16
+"""A deferred delivery places the inboxes holding more pending copies than this."""
 
 INLINE_MIN_USERS = 64
 """Placements for this many users or more ring with their copies' events (a second round
@@ -146,7 +146,7 @@ class InboxStore:
         which the next script touching that inbox (a read, a stream's read, a change)
         makes a copy first, so nobody can tell it from an immediate one but the writer is
         several times faster. Returns the user's pending count in place of a seq then
-        (lists longer than PENDING_SETTLE_AT are settled right away, bounding them).
+        (lists longer than PENDING_PLACE_AT are placed right away, bounding them).
         """
         if not users:
             return []
@@ -190,7 +190,7 @@ class InboxStore:
             ringing = reply if inline and isinstance(reply, Placed) else None
             await self._ring_after_writes(members, ringing, content)
         if defer:
-            evicted += await self._settle_long(users, seqs)
+            evicted += await self._place_long(users, seqs)
         if evicted:
             self._on_evicted(evicted)
         return seqs
@@ -219,17 +219,17 @@ class InboxStore:
             return self.scripts.defer, copy.defer_args(), fields
         return self.scripts.place, copy.place_args(ring), INBOX_FIELDS
 
-    async def _settle_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
-        """Settle the inboxes whose pending list grew past PENDING_SETTLE_AT (users who
+    async def _place_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
+        """Place the pending copies of inboxes whose list grew past PENDING_PLACE_AT (users who
         read nothing for a while), so pending lists stay short; returns the evictions."""
-        long = [users[i] for i, n in enumerate(pending) if n > PENDING_SETTLE_AT]
+        long = [users[i] for i, n in enumerate(pending) if n > PENDING_PLACE_AT]
         if not long:
             return 0
-        settle, inbox_list = self.scripts.settle, self._keys.inbox_list
+        script, inbox_list = self.scripts.place_pending, self._keys.inbox_list
 
         def build(pipe: Any) -> None:
             for tenant, user in long:
-                queue_script(pipe, settle, inbox_list(tenant, user), [])
+                queue_script(pipe, script, inbox_list(tenant, user), [])
 
         return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
 

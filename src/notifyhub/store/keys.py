@@ -14,7 +14,7 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:prefs   hash   category -> "<inbox 0|1><push 0|1>" (cache of PostgreSQL)
     <p>u{T/U}:pend    list   copies a big fan-out left pending ("<header>\n<content>"), made
                              real by the next script touching the inbox (lua/common.lua
-                             settle); a hub older than this key would not settle them, so
+                             place_pending); a hub older than this key would not place them, so
                              upgrade every hub before big fan-outs run on the new one
 
 Global keys:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class Operation(StrEnum):
     PLACE = "place"
     DEFER = "defer"
-    SETTLE = "settle"
+    PLACE_PENDING = "place_pending"
     MARK = "mark"
     MARK_ALL = "mark_all"
     REMOVE = "remove"
@@ -108,7 +108,7 @@ class OperationSpec:
     script: str
     """Its script, lua/<script>.lua (run after lua/common.lua)."""
     appends: tuple[ChangeType, ...]
-    """The change entries it appends itself (every script first settles pending copies
+    """The change entries it appends itself (every script first places pending copies
     and purges expired ones: `notification` and `delete` entries)."""
     logged: type[LoggedOp] | None = None
     """Durable inbox mode: its log entry, replayed after a Redis loss. None: not logged
@@ -119,8 +119,8 @@ _N, _U, _D = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE
 
 OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.PLACE: OperationSpec("place", (_N, _D)),  # _D: evictions, collapse
-    Operation.DEFER: OperationSpec("defer", ()),  # copies appear when they settle
-    Operation.SETTLE: OperationSpec("settle", (_N, _D)),
+    Operation.DEFER: OperationSpec("defer", ()),  # copies appear when placed
+    Operation.PLACE_PENDING: OperationSpec("place_pending", (_N, _D)),
     Operation.MARK: OperationSpec("mark", (_U,), MarkOp),
     Operation.MARK_ALL: OperationSpec("mark_all", (_U,), MarkAllOp),
     Operation.REMOVE: OperationSpec("remove", (_D,), RemoveOp),

@@ -26,7 +26,7 @@ local ring = channel and {ARGV[11]}
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
-  local settled = settle(u)  -- what is pending first: seqs keep delivery order
+  local placed = place_pending(u)  -- what is pending first: seqs keep delivery order
   local seq, dropped, c = copy(u, n)
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
@@ -50,7 +50,7 @@ for o = 0, #KEYS - 1, 10 do
     out[#out + 1] = 0
   end
   out[#out + 1] = e
-  evicted = evicted + settled + dropped
+  evicted = evicted + placed + dropped
 end
 out[#out + 1] = evicted
 if ring then redis.call('PUBLISH', channel, table.concat(ring, '\n')) end
