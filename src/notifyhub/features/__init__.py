@@ -12,7 +12,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     delayed.delayed_queue   the delayed queue, its transition log and mover plan
     restore.epoch_watch     notices Redis losing data and rebuilds it
     publishing.publishing   ingest, rules, scheduled notifications
-    publishing.producers    scheduled producers
+    publishing.producers    periodic producers
     outbox.outbox           the webhook outbox: sender and dispatcher
     delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops

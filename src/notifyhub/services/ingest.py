@@ -153,7 +153,7 @@ class IngestService:
     async def publish_internal(
         self, session: AsyncSession, draft: Draft, recipients: Recipients
     ) -> Accepted:
-        """Publish on the hub's own behalf (scheduled producers): no key, no idempotency."""
+        """Publish on the hub's own behalf (periodic producers): no key, no idempotency."""
         users = await self._resolve(session, draft.tenant, recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)

@@ -110,7 +110,7 @@ class MoverPlan:
 
 
 class DelayedMover:
-    """Moves due messages to their ready lists, one pass at a time, on `plan`'s schedule.
+    """Moves due messages to their ready lists, one pass whenever `plan` says one is due.
 
     `run_once` is one pass (tests drive it through the runner's `step()` instead of
     waiting for the loop); `loop` runs it when the plan says, or when nudged."""
@@ -121,13 +121,13 @@ class DelayedMover:
         plan: MoverPlan,
         settings: DelayedSettings,
         metrics: Metrics,
-        on_scheduled: Callable[[], None],
+        on_scheduled_ready: Callable[[], None],
     ) -> None:
         self._delayed = delayed
         self._plan = plan
         self._settings = settings
         self._metrics = metrics
-        self._on_scheduled = on_scheduled
+        self._on_scheduled_ready = on_scheduled_ready
         """Told when a pass made a scheduled notification ready (or re-offered one)."""
         self.loop = Loop(
             "delayed-mover",
@@ -143,7 +143,7 @@ class DelayedMover:
         self._plan.begin_pass()
         results = await self._delayed.move(self._settings.move_batch)
         if any(r.queue.name == SCHEDULED_QUEUE and (r.moved or r.reoffered) for r in results):
-            self._on_scheduled()
+            self._on_scheduled_ready()
         self._observe(results)
         self._plan.after_pass(results)
         return results
@@ -170,7 +170,7 @@ def delayed_loops(
         "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
     )
 
-    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled=consumer.wake)
+    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled_ready=consumer.wake)
     return [
         mover.loop,
         Loop(
