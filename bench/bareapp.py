@@ -21,7 +21,7 @@ from fastapi import FastAPI, status
 from redis.asyncio import Redis
 from ulid import ULID
 
-from notifyhub.api.schemas import Accepted, PublishRequest
+from notifyhub.api.schemas import PublishAccepted, PublishRequest
 from notifyhub.domain.notification import Notification
 from notifyhub.settings import Limits
 from notifyhub.store.keys import Keys
@@ -47,8 +47,10 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
 
     app = FastAPI(lifespan=lifespan)
 
-    @app.post("/v1/notifications", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
-    async def publish(body: PublishRequest) -> Accepted:
+    @app.post(
+        "/v1/notifications", status_code=status.HTTP_202_ACCEPTED, response_model=PublishAccepted
+    )
+    async def publish(body: PublishRequest) -> PublishAccepted:
         now = datetime.now(UTC)
         fields = body.model_dump(exclude={"recipients", "ttl", "delay", "deliver_at", "expires_at"})
         notification = Notification(id=str(ULID()), created_at=now, expires_at=now + TTL, **fields)
@@ -59,7 +61,7 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
         args = [notification.id, content, "", "", expires_ms, LIMITS.change_log_max, "", ""]
         args.append(LIMITS.items_per_user)
         await app.state.place(keys=keys.inbox_list(body.tenant, user), args=args)
-        return Accepted(id=notification.id, recipients=1)
+        return PublishAccepted(id=notification.id, recipients=1)
 
     return app
 

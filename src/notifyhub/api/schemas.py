@@ -178,7 +178,7 @@ class PublishRequest(Strict):
         return self
 
 
-class Accepted(BaseModel):
+class PublishAccepted(BaseModel):
     id: str
     recipients: int
     scheduled_for: datetime | None = None

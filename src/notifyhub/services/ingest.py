@@ -32,7 +32,9 @@ SCHEDULED_QUEUE = "notifyhub.scheduled"
 
 
 @dataclass(frozen=True, slots=True)
-class Accepted:
+class Published:
+    """What a publish did: the id, how many users got a copy, when a scheduled one is due."""
+
     id: str
     recipients: int
     scheduled_for: datetime | None = None
@@ -80,7 +82,7 @@ class IngestService:
         draft: Draft,
         recipients: Recipients,
         idempotency_key: str | None = None,
-    ) -> Accepted:
+    ) -> Published:
         """Accept a notification from a service, in the caller's unit of work (which must
         commit before the 202: a scheduled notification is written there). PostgreSQL is
         used only when groups or topics are named or the notification is scheduled (the
@@ -93,7 +95,7 @@ class IngestService:
             record = replace(record, body_sha=body_sha(draft, recipients))
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
-                return Accepted(**record.response)
+                return Published(**record.response)
         session = unit.session if recipients.groups or recipients.topics else None
         users = await self._resolve(session, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
@@ -110,7 +112,7 @@ class IngestService:
         tenant: str,
         key: str,
         record: IdempotencyRecord,
-        accepted: Accepted,
+        accepted: Published,
     ) -> None:
         """A retry gets this answer only once what it answers for is committed."""
         response = {
@@ -131,16 +133,16 @@ class IngestService:
         recipients: Recipients,
         record: IdempotencyRecord,
         count: int,
-    ) -> Accepted:
+    ) -> Published:
         """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
         assert draft.deliver_at is not None
         body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
         new = NewMessage(draft.tenant, SCHEDULED_QUEUE, body, due_ms, id=record.notification_id)
         _id, due_at = await self._delayed.push(unit, new)
-        return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
+        return Published(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
-    async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Accepted:
+    async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Published:
         """Publish a scheduled notification now; its id is the queue message's id, so a
         redelivery of the same message writes no second copy."""
         scheduled = _Scheduled.model_validate(message.message.body)
@@ -152,14 +154,14 @@ class IngestService:
 
     async def publish_internal(
         self, session: AsyncSession, draft: Draft, recipients: Recipients
-    ) -> Accepted:
+    ) -> Published:
         """Publish on the hub's own behalf (periodic producers): no key, no idempotency."""
         users = await self._resolve(session, draft.tenant, recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         return await self._send(self._build(draft, record), users, pull=False)
 
-    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Accepted:
+    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Published:
         """Deliver a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
@@ -245,7 +247,7 @@ class IngestService:
 
     async def _send(
         self, notification: Notification, users: list[UserRef], *, pull: bool
-    ) -> Accepted:
+    ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap.
 
         The count returned is of users who hold the notification now: those whose
@@ -269,7 +271,7 @@ class IngestService:
             seqs = [seq for result in results for seq in result]
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
-        return Accepted(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
+        return Published(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
 
 
 def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:
