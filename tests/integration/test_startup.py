@@ -19,9 +19,9 @@ from notifyhub import features
 from notifyhub.api.app import create_app
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
-from notifyhub.services.caches import EpochWatch
 from notifyhub.services.delayed import TransitionLog
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.epoch import EpochWatch
 from notifyhub.settings import Settings
 
 Connection = tuple[Any, Any]

@@ -154,7 +154,7 @@ class Hub:
 
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when
-        Redis lost data (services/caches.py EpochWatch): a stream whose user's seq is now
+        Redis lost data (services/epoch.py EpochWatch): a stream whose user's seq is now
         below its cursor, or of another epoch, then sends one `reset` (realtime/sse.py)."""
         for subs in self._subs.values():
             for sub in subs:
