@@ -31,7 +31,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any
 
 from redis.asyncio import Redis
@@ -120,14 +120,6 @@ class Hub:
         if not local:
             del self._subs[sub.member]
         self._metrics.streams_open.dec()
-
-    @contextlib.contextmanager
-    def subscribe(self, tenant: str, user: str) -> Iterator[Subscriber]:
-        sub = self.attach(tenant, user)
-        try:
-            yield sub
-        finally:
-            self.detach(sub)
 
     def dispatch(self, payload: bytes) -> None:
         """Ring the local subscribers named in one doorbell message (store/doorbells.py);

@@ -23,7 +23,6 @@ Global keys:
     <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
     <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
-    <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)
@@ -201,9 +200,6 @@ class Keys:
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"
-
-    def notification_meta(self, notification_id: str) -> str:
-        return f"{self.prefix}n{{{notification_id}}}:meta"
 
     def idempotency(self, tenant: str, key_sha: str) -> str:
         return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"
