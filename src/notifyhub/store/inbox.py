@@ -376,8 +376,8 @@ class InboxStore:
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot). Each read's byte budget bounds the reply:
-        with 4 KB notifications, 200 streams that fell behind once asked for 160 MB in one
-        pipeline, which outlived its timeout and ended every stream in it."""
+        without it, streams that fell behind asked for so much in one pipeline that it
+        outlived its timeout and ended every stream in it (docs/ARCHITECTURE.md)."""
         changes, inbox_list = self.scripts.changes, self._keys.inbox_list
         max_bytes = self._limits.stream_read_bytes
 

@@ -1,7 +1,8 @@
-"""The inbox's operations, a closed set, and the one table of what each does: its Lua
-script, the change entries it appends (each of which becomes its SSE event, see
-store/changes.py) and, in durable inbox mode, what is logged to PostgreSQL and how it is
-replayed after Redis lost data (services/durable.py).
+"""The inbox's operations, a closed set, and the one table of what each does.
+
+Per operation: its Lua script, the change entries it appends (each becomes its SSE
+event, see store/changes.py) and, in durable inbox mode, what is logged to PostgreSQL and
+how it is replayed after Redis lost data (services/durable.py).
 
 Adding an operation: a member of `Operation`, its row in `OPERATIONS`, its script in
 lua/ with its codec (store/codecs.py) and `InboxStore` method, and, when it is logged, a
