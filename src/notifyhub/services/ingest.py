@@ -134,7 +134,7 @@ class IngestService:
         record: IdempotencyRecord,
         count: int,
     ) -> Published:
-        """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
+        """Durable in PostgreSQL before the 202; the delayed queue makes it ready on time."""
         assert draft.deliver_at is not None
         body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
@@ -144,7 +144,7 @@ class IngestService:
 
     async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Published:
         """Publish a scheduled notification now; its id is the queue message's id, so a
-        redelivery of the same message writes no second copy."""
+        second offer of the same message writes no second copy."""
         scheduled = _Scheduled.model_validate(message.message.body)
         draft = scheduled.draft.model_copy(update={"deliver_at": None})
         users = await self._resolve(session, draft.tenant, scheduled.recipients)
@@ -162,7 +162,7 @@ class IngestService:
         return await self._send(self._build(draft, record), users, pull=False)
 
     async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Published:
-        """Deliver a draft to known users (rules and producers resolve their own)."""
+        """Publish a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
@@ -172,7 +172,7 @@ class IngestService:
         self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str
     ) -> int:
         """Remove a notification from every inbox holding it; returns how many. A
-        notification not delivered yet is cancelled in the delayed queue, in `unit`."""
+        notification not published yet is cancelled in the delayed queue, in `unit`."""
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
         if not holders:

@@ -48,7 +48,7 @@ UserRef = tuple[str, str]
 ListStatus = Literal["all", "unread", "read"]
 
 PENDING_PLACE_AT = 16
-"""A deferred delivery places the inboxes holding more pending copies than this."""
+"""A deferred fan-out places the inboxes holding more pending copies than this."""
 
 INLINE_MIN_USERS = 64
 """Placements for this many users or more ring with their copies' events (a second round
@@ -213,7 +213,7 @@ class InboxStore:
     def _script_call(
         self, copy: CopyArgs, ring: InlineRing | None, *, defer: bool
     ) -> tuple[AsyncScript, Args, tuple[str, ...]]:
-        """The script for a delivery, its ARGV, and the keys it takes per user."""
+        """The script for a placement, its ARGV, and the keys it takes per user."""
         if defer:
             fields = ("pend", "prefs") if copy.category else ("pend",)
             return self.scripts.defer, copy.defer_args(), fields

@@ -39,10 +39,10 @@ from layouts 1 and 2 needs no step (the hash and ready formats are unchanged); r
 version at a time, though: a layout 1 hub cancelling a message a newer hub queued leaves
 it in pdue (only newer hubs' reserve drops such an id), and a layout 2 hub queues every
 tenant's scheduled notifications in tenant "default"'s `notifyhub.scheduled` queue (they
-are still delivered to their own tenant: the message carries it).
+are still published to their own tenant: the message carries it).
 
     <p>dq{i}:msg            hash  id -> message JSON (immutable; carries its tenant)
-    <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms,
+    <p>dq{i}:state          hash  id -> "status|receipt|offers"; id:p priority, id:t ttl_ms,
                                   id:q <q> (absent for layout 2 messages)
                                   (status "delayed": waiting; ready once out of pdue)
     <p>dq{i}:topics         set   <q> of queues with messages in this set (the mover's work

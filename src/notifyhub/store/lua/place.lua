@@ -26,7 +26,7 @@ local ring = channel and {ARGV[11]}
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
-  local placed = place_pending(u)  -- what is pending first: seqs keep delivery order
+  local placed = place_pending(u)  -- what is pending first: seqs keep placement order
   local seq, dropped, c = copy(u, n)
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
