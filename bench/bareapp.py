@@ -1,7 +1,7 @@
 """`python -m bench.bareapp`: the stack's ceiling, a bare FastAPI app with the hub's hot path only.
 
 One POST endpoint parses the hub's own `PublishRequest`, builds the stored content like
-the hub does and runs one EVALSHA of the hub's deliver script (common.lua + deliver.lua)
+the hub does and runs one EVALSHA of the hub's place script (common.lua + place.lua)
 for the first user: no authentication, no idempotency, no fan-out resolution, no
 doorbell. uvicorn runs with the hub's settings (one worker, httptools, uvloop).
 """
@@ -21,7 +21,7 @@ from fastapi import FastAPI, status
 from redis.asyncio import Redis
 from ulid import ULID
 
-from notifyhub.api.schemas import Accepted, PublishRequest
+from notifyhub.api.schemas import PublishAccepted, PublishRequest
 from notifyhub.domain.notification import Notification
 from notifyhub.settings import Limits
 from notifyhub.store.keys import Keys
@@ -32,7 +32,7 @@ TTL = timedelta(days=30)
 
 def _script_source() -> str:
     lua = files("notifyhub.store") / "lua"
-    return (lua / "common.lua").read_text() + "\n" + (lua / "deliver.lua").read_text()
+    return (lua / "common.lua").read_text() + "\n" + (lua / "place.lua").read_text()
 
 
 def create_app(redis_url: str, prefix: str) -> FastAPI:
@@ -41,25 +41,27 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = Redis.from_url(redis_url)
-        app.state.deliver = redis.register_script(_script_source())
+        app.state.place = redis.register_script(_script_source())
         yield
         await redis.aclose()
 
     app = FastAPI(lifespan=lifespan)
 
-    @app.post("/v1/notifications", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
-    async def publish(body: PublishRequest) -> Accepted:
+    @app.post(
+        "/v1/notifications", status_code=status.HTTP_202_ACCEPTED, response_model=PublishAccepted
+    )
+    async def publish(body: PublishRequest) -> PublishAccepted:
         now = datetime.now(UTC)
         fields = body.model_dump(exclude={"recipients", "ttl", "delay", "deliver_at", "expires_at"})
         notification = Notification(id=str(ULID()), created_at=now, expires_at=now + TTL, **fields)
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         user = body.recipients.users[0]
-        # deliver.lua's ARGV, as store/inbox.py InboxStore.deliver passes them
+        # place.lua's ARGV, as store/inbox.py InboxStore.place passes them
         args = [notification.id, content, "", "", expires_ms, LIMITS.change_log_max, "", ""]
         args.append(LIMITS.items_per_user)
-        await app.state.deliver(keys=keys.inbox_list(body.tenant, user), args=args)
-        return Accepted(id=notification.id, recipients=1)
+        await app.state.place(keys=keys.inbox_list(body.tenant, user), args=args)
+        return PublishAccepted(id=notification.id, recipients=1)
 
     return app
 

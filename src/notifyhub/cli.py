@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 apikey_app = typer.Typer(help="Create, list and revoke service API keys.", no_args_is_help=True)
 app.add_typer(apikey_app, name="apikey")
-producers_app = typer.Typer(help="Scheduled producers (periodic SQL checks).", no_args_is_help=True)
+producers_app = typer.Typer(help="Periodic producers (SQL checks).", no_args_is_help=True)
 app.add_typer(producers_app, name="producers")
 console = Console()
 T = TypeVar("T")

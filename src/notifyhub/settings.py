@@ -17,17 +17,15 @@ class Limits(BaseModel):
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
     max_recipients: int = Field(200_000, ge=1)
-    max_direct_users: int = Field(10_000, ge=1)
     fanout_batch: int = Field(500, ge=1, le=10_000)
     defer_fanout_at: int = Field(20_000, ge=0)
     """A fan-out to at least this many users leaves each copy pending (one list push per
     user), which the user's next read or change makes a copy first (store/inbox.py
-    deliver); 0: never."""
+    place); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
     """Users per Lua call of a deferred fan-out: a pending copy costs Redis about 4 us,
     a copy about 30, so 2,000 hold Redis for less time than `fanout_batch` copies."""
     streams_per_user: int = Field(10, ge=1)
-    stream_queue: int = Field(64, ge=1)
     change_log_max: int = Field(1000, ge=10)
     stream_read_bytes: int = Field(32 * 1024, ge=1024)
     """A stream's read of its change log stops at about this many bytes (at least one

@@ -14,11 +14,10 @@ from redis.asyncio import Redis
 from sqlalchemy import text
 
 from notifyhub.db.engine import create_engine
-from notifyhub.embedded_cluster import LocalCluster
 from notifyhub.settings import Settings
 from notifyhub.store.client import create_redis
 from notifyhub.store.keys import Keys
-from support.cluster import cluster_settings
+from support.cluster import LocalCluster, cluster_settings
 
 
 @pytest.fixture(scope="session")

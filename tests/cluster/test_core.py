@@ -15,7 +15,7 @@ from integration.test_deferred_fanout import (
     test_a_pending_copy_reads_as_delivered,
     test_pending_copies_keep_delivery_order,
     test_preferences_apply_to_pending_copies,
-    test_the_writer_settles_long_pending_lists,
+    test_the_writer_places_long_pending_lists,
 )
 from integration.test_delayed import (
     consume_key,
@@ -51,7 +51,7 @@ from integration.test_routing import (
     test_topic_cache_equals_postgres_after_random_changes,
 )
 from integration.test_script_layouts import (
-    test_defer_then_settle,
+    test_defer_then_place_pending,
     test_deliver_answers_its_width_per_user,
     test_read_and_change_scripts,
 )
@@ -75,7 +75,7 @@ __all__ = [
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",
     "test_collapse_key_replaces_in_place",
-    "test_defer_then_settle",
+    "test_defer_then_place_pending",
     "test_deliver_answers_its_width_per_user",
     "test_expired_notifications_vanish_at_once",
     "test_gap_older_than_log_gets_reset",
@@ -99,7 +99,7 @@ __all__ = [
     "test_scheduled_notification_arrives_on_time",
     "test_shutdown_ends_streams_cleanly",
     "test_stream_on_one_process_gets_post_to_other",
-    "test_the_writer_settles_long_pending_lists",
+    "test_the_writer_places_long_pending_lists",
     "test_topic_cache_equals_postgres_after_random_changes",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",

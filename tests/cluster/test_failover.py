@@ -16,10 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from notifyhub.embedded_cluster import LocalCluster, wait_until
 from notifyhub.settings import Settings
 from notifyhub.store.keys import Keys
-from support.cluster import cluster_settings
+from support.cluster import LocalCluster, cluster_settings, wait_until
 from support.sse import EventReader
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,8 @@ import httpx
 import pytest
 
 from integration.test_stream import open_stream
-from notifyhub.embedded_cluster import LocalSentinel, wait_until
 from notifyhub.settings import Settings
-from support.cluster import cluster_settings
+from support.cluster import LocalSentinel, cluster_settings, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from integration.test_stream import no_streams_left, open_stream, send
-from notifyhub.embedded_cluster import LocalCluster
+from support.cluster import LocalCluster
 
 
 async def test_one_sharded_subscription_per_master_per_process(

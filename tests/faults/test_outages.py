@@ -78,7 +78,7 @@ CALLS = (
     _call("rule PUT", "PUT", "/v1/admin/rules/r1",
           {"target_type": "doc", "recipients": [{"relationship": "author", "title": "hi"}]},
           "admin", "postgres"),
-    _call("delayed push", "POST", "/v1/delayed", {"topic": "outage", "delay_ms": 60_000},
+    _call("delayed push", "POST", "/v1/delayed", {"queue": "outage", "delay_ms": 60_000},
           "publish", "redis", "postgres"),
     _call("delivery POST", "POST", "/v1/deliveries", {"definition": "d1", "payload": {"n": 1}},
           "publish", "postgres"),

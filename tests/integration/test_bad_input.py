@@ -230,8 +230,8 @@ async def test_a_million_recipients_is_refused_before_any_work(
         # JSON kept in PostgreSQL's jsonb (scheduled and delayed bodies) cannot hold NUL.
         ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t", "delay": 60,
                                "data": {"k": "nul \x00"}}),
-        ("/v1/delayed", {"topic": "t", "delay_ms": 1000, "body": {"k\x00": 1}}),
-        ("/v1/delayed", {"topic": "t", "delay_ms": 1000, "body": [1e30]}),
+        ("/v1/delayed", {"queue": "t", "delay_ms": 1000, "body": {"k\x00": 1}}),
+        ("/v1/delayed", {"queue": "t", "delay_ms": 1000, "body": [1e30]}),
     ],
 )
 async def test_nul_and_control_characters_are_422(

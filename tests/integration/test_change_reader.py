@@ -31,7 +31,7 @@ async def test_one_tick_of_reads_is_one_connection(redis: Redis, settings: Any) 
     users = [("default", f"r{i}") for i in range(60)]
     notes = [make_notification(title=f"for {user}") for _, user in users]
     for note, user in zip(notes, users, strict=True):
-        await store.deliver(note, [user])
+        await store.place(note, [user])
     try:
         results = await asyncio.gather(*(reader.changes(t, u, 0, 10) for t, u in users))
         assert await _named_connections(redis, name) == 1
@@ -48,7 +48,7 @@ async def test_a_stream_that_leaves_does_not_disturb_the_others(
 ) -> None:
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     reader = ChangeReader(store)
-    await store.deliver(make_notification(), [("default", "stays")])
+    await store.place(make_notification(), [("default", "stays")])
     leaving = asyncio.create_task(reader.changes("default", "leaves", 0, 10))
     staying = asyncio.create_task(reader.changes("default", "stays", 0, 10))
     await asyncio.sleep(0)  # both queued in this tick; the flush runs in the next

@@ -49,9 +49,9 @@ async def test_cleaner_removes_expired_copies_and_keeps_later_ones(
     metrics = Metrics()
     cleaner = Cleaner(redis_client, keys, store, WorkerSettings(), metrics)
     short = _notification(timedelta(seconds=1))
-    await store.deliver(short, [("default", "alice"), ("default", "bob")])
+    await store.place(short, [("default", "alice"), ("default", "bob")])
     long = _notification(timedelta(minutes=10))
-    await store.deliver(long, [("default", "bob")])
+    await store.place(long, [("default", "bob")])
 
     assert await cleaner.run_once() == 0  # nothing due yet
     await asyncio.sleep(1.1)
@@ -70,7 +70,7 @@ async def test_cleaner_removes_expired_copies_and_keeps_later_ones(
 
 async def test_a_cleaner_without_the_lock_does_nothing(redis_client: Redis, keys: Keys) -> None:
     store = InboxStore(redis_client, keys, Limits())
-    await store.deliver(_notification(timedelta(milliseconds=100)), [("default", "carol")])
+    await store.place(_notification(timedelta(milliseconds=100)), [("default", "carol")])
     await asyncio.sleep(0.2)
     first = Cleaner(redis_client, keys, store, WorkerSettings(), Metrics())
     second = Cleaner(redis_client, keys, store, WorkerSettings(), Metrics())
@@ -87,7 +87,7 @@ async def test_a_cleaner_without_the_lock_does_nothing(redis_client: Redis, keys
 async def test_a_pass_takes_at_most_one_batch(redis_client: Redis, keys: Keys) -> None:
     store = InboxStore(redis_client, keys, Limits())
     users = [("default", f"user-{i}") for i in range(5)]
-    await store.deliver(_notification(timedelta(milliseconds=100)), users)
+    await store.place(_notification(timedelta(milliseconds=100)), users)
     await asyncio.sleep(0.2)
     cleaner = Cleaner(redis_client, keys, store, WorkerSettings(cleaner_batch=2), Metrics())
     assert [await cleaner.run_once() for _ in range(4)] == [2, 2, 1, 0]
@@ -99,7 +99,7 @@ async def test_a_copy_delivered_after_the_purge_stays_indexed(
 ) -> None:
     """The race the cleaner documents: its index entry must survive an emptied inbox."""
     store = InboxStore(redis_client, keys, Limits())
-    await store.deliver(_notification(timedelta(milliseconds=100)), [("default", "dave")])
+    await store.place(_notification(timedelta(milliseconds=100)), [("default", "dave")])
     await asyncio.sleep(0.2)
     late = _notification(timedelta(minutes=5))
     purge = store.purge
@@ -107,7 +107,7 @@ async def test_a_copy_delivered_after_the_purge_stays_indexed(
     async def purge_then_ingest(tenant: str, user: str) -> tuple[int, int | None]:
         result = await purge(tenant, user)
         if result[1] is None:  # the inbox is empty: an ingest lands right now
-            await store.deliver(late, [(tenant, user)])
+            await store.place(late, [(tenant, user)])
         return result
 
     store.purge = purge_then_ingest  # type: ignore[method-assign]

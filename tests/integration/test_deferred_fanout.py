@@ -12,7 +12,7 @@ from integration.test_inbox_store import make_notification
 from integration.test_stream import open_stream
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import NotificationChange
-from notifyhub.store.inbox import PENDING_SETTLE_AT, InboxStore, PageQuery
+from notifyhub.store.inbox import PENDING_PLACE_AT, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
 
 
@@ -24,7 +24,7 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     note = make_notification(title="to many", body="b", category="news")
     users = [("default", "pa"), ("default", "pb")]
-    assert await store.deliver(note, users, defer=True) == [1, 1]
+    assert await store.place(note, users, defer=True) == [1, 1]
     assert await _pending(redis, settings, "pa") == 1  # written as pending, not as a copy
 
     page = await store.page("default", "pa", PageQuery())
@@ -35,7 +35,7 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
     counts, seq = await store.counts("default", "pa")
     assert (counts.total, counts.unread, counts.unseen, seq) == (1, 1, 1, 1)
 
-    # A stream's read settles too, and sees a live notification event with its content.
+    # A stream's read places too, and sees a live notification event with its content.
     changes = await store.changes("default", "pb", 0, 10)
     assert changes.seq == 1
     [change] = changes.entries
@@ -44,13 +44,13 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
 
 
 async def test_pending_copies_keep_delivery_order(redis: Redis, settings: Any) -> None:
-    """Copies left pending settle before a later copy is stored: seqs follow delivery."""
+    """Copies left pending place before a later copy is stored: seqs follow delivery."""
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     first, second, third = (make_notification(title=t) for t in ("1", "2", "3"))
     user = [("default", "order")]
-    await store.deliver(first, user, defer=True)
-    await store.deliver(second, user)
-    await store.deliver(third, user, defer=True)
+    await store.place(first, user, defer=True)
+    await store.place(second, user)
+    await store.place(third, user, defer=True)
     changes = await store.changes("default", "order", 0, 10)
     assert [(c.entry.id, c.entry.seq) for c in changes.entries] == [
         (first.id, 1),
@@ -65,14 +65,14 @@ async def test_preferences_apply_to_pending_copies(redis: Redis, settings: Any) 
     await store.set_preferences("default", "quiet-promo", {"promo": "10"})
     users = [("default", "no-promo"), ("default", "quiet-promo")]
     promo = make_notification(category="promo")
-    assert await store.deliver(promo, users, defer=True) == [-1, 1]
+    assert await store.place(promo, users, defer=True) == [-1, 1]
     assert (await store.page("default", "no-promo", PageQuery())).items == []
     [change] = (await store.changes("default", "quiet-promo", 0, 10)).entries
     assert isinstance(change.entry, NotificationChange)
     assert change.entry.id == promo.id and change.entry.quiet
     # Critical notifications reach an inbox whose preferences drop the category.
     alarm = make_notification(category="promo", severity="critical")
-    assert await store.deliver(alarm, users[:1], defer=True) == [1]
+    assert await store.place(alarm, users[:1], defer=True) == [1]
     assert [i.id for i in (await store.page("default", "no-promo", PageQuery())).items] == [
         alarm.id
     ]
@@ -83,8 +83,8 @@ async def test_a_copy_that_expires_while_pending_never_appears(
 ) -> None:
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     short, long = make_notification(ttl_s=1), make_notification(ttl_s=600)
-    await store.deliver(short, [("default", "late")], defer=True)
-    await store.deliver(long, [("default", "late")], defer=True)
+    await store.place(short, [("default", "late")], defer=True)
+    await store.place(long, [("default", "late")], defer=True)
     await asyncio.sleep(1.1)
     changes = await store.changes("default", "late", 0, 10)
     assert [c.entry.id for c in changes.entries] == [long.id]  # no notify-then-delete
@@ -96,26 +96,26 @@ async def test_a_repeated_pending_copy_is_stored_once(redis: Redis, settings: An
     """A retried fan-out (or a redelivered scheduled one) may push an id twice."""
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     note = make_notification()
-    await store.deliver(note, [("default", "twice")], defer=True)
-    assert await store.deliver(note, [("default", "twice")], defer=True) == [2]
+    await store.place(note, [("default", "twice")], defer=True)
+    assert await store.place(note, [("default", "twice")], defer=True) == [2]
     counts, seq = await store.counts("default", "twice")
     assert (counts.total, seq) == (1, 1)
 
 
-async def test_the_writer_settles_long_pending_lists(redis: Redis, settings: Any) -> None:
-    """A user who reads nothing holds at most PENDING_SETTLE_AT pending copies; settling
+async def test_the_writer_places_long_pending_lists(redis: Redis, settings: Any) -> None:
+    """A user who reads nothing holds at most PENDING_PLACE_AT pending copies; placing
     them honours the inbox cap (oldest dropped, counted as evictions)."""
     evicted: list[int] = []
-    cap = PENDING_SETTLE_AT - 4
+    cap = PENDING_PLACE_AT - 4
     store = InboxStore(
         redis,
         Keys(settings.redis_prefix),
         Limits(items_per_user=cap),
         on_evicted=evicted.append,
     )
-    notes = [make_notification(title=str(i)) for i in range(PENDING_SETTLE_AT + 1)]
+    notes = [make_notification(title=str(i)) for i in range(PENDING_PLACE_AT + 1)]
     for note in notes:
-        await store.deliver(note, [("default", "away")], defer=True)
+        await store.place(note, [("default", "away")], defer=True)
     assert await _pending(redis, settings, "away") == 0
     page = await store.page("default", "away", PageQuery(limit=100))
     assert [i.id for i in page.items] == [n.id for n in reversed(notes[-cap:])]

@@ -40,10 +40,10 @@ async def _move(hub: Any) -> None:
 
 
 async def _take(
-    hub: Any, key: str, topic: str, wait: int = 0, max_: int = 10
+    hub: Any, key: str, queue: str, wait: int = 0, max_: int = 10
 ) -> list[dict[str, Any]]:
     response = await hub.client.get(
-        f"/v1/topics/{topic}/messages", params={"wait": wait, "max": max_}, headers=_auth(key)
+        f"/v1/queues/{queue}/messages", params={"wait": wait, "max": max_}, headers=_auth(key)
     )
     assert response.status_code == 200, response.text
     return list(response.json()["messages"])
@@ -53,7 +53,7 @@ async def test_not_before_due_then_promptly(hub: Any, publish_key: str, consume_
     # 1.5 s: the push (a PostgreSQL commit first) and the first take must both finish
     # before it is due, also on a loaded machine (with 0.6 s they sometimes did not).
     sent = await _push(
-        hub, publish_key, topic="sms", body={"to": "+1"}, delay_ms=1500, biz_key="o-1"
+        hub, publish_key, queue="sms", body={"to": "+1"}, delay_ms=1500, biz_key="o-1"
     )
     assert await _take(hub, consume_key, "sms") == []
     started = time.monotonic()
@@ -71,7 +71,7 @@ async def test_not_before_due_then_promptly(hub: Any, publish_key: str, consume_
 async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_key: str) -> None:
     due = datetime.now(UTC).isoformat()
     ids = {
-        p: await _push(hub, publish_key, topic="prio", body=p, due_at=due, priority=p)
+        p: await _push(hub, publish_key, queue="prio", body=p, due_at=due, priority=p)
         for p in (1, 9, 5)
     }
     await _move(hub)  # every one of them is ready now
@@ -82,17 +82,17 @@ async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_ke
 async def test_cancel_before_due_and_after_consume(
     hub: Any, publish_key: str, consume_key: str
 ) -> None:
-    cancelled = await _push(hub, publish_key, topic="cx", body=1, delay_ms=300)
+    cancelled = await _push(hub, publish_key, queue="cx", body=1, delay_ms=300)
     assert (
         await hub.client.delete(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))
     ).status_code == 204
     status = (await hub.client.get(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))).json()
     assert status["status"] == "cancelled"
     assert await _take(hub, consume_key, "cx") == []
-    consumed = await _push(hub, publish_key, topic="cx", body=2, delay_ms=0)
+    consumed = await _push(hub, publish_key, queue="cx", body=2, delay_ms=0)
     [message] = await _take(hub, consume_key, "cx", wait=2)
     ack = await hub.client.post(
-        f"/v1/topics/cx/messages/{consumed}/ack",
+        f"/v1/queues/cx/messages/{consumed}/ack",
         json={"receipt": message["receipt"]},
         headers=_auth(consume_key),
     )
@@ -108,20 +108,20 @@ async def test_cancel_before_due_and_after_consume(
 async def test_unacked_is_offered_again_after_ttl(
     hub: Any, publish_key: str, consume_key: str
 ) -> None:
-    sent = await _push(hub, publish_key, topic="retry", body="x", delay_ms=0, ttl_ms=300)
+    sent = await _push(hub, publish_key, queue="retry", body="x", delay_ms=0, ttl_ms=300)
     [first] = await _take(hub, consume_key, "retry", wait=2)
     assert await _take(hub, consume_key, "retry") == []  # invisible while reserved
     [again] = await _take(hub, consume_key, "retry", wait=3)
     assert again["id"] == sent
     assert again["receipt"] != first["receipt"]
     stale = await hub.client.post(
-        f"/v1/topics/retry/messages/{sent}/ack",
+        f"/v1/queues/retry/messages/{sent}/ack",
         json={"receipt": first["receipt"]},
         headers=_auth(consume_key),
     )
     assert stale.status_code == 409
     ok = await hub.client.post(
-        f"/v1/topics/retry/messages/{sent}/ack",
+        f"/v1/queues/retry/messages/{sent}/ack",
         json={"receipt": again["receipt"]},
         headers=_auth(consume_key),
     )
@@ -133,14 +133,14 @@ async def test_unacked_is_offered_again_after_ttl(
 async def test_redis_loss_then_restart_restores_unconsumed(
     hub: Any, publish_key: str, consume_key: str, settings: Any, redis: Redis
 ) -> None:
-    done = await _push(hub, publish_key, topic="dr", body="acked", delay_ms=0)
+    done = await _push(hub, publish_key, queue="dr", body="acked", delay_ms=0)
     [m] = await _take(hub, consume_key, "dr", wait=2)
     await hub.client.post(
-        f"/v1/topics/dr/messages/{done}/ack",
+        f"/v1/queues/dr/messages/{done}/ack",
         json={"receipt": m["receipt"]},
         headers=_auth(consume_key),
     )
-    pending = [await _push(hub, publish_key, topic="dr", body=i, delay_ms=200) for i in range(3)]
+    pending = [await _push(hub, publish_key, queue="dr", body=i, delay_ms=200) for i in range(3)]
     # What FLUSHALL does to us, atomically like FLUSHALL: the running hub's epoch watch
     # must not rebuild between the deletion of two keys.
     lost = [key async for key in redis.scan_iter(match=settings.redis_prefix + "*")]
@@ -216,28 +216,61 @@ async def test_recall_cancels_a_scheduled_notification(hub: Any, publish_key: st
 
 async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_key: str) -> None:
     assert (
-        await hub.client.get("/v1/topics/sms/messages", headers=_auth(publish_key))
+        await hub.client.get("/v1/queues/sms/messages", headers=_auth(publish_key))
     ).status_code == 403
     reserved = await hub.client.get(
-        "/v1/topics/notifyhub.scheduled/messages", headers=_auth(consume_key)
+        "/v1/queues/notifyhub.scheduled/messages", headers=_auth(consume_key)
     )
     assert reserved.status_code == 422
     both = await hub.client.post(
-        "/v1/delayed", json={"topic": "a", "delay_ms": 1, "due_at": 1}, headers=_auth(publish_key)
+        "/v1/delayed", json={"queue": "a", "delay_ms": 1, "due_at": 1}, headers=_auth(publish_key)
     )
     assert both.status_code == 422
     bad_priority = await hub.client.post(
         "/v1/delayed",
-        json={"topic": "a", "delay_ms": 1, "priority": 10},
+        json={"queue": "a", "delay_ms": 1, "priority": 10},
         headers=_auth(publish_key),
     )
     assert bad_priority.status_code == 422
-    too_long = await hub.client.get("/v1/topics/sms/messages?wait=61", headers=_auth(consume_key))
+    too_long = await hub.client.get("/v1/queues/sms/messages?wait=61", headers=_auth(consume_key))
     assert too_long.status_code == 422
 
 
+async def test_the_topic_paths_and_field_answer_as_queues_for_one_release(
+    hub: Any, publish_key: str, consume_key: str
+) -> None:
+    """`/v1/topics/{topic}/messages` (and its ack) answer as the queue routes plus
+    `Deprecation` and a successor `Link`; a push may name `topic` instead of `queue`."""
+    sent = await _push(hub, publish_key, topic="legacy", body=1, delay_ms=0)
+    await _move(hub)
+    taken = await hub.client.get("/v1/topics/legacy/messages", headers=_auth(consume_key))
+    assert taken.status_code == 200, taken.text
+    assert taken.headers["deprecation"] == "true"
+    assert taken.headers["link"] == '</v1/queues/legacy/messages>; rel="successor-version"'
+    [message] = taken.json()["messages"]
+    assert (message["id"], message["queue"], message["topic"]) == (sent, "legacy", "legacy")
+    acked = await hub.client.post(
+        f"/v1/topics/legacy/messages/{sent}/ack",
+        json={"receipt": message["receipt"]},
+        headers=_auth(consume_key),
+    )
+    assert acked.status_code == 204
+    assert acked.headers["deprecation"] == "true"
+    successor = f'</v1/queues/legacy/messages/{sent}/ack>; rel="successor-version"'
+    assert acked.headers["link"] == successor
+    fresh = await hub.client.get("/v1/queues/legacy/messages", headers=_auth(consume_key))
+    assert "deprecation" not in fresh.headers
+    both = await hub.client.post(
+        "/v1/delayed", json={"queue": "a", "topic": "a", "delay_ms": 1}, headers=_auth(publish_key)
+    )
+    assert both.status_code == 422
+    schema = (await hub.client.get("/openapi.json")).json()
+    assert schema["paths"]["/v1/topics/{topic}/messages"]["get"]["deprecated"] is True
+    assert "deprecated" not in schema["paths"]["/v1/queues/{queue}/messages"]["get"]
+
+
 async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None:
-    await _push(hub, publish_key, topic="metered", body=1, delay_ms=60_000)
+    await _push(hub, publish_key, queue="metered", body=1, delay_ms=60_000)
 
     async def backlog() -> float:
         text = (await hub.client.get("/metrics")).text
@@ -262,10 +295,10 @@ async def test_transitions_are_logged(
 
     from notifyhub.db.models import DelayedTransition
 
-    sent = await _push(hub, publish_key, topic="audit", body=1, delay_ms=0)
+    sent = await _push(hub, publish_key, queue="audit", body=1, delay_ms=0)
     [m] = await _take(hub, consume_key, "audit", wait=2)
     await hub.client.post(
-        f"/v1/topics/audit/messages/{sent}/ack",
+        f"/v1/queues/audit/messages/{sent}/ack",
         json={"receipt": m["receipt"]},
         headers=_auth(consume_key),
     )

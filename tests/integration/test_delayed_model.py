@@ -45,8 +45,8 @@ class DelayedModel(RuleBasedStateMachine):
         )
         self.queue = DelayedCalls(self.service, maker)
         self.keys = Keys(self.prefix)
-        self.topic = f"m{uuid.uuid4().hex[:6]}"
-        self.queue_id = Queue(f"t{uuid.uuid4().hex[:6]}", self.topic)
+        self.queue_name = f"m{uuid.uuid4().hex[:6]}"
+        self.queue_id = Queue(f"t{uuid.uuid4().hex[:6]}", self.queue_name)
         # id -> due (not moved) | ready | future | reserved | consumed | cancelled
         self.state: dict[str, str] = {}
         self.order: dict[str, tuple[int, int]] = {}  # id -> (-priority, due_ms)
@@ -64,7 +64,7 @@ class DelayedModel(RuleBasedStateMachine):
     def push(self, now: bool, priority: int, ago_ms: int, layout_1: bool) -> None:
         due_ms = int(time.time() * 1000) + (-ago_ms if now else 3_600_000)
         message = NewMessage(
-            self.queue_id.tenant, self.topic, {"n": len(self.state)}, due_ms, priority=priority
+            self.queue_id.tenant, self.queue_name, {"n": len(self.state)}, due_ms, priority=priority
         )
         message_id = self.run(self.queue.push(message))
         if layout_1:
@@ -74,7 +74,7 @@ class DelayedModel(RuleBasedStateMachine):
 
     async def as_layout_1(self, message_id: str, due_ms: int) -> None:
         """Queued the way a hub before the priority-carrying due scores did."""
-        k, name = self.keys.delayed(self.keys.delayed_set(message_id, 3)), self.queue_id.name
+        k, name = self.keys.delayed(self.keys.delayed_set(message_id, 3)), self.queue_id.key
         await self.redis.zrem(k.due(name), message_id)
         await self.redis.zadd(k.due_v1(name), {message_id: due_ms})
 

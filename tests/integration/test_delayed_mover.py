@@ -86,11 +86,11 @@ class TestIdleForAMinute:
     ) -> None:
         """Without the wake the mover would sleep a minute; the message is ready once due."""
         before = len(idle_mover)
-        body = {"topic": "soon", "body": 1, "delay_ms": 400}
+        body = {"queue": "soon", "body": 1, "delay_ms": 400}
         pushed = await hub.client.post("/v1/delayed", json=body, headers=_auth(publish_key))
         assert pushed.status_code == 201, pushed.text
         response = await hub.client.get(
-            "/v1/topics/soon/messages", params={"wait": 20}, headers=_auth(consume_key)
+            "/v1/queues/soon/messages", params={"wait": 20}, headers=_auth(consume_key)
         )
         [message] = response.json()["messages"]
         assert message["id"] == pushed.json()["id"]
@@ -101,7 +101,7 @@ class TestIdleForAMinute:
     ) -> None:
         before = len(idle_mover)
         for n, delay_ms in enumerate((30_000, 50_000)):
-            body = {"topic": "plan", "body": 1, "delay_ms": delay_ms}
+            body = {"queue": "plan", "body": 1, "delay_ms": delay_ms}
             pushed = await hub.client.post("/v1/delayed", json=body, headers=_auth(publish_key))
             assert pushed.status_code == 201, pushed.text
             if n == 0:  # due before the planned pass, a minute away: a pass now

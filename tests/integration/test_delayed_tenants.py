@@ -1,6 +1,6 @@
 """The delayed queue and scheduled notifications with keys bound to two tenants.
 
-A queue is one (tenant, topic): tenant A's key never reads, cancels, consumes, acks or
+A queue is one (tenant, name): tenant A's key never reads, cancels, consumes, acks or
 restores tenant B's messages (an id of B answers 404 exactly like a missing one), and a
 key naming the other tenant gets 403. Each test uses tenants of its own: the run's
 database is shared, and every hub restores what it finds there.
@@ -23,7 +23,7 @@ from ulid import ULID
 
 from notifyhub.db.models import DelayedMessage
 from notifyhub.services.delayed import payload
-from notifyhub.services.ingest import SCHEDULED_TOPIC
+from notifyhub.services.ingest import SCHEDULED_QUEUE
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
@@ -54,8 +54,8 @@ async def sides(create_key: Any) -> tuple[Side, Side]:
     return await _side(create_key, "ta"), await _side(create_key, "tb")
 
 
-async def _push(hub: Any, side: Side, topic: str, delay_ms: int, body: Any = None) -> str:
-    fields = {"tenant": side.tenant, "topic": topic, "body": body, "delay_ms": delay_ms}
+async def _push(hub: Any, side: Side, queue: str, delay_ms: int, body: Any = None) -> str:
+    fields = {"tenant": side.tenant, "queue": queue, "body": body, "delay_ms": delay_ms}
     response = await hub.client.post("/v1/delayed", json=fields, headers=side.publish)
     assert response.status_code == 201, response.text
     assert response.json()["tenant"] == side.tenant
@@ -71,9 +71,9 @@ async def _status(hub: Any, side: Side, message_id: str) -> str:
     return str(response.json()["status"])
 
 
-async def _take(hub: Any, side: Side, topic: str) -> list[dict[str, Any]]:
+async def _take(hub: Any, side: Side, queue: str) -> list[dict[str, Any]]:
     response = await hub.client.get(
-        f"/v1/topics/{topic}/messages", params={"tenant": side.tenant}, headers=side.consume
+        f"/v1/queues/{queue}/messages", params={"tenant": side.tenant}, headers=side.consume
     )
     assert response.status_code == 200, response.text
     return list(response.json()["messages"])
@@ -111,7 +111,7 @@ async def test_a_cannot_read_or_cancel_bs_scheduled_notification(
     shown = await hub.client.get(
         f"/v1/delayed/{nid}", params={"tenant": b.tenant}, headers=b.publish
     )
-    assert shown.json()["topic"] == "notifyhub.scheduled"
+    assert shown.json()["queue"] == "notifyhub.scheduled"
     assert shown.json()["body"]["draft"]["title"] == "B only"
 
     async with asyncio.timeout(20):  # still delivered at its time, to B's user
@@ -140,18 +140,18 @@ async def test_a_cannot_read_or_cancel_bs_delayed_message(
 
 async def test_consumers_take_only_their_tenants_queue(hub: Any, sides: tuple[Side, Side]) -> None:
     a, b = sides
-    topic = f"t-{secrets.token_hex(3)}"
-    mine, theirs = await _push(hub, a, topic, 0, "A"), await _push(hub, b, topic, 0, "B")
+    queue = f"t-{secrets.token_hex(3)}"
+    mine, theirs = await _push(hub, a, queue, 0, "A"), await _push(hub, b, queue, 0, "B")
     await hub.app_state["delayed"].move()
 
-    [taken_a] = await _take(hub, a, topic)
+    [taken_a] = await _take(hub, a, queue)
     assert (taken_a["id"], taken_a["tenant"], taken_a["body"]) == (mine, a.tenant, "A")
-    assert await _take(hub, a, topic) == []
-    [taken_b] = await _take(hub, b, topic)
+    assert await _take(hub, a, queue) == []
+    [taken_b] = await _take(hub, b, queue)
     assert (taken_b["id"], taken_b["tenant"], taken_b["body"]) == (theirs, b.tenant, "B")
 
     # B's receipt on A's queue: unknown there, and B's message stays reserved.
-    path = f"/v1/topics/{topic}/messages/{theirs}/ack"
+    path = f"/v1/queues/{queue}/messages/{theirs}/ack"
     receipt = {"receipt": taken_b["receipt"]}
     foreign = await hub.client.post(
         path, json=receipt, params={"tenant": a.tenant}, headers=a.consume
@@ -178,10 +178,10 @@ async def test_a_bound_key_naming_the_other_tenant_is_refused(
         ),
         ("GET", f"/v1/delayed/{message_id}", {"params": other}, a.publish),
         ("DELETE", f"/v1/delayed/{message_id}", {"params": other}, a.publish),
-        ("GET", "/v1/topics/orders/messages", {"params": other}, a.consume),
+        ("GET", "/v1/queues/orders/messages", {"params": other}, a.consume),
         (
             "POST",
-            f"/v1/topics/orders/messages/{message_id}/ack",
+            f"/v1/queues/orders/messages/{message_id}/ack",
             {"params": other, "json": {"receipt": "r"}},
             a.consume,
         ),
@@ -189,7 +189,7 @@ async def test_a_bound_key_naming_the_other_tenant_is_refused(
         ("POST", f"/v1/delayed/{message_id}/restore", {"params": other}, a.admin),
         # no tenant named: "default", which is not A's either
         ("GET", f"/v1/delayed/{message_id}", {}, a.publish),
-        ("POST", "/v1/delayed", {"json": {"topic": "x", "delay_ms": 1}}, a.publish),
+        ("POST", "/v1/delayed", {"json": {"queue": "x", "delay_ms": 1}}, a.publish),
     ]
     for method, path, extra, headers in calls:
         response = await hub.client.request(method, path, headers=headers, **extra)
@@ -213,8 +213,8 @@ async def test_restore_keeps_tenants_apart(
     hub: Any, sides: tuple[Side, Side], redis: Redis, settings: Settings
 ) -> None:
     a, b = sides
-    topic = f"r-{secrets.token_hex(3)}"
-    mine, theirs = await _push(hub, a, topic, 0, "A"), await _push(hub, b, topic, 0, "B")
+    queue = f"r-{secrets.token_hex(3)}"
+    mine, theirs = await _push(hub, a, queue, 0, "A"), await _push(hub, b, queue, 0, "B")
     await _lose_delayed_keys(redis, settings)
 
     # A's bound admin key: without `tenant`, A's messages only, into A's queue.
@@ -226,10 +226,10 @@ async def test_restore_keeps_tenants_apart(
     assert one.status_code == 404
     store = DelayedStore(redis, Keys(settings.redis_prefix), settings.delayed.sets)
     assert not await store.exists(theirs)
-    assert await store.status(mine, Queue(b.tenant, topic)) is None
+    assert await store.status(mine, Queue(b.tenant, queue)) is None
     await hub.app_state["delayed"].move()
-    assert [m["id"] for m in await _take(hub, a, topic)] == [mine]
-    assert await _take(hub, b, topic) == []
+    assert [m["id"] for m in await _take(hub, a, queue)] == [mine]
+    assert await _take(hub, b, queue) == []
 
     # B's, through its own key and the one-message route, into B's queue.
     again = await hub.client.post(
@@ -237,15 +237,15 @@ async def test_restore_keeps_tenants_apart(
     )
     assert again.json() == {"restored": 1}
     await hub.app_state["delayed"].move()
-    assert await _take(hub, a, topic) == []
-    [taken] = await _take(hub, b, topic)
+    assert await _take(hub, a, queue) == []
+    [taken] = await _take(hub, b, queue)
     assert (taken["id"], taken["tenant"]) == (theirs, b.tenant)
 
 
 async def _queue_as_layout_2(
     redis: Redis, settings: Settings, row: DelayedMessage, message: dict[str, Any]
 ) -> None:
-    """What a hub before queues had a tenant wrote: bare-topic keys (tenant "default"'s
+    """What a hub before queues had a tenant wrote: bare-name keys (tenant "default"'s
     queue today), no `:q` on the id, no tenant in the message."""
     keys = Keys(settings.redis_prefix)
     k = keys.delayed(keys.delayed_set(row.id, settings.delayed.sets))
@@ -253,8 +253,8 @@ async def _queue_as_layout_2(
     await redis.hset(
         k.state, mapping={row.id: "delayed||0", f"{row.id}:p": 0, f"{row.id}:t": 30_000}
     )
-    await redis.zadd(k.due(row.topic), {row.id: int(row.due_at.timestamp() * 1000) * 10 + 9})
-    await redis.sadd(k.queues, row.topic)
+    await redis.zadd(k.due(row.queue), {row.id: int(row.due_at.timestamp() * 1000) * 10 + 9})
+    await redis.sadd(k.queues, row.queue)
 
 
 async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
@@ -276,7 +276,7 @@ async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
     row = DelayedMessage(
         id=str(ULID()),
         tenant=b.tenant,
-        topic=SCHEDULED_TOPIC,
+        queue=SCHEDULED_QUEUE,
         body=body,
         priority=0,
         ttl_ms=30_000,

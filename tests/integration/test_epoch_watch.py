@@ -23,7 +23,7 @@ async def test_lost_keys_are_rebuilt_without_restart(
 ) -> None:
     consume_key = await create_key("epoch-consume", "consume")
     keys = Keys(settings.redis_prefix)
-    body = {"topic": "epoch", "body": {"n": 1}, "delay_ms": 300}
+    body = {"queue": "epoch", "body": {"n": 1}, "delay_ms": 300}
     pushed = await hub.client.post(
         "/v1/delayed", json=body, headers={"Authorization": f"Bearer {publish_key}"}
     )
@@ -37,7 +37,7 @@ async def test_lost_keys_are_rebuilt_without_restart(
             await asyncio.sleep(0.05)
 
     response = await hub.client.get(
-        "/v1/topics/epoch/messages",
+        "/v1/queues/epoch/messages",
         params={"wait": 5},
         headers={"Authorization": f"Bearer {consume_key}"},
     )

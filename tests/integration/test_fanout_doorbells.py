@@ -90,7 +90,7 @@ async def test_on_one_redis_a_single_copy_rings_with_its_event(
     fields: dict[str, Any],
     reads_log: bool,
 ) -> None:
-    """On one Redis the deliver script itself publishes the doorbell with the copy's
+    """On one Redis the place script itself publishes the doorbell with the copy's
     event, whatever the number of recipients; a copy that preferences or a collapse key
     may change is rung plainly and read from the log."""
     token = make_token("solo")

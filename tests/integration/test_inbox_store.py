@@ -43,9 +43,9 @@ async def test_retried_fan_out_fills_the_gap_only(redis: Redis, settings: Any) -
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     users = [("default", f"u{i}") for i in range(10)]
     notification = make_notification()
-    first_half = await store.deliver(notification, users[:5])  # the crash came here
+    first_half = await store.place(notification, users[:5])  # the crash came here
     assert all(first_half)
-    retry = await store.deliver(notification, users)
+    retry = await store.place(notification, users)
     assert retry[:5] == [0] * 5 and all(retry[5:])
     for tenant, user in users:
         counts, _ = await store.counts(tenant, user)
@@ -75,7 +75,7 @@ async def test_idempotent_publish_after_half_done_fan_out(
         expires_at=datetime.fromtimestamp(now_ms / 1000, UTC)
         + timedelta(seconds=settings.default_ttl_s),
     )
-    await store.deliver(partial, [("default", u) for u in users[:3]])
+    await store.place(partial, [("default", u) for u in users[:3]])
 
     headers = {"Authorization": f"Bearer {publish_key}", "Idempotency-Key": "crashy"}
     response = await hub.client.post("/v1/notifications", json=body, headers=headers)
@@ -107,7 +107,7 @@ class InboxModel(RuleBasedStateMachine):
     @rule(category=st.sampled_from(["a", "b", None]), defer=st.booleans())
     def publish(self, category: str | None, defer: bool) -> None:
         n = make_notification(category=category)
-        self.run(self.store.deliver(n, [("default", "m")], defer=defer))
+        self.run(self.store.place(n, [("default", "m")], defer=defer))
         self.model[n.id] = {"read": False, "seen": False, "cat": category == "a"}
 
     @precondition(lambda self: self.model)
@@ -179,7 +179,7 @@ async def test_a_full_inbox_drops_its_oldest(redis: Redis, settings: Any) -> Non
     )
     notes = [make_notification(title=f"n{i}") for i in range(5)]
     for note in notes:
-        await store.deliver(note, [("default", "full")])
+        await store.place(note, [("default", "full")])
     page = await store.page("default", "full", PageQuery())
     assert [item.id for item in page.items] == [n.id for n in reversed(notes[2:])]
     counts, _seq = await store.counts("default", "full")
@@ -196,16 +196,16 @@ async def test_pipelined_scripts_survive_redis_forgetting_them(
     """Pipelines send EVALSHA without asking SCRIPT EXISTS first; when Redis answers
     NOSCRIPT (restarted, or SCRIPT FLUSH) the scripts are loaded and the pipeline rerun."""
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
-    known = store.scripts.deliver.sha, store.scripts.changes.sha
-    store.scripts.deliver.sha = store.scripts.changes.sha = "0" * 40  # a script Redis lacks
+    known = store.scripts.place.sha, store.scripts.changes.sha
+    store.scripts.place.sha = store.scripts.changes.sha = "0" * 40  # a script Redis lacks
     notification = make_notification()
     users = [("default", "forgot-1"), ("default", "forgot-2")]
-    assert await store.deliver(notification, users) == [1, 1]
+    assert await store.place(notification, users) == [1, 1]
     reads = [ChangeRead("default", user, 0, 10) for _, user in users]
     changes = await store.changes_many(reads)
     seen = [[change.entry.id for change in c.entries] for c in changes]
     assert seen == [[notification.id]] * 2
-    assert (store.scripts.deliver.sha, store.scripts.changes.sha) == known
+    assert (store.scripts.place.sha, store.scripts.changes.sha) == known
     # The retried pipeline repeated only idempotent writes: one copy each.
     for tenant, user in users:
         counts, _ = await store.counts(tenant, user)
@@ -236,6 +236,6 @@ async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: An
         redis, Keys(settings.redis_prefix), Limits(), wait_replicas=1, wait_timeout_ms=20
     )
     users = [("default", "w1"), ("default", "w2")]
-    assert await store.deliver(make_notification(), users) == [1, 1]
+    assert await store.place(make_notification(), users) == [1, 1]
     counts, seq = await store.counts("default", "w2")
     assert counts.total == 1 and seq == 1

@@ -1,4 +1,4 @@
-"""Scheduled producers over a real PostgreSQL table: one notification per new anomaly."""
+"""Periodic producers over a real PostgreSQL table: one notification per new anomaly."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-MESSAGE_KEYS = ["id", "tenant", "topic", "body", "priority", "ttl_ms", "biz_key", "due_at"]
+MESSAGE_KEYS = ["id", "tenant", "queue", "topic", "body", "priority", "ttl_ms", "biz_key", "due_at"]
 DEFINITION_KEYS = [
     "tenant",
     "name",
@@ -38,10 +38,10 @@ async def consume_key(create_key: Any) -> str:
 async def test_a_delayed_message_reads_as_before(
     hub: Any, publish_key: str, admin_key: str, consume_key: str
 ) -> None:
-    topic = f"bodies-{uuid.uuid4().hex[:6]}"
+    queue = f"bodies-{uuid.uuid4().hex[:6]}"
     pushed = await hub.client.post(
         "/v1/delayed",
-        json={"topic": topic, "body": {"n": [1, 2.5, None]}, "delay_ms": 0, "priority": 3},
+        json={"queue": queue, "body": {"n": [1, 2.5, None]}, "delay_ms": 0, "priority": 3},
         headers=_auth(publish_key),
     )
     assert pushed.status_code == 201, pushed.text
@@ -51,9 +51,9 @@ async def test_a_delayed_message_reads_as_before(
     body = got.json()
     assert list(body) == [*MESSAGE_KEYS, "status"]
     assert body["body"] == {"n": [1, 2.5, None]}
-    assert (body["tenant"], body["topic"], body["priority"], body["biz_key"]) == (
+    assert (body["tenant"], body["queue"], body["priority"], body["biz_key"]) == (
         "default",
-        topic,
+        queue,
         3,
         None,
     )
@@ -61,7 +61,7 @@ async def test_a_delayed_message_reads_as_before(
     assert body["status"] in ("delayed", "ready")
 
     await hub.app_state["delayed"].move()
-    taken = await hub.client.get(f"/v1/topics/{topic}/messages", headers=_auth(consume_key))
+    taken = await hub.client.get(f"/v1/queues/{queue}/messages", headers=_auth(consume_key))
     [message] = taken.json()["messages"]
     assert list(message) == [*MESSAGE_KEYS, "receipt"]
     assert {k: message[k] for k in MESSAGE_KEYS} == {k: body[k] for k in MESSAGE_KEYS}

@@ -16,12 +16,11 @@ from ulid import ULID
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import ChangeType, UnknownChangeType, UpdateChange
 from notifyhub.store.codecs import (
-    DELIVERED_WIDTH,
+    PLACED_WIDTH,
     ChangesArgs,
     CopyArgs,
     Counted,
     Deferred,
-    Delivered,
     Dropped,
     Found,
     GetArgs,
@@ -32,6 +31,7 @@ from notifyhub.store.codecs import (
     MarkedAll,
     PageArgs,
     Paged,
+    Placed,
     RemoveArgs,
     changes_from_reply,
 )
@@ -84,37 +84,37 @@ def copy_args(*, cap: int = 0, ttl_s: int = 600, content: bytes = b'{"title":"t"
 
 
 async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settings) -> None:
-    u = User(redis, settings, "layout-deliver")
+    u = User(redis, settings, "layout-place")
     first = copy_args(cap=1)
-    raw = await u.call("deliver", first.deliver_args())
-    assert len(raw) == DELIVERED_WIDTH + 1  # one user, then the evictions in all
-    delivered = Delivered.from_reply(raw)
+    raw = await u.call("place", first.place_args())
+    assert len(raw) == PLACED_WIDTH + 1  # one user, then the evictions in all
+    delivered = Placed.from_reply(raw)
     [(seq, dropped, unread, unseen, total, epoch)] = delivered.copies()
     assert (seq, dropped, unread, unseen, total, delivered.evicted) == (1, 0, 1, 1, 1, 0)
     assert EPOCH.fullmatch(epoch)
     assert delivered.firsts == [1]
-    assert await u.appended(Operation.DELIVER) == [ChangeType.NOTIFICATION]
+    assert await u.appended(Operation.PLACE) == [ChangeType.NOTIFICATION]
 
-    again = Delivered.from_reply(await u.call("deliver", first.deliver_args()))
+    again = Placed.from_reply(await u.call("place", first.place_args()))
     assert list(again.copies()) == [(0, 0, 0, 0, 0, b"")]  # held already: nothing stored
 
     # The counts are those right after the copy; the cap then evicts the first one.
-    second = Delivered.from_reply(await u.call("deliver", copy_args(cap=1).deliver_args()))
+    second = Placed.from_reply(await u.call("place", copy_args(cap=1).place_args()))
     assert list(second.copies()) == [(2, 1, 2, 2, 2, epoch)]
     assert second.evicted == 1
-    types = await u.appended(Operation.DELIVER)
+    types = await u.appended(Operation.PLACE)
     assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]
 
 
-async def test_defer_then_settle(redis: Redis, settings: Settings) -> None:
+async def test_defer_then_place_pending(redis: Redis, settings: Settings) -> None:
     u = User(redis, settings, "layout-defer")
     pend = u.keys.inbox("default", "layout-defer").pend
     note = copy_args()
     raw = await u.scripts.defer(keys=[pend], args=note.defer_args())
     deferred = Deferred.from_reply(raw)
     assert (deferred.firsts, deferred.evicted) == ([1], 0)
-    assert await u.call("settle", []) == 0
-    assert await u.appended(Operation.SETTLE) == [ChangeType.NOTIFICATION]
+    assert await u.call("place_pending", []) == 0
+    assert await u.appended(Operation.PLACE_PENDING) == [ChangeType.NOTIFICATION]
     found = Found.from_reply(await u.call("get", GetArgs(LOG_MAX, note.id).to_args()))
     assert found == Found(note.content, FRESH)
 
@@ -123,8 +123,8 @@ async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None
     u = User(redis, settings, "layout-change")
     a, b, c = copy_args(), copy_args(), copy_args(ttl_s=3600)
     for note in (a, b, c):
-        await u.call("deliver", note.deliver_args())
-    await u.appended(Operation.DELIVER)
+        await u.call("place", note.place_args())
+    await u.appended(Operation.PLACE)
 
     counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
     assert (counted.unread, counted.unseen, counted.total, counted.seq) == (3, 3, 3, 3)
@@ -166,7 +166,7 @@ async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None
 async def test_an_unknown_change_type_fails_the_read(redis: Redis, settings: Settings) -> None:
     """A log entry of a type this code does not know is an error, never a `delete`."""
     u = User(redis, settings, "layout-unknown")
-    await u.call("deliver", copy_args().deliver_args())
+    await u.call("place", copy_args().place_args())
     entry = {"type": "archive", "id": "x", "seq": 2, "counts": {}}
     log = u.keys.inbox("default", "layout-unknown").log
     await redis.zadd(log, {orjson.dumps(entry): 2})

@@ -108,7 +108,7 @@ async def test_a_read_stops_at_its_byte_budget(redis: Redis, settings: Settings)
     store = InboxStore(redis, Keys(settings.redis_prefix), limits)
     users = [("default", f"behind{i}") for i in range(5)]
     for _ in range(20):
-        await store.deliver(make_notification(body="x" * 3000), users)
+        await store.place(make_notification(body="x" * 3000), users)
     reads = [ChangeRead(tenant, user, 0, 200) for tenant, user in users]
     for changes in await store.changes_many(reads):
         assert changes.seq == 20

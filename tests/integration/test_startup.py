@@ -19,9 +19,9 @@ from notifyhub import features
 from notifyhub.api.app import create_app
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
-from notifyhub.services.caches import EpochWatch
 from notifyhub.services.delayed import TransitionLog
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.epoch import EpochWatch
 from notifyhub.settings import Settings
 
 Connection = tuple[Any, Any]
@@ -131,7 +131,7 @@ async def test_only_redis_and_the_inbox(settings: Settings) -> None:
         await features.open_streams(stack, inbox)
         assert inbox.hub.healthy
         note = make_notification(title="only the inbox")
-        await inbox.store.deliver(note, [("default", "solo")])
+        await inbox.store.place(note, [("default", "solo")])
         changes = await inbox.reader.changes("default", "solo", 0, 10)
         assert [change.entry.id for change in changes.entries] == [note.id]
     assert not inbox.hub.healthy

@@ -12,6 +12,7 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -564,7 +565,7 @@ async def probe_delivery_retry(t: Tenants) -> None:
 async def _push(t: Tenants, tenant: str, delay_ms: int = 3_600_000, **auth: Headers) -> str:
     body = {
         "tenant": tenant,
-        "topic": "q",
+        "queue": "q",
         "body": {"secret": "of-" + tenant},
         "delay_ms": delay_ms,
     }
@@ -578,14 +579,16 @@ async def _status(t: Tenants, tenant: str, mid: str) -> str:
     return str(_ok(await t.client.get(path, headers=t.key(tenant, "publish"))).json()["status"])
 
 
-async def _take(t: Tenants, tenant: str, wait_s: int) -> list[dict[str, Any]]:
-    path = f"/v1/topics/q/messages?tenant={tenant}&wait={wait_s}"
+async def _take(
+    t: Tenants, tenant: str, wait_s: int, base: str = "/v1/queues"
+) -> list[dict[str, Any]]:
+    path = f"{base}/q/messages?tenant={tenant}&wait={wait_s}"
     answer = await t.client.get(path, headers=t.key(tenant, "consume"))
     return list(_ok(answer).json()["messages"])
 
 
 async def probe_delayed_push(t: Tenants) -> None:
-    body = {"tenant": t.b, "topic": "q", "body": "forged", "delay_ms": 0}
+    body = {"tenant": t.b, "queue": "q", "body": "forged", "delay_ms": 0}
     answer = await t.client.post("/v1/delayed", json=body, headers=t.key(t.a, "publish"))
     _refused(answer, 403)
     mid = await _push(t, t.b, delay_ms=0)
@@ -616,19 +619,20 @@ async def probe_delayed_cancel(t: Tenants) -> None:
     assert await _status(t, t.b, mid) == "cancelled"
 
 
-async def probe_consume(t: Tenants) -> None:
+async def probe_consume(t: Tenants, base: str = "/v1/queues") -> None:
+    """`base`: the queue routes, or their deprecated `/v1/topics` names (same rules)."""
     mid = await _push(t, t.b, delay_ms=0)
-    path = f"/v1/topics/q/messages?tenant={t.b}"
+    path = f"{base}/q/messages?tenant={t.b}"
     _refused(await t.client.get(path, headers=t.key(t.a, "consume")), 403)
-    assert await _take(t, t.a, wait_s=1) == []  # A's queue of the same name
-    assert [m["id"] for m in await _take(t, t.b, wait_s=5)] == [mid]
+    assert await _take(t, t.a, wait_s=1, base=base) == []  # A's queue of the same name
+    assert [m["id"] for m in await _take(t, t.b, wait_s=5, base=base)] == [mid]
 
 
-async def probe_ack(t: Tenants) -> None:
+async def probe_ack(t: Tenants, base: str = "/v1/queues") -> None:
     mid = await _push(t, t.b, delay_ms=0)
-    (taken,) = await _take(t, t.b, wait_s=5)
+    (taken,) = await _take(t, t.b, wait_s=5, base=base)
     receipt = {"receipt": taken["receipt"]}
-    path = f"/v1/topics/q/messages/{mid}/ack"
+    path = f"{base}/q/messages/{mid}/ack"
     attacker = t.key(t.a, "consume")
     _refused(await t.client.post(f"{path}?tenant={t.b}", json=receipt, headers=attacker), 403)
     _refused(await t.client.post(f"{path}?tenant={t.a}", json=receipt, headers=attacker), 404)
@@ -723,8 +727,10 @@ PROBES: dict[str, Probe] = {
     "POST /v1/delayed": probe_delayed_push,
     "GET /v1/delayed/{message_id}": probe_delayed_get,
     "DELETE /v1/delayed/{message_id}": probe_delayed_cancel,
-    "GET /v1/topics/{topic}/messages": probe_consume,
-    "POST /v1/topics/{topic}/messages/{message_id}/ack": probe_ack,
+    "GET /v1/queues/{queue}/messages": probe_consume,
+    "POST /v1/queues/{queue}/messages/{message_id}/ack": probe_ack,
+    "GET /v1/topics/{topic}/messages": partial(probe_consume, base="/v1/topics"),
+    "POST /v1/topics/{topic}/messages/{message_id}/ack": partial(probe_ack, base="/v1/topics"),
     "POST /v1/delayed/restore": probe_restore_all,
     "POST /v1/delayed/{message_id}/restore": probe_restore_one,
 }

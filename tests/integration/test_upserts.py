@@ -50,7 +50,7 @@ async def test_concurrent_preference_puts(
 
     final = (await hub.client.get("/v1/me/preferences", headers=me)).json()
     assert final in bodies
-    # The copy the deliver script reads says the same (written in commit order).
+    # The copy the place script reads says the same (written in commit order).
     cached = await redis.hgetall(Keys(settings.redis_prefix).inbox("default", user).prefs)
     flags = {c: f"{int(p['inbox'])}{int(p['push'])}" for c, p in final["categories"].items()}
     assert {_text(k): _text(v) for k, v in cached.items()} == flags

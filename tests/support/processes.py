@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from redis import Redis as SyncRedis
 
-from notifyhub.embedded_cluster import Node, free_port
+from support.cluster import Node, free_port
 
 START_TIMEOUT_S = 30.0
 

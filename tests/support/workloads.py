@@ -193,7 +193,7 @@ class DelayedWorkload:
     """Producers push delayed messages (due within a second); consumers long-poll,
     record each message they receive and ack it. One history: `delayed`."""
 
-    topic = "faults"
+    queue = "faults"
 
     def __init__(
         self,
@@ -224,7 +224,7 @@ class DelayedWorkload:
     async def _producer(self, stop: asyncio.Event, n: int) -> None:
         rng = random.Random(100 + n)
         while not stop.is_set():
-            body = {"topic": self.topic, "body": {"n": n}, "delay_ms": rng.randrange(0, 1000),
+            body = {"queue": self.queue, "body": {"n": n}, "delay_ms": rng.randrange(0, 1000),
                     "ttl_ms": 3000}  # fmt: skip
             try:
                 response = await self._client.post("/v1/delayed", json=body, headers=self.publish)
@@ -238,7 +238,7 @@ class DelayedWorkload:
                 await asyncio.sleep(RETRY_PAUSE_S)
 
     async def _consumer(self) -> None:
-        url = f"/v1/topics/{self.topic}/messages"
+        url = f"/v1/queues/{self.queue}/messages"
         while True:
             try:
                 response = await self._client.get(

@@ -24,7 +24,7 @@ from notifyhub.store.changes import (
     UpdateChange,
     decode_entry,
 )
-from notifyhub.store.codecs import Deferred, Delivered
+from notifyhub.store.codecs import Deferred, Placed
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.operations import (
     OPERATIONS,
@@ -129,7 +129,7 @@ def test_replies_of_several_slots_merge_in_user_order() -> None:
     slots = [7, 3, 7]
     seven = [1, 0, 1, 1, 1, b"e", 5, 2, 1, 1, 1, b"e", 2]  # users 0 and 2, evicted 2
     three = [0, 0, 0, 0, 0, b"", 0]
-    merged = Delivered.from_slot_replies(slots, [seven, three])
+    merged = Placed.from_slot_replies(slots, [seven, three])
     assert merged.firsts == [1, 0, 5]
     assert merged.evicted == 2
     assert list(merged.copies())[2] == (5, 2, 1, 1, 1, b"e")

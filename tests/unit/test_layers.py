@@ -63,7 +63,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("alerts.py", "transactions"): "alert sender: worker batches",
     # By contract, own transactions (documented in docs/ARCHITECTURE.md, Transactions):
     ("delayed.py", "transactions"): "TransitionLog: a flush is a batch of its own, retried whole",
-    ("caches.py", "transactions"): "EpochWatch: a worker loop step rebuilding Redis",
+    ("epoch.py", "transactions"): "EpochWatch: a worker loop step rebuilding Redis",
 }
 
 

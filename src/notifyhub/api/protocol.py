@@ -1,7 +1,7 @@
 """uvicorn's HTTP protocols, refusing a request head past a cap before buffering it.
 
 uvicorn's default parser (httptools) keeps a request's head in memory however long it
-grows: an unauthenticated 32 MB header cost the hub 32 MB before its 401. Here the bytes
+grows: an unauthenticated huge header cost the hub its size before its 401. Here the bytes
 of a head are counted as they arrive and a head past `MAX_HEAD_BYTES` is answered 431
 and the connection closed, after at most one more read (256 KiB). h11, uvicorn's other
 parser, has the cap built in (`h11_max_incomplete_event_size`), set to the same value.

@@ -148,11 +148,14 @@ class PublishRequest(Strict):
     source: Annotated[Line, Field(max_length=100)] | None = None
     display: Display = Display.BOTH
     data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
-    action_url: Annotated[
-        str,
-        Field(max_length=2000, pattern=r"^(https?://|/)[^\x00-\x1F\x7F-\x9F]*$"),
-        AfterValidator(_single_line),
-    ] | None = None
+    action_url: (
+        Annotated[
+            str,
+            Field(max_length=2000, pattern=r"^(https?://|/)[^\x00-\x1F\x7F-\x9F]*$"),
+            AfterValidator(_single_line),
+        ]
+        | None
+    ) = None
     actor: Ref | None = None
     target: Ref | None = None
     # Bounded so date arithmetic cannot overflow; `max_ttl_s` (a setting) is checked later.
@@ -175,7 +178,7 @@ class PublishRequest(Strict):
         return self
 
 
-class Accepted(BaseModel):
+class PublishAccepted(BaseModel):
     id: str
     recipients: int
     scheduled_for: datetime | None = None
@@ -351,9 +354,20 @@ class SubscriptionCancel(Strict):
     target: Ref
 
 
+DeprecatedTopic = Annotated[
+    Name | None,
+    Field(
+        description="Deprecated (one release): the queue's former field name; give `queue`.",
+        json_schema_extra={"deprecated": True},
+    ),
+]
+
+
 class DelayedIn(Strict):
     tenant: Tenant = "default"
-    topic: Name
+    queue: Name | None = None
+    """The queue's name within the tenant."""
+    topic: DeprecatedTopic = None
     body: JsonValue = None
     delay_ms: Annotated[int, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
     due_at: Time | None = None
@@ -363,6 +377,8 @@ class DelayedIn(Strict):
 
     @model_validator(mode="after")
     def _one_time(self) -> DelayedIn:
+        if (self.queue is None) == (self.topic is None):
+            raise ValueError("give `queue` (or its deprecated name `topic`), exactly once")
         if (self.delay_ms is None) == (self.due_at is None):
             raise ValueError("give exactly one of `delay_ms` and `due_at`")
         _storable(self.body)
@@ -373,6 +389,13 @@ class DelayedIn(Strict):
         if size > 64 * 1024:
             raise ValueError(f"body: at most 65536 bytes serialized (got {size})")
         return self
+
+    @property
+    def queue_name(self) -> str:
+        """`queue`, or the deprecated `topic` when only that was given."""
+        name = self.queue or self.topic
+        assert name is not None  # the validator asked for one
+        return name
 
 
 class DelayedAccepted(BaseModel):
@@ -392,7 +415,14 @@ Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-tim
 class DelayedMessageOut(BaseModel):
     id: str
     tenant: str
-    topic: str
+    queue: str
+    topic: Annotated[
+        str,
+        Field(
+            description="Deprecated (one release): the same as `queue`.",
+            json_schema_extra={"deprecated": True},
+        ),
+    ]
     body: JsonValue
     priority: int
     ttl_ms: int

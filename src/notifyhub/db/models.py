@@ -156,8 +156,9 @@ class DelayedMessage(Base):
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(64), index=True)
-    """The queue is (tenant, topic); a scheduled notification's is the notification's."""
-    topic: Mapped[str] = mapped_column(String(100), index=True)
+    """The queue is (tenant, queue); a scheduled notification's tenant is the notification's."""
+    queue: Mapped[str] = mapped_column("topic", String(100), index=True)
+    """The queue's name (the column kept its first name, `topic`)."""
     body: Mapped[Any] = mapped_column(JSONB)
     priority: Mapped[int] = mapped_column(SmallInteger)
     ttl_ms: Mapped[int] = mapped_column(Integer)

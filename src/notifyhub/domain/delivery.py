@@ -23,11 +23,6 @@ class DeliveryStatus(StrEnum):
     AWAITING_CONFIRM = "awaiting_confirm"
 
 
-OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.FAILED, DeliveryStatus.AWAITING_CONFIRM)
-"""Statuses the dispatcher may claim once they are due."""
-FINISHED_STATUSES = (DeliveryStatus.SENT, DeliveryStatus.FINAL_FAILED)
-
-
 class AlertTrigger(StrEnum):
     FINAL_FAILURE = "final_failure"
     EVERY_FAILURE = "every_failure"

@@ -82,16 +82,6 @@ class Notification(BaseModel):
     collapse_key: str | None = None
 
 
-class UserState(BaseModel):
-    """The per-user part of a notification."""
-
-    model_config = ConfigDict(frozen=True)
-
-    status: NotificationStatus = "unread"
-    seen: bool = False
-    read_at: Timestamp | None = None
-
-
 class InboxItem(Notification):
     """A user's copy: the shared content plus that user's state."""
 
@@ -112,19 +102,6 @@ class InboxPage(BaseModel):
     items: list[InboxItem]
     next_cursor: str | None
     unread: int
-
-
-EventType = Literal["notification", "update", "delete", "counts", "reset"]
-
-
-class InboxEvent(BaseModel):
-    """One change to a user's inbox as it goes out on the stream (`id:` is `seq`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    seq: int
-    type: EventType
-    data: dict[str, JsonValue]
 
 
 class Recipients(BaseModel):

@@ -10,9 +10,9 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     inbox.durable_inbox     durable inbox mode's log (or none)
     routing.routing         topics and preferences
     delayed.delayed_queue   the delayed queue, its transition log and mover plan
-    restore.epoch_watch     notices Redis losing data and rebuilds it
+    epoch.epoch_watch       notices Redis losing data and rebuilds it
     publishing.publishing   ingest, rules, scheduled notifications
-    publishing.producers    scheduled producers
+    publishing.producers    periodic producers
     outbox.outbox           the webhook outbox: sender and dispatcher
     delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops
@@ -23,6 +23,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
 
 from notifyhub.features.clients import Database, RedisClients, database, engine, redis_clients
 from notifyhub.features.delayed import DelayedQueue, delayed_queue, mover_loops
+from notifyhub.features.epoch import Epoch, epoch_watch, restore_redis
 from notifyhub.features.inbox import (
     Durable,
     Inbox,
@@ -33,7 +34,6 @@ from notifyhub.features.inbox import (
 )
 from notifyhub.features.outbox import Outbox, outbox
 from notifyhub.features.publishing import Producers, Publishing, producers, publishing
-from notifyhub.features.restore import Epoch, epoch_watch, restore_redis
 from notifyhub.features.routing import Routing, routing
 from notifyhub.features.runner import runner
 

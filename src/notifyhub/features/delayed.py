@@ -10,8 +10,8 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
+from notifyhub.workers.delayed import MoverPlan, ScheduledNotifications, delayed_loops
 from notifyhub.workers.runner import Loop
-from notifyhub.workers.scheduler import MoverPlan, ScheduledNotifications, delayed_loops
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """Builders for publishing: ingest, routing rules, scheduled notifications and the
-scheduled producers."""
+periodic producers."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from notifyhub.services.rules import RuleService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
+from notifyhub.workers.delayed import ScheduledNotifications
 from notifyhub.workers.producers import Producer, load, loops
 from notifyhub.workers.runner import Loop
-from notifyhub.workers.scheduler import ScheduledNotifications
 
 
 @dataclass(frozen=True, slots=True)

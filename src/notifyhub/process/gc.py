@@ -1,18 +1,18 @@
 """The cyclic garbage collector's policy for a hub process (`notifyhub serve`).
 
 Each open stream keeps dozens of objects the collector tracks (its two tasks and their
-coroutines, the transport, the HTTP parser, events and their waiters): a hub holding
-10k streams tracked about 0.7 M of them. With Python's defaults:
+coroutines, the transport, the HTTP parser, events and their waiters). With Python's
+defaults:
 
-- the young generation was collected every 700 new objects, and every collection
-  scanned the streams opened since the last one again: a hub taking 10k streams and one
-  broadcast spent 9.1 s in the collector;
-- a full collection scans every tracked object, 0.3 s at 10k streams during which no
-  stream is served. It runs whenever the long-lived objects have grown by a quarter
-  since the last one, as after 2,500 streams (re)connect, and once landed in the middle
-  of a broadcast to 10k streams (the last stream got it after 0.73 s, not 0.42 s).
-  Yet it finds almost nothing: one after 10k streams had opened, taken a broadcast and
-  closed collected 6 objects; streams free themselves by reference counting.
+- the young generation is collected every 700 new objects, and every collection scans
+  the streams opened since the last one again, so streams opening cost collector time
+  that grows with the streams already open;
+- a full collection scans every tracked object while no stream is served. It runs
+  whenever the long-lived objects have grown by a quarter, as after many streams
+  (re)connect, and can land in the middle of a broadcast. Yet it finds almost nothing:
+  streams free themselves by reference counting.
+
+The measurements are in docs/benchmarks.md, "Design notes".
 
 So (`CollectorPolicy.install`):
 
@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 MIDDLE_THRESHOLD = 2
 """With `freeze_survivors`: collect the middle generation after this many young
 collections (Python: 10). Each of its objects is scanned once before it is frozen
-either way, so this only bounds its pause: 25 ms every tenth young collection while
-10k streams opened, about 5x shorter with 2."""
+either way, so this only bounds its pause (shorter, more frequent pauses)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,1 @@
-"""Live delivery: one Pub/Sub listener per process fanned out to bounded per-stream subscribers."""
+"""Live streams: one Pub/Sub listener per process fanned out to bounded per-stream subscribers."""

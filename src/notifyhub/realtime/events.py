@@ -74,9 +74,7 @@ def counts_data(unread: int, unseen: int, total: int, seq: int) -> dict[str, int
     return {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
 
 
-def delivered_frames(
-    body: bytes, seq: int, epoch: str, unread: int, unseen: int, total: int
-) -> bytes:
+def placed_frames(body: bytes, seq: int, epoch: str, unread: int, unseen: int, total: int) -> bytes:
     """What a stream sends for a new copy at `seq`: the notification, then the counts after
     it; the same bytes the stream's log read gives (sse.py `_catch_up`)."""
     counts = counts_data(unread, unseen, total, seq)

@@ -31,7 +31,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any
 
 from redis.asyncio import Redis
@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
-from notifyhub.realtime.events import delivered_frames
+from notifyhub.realtime.events import placed_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import INLINE_MARK, Doorbells
@@ -121,14 +121,6 @@ class Hub:
             del self._subs[sub.member]
         self._metrics.streams_open.dec()
 
-    @contextlib.contextmanager
-    def subscribe(self, tenant: str, user: str) -> Iterator[Subscriber]:
-        sub = self.attach(tenant, user)
-        try:
-            yield sub
-        finally:
-            self.detach(sub)
-
     def dispatch(self, payload: bytes) -> None:
         """Ring the local subscribers named in one doorbell message (store/doorbells.py);
         a fan-out's message carries its notification, and the users' copies' events are
@@ -145,7 +137,7 @@ class Hub:
             if body is not None and "," in seq:
                 n, unread, unseen, total, *rest = seq.split(",")
                 epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
-                frames = delivered_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
+                frames = placed_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
                 for sub in subs:
                     sub.offer(int(n), epoch, frames)
             else:
@@ -154,7 +146,7 @@ class Hub:
 
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when
-        Redis lost data (services/caches.py EpochWatch): a stream whose user's seq is now
+        Redis lost data (services/epoch.py EpochWatch): a stream whose user's seq is now
         below its cursor, or of another epoch, then sends one `reset` (realtime/sse.py)."""
         for subs in self._subs.values():
             for sub in subs:

@@ -34,20 +34,20 @@ class ChangeReader:
         self._store = store
         self._max_batch = max_batch
         self._pending: list[_Pending] = []
-        self._flush_scheduled = False
+        self._flush_armed = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Changes] = loop.create_future()
         self._pending.append(_Pending(ChangeRead(tenant, user, after_seq, max_entries), future))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+        if not self._flush_armed:
+            self._flush_armed = True
             loop.call_soon(self._flush)
         return await future
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
+        self._flush_armed = False
         pending, self._pending = self._pending, []
         for start in range(0, len(pending), self._max_batch):
             task = asyncio.create_task(self._read(pending[start : start + self._max_batch]))

@@ -3,7 +3,7 @@
 One connection costs one coroutine, one small disconnect-watch task and a doorbell:
 no queue, no task group, no timer, no Redis connection of its own (reads go through the
 shared pool; the process's `StreamClock` pings it and enforces the send timeout).
-Catch-up and live delivery are the same code path: read the change log after the
+Catch-up and live events are the same code path: read the change log after the
 cursor, send it, wait for the doorbell.
 
 When Redis loses a user's data (FLUSHALL, a restart without persistence, a failover to an

@@ -1,6 +1,6 @@
 """The delayed queue (Design 5): PostgreSQL is the log, Redis does the timing.
 
-A queue is one (tenant, topic): every message belongs to one tenant, and every lookup by
+A queue is one (tenant, name): every message belongs to one tenant, and every lookup by
 id names the tenant asking (another tenant's id answers exactly like a missing one).
 A push is committed to PostgreSQL before it is acknowledged, then queued in Redis (the
 caller's unit of work queues it after its commit).
@@ -47,7 +47,7 @@ BURST_HOLD_S = 0.2
 @dataclass(frozen=True, slots=True)
 class NewMessage:
     tenant: str
-    topic: str
+    queue: str
     body: JsonValue
     due_ms: int
     priority: int = 0
@@ -72,7 +72,7 @@ class MessageInfo:
 
     id: str
     tenant: str
-    topic: str
+    queue: str
     body: JsonValue
     priority: int
     ttl_ms: int
@@ -84,7 +84,7 @@ class MessageInfo:
         return cls(
             row.id,
             row.tenant,
-            row.topic,
+            row.queue,
             row.body,
             row.priority,
             row.ttl_ms,
@@ -205,7 +205,7 @@ def payload(row: DelayedMessage) -> bytes:
         {
             "id": row.id,
             "tenant": row.tenant,
-            "topic": row.topic,
+            "topic": row.queue,  # the stored JSON keeps its field name
             "body": row.body,
             "priority": row.priority,
             "ttl_ms": row.ttl_ms,
@@ -222,7 +222,7 @@ def _reserved(queue: Queue, stored: bytes | str, receipt: str) -> Reserved:
     message = MessageInfo(
         fields["id"],
         fields.get("tenant", queue.tenant),
-        fields["topic"],
+        fields["topic"],  # the queue's name
         fields["body"],
         fields["priority"],
         fields["ttl_ms"],
@@ -254,7 +254,7 @@ class DelayedService:
         row = DelayedMessage(
             id=message_id,
             tenant=new.tenant,
-            topic=new.topic,
+            queue=new.queue,
             body=new.body,
             priority=new.priority,
             ttl_ms=new.ttl_ms,
@@ -284,19 +284,19 @@ class DelayedService:
     async def cancel(self, unit: UnitOfWork, tenant: str, message_id: str) -> None:
         row = await self._row(unit.session, tenant, message_id)
         queue = _queue_of(row)
-        result = await self._store.settle(message_id, queue, "cancel")
+        result = await self._store.finish(message_id, queue, "cancel")
         if result == -1:  # Redis lost it: PostgreSQL decides
             if row.status in FINISHED:
                 raise Conflict(f"the message is already {row.status}")
             await self._queue(row)
-            result = await self._store.settle(message_id, queue, "cancel")
+            result = await self._store.finish(message_id, queue, "cancel")
         if result != 1:
             raise Conflict("the message is already reserved, consumed or cancelled")
         await self._finish(unit, message_id, "cancelled")
 
     async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:
         """Ack a message `queue` offered; an id of another queue is unknown (404)."""
-        result = await self._store.settle(message_id, queue, "ack", receipt)
+        result = await self._store.finish(message_id, queue, "ack", receipt)
         if result == -1:
             raise NotFound(f"no delayed message {message_id}")
         if result == -2:
@@ -314,9 +314,9 @@ class DelayedService:
                 return found
             await asyncio.sleep(POLL_S)
 
-    async def ready_queues(self, topic: str) -> list[Queue]:
-        """Every tenant's queue of `topic` with a message ready now."""
-        return await self._store.ready_queues(topic)
+    async def ready_queues(self, name: str) -> list[Queue]:
+        """Every tenant's queue named `name` with a message ready now."""
+        return await self._store.ready_queues(name)
 
     async def _reserve(self, queue: Queue, max_messages: int) -> list[Reserved]:
         """The best `max_messages` across every set, by priority then due time: peek each
@@ -409,7 +409,7 @@ class DelayedService:
 
 
 def _queue_of(row: DelayedMessage) -> Queue:
-    return Queue(row.tenant, row.topic)
+    return Queue(row.tenant, row.queue)
 
 
 def _entry(row: DelayedMessage) -> tuple[str, Queue, bytes, int, int, int]:

@@ -62,9 +62,9 @@ class DurableInbox:
             try:
                 await self._commit(batch)
             except Exception as exc:
-                _settle(batch, exc)
+                _resolve(batch, exc)
             else:
-                _settle(batch, None)
+                _resolve(batch, None)
 
     async def _commit(self, batch: list[_Pending]) -> None:
         rows = [
@@ -116,7 +116,7 @@ class DurableInbox:
                 users = await inbox_log.recipients_of(lookup, [row.id for row in batch])
                 for row in batch:
                     notification = Notification.model_validate_json(row.content)
-                    await self._store.deliver(notification, users.get(row.id, []), pull=row.pull)
+                    await self._store.place(notification, users.get(row.id, []), pull=row.pull)
                 replayed += len(batch)
         return replayed
 
@@ -129,7 +129,7 @@ class DurableInbox:
         return replayed
 
 
-def _settle(batch: list[_Pending], error: Exception | None) -> None:
+def _resolve(batch: list[_Pending], error: Exception | None) -> None:
     for _n, _users, _pull, done in batch:
         if done.done():
             continue

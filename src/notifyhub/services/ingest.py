@@ -28,11 +28,13 @@ from notifyhub.store.inbox import InboxStore, UserRef
 from notifyhub.store.operations import RecallOp
 
 MEMBER_PAGE = 20_000
-SCHEDULED_TOPIC = "notifyhub.scheduled"
+SCHEDULED_QUEUE = "notifyhub.scheduled"
 
 
 @dataclass(frozen=True, slots=True)
-class Accepted:
+class Published:
+    """What a publish did: the id, how many users got a copy, when a scheduled one is due."""
+
     id: str
     recipients: int
     scheduled_for: datetime | None = None
@@ -80,7 +82,7 @@ class IngestService:
         draft: Draft,
         recipients: Recipients,
         idempotency_key: str | None = None,
-    ) -> Accepted:
+    ) -> Published:
         """Accept a notification from a service, in the caller's unit of work (which must
         commit before the 202: a scheduled notification is written there). PostgreSQL is
         used only when groups or topics are named or the notification is scheduled (the
@@ -93,7 +95,7 @@ class IngestService:
             record = replace(record, body_sha=body_sha(draft, recipients))
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
-                return Accepted(**record.response)
+                return Published(**record.response)
         session = unit.session if recipients.groups or recipients.topics else None
         users = await self._resolve(session, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
@@ -110,7 +112,7 @@ class IngestService:
         tenant: str,
         key: str,
         record: IdempotencyRecord,
-        accepted: Accepted,
+        accepted: Published,
     ) -> None:
         """A retry gets this answer only once what it answers for is committed."""
         response = {
@@ -131,18 +133,18 @@ class IngestService:
         recipients: Recipients,
         record: IdempotencyRecord,
         count: int,
-    ) -> Accepted:
-        """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
+    ) -> Published:
+        """Durable in PostgreSQL before the 202; the delayed queue makes it ready on time."""
         assert draft.deliver_at is not None
         body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
-        new = NewMessage(draft.tenant, SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
+        new = NewMessage(draft.tenant, SCHEDULED_QUEUE, body, due_ms, id=record.notification_id)
         _id, due_at = await self._delayed.push(unit, new)
-        return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
+        return Published(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
-    async def deliver_scheduled(self, session: AsyncSession, message: Reserved) -> Accepted:
-        """Deliver a scheduled notification now; its id is the queue message's id, so a
-        redelivery of the same message writes no second copy."""
+    async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Published:
+        """Publish a scheduled notification now; its id is the queue message's id, so a
+        second offer of the same message writes no second copy."""
         scheduled = _Scheduled.model_validate(message.message.body)
         draft = scheduled.draft.model_copy(update={"deliver_at": None})
         users = await self._resolve(session, draft.tenant, scheduled.recipients)
@@ -152,15 +154,15 @@ class IngestService:
 
     async def publish_internal(
         self, session: AsyncSession, draft: Draft, recipients: Recipients
-    ) -> Accepted:
-        """Publish on the hub's own behalf (scheduled producers): no key, no idempotency."""
+    ) -> Published:
+        """Publish on the hub's own behalf (periodic producers): no key, no idempotency."""
         users = await self._resolve(session, draft.tenant, recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         return await self._send(self._build(draft, record), users, pull=False)
 
-    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Accepted:
-        """Deliver a draft to known users (rules and producers resolve their own)."""
+    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Published:
+        """Publish a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
@@ -170,7 +172,7 @@ class IngestService:
         self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str
     ) -> int:
         """Remove a notification from every inbox holding it; returns how many. A
-        notification not delivered yet is cancelled in the delayed queue, in `unit`."""
+        notification not published yet is cancelled in the delayed queue, in `unit`."""
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
         if not holders:
@@ -191,7 +193,7 @@ class IngestService:
             found = await self._delayed.get(unit.session, tenant, notification_id)
         except NotFound:
             found = None
-        if found is None or found.message.topic != SCHEDULED_TOPIC:
+        if found is None or found.message.queue != SCHEDULED_QUEUE:
             raise NotFound(f"no notification {notification_id} in tenant {tenant}")
         await self._delayed.cancel(unit, tenant, notification_id)
 
@@ -245,7 +247,7 @@ class IngestService:
 
     async def _send(
         self, notification: Notification, users: list[UserRef], *, pull: bool
-    ) -> Accepted:
+    ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap.
 
         The count returned is of users who hold the notification now: those whose
@@ -256,20 +258,20 @@ class IngestService:
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         batch = limits.defer_batch if defer else limits.fanout_batch
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.deliver(notification, users, pull=pull, defer=defer)
+            seqs = await self._store.place(notification, users, pull=pull, defer=defer)
         else:
             in_flight = asyncio.Semaphore(2)
 
-            async def deliver(chunk: list[UserRef]) -> list[int]:
+            async def place(chunk: list[UserRef]) -> list[int]:
                 async with in_flight:
-                    return await self._store.deliver(notification, chunk, pull=pull, defer=defer)
+                    return await self._store.place(notification, chunk, pull=pull, defer=defer)
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
-            results = await asyncio.gather(*map(deliver, chunks))
+            results = await asyncio.gather(*map(place, chunks))
             seqs = [seq for result in results for seq in result]
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
-        return Accepted(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
+        return Published(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
 
 
 def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:

@@ -1,5 +1,5 @@
 """Per-user category preferences: PostgreSQL is the truth; Redis holds the copy the
-deliver script consults atomically with each write."""
+place script consults atomically with each write."""
 
 from __future__ import annotations
 

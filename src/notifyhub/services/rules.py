@@ -1,4 +1,4 @@
-"""Rules (Design 3): relationships subscribe users to rules; events render and deliver."""
+"""Rules (Design 3): relationships subscribe users to rules; events render and publish."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ class RuleService:
             raise NotFound("no such relationship")
 
     async def fire(self, session: AsyncSession, event: Event) -> EventResult:
-        """Render the rule per relationship and deliver; a user in several relationships
+        """Render the rule per relationship and publish; a user in several relationships
         gets the first matching message only; the actor is not told of their own action."""
         rule = await repo.find(session, event.tenant, event.rule)
         if rule is None:

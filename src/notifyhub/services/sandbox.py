@@ -1,9 +1,9 @@
 """Jinja2's immutable sandbox, charging every step of a render to a `Budget`.
 
 The sandbox stops a template from reaching Python's internals, not from spending the
-process: two nested `range(8000)` loops held the event loop for 1.96 s, and
-`'x' * 100000000` grew the hub by 70 MB. Here every loop step, call and operator is
-charged, and anything a template builds is refused past `MAX_CHARS`:
+process: nested `range` loops hold the event loop for seconds, and a repeated string
+grows the hub by its size (docs/benchmarks.md, "Design notes"). Here every loop step,
+call and operator is charged, and anything a template builds is refused past `MAX_CHARS`:
 
     {% for %} ........ the iterable is wrapped (`_nh_steps`): a step per item
     call / operator .. a step each; `*`, `+`, `%`, `**` and width-taking methods

@@ -62,7 +62,7 @@ async function streamToken() {
   throw new Error("no tab could provide a stream token");
 }
 
-function settleToken(message) {
+function answerTokenRequest(message) {
   const request = pending.get(message.rid);
   if (request === undefined) return;
   pending.delete(message.rid);
@@ -104,7 +104,7 @@ function receive(port, message) {
       break;
     case "token":
     case "token-error":
-      settleToken(message);
+      answerTokenRequest(message);
       break;
     case "reconnect":
       if (connection !== null) connection.reconnect();

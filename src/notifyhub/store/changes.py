@@ -57,7 +57,7 @@ def _counts(raw: Mapping[str, int]) -> LoggedCounts:
 
 @dataclass(frozen=True, slots=True)
 class NotificationChange:
-    """A new copy (delivered, or a pending copy settled). `quiet`: stored without a live
+    """A new copy (placed, or a pending copy placed later). `quiet`: stored without a live
     event (a pull copy, or the user's preferences turned push off); `replaces`: the id of
     the copy with the same collapse key that this one replaced."""
 

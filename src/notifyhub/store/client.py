@@ -179,8 +179,8 @@ def _cluster(cluster: ClusterUrl, pool_size: int | None, options: dict[str, Any]
 
 class _HiredisPacking:
     """Commands packed by hiredis' C packer, as redis-py's sync connections already do:
-    its asyncio connections pack in Python, about 1 us per argument, and a 100k fan-out
-    sends several hundred thousand (a profile put that at 2 s of the hub's CPU)."""
+    its asyncio connections pack in Python, per argument, and a big fan-out sends
+    hundreds of thousands of arguments (docs/benchmarks.md, "Design notes")."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         if isinstance(args[0], str):  # "CONFIG GET" style names are sent as two arguments
@@ -277,8 +277,8 @@ def create_redis(
     `pool_timeout_s`).
 
     `socket_timeout_s=None` makes the client for big pipelines: redis-py arms a timer
-    for every reply it reads (about 10 us each), so a pipeline of 500 stream reads
-    spent a third of its time on timers; those pipelines bound their whole execution
+    for every reply it reads, so big pipelines of stream reads spend much of their time
+    on timers (docs/benchmarks.md, "Design notes"); those pipelines bound their whole execution
     with one timer instead (`scripts.pipelined`)."""
     retry = Retry(
         ExponentialWithJitterBackoff(base=0.05, cap=1.0),

@@ -36,7 +36,7 @@ def _next_expiry(raw: Any) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class InlineRing:
-    """deliver.lua's optional ARGV tail: it then PUBLISHes the doorbell with each copy's
+    """place.lua's optional ARGV tail: it then PUBLISHes the doorbell with each copy's
     event itself (standalone Redis only), the header carrying the fresh item's JSON."""
 
     channel: str
@@ -47,8 +47,8 @@ class InlineRing:
 
 @dataclass(frozen=True, slots=True)
 class CopyArgs:
-    """A notification as lua/common.lua `copy` takes it: deliver.lua's ARGV, and (all but
-    the content) the header of a pending entry that defer.lua stores and `settle` reads."""
+    """A notification as lua/common.lua `copy` takes it: place.lua's ARGV, and (all but
+    the content) the header of a pending entry that defer.lua stores and `place_pending` reads."""
 
     id: str
     content: bytes
@@ -62,7 +62,7 @@ class CopyArgs:
     items_per_user: int
     """0: no cap."""
 
-    def deliver_args(self, ring: InlineRing | None = None) -> Args:
+    def place_args(self, ring: InlineRing | None = None) -> Args:
         args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
         args += [self.log_max, _flag(self.critical), _flag(self.pull), self.items_per_user]
         if ring is not None:
@@ -104,19 +104,19 @@ class PerUser:
 
     @property
     def firsts(self) -> list[int]:
-        """The first value of each user (deliver: the seq; defer: the pending count)."""
+        """The first value of each user (place: the seq; defer: the pending count)."""
         return self.values[:: self.WIDTH]
 
 
 @dataclass(frozen=True, slots=True)
 class Deferred(PerUser):
     """defer.lua's reply: per user its pending list's length (-1: preferences drop the
-    category), then 0 (a pending copy evicts when it settles)."""
+    category), then 0 (a pending copy evicts when it places)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Delivered(PerUser):
-    """deliver.lua's reply: per user seq (0: had it; -1: preferences drop it), dropped
+class Placed(PerUser):
+    """place.lua's reply: per user seq (0: had it; -1: preferences drop it), dropped
     (evictions after that seq), unread, unseen, total (after the copy), epoch."""
 
     WIDTH: ClassVar[int] = 6
@@ -127,8 +127,8 @@ class Delivered(PerUser):
         return zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], strict=True)
 
 
-DELIVERED_WIDTH = Delivered.WIDTH
-"""Values deliver.lua returns per user."""
+PLACED_WIDTH = Placed.WIDTH
+"""Values place.lua returns per user."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The delayed queue in Redis: N sets of sorted sets per queue (tenant, topic), every
+"""The delayed queue in Redis: N sets of sorted sets per queue (tenant, name), every
 step one Lua script."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from redis.commands.core import AsyncScript
 from notifyhub.store.keys import DelayedKeys, Keys, Queue
 from notifyhub.store.scripts import pipelined, queue_script
 
-DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_settle", "dq_status")
+DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_finish", "dq_status")
 
 
 def _source(name: str) -> str:
@@ -66,7 +66,7 @@ class DelayedStore:
 
         def build(pipe: Any) -> None:
             for message_id, queue, message, due_ms, priority, ttl_ms in messages:
-                k, name = self._set(message_id), queue.name
+                k, name = self._set(message_id), queue.key
                 keys = [k.due(name), k.state, k.msg, k.queues]
                 args: list[str | bytes | int] = [
                     message_id,
@@ -82,7 +82,7 @@ class DelayedStore:
         return sum(int(r) for r in results)
 
     async def move(self, set_index: int, queue: Queue, limit: int) -> Moved:
-        k, name = self._keys.delayed(set_index), queue.name
+        k, name = self._keys.delayed(set_index), queue.key
         keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.due_v1(name)]
         raw = await self._scripts["dq_move"](keys=keys, args=[limit])
         oldest, backlog, next_due_ms, n_moved = (int(v) for v in raw[:4])
@@ -93,10 +93,10 @@ class DelayedStore:
     async def queues(self, set_index: int) -> list[Queue]:
         """The queues with messages in one set, every tenant's (the mover's work list)."""
         members = await self._redis.smembers(self._keys.delayed(set_index).queues)
-        return [Queue.from_name(_text(name)) for name in sorted(members)]
+        return [Queue.from_key(_text(key)) for key in sorted(members)]
 
-    async def ready_queues(self, topic: str) -> list[Queue]:
-        """The queues of `topic`, any tenant, with a message ready in some set: two
+    async def ready_queues(self, name: str) -> list[Queue]:
+        """The queues named `name`, any tenant, with a message ready in some set: two
         pipelined round trips, however many tenants there are."""
         sets = [self._keys.delayed(index) for index in range(self.sets)]
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -106,14 +106,14 @@ class DelayedStore:
         candidates = [
             (k, queue)
             for k, members in zip(sets, listed, strict=True)
-            for queue in map(Queue.from_name, map(_text, members))
-            if queue.topic == topic
+            for queue in map(Queue.from_key, map(_text, members))
+            if queue.name == name
         ]
         if not candidates:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
             for k, queue in candidates:
-                pipe.zcard(k.ready(queue.name))
+                pipe.zcard(k.ready(queue.key))
             sizes = await pipe.execute()
         ready = {queue for (_k, queue), size in zip(candidates, sizes, strict=True) if size}
         return sorted(ready, key=lambda q: q.tenant)
@@ -121,14 +121,14 @@ class DelayedStore:
     async def peek(self, set_index: int, queue: Queue, count: int) -> list[float]:
         """Scores of the first `count` ready messages of one set (lower goes first)."""
         found = await self._redis.zrange(
-            self._keys.delayed(set_index).ready(queue.name), 0, count - 1, withscores=True
+            self._keys.delayed(set_index).ready(queue.key), 0, count - 1, withscores=True
         )
         return [float(pair[1]) for pair in found]
 
     async def reserve(
         self, set_index: int, queue: Queue, max_messages: int, max_score: float
     ) -> list[Reserved]:
-        k, name = self._keys.delayed(set_index), queue.name
+        k, name = self._keys.delayed(set_index), queue.key
         keys = [k.ready(name), k.reserved(name), k.state, k.msg]
         args: list[str | int] = [max_messages, secrets.token_hex(6) + ".", repr(max_score)]
         raw = await self._scripts["dq_reserve"](keys=keys, args=args)
@@ -137,17 +137,17 @@ class DelayedStore:
             for i in range(0, len(raw), 4)
         ]
 
-    async def settle(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
+    async def finish(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
         """1 done, 0 wrong state, -1 unknown (in this queue), -2 stale receipt."""
-        k, name = self._set(message_id), queue.name
+        k, name = self._set(message_id), queue.key
         keys = [k.due(name), k.ready(name), k.reserved(name), k.state]
         args = [action, message_id, receipt, name]
-        return int(await self._scripts["dq_settle"](keys=keys, args=args))
+        return int(await self._scripts["dq_finish"](keys=keys, args=args))
 
     async def status(self, message_id: str, queue: Queue) -> str | None:
         """delayed, ready, reserved, consumed or cancelled; None when Redis has no record
         of it in this queue."""
-        k, name = self._set(message_id), queue.name
+        k, name = self._set(message_id), queue.key
         keys = [k.state, k.due(name), k.due_v1(name)]
         raw = await self._scripts["dq_status"](keys=keys, args=[message_id, name])
         return _text(raw) if raw else None

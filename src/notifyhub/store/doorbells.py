@@ -7,7 +7,7 @@
 
 A message is lines of `tenant/user seq` (seq 0: "re-read"). A plain notification's
 message may start with `!<notification JSON>` (its fresh copy as `item_json` gives it;
-deliver.lua publishes such messages itself on one Redis); then a line
+place.lua publishes such messages itself on one Redis); then a line
 `tenant/user seq,unread,unseen,total,epoch` says that copy is the user's change `seq`
 (of that epoch, lua/common.lua) and those are its counts after it, so a stream that sent
 `seq - 1` of the same epoch can send the event without reading the log (realtime/hub.py).

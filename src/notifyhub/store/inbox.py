@@ -21,7 +21,6 @@ from notifyhub.store.codecs import (
     CopyArgs,
     Counted,
     Deferred,
-    Delivered,
     Dropped,
     Found,
     GetArgs,
@@ -34,6 +33,7 @@ from notifyhub.store.codecs import (
     PageArgs,
     Paged,
     PerUser,
+    Placed,
     RemoveArgs,
     changes_from_reply,
 )
@@ -47,11 +47,11 @@ UserRef = tuple[str, str]
 
 ListStatus = Literal["all", "unread", "read"]
 
-PENDING_SETTLE_AT = 16
-"""A deferred delivery settles the inboxes holding more pending copies than this."""
+PENDING_PLACE_AT = 16
+"""A deferred fan-out places the inboxes holding more pending copies than this."""
 
 INLINE_MIN_USERS = 64
-"""Deliveries to this many users or more ring with their copies' events (a second round
+"""Placements for this many users or more ring with their copies' events (a second round
 trip for the writer, no log read for each recipient's stream); smaller ones ring in
 their writes' own pipeline."""
 
@@ -119,9 +119,9 @@ class InboxStore:
         self._cluster = is_cluster(redis)
         self.doorbells = Doorbells(keys, sharded=self._cluster)
         self._wait = (wait_replicas, wait_timeout_ms)
-        """WAIT for this many replicas (bounded) before a delivery is acknowledged; 0: no."""
+        """WAIT for this many replicas (bounded) before a write of copies is acknowledged; 0: no."""
 
-    async def deliver(
+    async def place(
         self,
         notification: Notification,
         users: Sequence[UserRef],
@@ -135,7 +135,7 @@ class InboxStore:
         finds every user a crash may have reached), then the copies, the expiry index and
         one doorbell message for the batch. A plain notification's doorbell carries the
         copies' events, so caught-up streams send them without reading the log: on one
-        Redis the deliver script publishes it, on a Cluster a second round trip does (for
+        Redis the place script publishes it, on a Cluster a second round trip does (for
         INLINE_MIN_USERS users or more; smaller ones ring in the writes'). Returns the new
         seq per user, 0 where the user already had this id, -1 where the user's
         preferences drop its category. `pull` copies are stored without a live
@@ -146,7 +146,7 @@ class InboxStore:
         which the next script touching that inbox (a read, a stream's read, a change)
         makes a copy first, so nobody can tell it from an immediate one but the writer is
         several times faster. Returns the user's pending count in place of a seq then
-        (lists longer than PENDING_SETTLE_AT are settled right away, bounding them).
+        (lists longer than PENDING_PLACE_AT are placed right away, bounding them).
         """
         if not users:
             return []
@@ -184,13 +184,13 @@ class InboxStore:
 
         results = await pipelined(self._bulk, build, self.scripts.all)
         replies = results[scripts_at[0] : scripts_at[0] + len(by_slot)]
-        reply = self._merge(Deferred if defer else Delivered, keys, len(fields), replies)
+        reply = self._merge(Deferred if defer else Placed, keys, len(fields), replies)
         seqs, evicted = reply.firsts, reply.evicted
         if self._cluster:
-            ringing = reply if inline and isinstance(reply, Delivered) else None
+            ringing = reply if inline and isinstance(reply, Placed) else None
             await self._ring_after_writes(members, ringing, content)
         if defer:
-            evicted += await self._settle_long(users, seqs)
+            evicted += await self._place_long(users, seqs)
         if evicted:
             self._on_evicted(evicted)
         return seqs
@@ -213,41 +213,41 @@ class InboxStore:
     def _script_call(
         self, copy: CopyArgs, ring: InlineRing | None, *, defer: bool
     ) -> tuple[AsyncScript, Args, tuple[str, ...]]:
-        """The script for a delivery, its ARGV, and the keys it takes per user."""
+        """The script for a placement, its ARGV, and the keys it takes per user."""
         if defer:
             fields = ("pend", "prefs") if copy.category else ("pend",)
             return self.scripts.defer, copy.defer_args(), fields
-        return self.scripts.deliver, copy.deliver_args(ring), INBOX_FIELDS
+        return self.scripts.place, copy.place_args(ring), INBOX_FIELDS
 
-    async def _settle_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
-        """Settle the inboxes whose pending list grew past PENDING_SETTLE_AT (users who
+    async def _place_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
+        """Place the pending copies of inboxes whose list grew past PENDING_PLACE_AT (users who
         read nothing for a while), so pending lists stay short; returns the evictions."""
-        long = [users[i] for i, n in enumerate(pending) if n > PENDING_SETTLE_AT]
+        long = [users[i] for i, n in enumerate(pending) if n > PENDING_PLACE_AT]
         if not long:
             return 0
-        settle, inbox_list = self.scripts.settle, self._keys.inbox_list
+        script, inbox_list = self.scripts.place_pending, self._keys.inbox_list
 
         def build(pipe: Any) -> None:
             for tenant, user in long:
-                queue_script(pipe, settle, inbox_list(tenant, user), [])
+                queue_script(pipe, script, inbox_list(tenant, user), [])
 
         return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
 
     async def _ring_after_writes(
-        self, members: list[str], delivered: Delivered | None = None, content: bytes = b""
+        self, members: list[str], placed: Placed | None = None, content: bytes = b""
     ) -> None:
         """Ring once the writes are done. A Cluster pipeline runs its commands on several
         nodes at once, so a doorbell queued with the writes could reach a stream before
         the write it announces (the stream would read nothing and wait for a next one).
 
-        With `delivered` (deliver.lua's reply) the doorbell carries the copies'
+        With `placed` (place.lua's reply) the doorbell carries the copies'
         events (store/doorbells.py): a stream whose next change a copy is sends it
         without reading the log, which saves a broadcast's Redis a read per stream."""
         changed: list[tuple[str, int | str]] = [(m, 0) for m in members]
         header = b""
-        if delivered is not None:
+        if placed is not None:
             header = _inline_header(content)
-            for i, (seq, dropped, unread, unseen, total, epoch) in enumerate(delivered.copies()):
+            for i, (seq, dropped, unread, unseen, total, epoch) in enumerate(placed.copies()):
                 if seq > 0 and not dropped:  # else a re-read: evictions came after it
                     line = f"{seq},{unread},{unseen},{total},{epoch.decode()}"
                     changed[i] = (members[i], line)
@@ -376,8 +376,8 @@ class InboxStore:
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
         each stays in its user's Cluster slot). Each read's byte budget bounds the reply:
-        with 4 KB notifications, 200 streams that fell behind once asked for 160 MB in one
-        pipeline, which outlived its timeout and ended every stream in it."""
+        without it, streams that fell behind asked for so much in one pipeline that it
+        outlived its timeout and ended every stream in it (docs/ARCHITECTURE.md)."""
         changes, inbox_list = self.scripts.changes, self._keys.inbox_list
         max_bytes = self._limits.stream_read_bytes
 

@@ -14,7 +14,7 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:prefs   hash   category -> "<inbox 0|1><push 0|1>" (cache of PostgreSQL)
     <p>u{T/U}:pend    list   copies a big fan-out left pending ("<header>\n<content>"), made
                              real by the next script touching the inbox (lua/common.lua
-                             settle); a hub older than this key would not settle them, so
+                             place_pending); a hub older than this key would not place them, so
                              upgrade every hub before big fan-outs run on the new one
 
 Global keys:
@@ -23,7 +23,6 @@ Global keys:
     <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
     <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
-    <p>n{id}:meta     hash   tenant, expires_ms of notification id (for recall)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)
@@ -31,7 +30,7 @@ Global keys:
     <p>producer:<name>:seen:<sha>  string  a producer row already notified (TTL = window)
 
 Delayed queue, N sets (a message's set = crc32(id) % N), each under hash tag {i}. A
-queue is one (tenant, topic): <q> below is its name, `T/topic`, or the bare topic for
+queue is one (tenant, name): <q> below is its key, `T/name`, or the bare name for
 tenant "default" (neither part may hold a '/', so the two forms never collide; the bare
 form is what layout 2, before queues had a tenant, wrote: its keys are tenant "default"'s
 queues as they stand). The mover reads no state: only waiting ids are in pdue (cancel
@@ -40,14 +39,14 @@ from layouts 1 and 2 needs no step (the hash and ready formats are unchanged); r
 version at a time, though: a layout 1 hub cancelling a message a newer hub queued leaves
 it in pdue (only newer hubs' reserve drops such an id), and a layout 2 hub queues every
 tenant's scheduled notifications in tenant "default"'s `notifyhub.scheduled` queue (they
-are still delivered to their own tenant: the message carries it).
+are still published to their own tenant: the message carries it).
 
     <p>dq{i}:msg            hash  id -> message JSON (immutable; carries its tenant)
-    <p>dq{i}:state          hash  id -> "status|receipt|deliveries"; id:p priority, id:t ttl_ms,
+    <p>dq{i}:state          hash  id -> "status|receipt|offers"; id:p priority, id:t ttl_ms,
                                   id:q <q> (absent for layout 2 messages)
                                   (status "delayed": waiting; ready once out of pdue)
     <p>dq{i}:topics         set   <q> of queues with messages in this set (the mover's work
-                                  list; layout 2 members are bare topics: tenant "default")
+                                  list; layout 2 members are bare names: tenant "default")
     <p>dq{i}:pdue:<q>       zset  id -> due_ms * 10 + (9 - priority); only waiting ids
     <p>dq{i}:ready:<q>      zset  id -> (9 - priority) * 1e13 + due_ms
     <p>dq{i}:reserved:<q>   zset  id -> visibility deadline ms
@@ -106,27 +105,27 @@ DEFAULT_TENANT = "default"
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """A delayed queue: messages of one topic in one tenant."""
+    """A delayed queue: one queue name in one tenant."""
 
     tenant: str
-    topic: str
+    name: str
 
     @property
-    def name(self) -> str:
+    def key(self) -> str:
         """The queue's part of its key names (see the module docstring)."""
-        if "/" in self.tenant or "/" in self.topic:
-            raise ValueError("a delayed queue's tenant and topic must not contain '/'")
-        return self.topic if self.tenant == DEFAULT_TENANT else f"{self.tenant}/{self.topic}"
+        if "/" in self.tenant or "/" in self.name:
+            raise ValueError("a delayed queue's tenant and name must not contain '/'")
+        return self.name if self.tenant == DEFAULT_TENANT else f"{self.tenant}/{self.name}"
 
     @classmethod
-    def from_name(cls, name: str) -> Queue:
-        tenant, slash, topic = name.partition("/")
-        return cls(tenant, topic) if slash else cls(DEFAULT_TENANT, name)
+    def from_key(cls, key: str) -> Queue:
+        tenant, slash, name = key.partition("/")
+        return cls(tenant, name) if slash else cls(DEFAULT_TENANT, key)
 
 
 @dataclass(frozen=True, slots=True)
 class DelayedKeys:
-    """One delayed set's keys; all share the set's hash tag. `queue` is a `Queue.name`."""
+    """One delayed set's keys; all share the set's hash tag. `queue` is a `Queue.key`."""
 
     base: str
 
@@ -201,9 +200,6 @@ class Keys:
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"
-
-    def notification_meta(self, notification_id: str) -> str:
-        return f"{self.prefix}n{{{notification_id}}}:meta"
 
     def idempotency(self, tenant: str, key_sha: str) -> str:
         return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"

@@ -1,7 +1,8 @@
-"""The inbox's operations, a closed set, and the one table of what each does: its Lua
-script, the change entries it appends (each of which becomes its SSE event, see
-store/changes.py) and, in durable inbox mode, what is logged to PostgreSQL and how it is
-replayed after Redis lost data (services/durable.py).
+"""The inbox's operations, a closed set, and the one table of what each does.
+
+Per operation: its Lua script, the change entries it appends (each becomes its SSE
+event, see store/changes.py) and, in durable inbox mode, what is logged to PostgreSQL and
+how it is replayed after Redis lost data (services/durable.py).
 
 Adding an operation: a member of `Operation`, its row in `OPERATIONS`, its script in
 lua/ with its codec (store/codecs.py) and `InboxStore` method, and, when it is logged, a
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
 
 
 class Operation(StrEnum):
-    DELIVER = "deliver"
+    PLACE = "place"
     DEFER = "defer"
-    SETTLE = "settle"
+    PLACE_PENDING = "place_pending"
     MARK = "mark"
     MARK_ALL = "mark_all"
     REMOVE = "remove"
@@ -108,7 +109,7 @@ class OperationSpec:
     script: str
     """Its script, lua/<script>.lua (run after lua/common.lua)."""
     appends: tuple[ChangeType, ...]
-    """The change entries it appends itself (every script first settles pending copies
+    """The change entries it appends itself (every script first places pending copies
     and purges expired ones: `notification` and `delete` entries)."""
     logged: type[LoggedOp] | None = None
     """Durable inbox mode: its log entry, replayed after a Redis loss. None: not logged
@@ -118,9 +119,9 @@ class OperationSpec:
 _N, _U, _D = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE
 
 OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
-    Operation.DELIVER: OperationSpec("deliver", (_N, _D)),  # _D: evictions, collapse
-    Operation.DEFER: OperationSpec("defer", ()),  # copies appear when they settle
-    Operation.SETTLE: OperationSpec("settle", (_N, _D)),
+    Operation.PLACE: OperationSpec("place", (_N, _D)),  # _D: evictions, collapse
+    Operation.DEFER: OperationSpec("defer", ()),  # copies appear when placed
+    Operation.PLACE_PENDING: OperationSpec("place_pending", (_N, _D)),
     Operation.MARK: OperationSpec("mark", (_U,), MarkOp),
     Operation.MARK_ALL: OperationSpec("mark_all", (_U,), MarkAllOp),
     Operation.REMOVE: OperationSpec("remove", (_D,), RemoveOp),

@@ -16,7 +16,7 @@ from notifyhub.store.client import SOCKET_TIMEOUT_S
 from notifyhub.store.operations import OPERATIONS
 
 READ_SCRIPTS = ("get", "counts", "page", "changes")
-"""Inbox scripts that read (after settling and purging); the writing ones are
+"""Inbox scripts that read (after placing and purging); the writing ones are
 store/operations.py's."""
 
 INBOX_SCRIPTS = tuple(dict.fromkeys([*(op.script for op in OPERATIONS.values()), *READ_SCRIPTS]))
@@ -85,7 +85,7 @@ class InboxScripts:
         loaded = {
             name: redis.register_script(common + "\n" + _source(name)) for name in INBOX_SCRIPTS
         }
-        self.deliver: AsyncScript = loaded["deliver"]
+        self.place: AsyncScript = loaded["place"]
         self.mark: AsyncScript = loaded["mark"]
         self.mark_all: AsyncScript = loaded["mark_all"]
         self.remove: AsyncScript = loaded["remove"]
@@ -95,7 +95,7 @@ class InboxScripts:
         self.page: AsyncScript = loaded["page"]
         self.changes: AsyncScript = loaded["changes"]
         self.defer: AsyncScript = loaded["defer"]
-        self.settle: AsyncScript = loaded["settle"]
+        self.place_pending: AsyncScript = loaded["place_pending"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
         self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
         self.all = [*loaded.values(), self.topic_set, self.topic_get]

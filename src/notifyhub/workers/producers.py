@@ -1,4 +1,4 @@
-"""Scheduled producers: periodic read-only SQL checks whose rows become notifications.
+"""Periodic producers: read-only SQL checks on an interval whose rows become notifications.
 
 Implementers add producers by configuration, without code (Design 1's "scan business
 tables for anomalies"). Each row is rendered with the same sandboxed templates as

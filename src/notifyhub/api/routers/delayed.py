@@ -1,10 +1,16 @@
 """The delayed queue's HTTP API (Design 5).
 
-A queue is one (tenant, topic). Every route names its tenant (`tenant` in the push body,
-`?tenant=` elsewhere, "default" when omitted); a key bound to another tenant gets 403,
-and an id of another tenant answers 404 like a missing one. Reserved topics
+A queue is one (tenant, queue name). Every route names its tenant (`tenant` in the push
+body, `?tenant=` elsewhere, "default" when omitted); a key bound to another tenant gets
+403, and an id of another tenant answers 404 like a missing one. Reserved queues
 (`notifyhub.*`, e.g. scheduled notifications) cannot be pushed, consumed or acked here;
-their tenant's own keys may read and cancel them by id, as recall does."""
+their tenant's own keys may read and cancel them by id, as recall does.
+
+Compatibility for one release: `/v1/topics/{topic}/messages...` answers exactly as
+`/v1/queues/{queue}/messages...`, its 2xx answers with `Deprecation: true` and a `Link`
+to the successor (refusals are the same problems, without them); the push body takes
+`topic` for `queue` (not both); messages show both. The header is `true`, not RFC 9745's
+`@<date>`: the date of deprecation is the release's, documented in the README."""
 
 from __future__ import annotations
 
@@ -43,15 +49,21 @@ def _own(principal: ServicePrincipal, tenant: str) -> str:
     return tenant
 
 
-def _public(topic: str) -> str:
-    if topic.startswith(RESERVED_PREFIX):
-        raise InvalidInput(f"topic: names starting with {RESERVED_PREFIX!r} are reserved")
-    return topic
+def _public(name: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidInput(f"queue: names starting with {RESERVED_PREFIX!r} are reserved")
+    return name
 
 
-def _queue(principal: ServicePrincipal, tenant: str, topic: str) -> Queue:
-    """A public queue the key may use: 403 for another tenant, 422 for a reserved topic."""
-    return Queue(_own(principal, tenant), _public(topic))
+def _queue(principal: ServicePrincipal, tenant: str, name: str) -> Queue:
+    """A public queue the key may use: 403 for another tenant, 422 for a reserved name."""
+    return Queue(_own(principal, tenant), _public(name))
+
+
+def _deprecated(response: Response, successor: str) -> None:
+    """RFC 9745's `Deprecation` and RFC 8288's `Link` to the route that replaces it."""
+    response.headers["Deprecation"] = "true"
+    response.headers["Link"] = f'<{successor}>; rel="successor-version"'
 
 
 def _state(found: MessageState) -> DelayedMessageState:
@@ -59,7 +71,8 @@ def _state(found: MessageState) -> DelayedMessageState:
     return DelayedMessageState(
         id=m.id,
         tenant=m.tenant,
-        topic=m.topic,
+        queue=m.queue,
+        topic=m.queue,
         body=m.body,
         priority=m.priority,
         ttl_ms=m.ttl_ms,
@@ -74,7 +87,8 @@ def _reserved(taken: Reserved) -> DelayedReserved:
     return DelayedReserved(
         id=m.id,
         tenant=m.tenant,
-        topic=m.topic,
+        queue=m.queue,
+        topic=m.queue,
         body=m.body,
         priority=m.priority,
         ttl_ms=m.ttl_ms,
@@ -89,11 +103,11 @@ async def push(
     body: DelayedIn, principal: Publisher, state: AppState, unit: Unit
 ) -> DelayedAccepted:
     """201 once the message is committed and queued."""
-    queue = _queue(principal, body.tenant, body.topic)
+    queue = _queue(principal, body.tenant, body.queue_name)
     ttl = body.ttl_ms or state["settings"].delayed.default_ttl_ms
     new = NewMessage(
         queue.tenant,
-        queue.topic,
+        queue.name,
         body.body,
         due_ms_from(body.delay_ms, body.due_at),
         body.priority,
@@ -127,9 +141,9 @@ async def cancel(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/v1/topics/{topic}/messages", response_model=DelayedPage)
+@router.get("/v1/queues/{queue}/messages", response_model=DelayedPage)
 async def consume(
-    topic: Name,
+    queue: Name,
     principal: Consumer,
     state: AppState,
     wait: Annotated[int, Query(ge=0, le=60)] = 0,
@@ -137,13 +151,45 @@ async def consume(
     tenant: TenantQuery = "default",
 ) -> DelayedPage:
     """A long poll: it holds no PostgreSQL session while it waits."""
-    queue = _queue(principal, tenant, topic)
-    taken = await state["delayed"].consume(queue, wait, max)
+    taken = await state["delayed"].consume(_queue(principal, tenant, queue), wait, max)
     return DelayedPage(messages=[_reserved(t) for t in taken])
 
 
-@router.post("/v1/topics/{topic}/messages/{message_id}/ack", status_code=status.HTTP_204_NO_CONTENT)
+@router.post("/v1/queues/{queue}/messages/{message_id}/ack", status_code=status.HTTP_204_NO_CONTENT)
 async def ack(
+    queue: Name,
+    message_id: MessageId,
+    body: DelayedAck,
+    principal: Consumer,
+    state: AppState,
+    unit: Unit,
+    tenant: TenantQuery = "default",
+) -> Response:
+    await state["delayed"].ack(unit, _queue(principal, tenant, queue), message_id, body.receipt)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/v1/topics/{topic}/messages", response_model=DelayedPage, deprecated=True)
+async def consume_topic(
+    topic: Name,
+    principal: Consumer,
+    state: AppState,
+    response: Response,
+    wait: Annotated[int, Query(ge=0, le=60)] = 0,
+    max: Annotated[int, Query(ge=1, le=100)] = 10,
+    tenant: TenantQuery = "default",
+) -> DelayedPage:
+    """Deprecated: `GET /v1/queues/{queue}/messages`, answered the same (one release)."""
+    _deprecated(response, f"/v1/queues/{topic}/messages")
+    return await consume(topic, principal, state, wait, max, tenant)
+
+
+@router.post(
+    "/v1/topics/{topic}/messages/{message_id}/ack",
+    status_code=status.HTTP_204_NO_CONTENT,
+    deprecated=True,
+)
+async def ack_topic(
     topic: Name,
     message_id: MessageId,
     body: DelayedAck,
@@ -152,8 +198,10 @@ async def ack(
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> Response:
-    await state["delayed"].ack(unit, _queue(principal, tenant, topic), message_id, body.receipt)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    """Deprecated: `POST /v1/queues/{queue}/messages/{message_id}/ack` (one release)."""
+    response = await ack(topic, message_id, body, principal, state, unit, tenant)
+    _deprecated(response, f"/v1/queues/{topic}/messages/{message_id}/ack")
+    return response
 
 
 @router.post("/v1/delayed/restore", response_model=Restored)

@@ -18,7 +18,7 @@ from pydantic import StringConstraints, TypeAdapter, ValidationError
 from starlette.requests import Request
 
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
-from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
+from notifyhub.api.schemas import NotificationId, PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
@@ -46,7 +46,7 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
 
 
 # Also served by `api/fastpath.py` (through `serve` below) when the request is valid.
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=PublishAccepted)
 async def publish(
     body: PublishRequest,
     state: AppState,
@@ -63,10 +63,10 @@ async def publish(
         accepted = await state["ingest"].publish(
             unit, principal, draft, recipients, idempotency_key
         )
-    answer = Accepted(
+    answer = PublishAccepted(
         id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
     )
-    # Already a valid `Accepted`: answer its JSON directly (FastAPI would validate it again).
+    # Already a valid `PublishAccepted`: answer its JSON directly (FastAPI would validate it again).
     return Response(answer.model_dump_json(), status.HTTP_202_ACCEPTED, media_type=JSON)
 
 

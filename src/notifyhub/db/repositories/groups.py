@@ -91,8 +91,8 @@ async def members_page(
     session: AsyncSession, gid: int, after: str | None, limit: int
 ) -> list[str]:
     """Member ids after `after`, in order, read by asyncpg itself in the session's
-    transaction: a big fan-out reads 100k of them, and SQLAlchemy's row handling took
-    longer than the query (100k ids: 0.30 s through a Core select, 0.08 s this way)."""
+    transaction: a big fan-out reads many of them, and SQLAlchemy's row handling took
+    longer than the query (docs/benchmarks.md, "Design notes")."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
     rows = await raw.driver_connection.fetch(_MEMBER_IDS, gid, after or "", limit)  # type: ignore[union-attr]

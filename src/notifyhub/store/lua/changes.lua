@@ -1,4 +1,4 @@
--- What a stream has not seen yet (pending copies settled first). KEYS: the user's 10.
+-- What a stream has not seen yet (pending copies placed first). KEYS: the user's 10.
 -- ARGV: after_seq, max_entries, max_bytes.
 -- Stops after the entry that brings the reply to max_bytes (at least one entry), so a
 -- read of a large backlog, and a pipeline of many such reads, stays small.
@@ -6,7 +6,7 @@
 -- ...}; content/state are filled for notification entries whose item still exists.
 -- Codec: store/codecs.py ChangesArgs -> changes_from_reply (test_script_layouts.py).
 local u = inbox(0)
-settle(u)
+place_pending(u)
 local seq = tonumber(redis.call('GET', u.seq) or '0')
 local head = redis.call('ZRANGE', u.log, 0, 0, 'WITHSCORES')
 local oldest = tonumber(head[2] or '0')

@@ -139,12 +139,12 @@ local function copy(u, n)
 end
 
 -- Copies a big fan-out left pending (defer.lua) become real ones, oldest first, before
--- anything reads or changes the inbox, so every read sees them as if delivered at once;
+-- anything reads or changes the inbox, so every read sees them as if placed at once;
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
 -- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap]
--- (store/inbox.py deliver). `now` (ms) may be nil. Returns how many oldest notifications
+-- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
-local function settle(u, now)
+local function place_pending(u, now)
   local pending = redis.call('LRANGE', u.pend, 0, -1)
   if #pending == 0 then return 0 end
   now = now or now_ms()  -- asked only when something is pending
@@ -164,9 +164,9 @@ local function settle(u, now)
 end
 
 -- Expired items vanish, each as a delete change. Every read path calls this first,
--- so expiry is exact before the cleaner comes by; pending copies are settled before.
+-- so expiry is exact before the cleaner comes by; pending copies are placed before.
 local function purge(u, now, log_max)
-  settle(u, now)
+  place_pending(u, now)
   local ids = redis.call('ZRANGEBYSCORE', u.exp, '-inf', now)
   for _, id in ipairs(ids) do
     local st, c = drop(u, id)

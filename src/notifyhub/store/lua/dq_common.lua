@@ -1,5 +1,5 @@
 -- Shared by the delayed-queue scripts. A message's state string is
--- "status|receipt|deliveries". Status "delayed" means waiting: delayed while the id is
+-- "status|receipt|offers". Status "delayed" means waiting: delayed while the id is
 -- in the due zset, ready once the mover has taken it out (the mover never writes the
 -- state, so a move is two zset commands per batch). The other statuses: ready (offered
 -- again after a ttl), reserved, consumed, cancelled.
@@ -18,8 +18,8 @@ local function parse(s)
   return string.sub(s, 1, a - 1), string.sub(s, a + 1, b - 1), tonumber(string.sub(s, b + 1))
 end
 
-local function state(status, receipt, deliveries)
-  return status .. '|' .. receipt .. '|' .. deliveries
+local function state(status, receipt, offers)
+  return status .. '|' .. receipt .. '|' .. offers
 end
 
 -- Waiting for a consumer (delayed or ready): what reserve takes and cancel accepts.
@@ -38,7 +38,7 @@ local function ready_score(score)
 end
 
 -- The id's state string, or nil when it is unknown in `queue` (a queue is one (tenant,
--- topic)): another queue's message must not be told apart from a missing one. Layout 2
+-- name)): another queue's message must not be told apart from a missing one. Layout 2
 -- messages recorded no queue and are not checked.
 local function state_in(state_key, id, queue)
   local found = redis.call('HMGET', state_key, id, id .. ':q')

@@ -1,4 +1,4 @@
--- The mover for one (set, topic): due ids -> ready, atomically (nothing popped and
+-- The mover for one (set, queue): due ids -> ready, atomically (nothing popped and
 -- lost, nothing pushed twice). Also re-offers reservations whose visibility expired.
 -- KEYS: due, ready, reserved, state, due_v1. ARGV: limit
 -- Returns {oldest_due_age_ms or -1, backlog (still delayed), next_due_in_ms or -1,
@@ -58,12 +58,12 @@ local again, hset = {}, {}
 for _, id in ipairs(expired) do
   local found = redis.call('HMGET', KEYS[4], id, id .. ':p')
   if found[1] then
-    local status, _, deliveries = parse(found[1])
+    local status, _, offers = parse(found[1])
     if status == 'reserved' then
       again[#again + 1] = (9 - tonumber(found[2] or '0')) * 1e13 + now
       again[#again + 1] = id
       hset[#hset + 1] = id
-      hset[#hset + 1] = state('ready', '', deliveries)
+      hset[#hset + 1] = state('ready', '', offers)
       out[#out + 1] = id
     end
   end

@@ -1,5 +1,5 @@
 -- KEYS: due, state, msg, queues. ARGV: id, message_json, due_ms, queue, priority, ttl_ms
--- (`queue`: the queue's name, its (tenant, topic), recorded as the id's `:q`)
+-- (`queue`: the queue's key, from its (tenant, name), recorded as the id's `:q`)
 -- Returns 1 when queued, 0 when the id already exists (an idempotent retry or restore).
 local id = ARGV[1]
 if redis.call('HEXISTS', KEYS[2], id) == 1 then return 0 end

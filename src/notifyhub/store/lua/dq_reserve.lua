@@ -1,4 +1,4 @@
--- Take up to `max` ready messages of one (set, topic) with a visibility deadline.
+-- Take up to `max` ready messages of one (set, queue) with a visibility deadline.
 -- KEYS: ready, reserved, state, msg. ARGV: max, receipt_prefix, max_score
 -- Returns {id1, message1, receipt1, score1, ...}. An id whose state is not waiting (it
 -- cannot be, unless an older hub cancelled it mid-upgrade) is dropped, never offered.

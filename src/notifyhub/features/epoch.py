@@ -1,4 +1,4 @@
-"""Rebuilding Redis from PostgreSQL: the hub's epoch watch, and `notifyhub restore`."""
+"""Builders for the epoch watch (rebuild Redis when it lost data) and `notifyhub restore`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from notifyhub.features.delayed import DelayedQueue, delayed_queue
 from notifyhub.features.inbox import Durable, durable_inbox, inbox_store
 from notifyhub.features.routing import Routing, routing
 from notifyhub.metrics import Metrics
-from notifyhub.services.caches import EpochWatch
+from notifyhub.services.epoch import EpochWatch
 from notifyhub.settings import DatabaseSettings, Settings
 from notifyhub.workers.runner import Loop
 

@@ -1,4 +1,4 @@
-"""Redis state derived from PostgreSQL, rebuilt at start-up and whenever Redis loses it."""
+"""The epoch watch: notices Redis losing data and rebuilds what PostgreSQL derives it from."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class EpochWatch:
             self._marker = await self._redis.get(self._keys.epoch)
             log.info("topic cache rebuilt: %d topics", count)
         except Exception:
-            log.exception("could not rebuild caches from PostgreSQL at start-up")
+            log.exception("could not rebuild Redis state from PostgreSQL at start-up")
 
     async def check(self) -> bool:
         """One tick; True when Redis lost data (and it rebuilt, where needed)."""

@@ -1,4 +1,5 @@
--- Deliver one notification to a batch of users (KEYS: 10 per user, same slot on Cluster).
+-- Place copies of one notification in a batch of users' inboxes (KEYS: 10 per user, same
+-- slot on Cluster).
 -- ARGV: id, content_json, category, collapse_key, expires_ms, log_max, critical ('1'/''),
 --       pull ('1': store, but no live notification event), items_per_user (0: no cap),
 --       then optionally a doorbell channel, its header (`!<item JSON>`) and each user's
@@ -12,7 +13,7 @@
 -- the epoch of its seq ('' when nothing was stored). Then one more value: how many
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
 -- `tenant/user seq,unread,unseen,total,epoch`.
--- Codec: store/codecs.py CopyArgs.deliver_args (+ InlineRing) -> Delivered
+-- Codec: store/codecs.py CopyArgs.place_args (+ InlineRing) -> Placed
 -- (layout tested by test_script_layouts.py).
 local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            expires_ms = tonumber(ARGV[5]), log_max = tonumber(ARGV[6]),
@@ -25,7 +26,7 @@ local ring = channel and {ARGV[11]}
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
-  local settled = settle(u)  -- what is pending first: seqs keep delivery order
+  local placed = place_pending(u)  -- what is pending first: seqs keep placement order
   local seq, dropped, c = copy(u, n)
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
@@ -49,7 +50,7 @@ for o = 0, #KEYS - 1, 10 do
     out[#out + 1] = 0
   end
   out[#out + 1] = e
-  evicted = evicted + settled + dropped
+  evicted = evicted + placed + dropped
 end
 out[#out + 1] = evicted
 if ring then redis.call('PUBLISH', channel, table.concat(ring, '\n')) end

@@ -1,5 +1,5 @@
 """Delayed-queue workers: the mover, the transition-log flusher, and the consumer that
-delivers scheduled notifications when they fall due."""
+publishes scheduled notifications when they fall due."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, Reserved
-from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
+from notifyhub.services.ingest import SCHEDULED_QUEUE, IngestService
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
 from notifyhub.store.keys import Queue
@@ -29,7 +29,7 @@ WAKE_MARGIN_S = 0.001
 
 
 class ScheduledNotifications:
-    """Consumes the internal topic in every tenant's queue of it: deliver, then ack
+    """Consumes the internal `notifyhub.scheduled` queue of every tenant: publish, then ack
     (unacked ones come back after ttl)."""
 
     def __init__(
@@ -45,19 +45,19 @@ class ScheduledNotifications:
     async def run_once(self) -> int:
         """A batch from each tenant with a scheduled notification ready (one tenant's
         burst does not hold the others' back by more than a batch)."""
-        delivered = 0
-        for queue in await self._delayed.ready_queues(SCHEDULED_TOPIC):
+        published = 0
+        for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
             messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
             for message in messages:
-                await self._deliver(queue, message)
-            delivered += len(messages)
-        return delivered
+                await self._publish(queue, message)
+            published += len(messages)
+        return published
 
-    async def _deliver(self, queue: Queue, reserved: Reserved) -> None:
+    async def _publish(self, queue: Queue, reserved: Reserved) -> None:
         message_id = reserved.message.id
         try:
             async with self._sessionmaker.begin() as session:
-                await self._ingest.deliver_scheduled(session, reserved)
+                await self._ingest.publish_scheduled(session, reserved)
         except InvalidInput as exc:
             # Permanent (its group or topic is gone, it expired before its time): a retry
             # would fail the same way forever and stall the batch behind it. Drop it, loudly.
@@ -110,7 +110,7 @@ class MoverPlan:
 
 
 class DelayedMover:
-    """Moves due messages to their ready lists, one pass at a time, on `plan`'s schedule.
+    """Moves due messages to their ready lists, one pass whenever `plan` says one is due.
 
     `run_once` is one pass (tests drive it through the runner's `step()` instead of
     waiting for the loop); `loop` runs it when the plan says, or when nudged."""
@@ -121,13 +121,13 @@ class DelayedMover:
         plan: MoverPlan,
         settings: DelayedSettings,
         metrics: Metrics,
-        on_scheduled: Callable[[], None],
+        on_scheduled_ready: Callable[[], None],
     ) -> None:
         self._delayed = delayed
         self._plan = plan
         self._settings = settings
         self._metrics = metrics
-        self._on_scheduled = on_scheduled
+        self._on_scheduled_ready = on_scheduled_ready
         """Told when a pass made a scheduled notification ready (or re-offered one)."""
         self.loop = Loop(
             "delayed-mover",
@@ -142,8 +142,8 @@ class DelayedMover:
         """One pass over every set; then plan the next."""
         self._plan.begin_pass()
         results = await self._delayed.move(self._settings.move_batch)
-        if any(r.queue.topic == SCHEDULED_TOPIC and (r.moved or r.reoffered) for r in results):
-            self._on_scheduled()
+        if any(r.queue.name == SCHEDULED_QUEUE and (r.moved or r.reoffered) for r in results):
+            self._on_scheduled_ready()
         self._observe(results)
         self._plan.after_pass(results)
         return results
@@ -170,7 +170,7 @@ def delayed_loops(
         "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
     )
 
-    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled=consumer.wake)
+    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled_ready=consumer.wake)
     return [
         mover.loop,
         Loop(
