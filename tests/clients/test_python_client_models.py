@@ -31,7 +31,7 @@ from notifyhub_client._operations import QUEUE_MESSAGES_PATH
 Where = tuple[str, str, str, tuple[str, ...]]
 
 PUBLISH = ("POST", "/v1/notifications")
-QUEUE = ("GET", QUEUE_MESSAGES_PATH.replace("{queue}", "{topic}"))
+QUEUE = ("GET", QUEUE_MESSAGES_PATH)
 DEFINITION = ("PUT", "/v1/admin/delivery-definitions/{name}")
 
 MIRRORS: dict[type[BaseModel], list[Where]] = {
@@ -242,7 +242,7 @@ async def test_untyped_answers_match_the_client_models(
     queue = f"drift-{secrets.token_hex(3)}"
 
     pushed = await http.post(
-        "/v1/delayed", headers=admin, json={"topic": queue, "body": {"n": 1}, "delay_ms": 0}
+        "/v1/delayed", headers=admin, json={"queue": queue, "body": {"n": 1}, "delay_ms": 0}
     )
     assert pushed.status_code == 201, pushed.text
     message = await http.get(f"/v1/delayed/{pushed.json()['id']}", headers=admin)

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-QUEUE_MESSAGES_PATH = "/v1/topics/{queue}/messages"
-"""A delayed queue's consume path; its ack is `{this}/{id}/ack`. (The one place to change
-when the hub renames topics' message routes to `/v1/queues/{queue}/messages`.)"""
+QUEUE_MESSAGES_PATH = "/v1/queues/{queue}/messages"
+"""A delayed queue's consume path; its ack is `{this}/{id}/ack` (the one place naming it;
+the hub's deprecated `/v1/topics/...` spelling is not used)."""
 IDEMPOTENCY_KEY = "Idempotency-Key"
 
 RefLike = m.Ref | Mapping[str, str]
@@ -217,11 +217,11 @@ class Operations:
         biz_key: str | None = None,
         tenant: str | None = None,
     ) -> Call[m.DelayedAccepted]:
-        """Queue `body` on `queue` (the API's `topic`), due after `delay_ms` or at
+        """Queue `body` on `queue`, due after `delay_ms` or at
         `due_at` (give one). Not repeated after the hub may have acted on it."""
         request = m.DelayedRequest(
             tenant=tenant or self.tenant,
-            topic=queue,
+            queue=queue,
             body=body,
             delay_ms=delay_ms,
             due_at=due_at,

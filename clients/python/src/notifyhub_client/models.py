@@ -90,7 +90,9 @@ class RelationshipRequest(Request):
 
 class DelayedRequest(Request):
     tenant: str | None = None
-    topic: str
+    queue: str | None = None
+    topic: str | None = None
+    """Deprecated spelling of `queue` (the hub takes one of the two)."""
     body: JsonValue = None
     delay_ms: int | None = None
     due_at: datetime | None = None
@@ -253,7 +255,9 @@ class QueueMessage(Response):
 
     id: str
     tenant: str
+    queue: str
     topic: str
+    """Deprecated: the same as `queue`, for one release."""
     body: JsonValue
     priority: int
     ttl_ms: int
@@ -267,7 +271,9 @@ class DelayedMessage(Response):
 
     id: str
     tenant: str
+    queue: str
     topic: str
+    """Deprecated: the same as `queue`, for one release."""
     body: JsonValue
     priority: int
     ttl_ms: int
