@@ -8,6 +8,8 @@ export interface InboxProps extends NotificationsOptions {
   view?: string;
   /** The content of one item's button (default: title, body and time). */
   renderItem?: (item: InboxItem) => ReactNode;
+  /** Called on a click on an item, after it is marked read (e.g. to open its `action_url`). */
+  onItemClick?: (item: InboxItem) => void;
   /** Shown when the list is empty (default "No notifications"). */
   empty?: ReactNode;
   className?: string;
@@ -30,7 +32,7 @@ function DefaultItem({ item }: { item: InboxItem }): ReactNode {
  * read), "Mark all read" and "Load more". Style it through the `data-nh` attributes;
  * items carry `data-id` and `data-status` ("unread" | "read").
  */
-export function Inbox({ view, renderItem, empty, className, ...options }: InboxProps): ReactNode {
+export function Inbox({ view, renderItem, onItemClick, empty, className, ...options }: InboxProps): ReactNode {
   const { status } = useNotifyHub();
   const counts = useCounts();
   const list = useNotifications(view, options);
@@ -59,6 +61,7 @@ export function Inbox({ view, renderItem, empty, className, ...options }: InboxP
               aria-pressed={item.status === "read"}
               onClick={() => {
                 if (item.status === "unread") void list.markRead(item.id).catch(() => {});
+                onItemClick?.(item);
               }}
             >
               {renderItem === undefined ? <DefaultItem item={item} /> : renderItem(item)}
