@@ -44,7 +44,7 @@ export function Inbox({ view, renderItem, onItemClick, empty, className, ...opti
         <span data-nh="badge" data-count={unread} aria-label={`${unread} unread`}>
           {unread}
         </span>
-        <button type="button" data-nh="mark-all" disabled={unread === 0} onClick={() => void list.markAllRead()}>
+        <button type="button" data-nh="mark-all" disabled={unread === 0} onClick={() => void list.markAllRead().catch(() => {})}>
           Mark all read
         </button>
       </header>
@@ -58,7 +58,6 @@ export function Inbox({ view, renderItem, onItemClick, empty, className, ...opti
           <li key={item.id} data-nh="item" data-id={item.id} data-status={item.status} data-severity={item.severity}>
             <button
               type="button"
-              aria-pressed={item.status === "read"}
               onClick={() => {
                 if (item.status === "unread") void list.markRead(item.id).catch(() => {});
                 onItemClick?.(item);
