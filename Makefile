@@ -26,8 +26,10 @@ endef
 $(RUN_STAMP): pyproject.toml
 	$(call install,embedded,--no-compile)
 
-$(DEV_STAMP): pyproject.toml
+# The Python client (clients/python) is its own distribution; its tests run against a hub.
+$(DEV_STAMP): pyproject.toml clients/python/pyproject.toml
 	$(call install,dev)
+	$(BIN)/pip install --quiet -e clients/python
 	touch $(RUN_STAMP)
 
 venv-run: $(RUN_STAMP)
@@ -42,14 +44,14 @@ test: $(DEV_STAMP)
 
 # The quick check while working: no processes started, no fuzzing, no waiting out timeouts.
 test-fast: $(DEV_STAMP)
-	$(BIN)/pytest -m "not slow" tests/unit tests/integration
+	$(BIN)/pytest -m "not slow" tests/unit tests/integration tests/clients
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench clients
 	$(BIN)/mypy
 
 format: $(DEV_STAMP)
-	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff format src tests bench clients
 
 bench: $(DEV_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

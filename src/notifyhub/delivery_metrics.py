@@ -12,30 +12,33 @@ class DeliveryMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.deliveries = Gauge(
-            "deliveries", "Deliveries in the outbox by status", ["status"], registry=registry
+            "notifyhub_deliveries",
+            "Deliveries in the outbox by status",
+            ["status"],
+            registry=registry,
         )
         self.settled_total = Counter(
-            "delivery_attempts_settled_total",
+            "notifyhub_delivery_attempts_settled_total",
             "Attempts settled, by the status they left the delivery in",
             ["status"],
             registry=registry,
         )
         self.attempt_seconds = Histogram(
-            "delivery_attempt_duration_seconds",
+            "notifyhub_delivery_attempt_duration_seconds",
             "Time of one outbound webhook attempt",
             registry=registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
         self.oldest_pending_age_seconds = Gauge(
-            "deliveries_oldest_pending_age_seconds",
+            "notifyhub_deliveries_oldest_pending_age_seconds",
             "Age of the oldest due delivery nobody has claimed",
             registry=registry,
         )
         self.alerts_sent_total = Counter(
-            "delivery_alerts_sent_total", "Alerts sent", ["channel"], registry=registry
+            "notifyhub_delivery_alerts_sent_total", "Alerts sent", ["channel"], registry=registry
         )
         self.inline_overflow_total = Counter(
-            "delivery_inline_overflow_total",
+            "notifyhub_delivery_inline_overflow_total",
             "At-once sends left to the dispatcher because the inline queue was full",
             registry=registry,
         )

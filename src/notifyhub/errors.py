@@ -6,7 +6,8 @@ NotifyhubError
 ├── NotFound                   404  no such thing (or not yours: never say which)
 ├── Conflict                   409  the thing is in a state that forbids the change
 ├── InvalidInput               422  well-formed request that names unknown things
-│   └── IdempotencyMismatch    422  same Idempotency-Key, different body
+│   ├── IdempotencyMismatch    422  same Idempotency-Key, different body
+│   └── BlockedTarget          422  a webhook URL the SSRF guard would always refuse
 ├── TooLarge                   413  body or collection over a configured limit
 ├── TooManyRequests            429  rate limit reached (with Retry-After)
 │   └── TooManyStreams         429  per-user stream cap reached
@@ -54,6 +55,12 @@ class InvalidInput(NotifyhubError):
 
 class IdempotencyMismatch(InvalidInput):
     title = "Idempotency-Key reused with a different body"
+
+
+class BlockedTarget(InvalidInput):
+    """A delivery definition's URL points only at addresses webhooks may not reach."""
+
+    title = "Webhook target blocked"
 
 
 class TooLarge(NotifyhubError):

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.exposition import generate_latest
 
 GC_PAUSES = Histogram(
-    "gc_pause_seconds",
+    "notifyhub_gc_pause_seconds",
     "Cyclic garbage collector pauses, by the oldest generation collected (the process "
     "stops meanwhile; timed once `notifyhub serve` installed its policy, process/gc.py)",
     ["generation"],
@@ -17,14 +17,16 @@ GC_PAUSES = Histogram(
     registry=None,
 )
 GC_FROZEN = Gauge(
-    "gc_frozen_objects", "Objects frozen out of the garbage collector's scans", registry=None
+    "notifyhub_gc_frozen_objects",
+    "Objects frozen out of the garbage collector's scans",
+    registry=None,
 )
 GC_FROZEN.set_function(gc.get_freeze_count)
 """The collector is the process's: these two are shared by every app's registry."""
 
 
 class StreamEnd(StrEnum):
-    """Why a stream was refused or ended: the `reason` of `streams_dropped_total`."""
+    """Why a stream was refused or ended: the `reason` of `notifyhub_streams_dropped_total`."""
 
     CAP = "cap"
     """Refused: the user already has `limits.streams_per_user` streams here."""
@@ -83,34 +85,40 @@ class Metrics:
         r.register(GC_PAUSES)
         r.register(GC_FROZEN)
         self.http_requests_total = Counter(
-            "http_requests_total", "HTTP requests", ["method", "route", "status"], registry=r
+            "notifyhub_http_requests_total",
+            "HTTP requests",
+            ["method", "route", "status"],
+            registry=r,
         )
         self.http_request_duration_seconds = Histogram(
-            "http_request_duration_seconds", "HTTP request time", ["method", "route"], registry=r
+            "notifyhub_http_request_duration_seconds",
+            "HTTP request time",
+            ["method", "route"],
+            registry=r,
         )
         self.http_unavailable_total = Counter(
-            "http_unavailable_total",
+            "notifyhub_http_unavailable_total",
             "503 answers because a backing store was unavailable",
             ["dependency"],
             registry=r,
         )
         self.notifications_ingested_total = Counter(
-            "notifications_ingested_total", "Notifications accepted", registry=r
+            "notifyhub_notifications_ingested_total", "Notifications accepted", registry=r
         )
         self.notifications_evicted_total = Counter(
-            "notifications_evicted_total",
+            "notifyhub_notifications_evicted_total",
             "Oldest notifications dropped from full inboxes (limits.items_per_user)",
             registry=r,
         )
         self.notification_copies_total = Counter(
-            "notification_copies_total", "Per-recipient copies written", registry=r
+            "notifyhub_notification_copies_total", "Per-recipient copies written", registry=r
         )
-        self.streams_open = Gauge("streams_open", "Open SSE streams", registry=r)
+        self.streams_open = Gauge("notifyhub_streams_open", "Open SSE streams", registry=r)
         self.stream_events_sent_total = Counter(
-            "stream_events_sent_total", "SSE events sent", ["type"], registry=r
+            "notifyhub_stream_events_sent_total", "SSE events sent", ["type"], registry=r
         )
         self.streams_dropped_total = Counter(
-            "streams_dropped_total",
+            "notifyhub_streams_dropped_total",
             "Streams refused or ended, by reason (send_timeout, redis_error, client_left, ...)",
             ["reason"],
             registry=r,
@@ -119,41 +127,48 @@ class Metrics:
             reason: self.streams_dropped_total.labels(reason=reason.value) for reason in StreamEnd
         }
         self.pubsub_reconnects_total = Counter(
-            "pubsub_reconnects_total", "Pub/Sub reconnections", registry=r
+            "notifyhub_pubsub_reconnects_total", "Pub/Sub reconnections", registry=r
         )
-        self.cleaner_runs_total = Counter("cleaner_runs_total", "Cleaner passes", registry=r)
+        self.cleaner_runs_total = Counter(
+            "notifyhub_cleaner_runs_total", "Cleaner passes", registry=r
+        )
         self.cleaner_purged_total = Counter(
-            "cleaner_purged_total", "Expired copies removed by the cleaner", registry=r
+            "notifyhub_cleaner_purged_total", "Expired copies removed by the cleaner", registry=r
         )
         self.loop_last_success_timestamp_seconds = Gauge(
-            "loop_last_success_timestamp_seconds", "Last successful tick", ["loop"], registry=r
+            "notifyhub_loop_last_success_timestamp_seconds",
+            "Last successful tick",
+            ["loop"],
+            registry=r,
         )
         self.loop_errors_total = Counter(
-            "loop_errors_total", "Background loop failures", ["loop"], registry=r
+            "notifyhub_loop_errors_total", "Background loop failures", ["loop"], registry=r
         )
         self.delayed_backlog = Gauge(
-            "delayed_backlog",
+            "notifyhub_delayed_backlog",
             "Messages still waiting in the delayed set (due or not)",
             ["set"],
             registry=r,
         )
         self.delayed_oldest_due_age_seconds = Gauge(
-            "delayed_oldest_due_age_seconds", "Age of the oldest due, unmoved message", registry=r
+            "notifyhub_delayed_oldest_due_age_seconds",
+            "Age of the oldest due, unmoved message",
+            registry=r,
         )
         self.delayed_moved_total = Counter(
-            "delayed_moved_total", "Delayed messages moved to ready", registry=r
+            "notifyhub_delayed_moved_total", "Delayed messages moved to ready", registry=r
         )
         self.redis_data_loss_total = Counter(
-            "redis_data_loss_total", "Redis data losses detected", ["sign"], registry=r
+            "notifyhub_redis_data_loss_total", "Redis data losses detected", ["sign"], registry=r
         )
         self.redis_rebuilds_total = Counter(
-            "redis_rebuilds_total",
+            "notifyhub_redis_rebuilds_total",
             "Rebuilds of Redis state from PostgreSQL",
             ["outcome"],
             registry=r,
         )
         self.streams_reset_total = Counter(
-            "streams_reset_total", "Streams sent a reset", ["reason"], registry=r
+            "notifyhub_streams_reset_total", "Streams sent a reset", ["reason"], registry=r
         )
 
     def observe_delayed(self, backlog: dict[int, int], oldest_due_age_s: float, moved: int) -> None:
@@ -164,7 +179,7 @@ class Metrics:
         self.delayed_moved_total.inc(moved)
 
     def stream_ended(self, reason: StreamEnd) -> None:
-        """Count a stream refused or ended (`streams_dropped_total{reason}`)."""
+        """Count a stream refused or ended (`notifyhub_streams_dropped_total{reason}`)."""
         self._stream_ends[reason].inc()
 
     def render(self) -> tuple[bytes, str]:

@@ -50,6 +50,11 @@ from integration.test_routing import (
     test_rule_push_and_pull_over_live_streams,
     test_topic_cache_equals_postgres_after_random_changes,
 )
+from integration.test_script_layouts import (
+    test_defer_then_settle,
+    test_deliver_answers_its_width_per_user,
+    test_read_and_change_scripts,
+)
 from integration.test_stream import (
     test_gap_older_than_log_gets_reset,
     test_live_notification_update_delete,
@@ -70,6 +75,8 @@ __all__ = [
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",
     "test_collapse_key_replaces_in_place",
+    "test_defer_then_settle",
+    "test_deliver_answers_its_width_per_user",
     "test_expired_notifications_vanish_at_once",
     "test_gap_older_than_log_gets_reset",
     "test_groups_fan_out_one_copy_each",
@@ -84,6 +91,7 @@ __all__ = [
     "test_priority_among_equally_due",
     "test_publish_list_get_patch_delete",
     "test_read_all_and_bulk",
+    "test_read_and_change_scripts",
     "test_recall_removes_from_every_inbox",
     "test_resume_gets_exactly_the_missed_events",
     "test_retried_fan_out_fills_the_gap_only",

@@ -130,9 +130,11 @@ async def test_two_tabs_share_the_stream_and_stay_consistent(
 ) -> None:
     tabs = await open_tabs(context, browser_hub.base_url, make_token("ana"), mode)
     expected_streams = 1 if mode == "shared-worker" else 2
-    assert await metric(browser_hub.base_url, "streams_open") == expected_streams
+    assert await metric(browser_hub.base_url, "notifyhub_streams_open") == expected_streams
     assert (
-        await metric(browser_hub.base_url, "http_requests_total", route="/v1/me/stream-tokens")
+        await metric(
+            browser_hub.base_url, "notifyhub_http_requests_total", route="/v1/me/stream-tokens"
+        )
         == expected_streams
     )
     await peers_see(tabs, mode)
@@ -167,7 +169,7 @@ async def test_two_tabs_share_the_stream_and_stay_consistent(
 
     await tabs[1].item(sent).locator("[data-action=delete]").click()
     await tabs[0].item(sent).wait_for(state="detached")
-    assert await metric(browser_hub.base_url, "streams_open") == expected_streams
+    assert await metric(browser_hub.base_url, "notifyhub_streams_open") == expected_streams
     assert [error for tab in tabs for error in tab.errors] == []
 
 
@@ -230,7 +232,7 @@ async def test_resume_after_a_network_cut_without_duplicates(
         assert await tab.page.locator("[data-testid=item]").count() == 4
         assert await tab.page.locator("[data-testid=badge]").text_content() == "4"
     assert sorted(await all_toasts(tabs)) == sorted([before, *missed])
-    assert await metric(browser_hub.base_url, "streams_open") == (
+    assert await metric(browser_hub.base_url, "notifyhub_streams_open") == (
         1 if mode == "shared-worker" else 2
     )
 

@@ -268,7 +268,7 @@ async def test_outage(
             _check(how, answers, dead)
             await _check_stream_and_unknown_key(env, client, dead)
             metrics = (await client.get("/metrics")).text
-            assert f'http_unavailable_total{{dependency="{dead}"}}' in metrics
+            assert f'notifyhub_http_unavailable_total{{dependency="{dead}"}}' in metrics
         await env.hub.wait_ready(timeout_s=30)
         # Recovered without a restart: every call answers 2xx again.
         for call in CALLS:

@@ -40,7 +40,7 @@ async def test_one_tick_of_reads_is_one_connection(redis: Redis, settings: Any) 
         await client.aclose()
     for result, note in zip(results, notes, strict=True):
         assert result.seq == 1
-        assert [c.entry["id"] for c in result.entries] == [note.id]
+        assert [c.entry.id for c in result.entries] == [note.id]
 
 
 async def test_a_stream_that_leaves_does_not_disturb_the_others(

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from integration.test_inbox_store import make_notification
 from integration.test_stream import open_stream
 from notifyhub.settings import Limits, Settings
+from notifyhub.store.changes import NotificationChange
 from notifyhub.store.inbox import PENDING_SETTLE_AT, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
 
@@ -38,8 +39,8 @@ async def test_a_pending_copy_reads_as_delivered(redis: Redis, settings: Any) ->
     changes = await store.changes("default", "pb", 0, 10)
     assert changes.seq == 1
     [change] = changes.entries
-    assert change.entry["type"] == "notification" and change.entry["id"] == note.id
-    assert "quiet" not in change.entry and change.content is not None
+    assert isinstance(change.entry, NotificationChange) and change.entry.id == note.id
+    assert not change.entry.quiet and change.content is not None
 
 
 async def test_pending_copies_keep_delivery_order(redis: Redis, settings: Any) -> None:
@@ -51,7 +52,7 @@ async def test_pending_copies_keep_delivery_order(redis: Redis, settings: Any) -
     await store.deliver(second, user)
     await store.deliver(third, user, defer=True)
     changes = await store.changes("default", "order", 0, 10)
-    assert [(c.entry["id"], c.entry["seq"]) for c in changes.entries] == [
+    assert [(c.entry.id, c.entry.seq) for c in changes.entries] == [
         (first.id, 1),
         (second.id, 2),
         (third.id, 3),
@@ -67,7 +68,8 @@ async def test_preferences_apply_to_pending_copies(redis: Redis, settings: Any) 
     assert await store.deliver(promo, users, defer=True) == [-1, 1]
     assert (await store.page("default", "no-promo", PageQuery())).items == []
     [change] = (await store.changes("default", "quiet-promo", 0, 10)).entries
-    assert change.entry["id"] == promo.id and change.entry["quiet"] == 1
+    assert isinstance(change.entry, NotificationChange)
+    assert change.entry.id == promo.id and change.entry.quiet
     # Critical notifications reach an inbox whose preferences drop the category.
     alarm = make_notification(category="promo", severity="critical")
     assert await store.deliver(alarm, users[:1], defer=True) == [1]
@@ -85,7 +87,7 @@ async def test_a_copy_that_expires_while_pending_never_appears(
     await store.deliver(long, [("default", "late")], defer=True)
     await asyncio.sleep(1.1)
     changes = await store.changes("default", "late", 0, 10)
-    assert [c.entry["id"] for c in changes.entries] == [long.id]  # no notify-then-delete
+    assert [c.entry.id for c in changes.entries] == [long.id]  # no notify-then-delete
     counts, _ = await store.counts("default", "late")
     assert counts.total == 1
 

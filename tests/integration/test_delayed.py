@@ -15,6 +15,7 @@ from notifyhub.api.app import create_app
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
+from support.delayed import DelayedCalls
 from support.sse import EventReader
 
 
@@ -146,12 +147,12 @@ async def test_redis_loss_then_restart_restores_unconsumed(
     await redis.unlink(*lost)
     app = create_app(settings)
     async with app.router.lifespan_context(app) as state:  # a hub starting after the loss
-        taken: list[dict[str, Any]] = []
+        taken: list[Any] = []
         async with asyncio.timeout(5):  # restored, then moved when due (200 ms)
             while len(taken) < len(pending):
                 taken += await state["delayed"].consume(Queue("default", "dr"), 0, 10)
                 await asyncio.sleep(0.05)
-    assert sorted(t["id"] for t in taken) == sorted(pending)
+    assert sorted(t.message.id for t in taken) == sorted(pending)
 
 
 @pytest.mark.slow
@@ -160,20 +161,19 @@ async def test_two_movers_never_duplicate_or_lose(
 ) -> None:
     keys = Keys(settings.redis_prefix)
     services = [
-        DelayedService(DelayedStore(redis, keys, 4), sessionmaker, TransitionLog(sessionmaker))
-        for _ in range(2)
+        DelayedService(DelayedStore(redis, keys, 4), TransitionLog(sessionmaker)) for _ in range(2)
     ]
+    pusher = DelayedCalls(services[0], sessionmaker)
     now_ms = int(time.time() * 1000)
     ids = [
-        (await services[0].push(NewMessage("default", "race", i, now_ms + (i % 20))))[0]
-        for i in range(300)
+        await pusher.push(NewMessage("default", "race", i, now_ms + (i % 20))) for i in range(300)
     ]
     await asyncio.sleep(0.05)
     for _ in range(20):
         await asyncio.gather(*(s.move(limit=7) for s in services))
     taken: list[str] = []
     while batch := await services[1].consume(Queue("default", "race"), 0, 100):
-        taken += [m["id"] for m in batch]
+        taken += [m.message.id for m in batch]
     assert sorted(taken) == sorted(ids)
     assert len(taken) == len(set(taken))
 
@@ -241,15 +241,17 @@ async def test_delayed_metrics_and_readiness(hub: Any, publish_key: str) -> None
 
     async def backlog() -> float:
         text = (await hub.client.get("/metrics")).text
-        lines = [line for line in text.splitlines() if line.startswith("delayed_backlog{")]
+        lines = [
+            line for line in text.splitlines() if line.startswith("notifyhub_delayed_backlog{")
+        ]
         return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
 
     async with asyncio.timeout(10):  # the mover's next pass (idle: within mover_idle_s)
         while await backlog() < 1:
             await asyncio.sleep(0.05)
     text = (await hub.client.get("/metrics")).text
-    assert "delayed_oldest_due_age_seconds" in text
-    assert 'loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
+    assert "notifyhub_delayed_oldest_due_age_seconds" in text
+    assert 'notifyhub_loop_last_success_timestamp_seconds{loop="delayed-mover"}' in text
     assert (await hub.client.get("/readyz")).json()["checks"]["loops"] is True
 
 

@@ -5,6 +5,7 @@ transition log held back while a burst is moved."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -16,9 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.models import DelayedTransition
 from notifyhub.errors import Conflict
-from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
+from notifyhub.services.delayed import DelayedService, NewMessage, Reserved, TransitionLog
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
+from support.delayed import DelayedCalls
 
 SETS = 4
 TENANT = "default"
@@ -26,17 +28,17 @@ TENANT = "default"
 
 def _service(
     redis: Redis, settings: Any, sessionmaker: async_sessionmaker[AsyncSession]
-) -> DelayedService:
+) -> DelayedCalls:
     store = DelayedStore(redis, Keys(settings.redis_prefix), SETS)
-    return DelayedService(store, sessionmaker, TransitionLog(sessionmaker))
+    return DelayedCalls(DelayedService(store, TransitionLog(sessionmaker)), sessionmaker)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _drain(service: DelayedService, topic: str) -> list[dict[str, Any]]:
-    taken: list[dict[str, Any]] = []
+async def _drain(service: DelayedService, topic: str) -> list[Reserved]:
+    taken: list[Reserved] = []
     while batch := await service.consume(Queue(TENANT, topic), 0, 100):
         taken += batch
     return taken
@@ -46,15 +48,15 @@ async def test_status_is_delayed_then_ready_then_reserved(
     redis: Redis, settings: Any, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:
     service = _service(redis, settings, sessionmaker)
-    later, _ = await service.push(NewMessage(TENANT, "st", 1, _now_ms() + 3_600_000))
-    due, _ = await service.push(NewMessage(TENANT, "st", 2, _now_ms() - 1))
-    assert (await service.get(TENANT, due))["status"] == "delayed"  # due, not moved yet
-    await service.move()
-    assert (await service.get(TENANT, due))["status"] == "ready"
-    assert (await service.get(TENANT, later))["status"] == "delayed"
-    [taken] = await service.consume(Queue(TENANT, "st"), 0, 10)
-    assert taken["id"] == due
-    assert (await service.get(TENANT, due))["status"] == "reserved"
+    later = await service.push(NewMessage(TENANT, "st", 1, _now_ms() + 3_600_000))
+    due = await service.push(NewMessage(TENANT, "st", 2, _now_ms() - 1))
+    assert await service.status(TENANT, due) == "delayed"  # due, not moved yet
+    await service.service.move()
+    assert await service.status(TENANT, due) == "ready"
+    assert await service.status(TENANT, later) == "delayed"
+    [taken] = await service.service.consume(Queue(TENANT, "st"), 0, 10)
+    assert taken.message.id == due
+    assert await service.status(TENANT, due) == "reserved"
 
 
 async def test_priority_then_due_time_across_sets(
@@ -67,12 +69,10 @@ async def test_priority_then_due_time_across_sets(
     expected: dict[str, tuple[int, int]] = {}
     for i in range(60):
         priority, due_ms = i % 10, base + (i * 7) % 5
-        message_id, _ = await service.push(
-            NewMessage(TENANT, "order", i, due_ms, priority=priority)
-        )
+        message_id = await service.push(NewMessage(TENANT, "order", i, due_ms, priority=priority))
         expected[message_id] = (-priority, due_ms)
-    await service.move(limit=7)
-    taken = [m["id"] for m in await _drain(service, "order")]
+    await service.service.move(limit=7)
+    taken = [m.message.id for m in await _drain(service.service, "order")]
     assert sorted(taken) == sorted(expected)
     keys = [expected[i] for i in taken]
     assert keys == sorted(keys)
@@ -84,7 +84,16 @@ async def _push_layout_1(
     """What a hub before layout 2 wrote: due_ms scores in `due:<topic>` (tenant "default":
     its queues' key names are the bare topic's)."""
     k = keys.delayed(keys.delayed_set(message_id, SETS))
-    await redis.hset(k.msg, message_id, f'{{"id": "{message_id}", "topic": "{topic}"}}')
+    message = {
+        "id": message_id,
+        "topic": topic,
+        "body": None,
+        "priority": priority,
+        "ttl_ms": 30_000,
+        "biz_key": None,
+        "due_at": "2026-01-01T00:00:00.000Z",
+    }
+    await redis.hset(k.msg, message_id, json.dumps(message))
     await redis.hset(
         k.state,
         mapping={message_id: state, f"{message_id}:p": priority, f"{message_id}:t": 30_000},
@@ -111,8 +120,8 @@ async def test_layout_1_due_zsets_are_converted_by_the_mover(
 
     queue = Queue(TENANT, topic)
     assert await store.status(due[5], queue) == "delayed"
-    await service.move()
-    taken = [m["id"] for m in await _drain(service, topic)]
+    await service.service.move()
+    taken = [m.message.id for m in await _drain(service.service, topic)]
     assert taken == [due[9], due[5], due[0]]
     assert await store.status(later, queue) == "delayed"
     assert await store.status(gone, queue) == "cancelled"
@@ -131,7 +140,7 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
     services = [_service(redis, settings, sessionmaker) for _ in range(2)]
     topic, now_ms = f"cx-{uuid.uuid4().hex[:6]}", _now_ms()
     ids = [
-        (await services[0].push(NewMessage(TENANT, topic, i, now_ms + i % 40, priority=i % 10)))[0]
+        await services[0].push(NewMessage(TENANT, topic, i, now_ms + i % 40, priority=i % 10))
         for i in range(240)
     ]
     cancelled: set[str] = set()
@@ -145,24 +154,24 @@ async def test_cancel_racing_the_mover_and_consumers_has_one_winner(
         except Conflict:
             refused.add(message_id)
 
-    async def move(service: DelayedService) -> None:
+    async def move(calls: DelayedCalls) -> None:
         for _ in range(30):
-            await service.move(limit=5)
+            await calls.service.move(limit=5)
 
     async def consume() -> None:
         for _ in range(30):
             queue = Queue(TENANT, topic)
-            taken.extend(m["id"] for m in await services[0].consume(queue, 0, 4))
+            taken.extend(m.message.id for m in await services[0].service.consume(queue, 0, 4))
 
     await asyncio.gather(*(move(s) for s in services), consume(), *(cancel(i) for i in ids[::-1]))
-    await services[0].move()
-    taken += [m["id"] for m in await _drain(services[0], topic)]
+    await services[0].service.move()
+    taken += [m.message.id for m in await _drain(services[0].service, topic)]
     assert len(taken) == len(set(taken))
     assert cancelled | refused == set(ids)
     assert cancelled.isdisjoint(taken)
     assert refused == set(taken)
     for message_id in list(cancelled)[:20]:
-        assert (await services[0].get(TENANT, message_id))["status"] == "cancelled"
+        assert await services[0].status(TENANT, message_id) == "cancelled"
     keys = Keys(settings.redis_prefix)
     for index in range(SETS):  # nothing left behind in any zset
         k = keys.delayed(index)

@@ -26,6 +26,7 @@ from notifyhub.errors import Conflict
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
+from support.delayed import DelayedCalls
 
 
 class DelayedModel(RuleBasedStateMachine):
@@ -39,9 +40,10 @@ class DelayedModel(RuleBasedStateMachine):
         self.engine = create_engine(self.database_url)
         self.prefix = f"nhtest:dqm:{uuid.uuid4().hex[:8]}:"
         maker = create_sessionmaker(self.engine)
-        self.queue = DelayedService(
-            DelayedStore(self.redis, Keys(self.prefix), 3), maker, TransitionLog(maker)
+        self.service = DelayedService(
+            DelayedStore(self.redis, Keys(self.prefix), 3), TransitionLog(maker)
         )
+        self.queue = DelayedCalls(self.service, maker)
         self.keys = Keys(self.prefix)
         self.topic = f"m{uuid.uuid4().hex[:6]}"
         self.queue_id = Queue(f"t{uuid.uuid4().hex[:6]}", self.topic)
@@ -64,7 +66,7 @@ class DelayedModel(RuleBasedStateMachine):
         message = NewMessage(
             self.queue_id.tenant, self.topic, {"n": len(self.state)}, due_ms, priority=priority
         )
-        message_id, _ = self.run(self.queue.push(message))
+        message_id = self.run(self.queue.push(message))
         if layout_1:
             self.run(self.as_layout_1(message_id, due_ms))
         self.state[message_id] = "due" if now else "future"
@@ -81,21 +83,22 @@ class DelayedModel(RuleBasedStateMachine):
 
     @rule()
     def move(self) -> None:
-        self.run(self.queue.move(limit=1000))
+        self.run(self.service.move(limit=1000))
         self.moved()
 
     @rule(count=st.integers(1, 5))
     def consume(self, count: int) -> None:
-        self.run(self.queue.move(limit=1000))
+        self.run(self.service.move(limit=1000))
         self.moved()
         ready = sorted(self.order[i] for i, s in self.state.items() if s == "ready")
-        taken = self.run(self.queue.consume(self.queue_id, 0, count))
-        got = [self.order[m["id"]] for m in taken]
+        taken = self.run(self.service.consume(self.queue_id, 0, count))
+        got = [self.order[m.message.id] for m in taken]
         assert got == ready[:count], (got, ready[:count])  # priority, then due time
-        for message in taken:
-            assert self.state[message["id"]] == "ready", (message["id"], self.state[message["id"]])
-            self.state[message["id"]] = "reserved"
-            self.receipts[message["id"]] = message["receipt"]
+        for reserved in taken:
+            message_id = reserved.message.id
+            assert self.state[message_id] == "ready", (message_id, self.state[message_id])
+            self.state[message_id] = "reserved"
+            self.receipts[message_id] = reserved.receipt
 
     @precondition(lambda self: any(s == "reserved" for s in self.state.values()))
     @rule(data=st.data())
@@ -134,7 +137,7 @@ class DelayedModel(RuleBasedStateMachine):
     def statuses_agree(self) -> None:
         for message_id, status in self.state.items():
             # Redis, else PostgreSQL
-            got = self.run(self.queue.get(self.queue_id.tenant, message_id))["status"]
+            got = self.run(self.queue.status(self.queue_id.tenant, message_id))
             expected = "delayed" if status in ("due", "future") else status
             assert got == expected, (message_id, status, got)
 

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
 from notifyhub.db.models import DelayedMessage
-from notifyhub.services.delayed import message_json
+from notifyhub.services.delayed import payload
 from notifyhub.services.ingest import SCHEDULED_TOPIC
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
@@ -285,7 +285,7 @@ async def test_a_layout_2_scheduled_notification_reaches_its_own_tenant(
     )
     async with sessionmaker.begin() as session:
         session.add(row)
-    message = {k: v for k, v in message_json(row).items() if k != "tenant"}
+    message = {k: v for k, v in orjson.loads(payload(row)).items() if k != "tenant"}
     await _queue_as_layout_2(redis, settings, row, message)
 
     async with asyncio.timeout(20):

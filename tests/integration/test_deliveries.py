@@ -262,6 +262,69 @@ async def test_manual_retry_replays_a_final_failed_delivery(
     assert {r.headers["webhook-id"] for r in receiver.at("/replay")} == {delivery_id}
 
 
+async def test_attempts_after_a_manual_retry_are_numbered_consecutively(
+    hub, admin_key: str, publish_key: str, receiver: Receiver, sessionmaker
+) -> None:
+    """Issue 22: fail, fail, manual retry, succeed was listed as attempts 1, 2, 4. The
+    fencing token still moves on the replay (and on every claim); the numbers do not."""
+    from notifyhub.db.models import Delivery
+
+    name = unique("renumber")
+    receiver.plan("/renumber", Reply(500), Reply(500))
+    await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/renumber"),
+        retry_intervals="1s",
+        max_retries=1,
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    response = await hub.client.post(
+        f"/v1/deliveries/{delivery_id}/retry", headers={"Authorization": f"Bearer {admin_key}"}
+    )
+    assert response.status_code == 202, response.text
+    found = await wait_status(hub.client, publish_key, delivery_id, "sent")
+
+    assert [a["attempt"] for a in found["attempts"]] == [1, 2, 3]
+    assert [a["status_code"] for a in found["attempts"]] == [500, 500, 200]
+    assert {r.headers["webhook-id"] for r in receiver.at("/renumber")} == {delivery_id}
+    assert len(receiver.at("/renumber")) == 3
+    async with sessionmaker() as session:
+        row = await session.get(Delivery, delivery_id)
+        assert row is not None and row.attempt == 4  # three claims and the replay
+
+
+async def test_alerts_after_a_manual_retry_number_attempts_as_the_list_does(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("realert")
+    receiver.plan("/realert", Reply(500), Reply(500), Reply(500))
+    await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/realert"),
+        retry_intervals="1s",
+        max_retries=1,
+        alert={"trigger": "every_failure", "webhook_url": receiver.url("/alerts")},
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+    response = await hub.client.post(
+        f"/v1/deliveries/{delivery_id}/retry", headers={"Authorization": f"Bearer {admin_key}"}
+    )
+    assert response.status_code == 202, response.text
+    found = await wait_status(hub.client, publish_key, delivery_id, "sent")
+    alerts = await receiver.wait_for("/alerts", 3)
+
+    assert [a["attempt"] for a in found["attempts"]] == [1, 2, 3, 4]
+    assert [json.loads(a.body)["attempt"] for a in alerts] == [1, 2, 3]
+    assert len({a.headers["webhook-id"] for a in alerts}) == 3
+
+
 async def test_secret_rotation_signs_with_both_secrets(
     hub, admin_key: str, publish_key: str, receiver: Receiver
 ) -> None:
@@ -356,7 +419,7 @@ async def test_payloads_jsonb_cannot_keep_are_422(
 async def test_metrics_and_readiness_cover_the_dispatcher(hub, publish_key: str) -> None:
     await hub.app_state["dispatcher"].housekeeping()
     text = (await hub.client.get("/metrics")).text
-    assert 'deliveries{status="pending"}' in text
-    assert "deliveries_oldest_pending_age_seconds" in text
-    assert "delivery_attempt_duration_seconds" in text
+    assert 'notifyhub_deliveries{status="pending"}' in text
+    assert "notifyhub_deliveries_oldest_pending_age_seconds" in text
+    assert "notifyhub_delivery_attempt_duration_seconds" in text
     assert "deliveries-dispatcher" in hub.app_state["runner"].stuck(after_s=-3600)

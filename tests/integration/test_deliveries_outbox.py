@@ -22,11 +22,14 @@ from notifyhub.errors import Conflict, InvalidInput
 from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.sender import DeliverySender
+from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings
 from support.deliveries import unique
 from support.receiver import Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
+LOCAL = TargetCheck(AddressGuard(allow=["127.0.0.1/32"]))
+"""The local receivers' address is allowed, as in every test hub's settings."""
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ async def _definition(sessionmaker: Maker, url: str) -> str:
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks(), sessionmaker).put_definition(
+        await DeliveryService(NoKicks(), sessionmaker, LOCAL).put_definition(
             session, "default", name, spec, False, False
         )
     return name
@@ -215,7 +218,7 @@ async def test_create_commits_before_it_returns_then_sends_at_once(
     any session, and its attempt 0 was handed to the sender."""
     name = await _definition(sessionmaker, receiver.url("/create"))
     recorder = Recorder([])
-    service = DeliveryService(recorder, sessionmaker)
+    service = DeliveryService(recorder, sessionmaker, LOCAL)
     delivery_id = await service.create("default", name, {"n": 1}, "test")
     assert recorder.kicked == [(delivery_id, 0)]
     async with sessionmaker() as session:
@@ -260,9 +263,7 @@ async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
             alerts = await session.scalars(
                 select(DeliveryAlert.channel).where(DeliveryAlert.delivery_id == delivery_id)
             )
-            definition = await session.get(
-                DeliveryDefinition, {"tenant": "default", "name": name}
-            )
+            definition = await session.get(DeliveryDefinition, {"tenant": "default", "name": name})
             assert definition is not None
             return list(attempts), sorted(alerts), definition.disabled_at is not None
 

@@ -29,6 +29,8 @@ from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import InvalidInput
 from notifyhub.services import signing
 from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
+from notifyhub.services.outbound import AddressGuard
+from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, get, post, unique, wait_status
 from support.receiver import Receiver, Reply
@@ -337,7 +339,7 @@ async def test_library_mode_enqueues_on_the_named_tenants_definition(
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks(), sessionmaker).put_definition(
+        await DeliveryService(NoKicks(), sessionmaker, TargetCheck(AddressGuard())).put_definition(
             session, tenant, name, spec, False, False
         )
     async with sessionmaker.begin() as session:

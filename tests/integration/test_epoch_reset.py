@@ -84,9 +84,9 @@ async def test_a_loss_then_more_changes_than_the_cursor_resets_the_stream(
         tail = await _until_id(stream, last)
         assert [e.event for e in tail] == ["notification"]
         assert tail[-1].epoch == reset.epoch
-    assert _value(hub, "streams_reset_total", reason="epoch") == 1
-    assert _value(hub, "redis_data_loss_total", sign="marker_missing") == 1
-    assert _value(hub, "redis_rebuilds_total", outcome="ok") == 1
+    assert _value(hub, "notifyhub_streams_reset_total", reason="epoch") == 1
+    assert _value(hub, "notifyhub_redis_data_loss_total", sign="marker_missing") == 1
+    assert _value(hub, "notifyhub_redis_rebuilds_total", outcome="ok") == 1
     await no_streams_left(hub)
 
 
@@ -105,7 +105,7 @@ async def test_a_loss_with_no_new_change_resets_when_the_watch_sees_it(
         events = await _until_id(stream, after)  # the new epoch's first change, live
         assert [e.event for e in events] == ["notification"] and events[0].seq == 1
         assert not await _watch(hub)  # marker rebuilt: no loss any more
-    assert _value(hub, "streams_reset_total", reason="epoch") == 1
+    assert _value(hub, "notifyhub_streams_reset_total", reason="epoch") == 1
 
 
 async def test_a_reconnect_with_an_id_of_the_lost_epoch_gets_a_reset(

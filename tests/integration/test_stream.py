@@ -210,4 +210,7 @@ async def test_an_open_stream_is_counted_when_it_starts(hub: Any, make_token: An
     async with open_stream(hub, make_token("counted")) as stream:
         await stream.next()
         metrics = (await hub.client.get("/metrics")).text
-        assert 'http_requests_total{method="GET",route="/v1/me/stream",status="200"} 1.0' in metrics
+        assert (
+            'notifyhub_http_requests_total{method="GET",route="/v1/me/stream",status="200"} 1.0'
+            in metrics
+        )

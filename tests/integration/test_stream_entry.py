@@ -48,4 +48,7 @@ async def test_a_bug_before_the_stream_starts_is_a_counted_500_problem(
     assert response.headers["content-type"] == "application/problem+json"
     assert "logged" in response.json()["detail"]
     metrics = (await hub.client.get("/metrics")).text
-    assert 'http_requests_total{method="GET",route="/v1/me/stream",status="500"} 1.0' in metrics
+    assert (
+        'notifyhub_http_requests_total{method="GET",route="/v1/me/stream",status="500"} 1.0'
+        in metrics
+    )

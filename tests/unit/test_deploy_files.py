@@ -1,6 +1,7 @@
 """The Docker files, read as a reviewer would (no Docker engine needed): every long-running
-compose service restarts and is gated on health, and the image is a non-editable,
-multi-stage build that ends as an unprivileged user without the embedded stores."""
+compose service restarts and is gated on health; dependencies, healthchecks, volumes and
+the hubs' settings hold together; and the image is a non-editable, multi-stage build that
+ends as an unprivileged user without the embedded stores."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from notifyhub.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,3 +87,69 @@ def test_the_build_context_leaves_out_local_state() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".notifyhub", "tests", "bench"} <= ignored
     assert {"**/__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"} <= ignored
+
+
+DURATION = re.compile(r"(\d+(ms|s|m|h))+")
+
+
+def _compose() -> dict[str, Any]:
+    compose: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    return compose
+
+
+def test_every_service_names_what_it_runs_and_only_known_keys() -> None:
+    known = set(_compose()) - {"services"}
+    assert known <= {"volumes", "configs", "networks", "secrets", "name"}
+    for name, service in _services().items():
+        assert ("image" in service) != ("build" in service), name
+        for config in service.get("configs", []):
+            assert config["source"] in _compose()["configs"], name
+
+
+def test_dependencies_exist_and_wait_on_health_they_can_see() -> None:
+    services = _services()
+    for name, service in services.items():
+        profiles = set(service.get("profiles", []))
+        for other, rule in (service.get("depends_on") or {}).items():
+            assert other in services, (name, other)
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[other], (name, other)
+            # A default-profile service cannot wait on one only a profile starts.
+            assert not set(services[other].get("profiles", [])) - profiles, (name, other)
+
+
+def test_healthchecks_run_a_command_on_a_schedule() -> None:
+    for name, service in _services().items():
+        check = service.get("healthcheck")
+        if check is None:
+            continue
+        assert check["test"][0] in {"CMD", "CMD-SHELL"} and len(check["test"]) > 1, name
+        assert DURATION.fullmatch(check["interval"]), name
+        for key in ("timeout", "start_period"):
+            assert key not in check or DURATION.fullmatch(check[key]), (name, key)
+        assert check.get("retries", 3) >= 1, name
+
+
+def _named_volumes(service: dict[str, Any]) -> set[str]:
+    mounts = (
+        v.split(":")[0] if isinstance(v, str) else v["source"] for v in service.get("volumes", [])
+    )
+    return {m for m in mounts if not m.startswith((".", "/", "~"))}
+
+
+def test_the_stores_keep_their_data_in_declared_volumes() -> None:
+    services, declared = _services(), set(_compose()["volumes"])
+    used = set().union(*(_named_volumes(s) for s in services.values()))
+    assert used == declared, "every named volume declared, every declared volume used"
+    assert "redis-data" in _named_volumes(services["redis"])
+    assert any(v.endswith(":/data") for v in services["redis"]["volumes"])
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in services["postgres"]["volumes"])
+    assert "--appendonly" in services["redis"]["command"]
+
+
+def test_the_hubs_get_settings_the_hub_knows_and_a_required_jwt_secret() -> None:
+    for name in ("hub", "hub-cluster"):
+        environment = _services()[name]["environment"]
+        for key in environment:
+            assert key.removeprefix("NOTIFYHUB_").lower() in Settings.model_fields, (name, key)
+        assert ":?" in environment["NOTIFYHUB_JWT_SECRET"], "compose refuses to start without it"

@@ -64,7 +64,8 @@ def test_every_pause_is_timed_and_the_frozen_count_exported() -> None:
         from notifyhub.metrics import Metrics
         registry = Metrics().registry
         def pauses(generation):
-            return registry.get_sample_value("gc_pause_seconds_count", {"generation": generation})
+            labels = {"generation": generation}
+            return registry.get_sample_value("notifyhub_gc_pause_seconds_count", labels)
 
         assert pauses("1") is None, "nothing is timed before the policy is installed"
         CollectorPolicy(10_000, freeze_survivors=True, thaw_interval_s=0).install()
@@ -72,7 +73,7 @@ def test_every_pause_is_timed_and_the_frozen_count_exported() -> None:
         gc.collect(1)
         gc.collect()
         assert (pauses("1"), pauses("2")) == (2, 1)
-        assert registry.get_sample_value("gc_frozen_objects") == gc.get_freeze_count() > 0
+        assert registry.get_sample_value("notifyhub_gc_frozen_objects") == gc.get_freeze_count() > 0
         """
     )
 

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from starlette.types import ASGIApp
 
-from notifyhub import features
+from notifyhub import __version__, features
 from notifyhub.api.cors import ProblemCORSMiddleware
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
@@ -57,7 +57,14 @@ def create_app(settings: Settings) -> HubApp:
             routing = features.routing(clients, db, inbox.store)
             delayed = features.delayed_queue(stack, settings, clients, db)
             epoch = await features.epoch_watch(
-                settings, clients, routing, delayed, durable, metrics, on_loss=inbox.hub.resync_all
+                settings,
+                clients,
+                db,
+                routing,
+                delayed,
+                durable,
+                metrics,
+                on_loss=inbox.hub.resync_all,
             )
             publishing = features.publishing(
                 settings, clients, db, inbox.store, routing, delayed, durable, metrics
@@ -94,7 +101,7 @@ def create_app(settings: Settings) -> HubApp:
                 app.running = None
 
     app = HubApp(
-        title="notifyhub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+        title="notifyhub", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     install_error_handlers(app)
     install_openapi(app)
@@ -143,7 +150,7 @@ def _state(
         delayed=delayed.service,
         metrics=metrics,
         runner=runner,
-        deliveries=DeliveryService(outbox.sender, db.sessionmaker),
+        deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
         dispatcher=outbox.dispatcher,
         limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
     )

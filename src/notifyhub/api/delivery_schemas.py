@@ -1,4 +1,7 @@
-"""Request and response bodies of the reliable-deliveries API (Design 2)."""
+"""Request and response bodies of the reliable-deliveries API (Design 2).
+
+The response models describe the JSON `services/deliveries.py` builds today (dicts, for
+now: the deliveries work turns them into typed results)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,8 @@ import httpx
 import orjson
 from pydantic import AfterValidator, BaseModel, Field, JsonValue, model_validator
 
-from notifyhub.api.schemas import Line, Name, Strict, Tenant, _storable
-from notifyhub.domain.delivery import AlertTrigger, parse_intervals
+from notifyhub.api.schemas import Line, Name, Strict, Tenant, Timestamp, _storable
+from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus, parse_intervals
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 
@@ -92,3 +95,56 @@ class DeliveryAccepted(BaseModel):
     id: str
     tenant: str
     status: str
+
+
+class AlertOut(BaseModel):
+    trigger: AlertTrigger
+    after_n: int | None
+    emails: list[str]
+    webhook_url: str | None
+
+
+class DefinitionOut(BaseModel):
+    tenant: str
+    name: str
+    url: str
+    timeout_s: float
+    retry_intervals: str
+    max_retries: int
+    alert: AlertOut
+    need_confirm: bool
+    max_confirm_delay_s: int
+    disabled: bool
+    """Its receiver answered 410: new deliveries on it are refused."""
+    rotating: bool
+    """A rotation is under way: attempts are signed with both secrets."""
+    secret: str | None = None
+    """The signing secret: present on creation and rotation only, otherwise absent."""
+    warnings: list[str] | None = None
+    """On `PUT` only: notes about its URLs that were not refused (a host name that does
+    not resolve yet is stored and checked again at every connection)."""
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    at: Timestamp
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+
+
+class DeliveryOut(BaseModel):
+    id: str
+    tenant: str
+    definition: str
+    status: DeliveryStatus
+    payload: dict[str, JsonValue]
+    description: str | None
+    failures: int
+    created_at: Timestamp | None
+    last_attempt_at: Timestamp | None
+    next_attempt_at: Timestamp | None
+    """When the next attempt is due, while one may come (pending, failed, awaiting_confirm)."""
+    last_error: str | None
+    finished_at: Timestamp | None
+    attempts: list[AttemptOut]

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import AuthenticationError, PermissionDenied
 from notifyhub.metrics import Metrics
@@ -69,15 +70,24 @@ async def _state(request: Request) -> State:
 AppState = Annotated[State, Depends(_state)]
 
 
-async def _session(state: AppState) -> AsyncIterator[AsyncSession]:
-    """One transaction per request: committed on success, rolled back on error."""
-    async with state["sessionmaker"]() as session, session.begin():
-        yield session
+async def _unit(state: AppState) -> AsyncIterator[UnitOfWork]:
+    """One unit of work per request: committed on success (then its after-commit work
+    runs), rolled back on error. Its session opens on first use only."""
+    async with UnitOfWork(state["sessionmaker"]) as unit:
+        yield unit
 
 
 # scope="function": commit before the response is sent, so a 2xx means committed
 # (the default "request" scope would commit after the client already has its answer).
-Session = Annotated[AsyncSession, Depends(_session, scope="function")]
+Unit = Annotated[UnitOfWork, Depends(_unit, scope="function")]
+
+
+async def _session(unit: Unit) -> AsyncSession:
+    """The request unit's session: a handler declaring both gets one transaction."""
+    return unit.session
+
+
+Session = Annotated[AsyncSession, Depends(_session)]
 
 
 async def bearer(request: Request) -> str:

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from notifyhub.domain.notification import Display, Ref, Severity
+from notifyhub.services.delayed import Status as DelayedStatus
 
 MAX_DATA_BYTES = 16 * 1024
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -384,5 +385,34 @@ class DelayedAck(Strict):
     receipt: Annotated[str, Field(min_length=1, max_length=200)]
 
 
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time as responses write it: RFC 3339, UTC, millisecond precision, with a `Z`."""
+
+
+class DelayedMessageOut(BaseModel):
+    id: str
+    tenant: str
+    topic: str
+    body: JsonValue
+    priority: int
+    ttl_ms: int
+    biz_key: str | None
+    due_at: Timestamp
+
+
+class DelayedMessageState(DelayedMessageOut):
+    status: DelayedStatus
+
+
+class DelayedReserved(DelayedMessageOut):
+    receipt: str
+    """Present it to ack the message (stale once the message is offered again)."""
+
+
 class DelayedPage(BaseModel):
-    messages: list[dict[str, JsonValue]]
+    messages: list[DelayedReserved]
+
+
+class Restored(BaseModel):
+    restored: int
+    """Messages re-queued in Redis."""

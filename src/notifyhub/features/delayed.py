@@ -29,7 +29,7 @@ def delayed_queue(
     transitions = TransitionLog(database.sessionmaker)
     stack.push_async_callback(transitions.flush)
     store = DelayedStore(clients.redis, clients.keys, settings.delayed.sets)
-    service = DelayedService(store, database.sessionmaker, transitions, on_queued=plan.queued)
+    service = DelayedService(store, transitions, on_queued=plan.queued)
     return DelayedQueue(service, plan)
 
 

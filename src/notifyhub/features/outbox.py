@@ -12,6 +12,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.sender import DeliverySender
+from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import Settings
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
@@ -25,6 +26,8 @@ under load); each holds one for a single statement."""
 class Outbox:
     sender: DeliverySender
     dispatcher: Dispatcher
+    targets: TargetCheck
+    """The SSRF guard's rule, for definitions' URLs at `PUT` time."""
     loops: tuple[Loop, ...]
 
 
@@ -49,4 +52,5 @@ def outbox(
     dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)
     stack.push_async_callback(sender.stop)
     sender.start()
-    return Outbox(sender, dispatcher, (dispatcher_loop(dispatcher, s, metrics),))
+    loops = (dispatcher_loop(dispatcher, s, metrics),)
+    return Outbox(sender, dispatcher, TargetCheck(guard), loops)

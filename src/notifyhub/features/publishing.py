@@ -49,7 +49,6 @@ def publishing(
     idempotency = IdempotencyStore(clients.redis, clients.keys, settings.idempotency_ttl_s)
     ingest = IngestService(
         store,
-        database.sessionmaker,
         idempotency,
         routing.topics,
         delayed.service,

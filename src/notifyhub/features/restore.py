@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from notifyhub.features.clients import RedisClients, database, redis_clients
+from notifyhub.features.clients import Database, RedisClients, database, redis_clients
 from notifyhub.features.delayed import DelayedQueue, delayed_queue
 from notifyhub.features.inbox import Durable, durable_inbox, inbox_store
 from notifyhub.features.routing import Routing, routing
@@ -30,6 +30,7 @@ class Epoch:
 async def epoch_watch(
     settings: Settings,
     clients: RedisClients,
+    database: Database,
     routing: Routing,
     delayed: DelayedQueue,
     durable: Durable,
@@ -41,6 +42,7 @@ async def epoch_watch(
     loop. Nothing to release."""
     watch = EpochWatch(
         clients.redis,
+        database.sessionmaker,
         clients.keys,
         routing.topics,
         routing.preferences,
@@ -67,6 +69,7 @@ async def restore_redis(settings: Settings) -> None:
         found = routing(clients, db, store)
         topics, preferences = found.topics, found.preferences
         watch = EpochWatch(
-            clients.redis, clients.keys, topics, preferences, delayed.service, durable.log
+            clients.redis, db.sessionmaker, clients.keys, topics, preferences, delayed.service,
+            durable.log,
         )
         await watch.rebuild()

@@ -21,6 +21,6 @@ def routing(clients: RedisClients, database: Database, store: InboxStore) -> Rou
     """Nothing to release: both live on the shared clients."""
     cache = TopicCache(clients.redis, clients.keys, store.scripts)
     return Routing(
-        TopicService(database.sessionmaker, cache),
-        PreferenceService(database.sessionmaker, store),
+        TopicService(cache),
+        PreferenceService(store),
     )

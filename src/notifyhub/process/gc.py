@@ -25,8 +25,8 @@ So (`CollectorPolicy.install`):
   and frozen again. That reclaims reference cycles among long-lived objects, which the
   collector no longer sees, at the cost of one full collection's pause per interval.
 
-Every pause is timed into the `gc_pause_seconds` histogram (by generation), and
-`gc_frozen_objects` says how many objects are frozen (`GET /metrics`).
+Every pause is timed into the `notifyhub_gc_pause_seconds` histogram (by generation), and
+`notifyhub_gc_frozen_objects` says how many objects are frozen (`GET /metrics`).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ _started = [0.0]
 
 
 def time_collections(phase: str, info: dict[str, Any]) -> None:
-    """A `gc.callbacks` hook: every collection's pause, in the `gc_pause_seconds` metric."""
+    """A `gc.callbacks` hook: every collection's pause, into `notifyhub_gc_pause_seconds`."""
     if phase == "start":
         _started[0] = time.perf_counter()
     else:

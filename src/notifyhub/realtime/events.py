@@ -59,18 +59,19 @@ def frame(event: str, seq: int, epoch: str, data: Any) -> bytes:
     )
 
 
+def data_frame(event: str, seq: int, epoch: str, data: bytes) -> bytes:
+    """One SSE event whose `data` is JSON already (one line: orjson escapes controls)."""
+    return b"event: %s\nid: %s\ndata: %s\n\n" % (event.encode(), event_id(seq, epoch), data)
+
+
 def notification_frame(seq: int, epoch: str, body: bytes) -> bytes:
-    """A `notification` event; `body` is the item's JSON (store/inbox.py item_json)."""
+    """A `notification` event; `body` is the item's JSON (store/items.py item_json)."""
     return b"event: notification\nid: %s\ndata: %s\n\n" % (event_id(seq, epoch), body)
 
 
-def counts_data(counts: Any, seq: int) -> dict[str, int]:
-    return {
-        "unread": counts["unread"],
-        "unseen": counts["unseen"],
-        "total": counts["total"],
-        "seq": seq,
-    }
+def counts_data(unread: int, unseen: int, total: int, seq: int) -> dict[str, int]:
+    """The data of a `counts` (or `reset`) event."""
+    return {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
 
 
 def delivered_frames(
@@ -78,5 +79,5 @@ def delivered_frames(
 ) -> bytes:
     """What a stream sends for a new copy at `seq`: the notification, then the counts after
     it; the same bytes the stream's log read gives (sse.py `_catch_up`)."""
-    counts = counts_data({"unread": unread, "unseen": unseen, "total": total}, seq)
+    counts = counts_data(unread, unseen, total, seq)
     return notification_frame(seq, epoch, body) + frame("counts", seq, epoch, counts)

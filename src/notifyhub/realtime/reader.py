@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from notifyhub.store.inbox import ChangeRead, Changes, InboxStore
+from notifyhub.store.changes import Changes
+from notifyhub.store.inbox import ChangeRead, InboxStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,15 +29,15 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from notifyhub.domain.notification import from_ms, to_rfc3339
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.events import EventId, counts_data, frame, notification_frame
+from notifyhub.realtime.events import EventId, counts_data, data_frame, frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.inbox import Change, Changes, InboxStore, Position, item_json
+from notifyhub.store.changes import Change, Changes
+from notifyhub.store.inbox import InboxStore, Position
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +55,11 @@ class SendTimeout(Exception):
 
 
 def change_frame(change: Change, epoch: str) -> bytes | None:
-    """The event for one change-log entry; None for a notification deleted since."""
+    """The event for one change-log entry (its type's, store/changes.py); None when the
+    entry sends none (a notification deleted since, or a quiet copy)."""
     entry = change.entry
-    seq, kind, item_id = int(entry["seq"]), str(entry["type"]), entry["id"]  # type: ignore[call-overload]
-    if kind == "notification":
-        if change.content is None or change.state is None or entry.get("quiet"):
-            return None  # deleted since, or a pull / push:false copy: counts only
-        replaces = entry.get("replaces")
-        body = item_json(
-            change.content, change.state, replaces=None if replaces is None else str(replaces)
-        )
-        return notification_frame(seq, epoch, body)
-    if kind == "update":
-        read_at = int(entry["read_at"])  # type: ignore[call-overload]
-        data = {
-            "id": item_id,
-            "status": "read" if read_at else "unread",
-            "seen": bool(entry["seen"]),
-            "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
-        }
-        return frame("update", seq, epoch, data)
-    return frame("delete", seq, epoch, {"id": item_id})
+    data = entry.event_data(change.content, change.state)
+    return None if data is None else data_frame(entry.type, entry.seq, epoch, data)
 
 
 class InboxStream(Response):
@@ -162,7 +146,7 @@ class InboxStream(Response):
     async def _serve(self, send: Send, opening: Position) -> None:
         if self._cursor is None:
             cursor, self._epoch = opening.seq, opening.epoch
-            data = counts_data(opening.counts.model_dump(), cursor)
+            data = position_data(opening)
             await self._write(send, frame("counts", cursor, self._epoch, data))
         else:
             cursor, self._epoch = self._cursor.seq, self._cursor.epoch
@@ -196,8 +180,9 @@ class InboxStream(Response):
             epoch = self._epoch
             frames = [f for c in changes.entries if (f := change_frame(c, epoch)) is not None]
             last = changes.entries[-1].entry
-            cursor = int(last["seq"])  # type: ignore[call-overload]
-            frames.append(frame("counts", cursor, epoch, counts_data(last["counts"], cursor)))
+            cursor, counts = last.seq, last.counts
+            data = counts_data(counts.unread, counts.unseen, counts.total, cursor)
+            frames.append(frame("counts", cursor, epoch, data))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries)
             if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
@@ -224,7 +209,7 @@ class InboxStream(Response):
         position = await self._store.position(self._tenant, self._user)
         seq, self._epoch = position.seq, position.epoch
         self._sub.restart(seq)
-        data = counts_data(position.counts.model_dump(), seq)
+        data = position_data(position)
         await self._write(send, frame("reset", seq, self._epoch, data))
         self._metrics.stream_events_sent_total.labels(type="reset").inc()
         self._metrics.streams_reset_total.labels(reason=reason).inc()
@@ -255,8 +240,14 @@ class InboxStream(Response):
     def _count_sent(self, changes: list[Change]) -> None:
         sent = self._metrics.stream_events_sent_total
         for change in changes:
-            _child(sent, str(change.entry["type"])).inc()
+            _child(sent, change.entry.type).inc()
         _child(sent, "counts").inc()
+
+
+def position_data(position: Position) -> dict[str, int]:
+    """The data of a `counts` or `reset` event for a user's position."""
+    counts = position.counts
+    return counts_data(counts.unread, counts.unseen, counts.total, position.seq)
 
 
 @functools.lru_cache(maxsize=64)

@@ -39,7 +39,7 @@ def _text(alert: ClaimedAlert) -> tuple[str, str]:
     body = (
         f"Delivery {alert.delivery_id} of definition {alert.definition!r} "
         f"of tenant {alert.tenant!r} {kind} "
-        f"on attempt {alert.attempt} ({alert.failures} failures so far).\n\n"
+        f"on attempt {alert.number} ({alert.failures} failures so far).\n\n"
         f"Last error: {alert.error or 'unknown'}\n"
     )
     return subject, body
@@ -116,7 +116,7 @@ class AlertSender:
                 "delivery_id": alert.delivery_id,
                 "tenant": alert.tenant,
                 "definition": alert.definition,
-                "attempt": alert.attempt,
+                "attempt": alert.number,
                 "failures": alert.failures,
                 "error": alert.error,
             }

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
 from notifyhub.metrics import Metrics
@@ -36,11 +37,14 @@ class EpochWatch:
 
     On a loss `on_loss` is told once (the hub makes every local stream re-read: a stream
     whose user's seq is now of another epoch, or below its cursor, sends a `reset`),
-    before the rebuild, which may take a while or fail while PostgreSQL is down."""
+    before the rebuild, which may take a while or fail while PostgreSQL is down.
+
+    A worker: each rebuild step reads PostgreSQL in a transaction of its own."""
 
     def __init__(
         self,
         redis: Redis,
+        sessionmaker: async_sessionmaker[AsyncSession],
         keys: Keys,
         topics: TopicService,
         preferences: PreferenceService,
@@ -51,6 +55,7 @@ class EpochWatch:
         on_loss: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
+        self._sessionmaker = sessionmaker
         self._inboxes = inboxes
         self._keys = keys
         self._topics = topics
@@ -71,7 +76,7 @@ class EpochWatch:
         Failures are logged, not fatal: a missing topic cache is refilled from PostgreSQL
         on first use, /readyz reports a dependency that is down, and `check` retries."""
         try:
-            count = await self._topics.rebuild_cache()
+            count = await self._rebuild_topics()
             if not await self._redis.exists(self._keys.epoch):
                 await self._rebuild_derived()
             self._marker = await self._redis.get(self._keys.epoch)
@@ -115,7 +120,7 @@ class EpochWatch:
     async def rebuild(self) -> None:
         """Everything Redis holds that PostgreSQL can give back (`notifyhub restore`)."""
         try:
-            await self._topics.rebuild_cache()
+            await self._rebuild_topics()
             await self._rebuild_derived()
         except Exception:
             self._count_rebuild("error")
@@ -127,11 +132,17 @@ class EpochWatch:
         if self._metrics is not None:
             self._metrics.redis_rebuilds_total.labels(outcome=outcome).inc()
 
+    async def _rebuild_topics(self) -> int:
+        async with self._sessionmaker.begin() as session:
+            return await self._topics.rebuild_cache(session)
+
     async def _rebuild_derived(self) -> None:
         """Preferences, the delayed queue and (durable inbox mode) every inbox from
         PostgreSQL, then the marker (idempotent)."""
-        users = await self._preferences.rebuild_cache()
-        messages = await self._delayed.restore(expired=True)
+        async with self._sessionmaker.begin() as session:
+            users = await self._preferences.rebuild_cache(session)
+        async with self._sessionmaker.begin() as session:
+            messages = await self._delayed.restore(session, expired=True)
         if self._inboxes is not None:
             await self._inboxes.rebuild()
         await self._redis.set(self._keys.epoch, str(ULID()), nx=True)

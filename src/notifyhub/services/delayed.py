@@ -2,7 +2,8 @@
 
 A queue is one (tenant, topic): every message belongs to one tenant, and every lookup by
 id names the tenant asking (another tenant's id answers exactly like a missing one).
-A push is committed to PostgreSQL before it is acknowledged, then queued in Redis.
+A push is committed to PostgreSQL before it is acknowledged, then queued in Redis (the
+caller's unit of work queues it after its commit).
 Status changes made by the mover and consumers are appended to the transition log in
 batches; acks and cancels also update the message row at once, so a restore after
 Redis lost its data re-queues exactly what was not consumed or cancelled.
@@ -15,18 +16,21 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain, repeat
-from typing import Any
+from typing import Literal, get_args
 
 import orjson
-from sqlalchemy import Select, select, update
+from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
-from notifyhub.db.models import DelayedMessage, DelayedTransition
+from notifyhub.db.models import DelayedMessage
+from notifyhub.db.repositories import delayed as repo
+from notifyhub.db.repositories.delayed import FINISHED
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.store.delayed import DelayedStore, Moved
@@ -35,7 +39,6 @@ from notifyhub.store.keys import Queue
 log = logging.getLogger(__name__)
 
 HOST = socket.gethostname()
-FINISHED = ("consumed", "cancelled")
 POLL_S = 0.02
 BURST_HOLD_S = 0.2
 """How long a full mover batch holds the transition log's flushes back."""
@@ -45,12 +48,65 @@ BURST_HOLD_S = 0.2
 class NewMessage:
     tenant: str
     topic: str
-    body: Any
+    body: JsonValue
     due_ms: int
     priority: int = 0
     ttl_ms: int = 30_000
     biz_key: str | None = None
     id: str | None = None
+
+
+Status = Literal["delayed", "ready", "reserved", "consumed", "cancelled"]
+STATUSES: frozenset[str] = frozenset(get_args(Status))
+
+
+def _status(value: str) -> Status:
+    if value not in STATUSES:
+        raise ValueError(f"unknown delayed-message status {value!r}")
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """A delayed message as its consumers see it."""
+
+    id: str
+    tenant: str
+    topic: str
+    body: JsonValue
+    priority: int
+    ttl_ms: int
+    biz_key: str | None
+    due_at: datetime
+
+    @classmethod
+    def of(cls, row: DelayedMessage) -> MessageInfo:
+        return cls(
+            row.id,
+            row.tenant,
+            row.topic,
+            row.body,
+            row.priority,
+            row.ttl_ms,
+            row.biz_key,
+            row.due_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageState:
+    """A message and its status now (Redis' when it holds the message, else the row's)."""
+
+    message: MessageInfo
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """A message a consumer took, with the receipt its ack must present."""
+
+    message: MessageInfo
+    receipt: str
 
 
 _Run = tuple[Sequence[str], str, int | None, str | None]
@@ -74,6 +130,9 @@ class TransitionLog:
     PostgreSQL about as much CPU as the move costs Redis), up to `max_hold_s` after the
     oldest buffered entry or until half the buffer is used; `flush()` itself never waits.
     Beyond `max_buffer` entries (PostgreSQL down for long) new entries are dropped, loudly.
+
+    The log writes its own transactions: a flush is a batch of its own, retried whole,
+    so it cannot join a caller's.
     """
 
     def __init__(
@@ -131,7 +190,7 @@ class TransitionLog:
         )
         try:
             async with self._sessionmaker.begin() as session:
-                await _copy(session, rows)
+                await repo.copy_transitions(session, rows)
         except Exception:
             self._runs[:0] = runs  # keep them for the next flush
             self._size += size
@@ -140,47 +199,57 @@ class TransitionLog:
         return size
 
 
-async def _copy(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
-    """COPY is about twenty times cheaper per row than an INSERT executemany."""
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
-        DelayedTransition.__tablename__,
-        records=rows,
-        columns=["message_id", "status", "set_index", "worker", "host"],
+def payload(row: DelayedMessage) -> bytes:
+    """The message as Redis holds it and `_reserved` reads it back."""
+    return orjson.dumps(
+        {
+            "id": row.id,
+            "tenant": row.tenant,
+            "topic": row.topic,
+            "body": row.body,
+            "priority": row.priority,
+            "ttl_ms": row.ttl_ms,
+            "biz_key": row.biz_key,
+            "due_at": to_rfc3339(row.due_at),
+        }
     )
 
 
-def message_json(row: DelayedMessage) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "tenant": row.tenant,
-        "topic": row.topic,
-        "body": row.body,
-        "priority": row.priority,
-        "ttl_ms": row.ttl_ms,
-        "biz_key": row.biz_key,
-        "due_at": to_rfc3339(row.due_at),
-    }
+def _reserved(queue: Queue, stored: bytes | str, receipt: str) -> Reserved:
+    """A message read back from Redis; one queued by a hub before queues had a tenant
+    names none (it was queued in its tenant's queue, or "default"'s)."""
+    fields = orjson.loads(stored)
+    message = MessageInfo(
+        fields["id"],
+        fields.get("tenant", queue.tenant),
+        fields["topic"],
+        fields["body"],
+        fields["priority"],
+        fields["ttl_ms"],
+        fields.get("biz_key"),
+        datetime.fromisoformat(fields["due_at"]),
+    )
+    return Reserved(message, receipt)
 
 
 class DelayedService:
+    """Every method that reads or writes PostgreSQL runs in the caller's session; those
+    whose Redis step or transition entry must follow the commit take its unit of work."""
+
     def __init__(
         self,
         store: DelayedStore,
-        sessionmaker: async_sessionmaker[AsyncSession],
         log_: TransitionLog,
         *,
         on_queued: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
-        self._sessionmaker = sessionmaker
         self.transitions = log_
         self.on_queued = on_queued or (lambda due_ms: None)
         """Told the due time (epoch ms) of what this process queued: wakes its mover."""
 
-    async def push(self, new: NewMessage) -> tuple[str, datetime]:
-        """Durable in PostgreSQL first, then queued in Redis."""
+    async def push(self, unit: UnitOfWork, new: NewMessage) -> tuple[str, datetime]:
+        """Durable in PostgreSQL first, then queued in Redis once `unit` commits."""
         message_id = new.id or str(ULID())
         row = DelayedMessage(
             id=message_id,
@@ -193,10 +262,13 @@ class DelayedService:
             due_at=from_ms(new.due_ms),
             status="delayed",
         )
-        async with self._sessionmaker.begin() as session:
-            session.add(row)
-        await self._queue(row)
-        self.transitions.add([Transition(message_id, "delayed")])
+        await repo.add(unit.session, row)
+
+        async def queue() -> None:
+            await self._queue(row)
+            self.transitions.add([Transition(message_id, "delayed")])
+
+        unit.after_commit(queue)
         return message_id, row.due_at
 
     async def _queue(self, row: DelayedMessage) -> bool:
@@ -204,13 +276,13 @@ class DelayedService:
         self.on_queued(to_ms(row.due_at))
         return queued
 
-    async def get(self, tenant: str, message_id: str) -> dict[str, Any]:
-        row = await self._row(tenant, message_id)
+    async def get(self, session: AsyncSession, tenant: str, message_id: str) -> MessageState:
+        row = await self._row(session, tenant, message_id)
         status = await self._store.status(message_id, _queue_of(row)) or row.status
-        return {**message_json(row), "status": status}
+        return MessageState(MessageInfo.of(row), _status(status))
 
-    async def cancel(self, tenant: str, message_id: str) -> None:
-        row = await self._row(tenant, message_id)
+    async def cancel(self, unit: UnitOfWork, tenant: str, message_id: str) -> None:
+        row = await self._row(unit.session, tenant, message_id)
         queue = _queue_of(row)
         result = await self._store.settle(message_id, queue, "cancel")
         if result == -1:  # Redis lost it: PostgreSQL decides
@@ -220,9 +292,9 @@ class DelayedService:
             result = await self._store.settle(message_id, queue, "cancel")
         if result != 1:
             raise Conflict("the message is already reserved, consumed or cancelled")
-        await self._finish(message_id, "cancelled")
+        await self._finish(unit, message_id, "cancelled")
 
-    async def ack(self, queue: Queue, message_id: str, receipt: str) -> None:
+    async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:
         """Ack a message `queue` offered; an id of another queue is unknown (404)."""
         result = await self._store.settle(message_id, queue, "ack", receipt)
         if result == -1:
@@ -231,9 +303,9 @@ class DelayedService:
             raise Conflict("stale receipt: the message was offered again after its ttl")
         if result == 0:
             raise Conflict("the message is not reserved")
-        await self._finish(message_id, "consumed")
+        await self._finish(unit, message_id, "consumed")
 
-    async def consume(self, queue: Queue, wait_s: int, max_messages: int) -> list[dict[str, Any]]:
+    async def consume(self, queue: Queue, wait_s: int, max_messages: int) -> list[Reserved]:
         """Long-poll one queue: return as soon as something is ready, or [] after `wait_s`."""
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
@@ -246,7 +318,7 @@ class DelayedService:
         """Every tenant's queue of `topic` with a message ready now."""
         return await self._store.ready_queues(topic)
 
-    async def _reserve(self, queue: Queue, max_messages: int) -> list[dict[str, Any]]:
+    async def _reserve(self, queue: Queue, max_messages: int) -> list[Reserved]:
         """The best `max_messages` across every set, by priority then due time: peek each
         set's head, choose the global top N, reserve exactly that many from each set."""
         peeked = [
@@ -259,11 +331,11 @@ class DelayedService:
             return []
         per_set = Counter(index for _score, index in chosen)
         bound = chosen[-1][0]
-        reserved: list[tuple[float, dict[str, Any]]] = []
+        reserved: list[tuple[float, Reserved]] = []
         for index, count in sorted(per_set.items()):
             got = await self._store.reserve(index, queue, count, bound)
             self.transitions.add_ids([r.id for r in got], "reserved", index, "consumer")
-            reserved += [(r.score, {**orjson.loads(r.message), "receipt": r.receipt}) for r in got]
+            reserved += [(r.score, _reserved(queue, r.message, r.receipt)) for r in got]
         reserved.sort(key=lambda pair: pair[0])
         return [message for _score, message in reserved]
 
@@ -294,51 +366,46 @@ class DelayedService:
         self.transitions.add_ids(moved.moved, "ready", moved.set_index, "mover")
         self.transitions.add_ids(moved.reoffered, "ready", moved.set_index, "reaper")
 
-    async def restore(self, *, expired: bool, tenant: str | None = None) -> int:
+    async def restore(
+        self, session: AsyncSession, *, expired: bool, tenant: str | None = None
+    ) -> int:
         """Re-queue from PostgreSQL, each into its own tenant's queue, what is not consumed
-        or cancelled (and not in Redis): one tenant's, or every tenant's (None)."""
-        query = select(DelayedMessage).where(DelayedMessage.status.not_in(FINISHED))
-        if tenant is not None:
-            query = query.where(DelayedMessage.tenant == tenant)
-        if not expired:
-            query = query.where(DelayedMessage.due_at > datetime.now(UTC))
-        return await self._requeue(query)
+        or cancelled (and not in Redis): one tenant's, or every tenant's (None). Only
+        reads: Redis is written as the rows stream in."""
+        return await self._requeue(repo.unfinished(session, tenant=tenant, expired=expired))
 
-    async def restore_one(self, tenant: str, message_id: str) -> int:
+    async def restore_one(self, session: AsyncSession, tenant: str, message_id: str) -> int:
         """Re-queue one message of `tenant` (expired or not); 404 when it is another
         tenant's, or finished and not in Redis."""
-        await self._row(tenant, message_id)
-        query = select(DelayedMessage).where(
-            DelayedMessage.id == message_id, DelayedMessage.status.not_in(FINISHED)
-        )
-        restored = await self._requeue(query)
+        await self._row(session, tenant, message_id)
+        restored = await self._requeue(repo.unfinished(session, message_id=message_id))
         if restored == 0 and not await self._store.exists(message_id):
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 
-    async def _requeue(self, query: Select[DelayedMessage]) -> int:
+    async def _requeue(self, batches: AsyncIterator[Sequence[DelayedMessage]]) -> int:
         restored = 0
-        async with self._sessionmaker() as session:
-            rows = await session.stream_scalars(query.execution_options(yield_per=1000))
-            async for batch in rows.partitions(1000):
-                restored += await self._store.push_many([_entry(row) for row in batch])
-                self.on_queued(min(to_ms(row.due_at) for row in batch))
+        async for batch in batches:
+            restored += await self._store.push_many([_entry(row) for row in batch])
+            self.on_queued(min(to_ms(row.due_at) for row in batch))
         return restored
 
-    async def _row(self, tenant: str, message_id: str) -> DelayedMessage:
+    @staticmethod
+    async def _row(session: AsyncSession, tenant: str, message_id: str) -> DelayedMessage:
         """The message, if it is `tenant`'s: another tenant's is as missing as no message."""
-        async with self._sessionmaker() as session:
-            row = await session.get(DelayedMessage, message_id)
+        row = await repo.find(session, message_id)
         if row is None or row.tenant != tenant:
             raise NotFound(f"no delayed message {message_id}")
         return row
 
-    async def _finish(self, message_id: str, status: str) -> None:
-        async with self._sessionmaker.begin() as session:
-            await session.execute(
-                update(DelayedMessage).where(DelayedMessage.id == message_id).values(status=status)
-            )
-        self.transitions.add([Transition(message_id, status)])
+    async def _finish(self, unit: UnitOfWork, message_id: str, status: str) -> None:
+        """The row's status now, its transition logged once that commits."""
+        await repo.set_status(unit.session, message_id, status)
+
+        async def log_transition() -> None:
+            self.transitions.add([Transition(message_id, status)])
+
+        unit.after_commit(log_transition)
 
 
 def _queue_of(row: DelayedMessage) -> Queue:
@@ -346,8 +413,7 @@ def _queue_of(row: DelayedMessage) -> Queue:
 
 
 def _entry(row: DelayedMessage) -> tuple[str, Queue, bytes, int, int, int]:
-    payload = orjson.dumps(message_json(row))
-    return row.id, _queue_of(row), payload, to_ms(row.due_at), row.priority, row.ttl_ms
+    return row.id, _queue_of(row), payload(row), to_ms(row.due_at), row.priority, row.ttl_ms
 
 
 def due_ms_from(delay_ms: int | None, due_at: datetime | None) -> int:

@@ -29,6 +29,7 @@ from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
 from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.services import signing
+from notifyhub.services.targets import TargetCheck
 
 _PENDING_KEY = "notifyhub.deliveries.after_commit"
 DEFAULT_TENANT = "default"
@@ -145,9 +146,21 @@ class DeliveryService:
     """What the HTTP API does with deliveries; every method but `create` runs in the
     caller's session (`create` is one statement, committed on its own)."""
 
-    def __init__(self, sender: Kicker, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sender: Kicker,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        targets: TargetCheck,
+    ) -> None:
         self.sender = sender
         self._sessionmaker = sessionmaker
+        self._targets = targets
+
+    async def _check_targets(self, spec: DefinitionSpec) -> list[str]:
+        """Refuse URLs the SSRF guard would always block; warnings about the others."""
+        urls = [("url", spec.url), ("alert.webhook_url", spec.alert_webhook_url)]
+        warnings = [await self._targets.check(field, url) for field, url in urls if url]
+        return [warning for warning in warnings if warning]
 
     async def put_definition(
         self,
@@ -159,7 +172,9 @@ class DeliveryService:
         drop: bool,
     ) -> tuple[dict[str, Any], bool]:
         """Create or replace `tenant`'s definition `name`; the secret is shown on creation
-        and on rotation."""
+        and on rotation, with `warnings` about its URLs (a host that does not resolve
+        now). A URL the SSRF guard blocks is refused (`BlockedTarget`), nothing stored."""
+        warnings = await self._check_targets(spec)
         values = {
             "tenant": tenant,
             "name": name,
@@ -173,7 +188,8 @@ class DeliveryService:
             await repo.drop_previous_secret(session, tenant, name)
         if rotate or drop:
             row = await repo.definition(session, tenant, name) or row
-        return definition_json(row, show_secret=created or rotate), created
+        shown = definition_json(row, show_secret=created or rotate)
+        return {**shown, "warnings": warnings}, created
 
     async def get_definition(self, session: AsyncSession, tenant: str, name: str) -> dict[str, Any]:
         row = await repo.definition(session, tenant, name)
@@ -192,22 +208,27 @@ class DeliveryService:
         return delivery_id
 
     async def get(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
-        """The delivery and its attempts; another tenant's is as missing as an unknown id."""
+        """The delivery and its attempts; another tenant's is as missing as an unknown id.
+
+        Attempts are numbered 1, 2, 3... in the order they were made. Their stored
+        `attempt` is the fencing token, which also moves on a manual retry or a confirm
+        (to fence out a send in flight), so it skips numbers: it orders, never counts.
+        """
         row = await repo.find(session, tenant, delivery_id)
         if row is None:
             raise NotFound(f"no delivery {delivery_id}")
-        attempts = await repo.attempts(session, delivery_id)
+        attempts = await repo.attempts(session, delivery_id)  # in fencing-token order
         return {
             **_row_json(row),
             "attempts": [
                 {
-                    "attempt": a.attempt,
+                    "attempt": number,
                     "at": to_rfc3339(a.at),
                     "status_code": a.status_code,
                     "error": a.error,
                     "duration_ms": round(a.duration_ms, 3),
                 }
-                for a in attempts
+                for number, a in enumerate(attempts, start=1)
             ],
         }
 

@@ -2,69 +2,36 @@
 
 `NOTIFYHUB_INBOX_DURABILITY=postgres`. Every accepted notification and its recipients are
 committed before the 202 (group commit: one transaction in flight, whatever arrives
-meanwhile shares the next). Users' state changes (mark, remove, read-all) and recalls are
-buffered and appended every flush interval, so a Redis loss costs at most that window of
-state changes and no notification. A rebuild replays both through the normal inbox
-writes: notifications in id order (skipping expired ones), then changes in order.
+meanwhile shares the next). Users' logged inbox operations (store/operations.py: mark,
+remove, read-all, recall) are buffered and appended every flush interval, so a Redis loss
+costs at most that window of state changes and no notification. A rebuild replays both
+through the normal inbox writes: notifications in id order (skipping expired ones), then
+operations in order, each through its `LoggedOp.replay`; one this code does not know
+stops the rebuild (`UnknownOperation`) instead of being skipped. SQL lives in
+db/repositories/inbox_log.py; this service owns the transactions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import InboxChange, InboxNotification, InboxRecipient
+from notifyhub.db.repositories import inbox_log
 from notifyhub.domain.notification import Notification
 from notifyhub.store.inbox import InboxStore, UserRef
+from notifyhub.store.operations import LoggedOp, decode_logged
 
 log = logging.getLogger(__name__)
 
 REBUILD_BATCH = 500
-_INSERT_NOTIFICATIONS = """
-INSERT INTO inbox_notifications (id, content, pull, expires_at)
-SELECT * FROM unnest($1::text[], $2::bytea[], $3::bool[], $4::timestamptz[])
-ON CONFLICT DO NOTHING
-"""
-_INSERT_RECIPIENTS = """
-INSERT INTO inbox_recipients (notification_id, tenant, user_id)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-ON CONFLICT DO NOTHING
-"""
-_INSERT_CHANGES = """
-INSERT INTO inbox_changes (tenant, user_id, op)
-SELECT t, u, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
-    AS x(t, u, o, n)
-ORDER BY n
-"""
-
-_PRUNE_RECIPIENTS = """
-DELETE FROM inbox_recipients WHERE notification_id IN (
-    SELECT id FROM inbox_notifications WHERE expires_at < now() ORDER BY id LIMIT $1)
-"""
-_PRUNE_NOTIFICATIONS = """
-DELETE FROM inbox_notifications WHERE id IN (
-    SELECT id FROM inbox_notifications WHERE expires_at < now() ORDER BY id LIMIT $1)
-"""
-_PRUNE_CHANGES = """
-DELETE FROM inbox_changes WHERE id IN (
-    SELECT id FROM inbox_changes WHERE at < now() - make_interval(secs => $1) LIMIT $2)
-"""
 PRUNE_BATCH = 10_000
 
 _Pending = tuple[Notification, Sequence[UserRef], bool, "asyncio.Future[None]"]
-
-
-async def _raw(session: AsyncSession) -> Any:
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    return raw.driver_connection
 
 
 class DurableInbox:
@@ -106,15 +73,12 @@ class DurableInbox:
         ]
         recipients = [(n.id, t, u) for n, users, _pull, _done in batch for t, u in users]
         async with self._sessionmaker.begin() as session:
-            raw = await _raw(session)
-            await raw.execute(_INSERT_NOTIFICATIONS, *map(list, zip(*rows, strict=True)))
-            if recipients:
-                await raw.execute(_INSERT_RECIPIENTS, *map(list, zip(*recipients, strict=True)))
+            await inbox_log.add_notifications(session, rows, recipients)
         self.commits += 1
 
-    def changed(self, tenant: str, user: str, op: dict[str, Any]) -> None:
-        """Buffer one state change; `flush_changes` appends the buffer in order."""
-        self._changes.append((tenant, user, orjson.dumps(op).decode()))
+    def changed(self, tenant: str, user: str, op: LoggedOp) -> None:
+        """Buffer one inbox operation; `flush_changes` appends the buffer in order."""
+        self._changes.append((tenant, user, orjson.dumps(op.to_json()).decode()))
 
     async def flush_changes(self) -> int:
         batch, self._changes = self._changes, []
@@ -122,8 +86,7 @@ class DurableInbox:
             return 0
         try:
             async with self._sessionmaker.begin() as session:
-                raw = await _raw(session)
-                await raw.execute(_INSERT_CHANGES, *map(list, zip(*batch, strict=True)))
+                await inbox_log.append_operations(session, batch)
         except Exception:
             self._changes[:0] = batch  # keep them, in order, for the next flush
             raise
@@ -133,11 +96,7 @@ class DurableInbox:
         """Drop expired notifications (a rebuild skips them anyway) and changes older than
         any notification can live; one bounded batch per call."""
         async with self._sessionmaker.begin() as session:
-            raw = await _raw(session)
-            await raw.execute(_PRUNE_RECIPIENTS, PRUNE_BATCH)
-            notifications = await raw.execute(_PRUNE_NOTIFICATIONS, PRUNE_BATCH)
-            changes = await raw.execute(_PRUNE_CHANGES, float(max_ttl_s), PRUNE_BATCH)
-        return _deleted(notifications) + _deleted(changes)
+            return await inbox_log.prune(session, older_than_s=float(max_ttl_s), batch=PRUNE_BATCH)
 
     async def rebuild(self) -> tuple[int, int]:
         """Replay every unexpired notification, then every state change, into Redis.
@@ -151,17 +110,10 @@ class DurableInbox:
         return notifications, changes
 
     async def _replay_notifications(self) -> int:
-        query = (
-            select(InboxNotification)
-            .where(InboxNotification.expires_at > datetime.now(UTC))
-            .order_by(InboxNotification.id)
-            .execution_options(yield_per=REBUILD_BATCH)
-        )
         replayed = 0
         async with self._sessionmaker() as session, self._sessionmaker() as lookup:
-            rows = await session.stream_scalars(query)
-            async for batch in rows.partitions(REBUILD_BATCH):
-                users = await _recipients(lookup, [row.id for row in batch])
+            async for batch in inbox_log.unexpired_notifications(session, REBUILD_BATCH):
+                users = await inbox_log.recipients_of(lookup, [row.id for row in batch])
                 for row in batch:
                     notification = Notification.model_validate_json(row.content)
                     await self._store.deliver(notification, users.get(row.id, []), pull=row.pull)
@@ -169,19 +121,12 @@ class DurableInbox:
         return replayed
 
     async def _replay_changes(self) -> int:
-        query = select(InboxChange).order_by(InboxChange.id)
         replayed = 0
         async with self._sessionmaker() as session:
-            rows = await session.stream_scalars(query.execution_options(yield_per=REBUILD_BATCH))
-            async for change in rows:
-                await apply_change(self._store, change.tenant, change.user_id, change.op)
+            async for row in inbox_log.operations(session, REBUILD_BATCH):
+                await apply_change(self._store, row.tenant, row.user_id, row.op)
                 replayed += 1
         return replayed
-
-
-def _deleted(status: str) -> int:
-    """asyncpg's command tag `DELETE n` -> n."""
-    return int(status.rsplit(" ", 1)[-1])
 
 
 def _settle(batch: list[_Pending], error: Exception | None) -> None:
@@ -194,25 +139,7 @@ def _settle(batch: list[_Pending], error: Exception | None) -> None:
             done.set_exception(error)
 
 
-async def _recipients(session: AsyncSession, ids: list[str]) -> dict[str, list[UserRef]]:
-    found: dict[str, list[UserRef]] = {}
-    query = select(InboxRecipient).where(InboxRecipient.notification_id.in_(ids))
-    for r in await session.scalars(query):
-        found.setdefault(r.notification_id, []).append((r.tenant, r.user_id))
-    return found
-
-
-async def apply_change(store: InboxStore, tenant: str, user: str, op: dict[str, Any]) -> None:
-    """Re-apply one logged state change through the normal inbox writes."""
-    kind = op["kind"]
-    if kind == "mark":
-        await store.mark(tenant, user, op["ids"], read=op["read"], seen=op["seen"])
-    elif kind == "remove":
-        await store.remove(tenant, user, op["ids"])
-    elif kind == "mark_all":
-        await store.mark_all(tenant, user, category=op["category"], before_id=op["before_id"])
-    elif kind == "recall":
-        for holder_tenant, holder in await store.recipients(op["id"]):
-            if holder_tenant == tenant:
-                await store.remove(holder_tenant, holder, [op["id"]])
-        await store.forget(op["id"])
+async def apply_change(store: InboxStore, tenant: str, user: str, op: Mapping[str, Any]) -> None:
+    """Re-apply one logged inbox operation through the normal inbox writes; one of a kind
+    this code does not know raises (store/operations.py `LoggedOpError`)."""
+    await decode_logged(op).replay(store, tenant, user)

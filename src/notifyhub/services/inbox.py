@@ -1,11 +1,11 @@
-"""A user's own inbox: list, poll, count, mark and delete. The user comes from the token."""
+"""A user's own inbox: list, poll, count, mark and delete. The user comes from the token;
+in durable inbox mode each change is logged as its `LoggedOp` (store/operations.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from ulid import ULID
 
@@ -14,6 +14,7 @@ from notifyhub.domain.notification import Counts, InboxItem, InboxPage, to_ms
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.services.durable import DurableInbox
 from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
+from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class InboxService:
         self._durable = durable
         """Durable inbox mode's log, if on: changes are appended to it."""
 
-    def _changed(self, me: UserPrincipal, op: dict[str, Any]) -> None:
+    def _changed(self, me: UserPrincipal, op: LoggedOp) -> None:
         if self._durable is not None:
             self._durable.changed(me.tenant, me.user, op)
 
@@ -81,13 +82,13 @@ class InboxService:
         result = await self._store.mark(me.tenant, me.user, [notification_id], read=read, seen=seen)
         if result.codes == [0]:
             raise NotFound(f"no notification {notification_id}")
-        self._changed(me, {"kind": "mark", "ids": [notification_id], "read": read, "seen": seen})
+        self._changed(me, MarkOp(ids=[notification_id], read=read, seen=seen))
         return await self.get(me, notification_id)
 
     async def delete(self, me: UserPrincipal, notification_id: str) -> None:
         if not await self._store.remove(me.tenant, me.user, [notification_id]):
             raise NotFound(f"no notification {notification_id}")
-        self._changed(me, {"kind": "remove", "ids": [notification_id]})
+        self._changed(me, RemoveOp(ids=[notification_id]))
 
     async def read_all(
         self, me: UserPrincipal, *, category: str | None, before: datetime | None
@@ -98,7 +99,7 @@ class InboxService:
         )
         # Replayed later, "everything" must still mean everything up to now.
         bound = before_id or ulid_at(to_ms(datetime.now(UTC)) + 1)
-        self._changed(me, {"kind": "mark_all", "category": category, "before_id": bound})
+        self._changed(me, MarkAllOp(category=category, before_id=bound))
         return updated
 
     async def bulk(
@@ -106,8 +107,8 @@ class InboxService:
     ) -> int:
         if delete:
             removed = await self._store.remove(me.tenant, me.user, ids)
-            self._changed(me, {"kind": "remove", "ids": list(ids)})
+            self._changed(me, RemoveOp(ids=list(ids)))
             return removed
         result = await self._store.mark(me.tenant, me.user, ids, read=read, seen=seen)
-        self._changed(me, {"kind": "mark", "ids": list(ids), "read": read, "seen": seen})
+        self._changed(me, MarkOp(ids=list(ids), read=read, seen=seen))
         return sum(1 for code in result.codes if code == 2)

@@ -7,23 +7,25 @@ import hashlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from pydantic import BaseModel, JsonValue
+from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.notification import Draft, Notification, Recipients, from_ms
 from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
-from notifyhub.services.delayed import DelayedService, NewMessage
+from notifyhub.services.delayed import DelayedService, NewMessage, Reserved
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.topics import TopicService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
+from notifyhub.store.operations import RecallOp
 
 MEMBER_PAGE = 20_000
 SCHEDULED_TOPIC = "notifyhub.scheduled"
@@ -34,6 +36,13 @@ class Accepted:
     id: str
     recipients: int
     scheduled_for: datetime | None = None
+
+
+class _Scheduled(BaseModel):
+    """A scheduled notification's delayed-queue body: what `publish` was asked."""
+
+    draft: Draft
+    recipients: Recipients
 
 
 def body_sha(draft: Draft, recipients: Recipients) -> str:
@@ -48,7 +57,6 @@ class IngestService:
     def __init__(
         self,
         store: InboxStore,
-        sessionmaker: async_sessionmaker[AsyncSession],
         idempotency: IdempotencyStore,
         topics: TopicService,
         delayed: DelayedService,
@@ -57,7 +65,6 @@ class IngestService:
         durable: DurableInbox | None = None,
     ) -> None:
         self._store = store
-        self._sessionmaker = sessionmaker
         self._topics = topics
         self._delayed = delayed
         self._idempotency = idempotency
@@ -68,13 +75,17 @@ class IngestService:
 
     async def publish(
         self,
+        unit: UnitOfWork,
         principal: ServicePrincipal,
         draft: Draft,
         recipients: Recipients,
         idempotency_key: str | None = None,
     ) -> Accepted:
-        """Accept a notification from a service. PostgreSQL is read only when groups or
-        topics are named (a session is opened for that); users alone need Redis only."""
+        """Accept a notification from a service, in the caller's unit of work (which must
+        commit before the 202: a scheduled notification is written there). PostgreSQL is
+        used only when groups or topics are named or the notification is scheduled (the
+        unit's session opens on first use); users alone need Redis only. The idempotency
+        answer is recorded after the unit commits."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
@@ -83,48 +94,60 @@ class IngestService:
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Accepted(**record.response)
-        if recipients.groups or recipients.topics:
-            async with self._sessionmaker() as session:
-                users = await self._resolve(session, draft.tenant, recipients)
-        else:
-            users = await self._resolve(None, draft.tenant, recipients)
+        session = unit.session if recipients.groups or recipients.topics else None
+        users = await self._resolve(session, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
-            accepted = await self._schedule(draft, recipients, record, len(users))
+            accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
             accepted = await self._send(self._build(draft, record), users, pull=False)
         if idempotency_key is not None:
-            response = {
-                "id": accepted.id,
-                "recipients": accepted.recipients,
-                "scheduled_for": accepted.scheduled_for,
-            }
-            await self._idempotency.finish(
-                draft.tenant, idempotency_key, replace(record, response=response)
-            )
+            self._remember_after(unit, draft.tenant, idempotency_key, record, accepted)
         return accepted
 
+    def _remember_after(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        key: str,
+        record: IdempotencyRecord,
+        accepted: Accepted,
+    ) -> None:
+        """A retry gets this answer only once what it answers for is committed."""
+        response = {
+            "id": accepted.id,
+            "recipients": accepted.recipients,
+            "scheduled_for": accepted.scheduled_for,
+        }
+
+        async def remember() -> None:
+            await self._idempotency.finish(tenant, key, replace(record, response=response))
+
+        unit.after_commit(remember)
+
     async def _schedule(
-        self, draft: Draft, recipients: Recipients, record: IdempotencyRecord, count: int
+        self,
+        unit: UnitOfWork,
+        draft: Draft,
+        recipients: Recipients,
+        record: IdempotencyRecord,
+        count: int,
     ) -> Accepted:
         """Durable in PostgreSQL before the 202; the delayed queue delivers it on time."""
         assert draft.deliver_at is not None
-        body = {
-            "draft": draft.model_dump(mode="json"),
-            "recipients": recipients.model_dump(mode="json"),
-        }
+        body: JsonValue = _Scheduled(draft=draft, recipients=recipients).model_dump(mode="json")
         due_ms = int(draft.deliver_at.timestamp() * 1000)
         new = NewMessage(draft.tenant, SCHEDULED_TOPIC, body, due_ms, id=record.notification_id)
-        _id, due_at = await self._delayed.push(new)
+        _id, due_at = await self._delayed.push(unit, new)
         return Accepted(id=record.notification_id, recipients=count, scheduled_for=due_at)
 
-    async def deliver_scheduled(self, session: AsyncSession, message: dict[str, Any]) -> Accepted:
+    async def deliver_scheduled(self, session: AsyncSession, message: Reserved) -> Accepted:
         """Deliver a scheduled notification now; its id is the queue message's id, so a
         redelivery of the same message writes no second copy."""
-        draft = Draft.model_validate({**message["body"]["draft"], "deliver_at": None})
-        recipients = Recipients.model_validate(message["body"]["recipients"])
-        users = await self._resolve(session, draft.tenant, recipients)
+        scheduled = _Scheduled.model_validate(message.message.body)
+        draft = scheduled.draft.model_copy(update={"deliver_at": None})
+        users = await self._resolve(session, draft.tenant, scheduled.recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
-        record = IdempotencyRecord("", str(message["id"]), now_ms)
+        record = IdempotencyRecord("", message.message.id, now_ms)
         return await self._send(self._build(draft, record), users, pull=False)
 
     async def publish_internal(
@@ -143,31 +166,34 @@ class IngestService:
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
         return await self._send(self._build(draft, record), targets, pull=pull)
 
-    async def recall(self, principal: ServicePrincipal, tenant: str, notification_id: str) -> int:
-        """Remove a notification from every inbox holding it; returns how many."""
+    async def recall(
+        self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str
+    ) -> int:
+        """Remove a notification from every inbox holding it; returns how many. A
+        notification not delivered yet is cancelled in the delayed queue, in `unit`."""
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
         if not holders:
-            await self._cancel_scheduled(tenant, notification_id)
+            await self._cancel_scheduled(unit, tenant, notification_id)
             return 0
         removed = 0
         for user_tenant, user in holders:
             removed += await self._store.remove(user_tenant, user, [notification_id])
         await self._store.forget(notification_id)
         if self.durable is not None:
-            self.durable.changed(tenant, "", {"kind": "recall", "id": notification_id})
+            self.durable.changed(tenant, "", RecallOp(id=notification_id))
         return removed
 
-    async def _cancel_scheduled(self, tenant: str, notification_id: str) -> None:
+    async def _cancel_scheduled(self, unit: UnitOfWork, tenant: str, notification_id: str) -> None:
         """Only `tenant`'s own scheduled notification: the delayed queue looks the id up
         in that tenant alone."""
         try:
-            message = await self._delayed.get(tenant, notification_id)
+            found = await self._delayed.get(unit.session, tenant, notification_id)
         except NotFound:
-            message = None
-        if message is None or message["topic"] != SCHEDULED_TOPIC:
+            found = None
+        if found is None or found.message.topic != SCHEDULED_TOPIC:
             raise NotFound(f"no notification {notification_id} in tenant {tenant}")
-        await self._delayed.cancel(tenant, notification_id)
+        await self._delayed.cancel(unit, tenant, notification_id)
 
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients

@@ -26,29 +26,47 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OriginKey = tuple[bytes, bytes, int]
 
-BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
-    ipaddress.ip_network(cidr)
-    for cidr in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "224.0.0.0/4",
-        "::/128",
-        "::1/128",
-        "fc00::/7",
-        "fe80::/10",
-        "ff00::/8",
+BLOCKED_NETWORKS: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(cidr), why)
+    for cidr, why in (
+        ("0.0.0.0/8", "a 'this network' address (0.0.0.0/8)"),
+        ("10.0.0.0/8", "a private address (10.0.0.0/8)"),
+        ("100.64.0.0/10", "a carrier-grade NAT address (100.64.0.0/10)"),
+        ("127.0.0.0/8", "a loopback address"),
+        ("169.254.0.0/16", "a link-local address (cloud metadata services live here)"),
+        ("172.16.0.0/12", "a private address (172.16.0.0/12)"),
+        ("192.168.0.0/16", "a private address (192.168.0.0/16)"),
+        ("224.0.0.0/4", "a multicast address"),
+        ("::/128", "the unspecified address"),
+        ("::1/128", "a loopback address"),
+        ("fc00::/7", "a private (unique local) address"),
+        ("fe80::/10", "a link-local address"),
+        ("ff00::/8", "a multicast address"),
     )
 )
+"""Each blocked range and how a refusal names it."""
 RETRY_AFTER_STATUSES = (429, 503)
 
 
 class BlockedAddress(httpcore.ConnectError):
     """The target resolved only to addresses we refuse to connect to."""
+
+
+def parse_address(resolved: str) -> IPAddress:
+    """A resolver's address string as an address (an IPv6 zone such as `%eth0` dropped)."""
+    return ipaddress.ip_address(resolved.split("%")[0])
+
+
+def blocked_because(address: IPAddress) -> str | None:
+    """Why `address` is blocked unless allowed (None: a public address)."""
+    for network, why in BLOCKED_NETWORKS:
+        if address in network:
+            return why
+    if address.is_multicast:
+        return "a multicast address"
+    if not address.is_global:
+        return "a reserved address, not globally routable"
+    return None
 
 
 class AddressGuard:
@@ -58,14 +76,20 @@ class AddressGuard:
         self.allow_private = allow_private
         self.allow = tuple(ipaddress.ip_network(cidr, strict=False) for cidr in allow)
 
-    def permits(self, address: IPAddress) -> bool:
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why a webhook may not connect to `address` (None: it may).
+
+        The one decision, made on every resolved address at connect time and on a
+        definition's URLs when it is stored (`services/targets.py`).
+        """
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         if self.allow_private or any(address in network for network in self.allow):
-            return True
-        if address.is_multicast or not address.is_global:
-            return False
-        return not any(address in network for network in BLOCKED_NETWORKS)
+            return None
+        return blocked_because(address)
+
+    def permits(self, address: IPAddress) -> bool:
+        return self.refusal(address) is None
 
     async def resolve(self, host: str, port: int) -> list[str]:
         """The permitted addresses of `host`, in resolver order; raises if there are none."""
@@ -76,7 +100,7 @@ class AddressGuard:
         except OSError as exc:
             raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
         found = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        permitted = [a for a in found if self.permits(ipaddress.ip_address(a.split("%")[0]))]
+        permitted = [a for a in found if self.permits(parse_address(a))]
         if not permitted:
             raise BlockedAddress(f"{host} resolves to a blocked address ({', '.join(found)})")
         return permitted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.repositories import preferences as repo
 from notifyhub.domain.auth import UserPrincipal
@@ -23,35 +23,35 @@ class CategoryPreference:
 
 
 class PreferenceService:
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore) -> None:
-        self._sessionmaker = sessionmaker
+    def __init__(self, store: InboxStore) -> None:
         self._store = store
 
-    async def get(self, me: UserPrincipal) -> dict[str, CategoryPreference]:
-        async with self._sessionmaker() as session:
-            rows = await repo.of_user(session, me.tenant, me.user)
+    async def get(self, session: AsyncSession, me: UserPrincipal) -> dict[str, CategoryPreference]:
+        rows = await repo.of_user(session, me.tenant, me.user)
         return {c: CategoryPreference(*flags) for c, flags in rows.items()}
 
     async def put(
-        self, me: UserPrincipal, categories: dict[str, CategoryPreference]
+        self,
+        session: AsyncSession,
+        me: UserPrincipal,
+        categories: dict[str, CategoryPreference],
     ) -> dict[str, CategoryPreference]:
-        """Replace the user's preferences. The Redis copy is written while this request
-        holds the user's turn (repo.replace), so concurrent replacements reach Redis in
-        the order they commit; if Redis fails, nothing is committed either."""
-        async with self._sessionmaker.begin() as session:
-            flags = {c: (p.inbox, p.push) for c, p in categories.items()}
-            await repo.replace(session, me.tenant, me.user, flags)
-            await self._store.set_preferences(
-                me.tenant, me.user, {c: p.flags for c, p in categories.items()}
-            )
+        """Replace the user's preferences. The Redis copy is written inside the caller's
+        transaction, while it holds the user's turn (repo.replace), so concurrent
+        replacements reach Redis in the order they commit; if Redis fails, nothing is
+        committed either."""
+        flags = {c: (p.inbox, p.push) for c, p in categories.items()}
+        await repo.replace(session, me.tenant, me.user, flags)
+        await self._store.set_preferences(
+            me.tenant, me.user, {c: p.flags for c, p in categories.items()}
+        )
         return categories
 
-    async def rebuild_cache(self) -> int:
+    async def rebuild_cache(self, session: AsyncSession) -> int:
         """Copy every user's preferences into Redis (after Redis lost its data)."""
         by_user: dict[tuple[str, str], dict[str, str]] = {}
-        async with self._sessionmaker() as session:
-            for tenant, user, category, flags in await repo.all_rows(session):
-                by_user.setdefault((tenant, user), {})[category] = CategoryPreference(*flags).flags
+        for tenant, user, category, flags in await repo.all_rows(session):
+            by_user.setdefault((tenant, user), {})[category] = CategoryPreference(*flags).flags
         for (tenant, user), categories in by_user.items():
             await self._store.set_preferences(tenant, user, categories)
         return len(by_user)

@@ -6,10 +6,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
-from notifyhub.db.models import Relationship, RuleRecipient
+from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Draft, Ref
@@ -44,7 +45,7 @@ class Event:
     rule: str
     actor: Ref
     target: Ref
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ class RuleService:
         return EventResult(str(ULID()), notifications, recipients, errors)
 
     async def _users(
-        self, session: AsyncSession, rule: Any, spec: RuleRecipient, event: Event
+        self, session: AsyncSession, rule: Rule, spec: RuleRecipient, event: Event
     ) -> list[str]:
         if spec.relationship == SELF:
             return [event.actor.id] if event.actor.type == "user" else []

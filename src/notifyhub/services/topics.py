@@ -1,8 +1,8 @@
 """Topics (Design 1): PostgreSQL is the truth, Redis caches membership for sends.
 
-Every change runs in its own transaction, takes the topic's row lock and a new
-version first, and writes the cache after commit; the cache refuses versions older
-than the one it holds, so concurrent changes can never leave it stale.
+Every change runs in the caller's unit of work, takes the topic's row lock and a new
+version first, and writes the cache after the unit commits; the cache refuses versions
+older than the one it holds, so concurrent changes can never leave it stale.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.repositories import groups as group_repo
 from notifyhub.db.repositories import topics as repo
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.store.topics import TopicCache
 
@@ -28,59 +29,74 @@ class TopicMembers:
 
 
 class TopicService:
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], cache: TopicCache) -> None:
-        self._sessionmaker = sessionmaker
+    def __init__(self, cache: TopicCache) -> None:
         self._cache = cache
 
-    async def replace(self, tenant: str, name: str, members: TopicMembers) -> bool:
+    async def replace(
+        self, unit: UnitOfWork, tenant: str, name: str, members: TopicMembers
+    ) -> bool:
         """Set the topic's members; True when the topic was created."""
-        async with self._sessionmaker.begin() as session:
-            await _check_groups(session, tenant, members.groups)
-            created = await repo.upsert(session, tenant, name)
-            topic_id, version = await _bump(session, tenant, name)
-            await repo.clear(session, topic_id)
-            await repo.add(session, topic_id, repo.USER, members.users)
-            await repo.add(session, topic_id, repo.GROUP, members.groups)
-        await self._cache.write(tenant, name, version, members.users, members.groups)
+        session = unit.session
+        await _check_groups(session, tenant, members.groups)
+        created = await repo.upsert(session, tenant, name)
+        topic_id, version = await _bump(session, tenant, name)
+        await repo.clear(session, topic_id)
+        await repo.add(session, topic_id, repo.USER, members.users)
+        await repo.add(session, topic_id, repo.GROUP, members.groups)
+        self._write_after(unit, tenant, name, version, members)
         return created
 
     async def change(
-        self, tenant: str, name: str, add: TopicMembers, remove: TopicMembers
+        self, unit: UnitOfWork, tenant: str, name: str, add: TopicMembers, remove: TopicMembers
     ) -> TopicMembers:
-        async with self._sessionmaker.begin() as session:
-            await _check_groups(session, tenant, add.groups)
-            topic_id, version = await _bump(session, tenant, name)
-            await repo.add(session, topic_id, repo.USER, add.users)
-            await repo.add(session, topic_id, repo.GROUP, add.groups)
-            await repo.remove(session, topic_id, repo.USER, remove.users)
-            await repo.remove(session, topic_id, repo.GROUP, remove.groups)
-            users, groups = await repo.members(session, topic_id)
-        await self._cache.write(tenant, name, version, users, groups)
-        return TopicMembers(users, groups)
+        session = unit.session
+        await _check_groups(session, tenant, add.groups)
+        topic_id, version = await _bump(session, tenant, name)
+        await repo.add(session, topic_id, repo.USER, add.users)
+        await repo.add(session, topic_id, repo.GROUP, add.groups)
+        await repo.remove(session, topic_id, repo.USER, remove.users)
+        await repo.remove(session, topic_id, repo.GROUP, remove.groups)
+        now = TopicMembers(*await repo.members(session, topic_id))
+        self._write_after(unit, tenant, name, version, now)
+        return now
 
-    async def get(self, tenant: str, name: str) -> TopicMembers:
-        async with self._sessionmaker() as session:
-            found = await repo.find(session, tenant, name)
-            if found is None:
-                raise NotFound(f"no topic {name} in tenant {tenant}")
-            topic_id, _version = found
-            users, groups = await repo.members(session, topic_id)
-        return TopicMembers(users, groups)
+    async def get(self, session: AsyncSession, tenant: str, name: str) -> TopicMembers:
+        found = await repo.find(session, tenant, name)
+        if found is None:
+            raise NotFound(f"no topic {name} in tenant {tenant}")
+        topic_id, _version = found
+        return TopicMembers(*await repo.members(session, topic_id))
 
-    async def delete(self, tenant: str, name: str) -> None:
-        async with self._sessionmaker.begin() as session:
-            if not await repo.drop(session, tenant, name):
-                raise NotFound(f"no topic {name} in tenant {tenant}")
-            version = await repo.tombstone_version(session)
-        await self._cache.write(tenant, name, version, [], [], deleted=True)
+    async def delete(self, unit: UnitOfWork, tenant: str, name: str) -> None:
+        if not await repo.drop(unit.session, tenant, name):
+            raise NotFound(f"no topic {name} in tenant {tenant}")
+        version = await repo.tombstone_version(unit.session)
+        self._write_after(unit, tenant, name, version, None)
 
-    async def rebuild_cache(self) -> int:
+    def _write_after(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        name: str,
+        version: int,
+        members: TopicMembers | None,
+    ) -> None:
+        """The cache learns `version` once it is committed (None: the topic is deleted)."""
+
+        async def write() -> None:
+            if members is None:
+                await self._cache.write(tenant, name, version, [], [], deleted=True)
+            else:
+                await self._cache.write(tenant, name, version, members.users, members.groups)
+
+        unit.after_commit(write)
+
+    async def rebuild_cache(self, session: AsyncSession) -> int:
         """Write every topic from PostgreSQL into Redis (start-up, or after Redis lost data)."""
-        async with self._sessionmaker() as session:
-            topics = await repo.all_topics(session)
-            for tenant, name, topic_id, version in topics:
-                users, groups = await repo.members(session, topic_id)
-                await self._cache.write(tenant, name, version, users, groups)
+        topics = await repo.all_topics(session)
+        for tenant, name, topic_id, version in topics:
+            users, groups = await repo.members(session, topic_id)
+            await self._cache.write(tenant, name, version, users, groups)
         return len(topics)
 
     async def members_of(

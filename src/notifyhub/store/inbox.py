@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import itertools
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -14,18 +11,34 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
-from notifyhub.domain.notification import (
-    Counts,
-    InboxItem,
-    InboxPage,
-    Notification,
-    Severity,
-    from_ms,
-    to_rfc3339,
-)
+from notifyhub.domain.notification import Counts, InboxItem, InboxPage, Notification, Severity
 from notifyhub.settings import Limits
+from notifyhub.store.changes import Changes
 from notifyhub.store.client import is_cluster
+from notifyhub.store.codecs import (
+    Args,
+    ChangesArgs,
+    CopyArgs,
+    Counted,
+    Deferred,
+    Delivered,
+    Dropped,
+    Found,
+    GetArgs,
+    InlineRing,
+    LogMaxArgs,
+    MarkAllArgs,
+    MarkArgs,
+    Marked,
+    MarkedAll,
+    PageArgs,
+    Paged,
+    PerUser,
+    RemoveArgs,
+    changes_from_reply,
+)
 from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.items import item_json, parse_item
 from notifyhub.store.keys import INBOX_FIELDS, Keys, member
 from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 
@@ -42,9 +55,6 @@ INLINE_MIN_USERS = 64
 trip for the writer, no log read for each recipient's stream); smaller ones ring in
 their writes' own pipeline."""
 
-DELIVERED_WIDTH = 6
-"""Values deliver.lua returns per user: seq, evicted after it, unread, unseen, total, epoch."""
-
 FRESH_STATE = b"0|0||"
 """A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
 
@@ -60,20 +70,6 @@ class PageQuery:
 
 
 @dataclass(frozen=True, slots=True)
-class MarkResult:
-    seq: int
-    codes: list[int]
-    """Per id: 0 missing, 1 unchanged, 2 changed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    entry: dict[str, object]
-    content: bytes | None
-    state: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
 class ChangeRead:
     """One stream's question: what changed for (tenant, user) after `after_seq`?"""
 
@@ -84,51 +80,12 @@ class ChangeRead:
 
 
 @dataclass(frozen=True, slots=True)
-class Changes:
-    seq: int
-    oldest_logged: int
-    epoch: str
-    """The epoch of the user's seqs (lua/common.lua `epoch`); '' for seqs older than epochs."""
-    entries: list[Change]
-
-
-@dataclass(frozen=True, slots=True)
 class Position:
     """A user's counts, the seq they are as of, and that seq's epoch."""
 
     counts: Counts
     seq: int
     epoch: str
-
-
-def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
-    """Join shared content and a user's `read_at_ms|seen|category|collapse_key` state."""
-    read_at_ms, seen, _ = state.split(b"|", 2)
-    read_at = int(read_at_ms)
-    fields: dict[str, Any] = orjson.loads(content)
-    fields["status"] = "read" if read_at else "unread"
-    fields["seen"] = seen == b"1"
-    fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
-    return fields
-
-
-def parse_item(content: bytes, state: bytes) -> InboxItem:
-    return InboxItem.model_validate(_item_fields(content, state))
-
-
-def item_json(content: bytes, state: bytes, *, replaces: str | None = None) -> bytes:
-    """A user's copy as JSON, straight from Redis bytes (the stream's hot path)."""
-    return _item_json(content, state, replaces)
-
-
-@functools.lru_cache(maxsize=1024)
-def _item_json(content: bytes, state: bytes, replaces: str | None) -> bytes:
-    """Cached: a broadcast sends every stream the same content with the same fresh
-    state, so 10k streams cost one parse and one dump instead of 10k."""
-    fields = _item_fields(content, state)
-    if replaces is not None:
-        fields["replaces"] = replaces
-    return orjson.dumps(fields)
 
 
 def _inline_header(content: bytes) -> bytes:
@@ -200,20 +157,22 @@ class InboxStore:
         # notification (no collapse key, no category that preferences may silence).
         plain = not (pull or notification.category or notification.collapse_key or defer)
         inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
-        script, args, fields = self._script_call(
-            notification, content, expires_ms, pull=pull, defer=defer
-        )
+        ring = None
         if plain and not self._cluster:  # the script rings, after its writes
-            args += [self.doorbells.channels[0], _inline_header(content), *members]
+            ring = InlineRing(self.doorbells.channels[0], _inline_header(content), members)
+        copy = self._copy_args(notification, content, expires_ms, pull=pull)
+        script, args, fields = self._script_call(copy, ring, defer=defer)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
         scored: list[str | int] = [expires_ms] * (2 * len(members))
         scored[1::2] = members
+        scripts_at = [0]  # where the script replies start among the pipeline's: counted
 
         def build(pipe: Any) -> None:
             pipe.sadd(recipients, *members)
             pipe.expireat(recipients, expires_ms // 1000 + 1)
+            scripts_at[0] = len(pipe)
             for slot, group_keys in by_slot.items():
                 queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
             pipe.execute_command("ZADD", expiry, "LT", *scored)
@@ -224,40 +183,41 @@ class InboxStore:
                 self._queue_wait(pipe, written)
 
         results = await pipelined(self._bulk, build, self.scripts.all)
-        width = 1 if defer else DELIVERED_WIDTH
-        replies = results[2 : 2 + len(by_slot)]
-        values, evicted = self._merge_delivered(keys, len(fields), width, replies)
-        seqs = values if defer else values[::width]
+        replies = results[scripts_at[0] : scripts_at[0] + len(by_slot)]
+        reply = self._merge(Deferred if defer else Delivered, keys, len(fields), replies)
+        seqs, evicted = reply.firsts, reply.evicted
         if self._cluster:
-            await self._ring_after_writes(members, values if inline else None, content)
+            ringing = reply if inline and isinstance(reply, Delivered) else None
+            await self._ring_after_writes(members, ringing, content)
         if defer:
             evicted += await self._settle_long(users, seqs)
         if evicted:
             self._on_evicted(evicted)
         return seqs
 
+    def _copy_args(
+        self, notification: Notification, content: bytes, expires_ms: int, *, pull: bool
+    ) -> CopyArgs:
+        return CopyArgs(
+            id=notification.id,
+            content=content,
+            category=notification.category or "",
+            collapse_key=notification.collapse_key or "",
+            expires_ms=expires_ms,
+            log_max=self._limits.change_log_max,
+            critical=notification.severity is Severity.CRITICAL,
+            pull=pull,
+            items_per_user=self._limits.items_per_user,
+        )
+
     def _script_call(
-        self,
-        notification: Notification,
-        content: bytes,
-        expires_ms: int,
-        *,
-        pull: bool,
-        defer: bool,
-    ) -> tuple[AsyncScript, list[str | bytes | int], tuple[str, ...]]:
+        self, copy: CopyArgs, ring: InlineRing | None, *, defer: bool
+    ) -> tuple[AsyncScript, Args, tuple[str, ...]]:
         """The script for a delivery, its ARGV, and the keys it takes per user."""
-        critical = "1" if notification.severity is Severity.CRITICAL else ""
-        category, ck = notification.category or "", notification.collapse_key or ""
-        log_max, cap = self._limits.change_log_max, self._limits.items_per_user
         if defer:
-            header = [notification.id, category, ck, expires_ms, log_max]
-            header += [int(bool(critical)), int(pull), cap]
-            entry = orjson.dumps(header) + b"\n" + content
-            fields = ("pend", "prefs") if category else ("pend",)
-            return self.scripts.defer, [entry, category, critical], fields
-        args: list[str | bytes | int] = [notification.id, content, category, ck, expires_ms]
-        args += [log_max, critical, "1" if pull else "", cap]
-        return self.scripts.deliver, args, INBOX_FIELDS
+            fields = ("pend", "prefs") if copy.category else ("pend",)
+            return self.scripts.defer, copy.defer_args(), fields
+        return self.scripts.deliver, copy.deliver_args(ring), INBOX_FIELDS
 
     async def _settle_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
         """Settle the inboxes whose pending list grew past PENDING_SETTLE_AT (users who
@@ -274,22 +234,20 @@ class InboxStore:
         return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
 
     async def _ring_after_writes(
-        self, members: list[str], delivered: list[Any] | None = None, content: bytes = b""
+        self, members: list[str], delivered: Delivered | None = None, content: bytes = b""
     ) -> None:
         """Ring once the writes are done. A Cluster pipeline runs its commands on several
         nodes at once, so a doorbell queued with the writes could reach a stream before
         the write it announces (the stream would read nothing and wait for a next one).
 
-        With `delivered` (deliver.lua's values per user) the doorbell carries the copies'
+        With `delivered` (deliver.lua's reply) the doorbell carries the copies'
         events (store/doorbells.py): a stream whose next change a copy is sends it
         without reading the log, which saves a broadcast's Redis a read per stream."""
         changed: list[tuple[str, int | str]] = [(m, 0) for m in members]
         header = b""
         if delivered is not None:
             header = _inline_header(content)
-            for i in range(len(members)):
-                at = i * DELIVERED_WIDTH
-                seq, dropped, unread, unseen, total, epoch = delivered[at : at + DELIVERED_WIDTH]
+            for i, (seq, dropped, unread, unseen, total, epoch) in enumerate(delivered.copies()):
                 if seq > 0 and not dropped:  # else a re-read: evictions came after it
                     line = f"{seq},{unread},{unseen},{total},{epoch.decode()}"
                     changed[i] = (members[i], line)
@@ -307,18 +265,14 @@ class InboxStore:
             by_slot.setdefault(key_slot(keys[i].encode()), []).extend(keys[i : i + stride])
         return by_slot
 
-    def _merge_delivered(
-        self, keys: list[str], stride: int, width: int, replies: list[list[Any]]
-    ) -> tuple[list[Any], int]:
-        """The per-slot script replies (`width` values per user, then the evictions) in
-        the callers' user order, and the evictions summed."""
+    def _merge(
+        self, codec: type[PerUser], keys: list[str], stride: int, replies: list[list[Any]]
+    ) -> PerUser:
+        """The per-slot script replies as one, in the callers' user order."""
         if not self._cluster:
-            values = list(replies[0])
-            return values, values.pop()
+            return codec.from_reply(replies[0])
         slots = [key_slot(keys[i].encode()) for i in range(0, len(keys), stride)]
-        replied = {slot: iter(r) for slot, r in zip(dict.fromkeys(slots), replies, strict=True)}
-        values = [v for slot in slots for v in itertools.islice(replied[slot], width)]
-        return values, sum(next(rest) for rest in replied.values())
+        return codec.from_slot_replies(slots, replies)
 
     def _master_of(self, slot: int) -> Any:
         """The Cluster node serving `slot` (None on standalone Redis: one connection)."""
@@ -339,12 +293,14 @@ class InboxStore:
         for node in {node.name: node for node in masters}.values():
             pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
+    async def _call(self, script: AsyncScript, tenant: str, user: str, args: Args) -> Any:
+        """Run one inbox script on one user's keys (lua/common.lua `inbox`)."""
+        return await script(keys=self._keys.inbox_list(tenant, user), args=args)
+
     async def get(self, tenant: str, user: str, notification_id: str) -> InboxItem | None:
-        found = await self.scripts.get(
-            keys=self._keys.inbox_list(tenant, user),
-            args=[self._limits.change_log_max, notification_id],
-        )
-        return parse_item(found[0], found[1]) if found else None
+        args = GetArgs(self._limits.change_log_max, notification_id)
+        found = Found.from_reply(await self._call(self.scripts.get, tenant, user, args.to_args()))
+        return parse_item(found.content, found.state) if found else None
 
     async def counts(self, tenant: str, user: str) -> tuple[Counts, int]:
         """The user's counts and the seq they are as of."""
@@ -353,76 +309,69 @@ class InboxStore:
 
     async def position(self, tenant: str, user: str) -> Position:
         """The user's counts, the seq they are as of and its epoch (a stream's start)."""
-        unread, unseen, total, seq, epoch = await self.scripts.counts(
-            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
-        )
-        counts = Counts(unread=unread, unseen=unseen, total=total)
-        return Position(counts, int(seq), sys.intern(epoch.decode()))
+        args = LogMaxArgs(self._limits.change_log_max).to_args()
+        c = Counted.from_reply(await self._call(self.scripts.counts, tenant, user, args))
+        return Position(Counts(unread=c.unread, unseen=c.unseen, total=c.total), c.seq, c.epoch)
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound = _page_bounds(query)
-        raw = await self.scripts.page(
-            keys=self._keys.inbox_list(tenant, user),
-            args=[
-                self._limits.change_log_max,
-                order,
-                bound,
-                query.limit,
-                query.status,
-                query.category or "",
-                self._limits.list_scan_budget,
-            ],
+        args = PageArgs(
+            log_max=self._limits.change_log_max,
+            order=order,
+            bound=bound,
+            limit=query.limit,
+            status=query.status,
+            category=query.category,
+            budget=self._limits.list_scan_budget,
         )
-        next_cursor = raw[0].decode() if raw[0] else None
-        items = [parse_item(raw[i + 1], raw[i + 2]) for i in range(2, len(raw), 3)]
-        return InboxPage(items=items, next_cursor=next_cursor, unread=int(raw[1]))
+        paged = Paged.from_reply(await self._call(self.scripts.page, tenant, user, args.to_args()))
+        items = [parse_item(content, state) for _id, content, state in paged.rows]
+        return InboxPage(items=items, next_cursor=paged.next_cursor, unread=paged.unread)
 
     async def mark(
         self, tenant: str, user: str, ids: Sequence[str], *, read: bool | None, seen: bool
-    ) -> MarkResult:
-        read_arg = "" if read is None else ("1" if read else "0")
-        seq, codes = await self.scripts.mark(
-            keys=self._keys.inbox_list(tenant, user),
-            args=[self._limits.change_log_max, read_arg, "1" if seen else "", *ids],
+    ) -> Marked:
+        """Per id: 0 missing, 1 unchanged, 2 changed (`Marked.codes`)."""
+        args = MarkArgs(self._limits.change_log_max, read=read, seen=seen, ids=ids)
+        marked = Marked.from_reply(
+            await self._call(self.scripts.mark, tenant, user, args.to_args())
         )
-        await self._publish([(member(tenant, user), int(seq))])
-        return MarkResult(seq=int(seq), codes=[int(c) for c in codes])
+        await self._publish([(member(tenant, user), marked.seq)])
+        return marked
 
     async def mark_all(
         self, tenant: str, user: str, *, category: str | None, before_id: str | None
     ) -> int:
-        seq, updated = await self.scripts.mark_all(
-            keys=self._keys.inbox_list(tenant, user),
-            args=[self._limits.change_log_max, category or "", before_id or ""],
-        )
-        await self._publish([(member(tenant, user), int(seq))])
-        return int(updated)
+        args = MarkAllArgs(self._limits.change_log_max, category=category, before_id=before_id)
+        raw = await self._call(self.scripts.mark_all, tenant, user, args.to_args())
+        marked = MarkedAll.from_reply(raw)
+        await self._publish([(member(tenant, user), marked.seq)])
+        return marked.updated
 
     async def remove(self, tenant: str, user: str, ids: Sequence[str]) -> int:
-        seq, removed, _next = await self.scripts.remove(
-            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max, *ids]
+        args = RemoveArgs(self._limits.change_log_max, ids=ids)
+        removed = Dropped.from_reply(
+            await self._call(self.scripts.remove, tenant, user, args.to_args())
         )
-        await self._publish([(member(tenant, user), int(seq))])
-        return int(removed)
+        await self._publish([(member(tenant, user), removed.seq)])
+        return removed.dropped
 
     async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
         """Drop the user's expired items; returns (purged, next expiry ms or None)."""
-        seq, purged, next_expiry = await self.scripts.purge(
-            keys=self._keys.inbox_list(tenant, user), args=[self._limits.change_log_max]
-        )
-        if purged:
-            await self._publish([(member(tenant, user), int(seq))])
-        return int(purged), int(float(next_expiry)) if next_expiry else None
+        args = LogMaxArgs(self._limits.change_log_max).to_args()
+        purged = Dropped.from_reply(await self._call(self.scripts.purge, tenant, user, args))
+        if purged.dropped:
+            await self._publish([(member(tenant, user), purged.seq)])
+        return purged.dropped, purged.next_expiry_ms
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
         """The changes after `after_seq`: at most `max_entries`, and no more than about
         `limits.stream_read_bytes` (at least one), so the caller reads again while the
         last entry's seq is below `Changes.seq`."""
-        raw = await self.scripts.changes(
-            keys=self._keys.inbox_list(tenant, user),
-            args=[after_seq, max_entries, self._limits.stream_read_bytes],
+        args = ChangesArgs(after_seq, max_entries, self._limits.stream_read_bytes)
+        return changes_from_reply(
+            await self._call(self.scripts.changes, tenant, user, args.to_args())
         )
-        return _parse_changes(raw)
 
     async def changes_many(self, reads: Sequence[ChangeRead]) -> list[Changes]:
         """`changes` for many users in one pipelined round trip (one script per user, so
@@ -434,11 +383,11 @@ class InboxStore:
 
         def build(pipe: Any) -> None:
             for read in reads:
-                keys = inbox_list(read.tenant, read.user)
-                queue_script(pipe, changes, keys, [read.after_seq, read.max_entries, max_bytes])
+                args = ChangesArgs(read.after_seq, read.max_entries, max_bytes)
+                queue_script(pipe, changes, inbox_list(read.tenant, read.user), args.to_args())
 
         results = await pipelined(self._bulk, build, self.scripts.all)
-        return [_parse_changes(raw) for raw in results]
+        return [changes_from_reply(raw) for raw in results]
 
     async def recipients(self, notification_id: str) -> list[UserRef]:
         """Every user holding a copy of this notification (for recall)."""
@@ -470,15 +419,7 @@ class InboxStore:
             await publish(channel, payload)
 
 
-def _parse_changes(raw: list[Any]) -> Changes:
-    entries = [
-        Change(orjson.loads(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
-        for i in range(3, len(raw), 3)
-    ]
-    return Changes(int(raw[0]), int(raw[1]), sys.intern(raw[2].decode()), entries)
-
-
-def _page_bounds(query: PageQuery) -> tuple[str, str]:
+def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str]:
     if query.since_id is not None:
         return "asc", f"({query.cursor}" if query.cursor else f"[{query.since_id}"
     return "desc", f"({query.cursor}" if query.cursor else "+"

@@ -13,20 +13,13 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifyhub.store.client import SOCKET_TIMEOUT_S
+from notifyhub.store.operations import OPERATIONS
 
-INBOX_SCRIPTS = (
-    "deliver",
-    "mark",
-    "mark_all",
-    "remove",
-    "purge",
-    "get",
-    "counts",
-    "page",
-    "changes",
-    "defer",
-    "settle",
-)
+READ_SCRIPTS = ("get", "counts", "page", "changes")
+"""Inbox scripts that read (after settling and purging); the writing ones are
+store/operations.py's."""
+
+INBOX_SCRIPTS = tuple(dict.fromkeys([*(op.script for op in OPERATIONS.values()), *READ_SCRIPTS]))
 
 
 def queue_script(

@@ -168,7 +168,7 @@ class Producer:
             groups=tuple(config.recipients.groups),
             topics=tuple(config.recipients.topics),
         )
-        async with self._sessionmaker() as session:
+        async with self._sessionmaker.begin() as session:
             await self._ingest.publish_internal(session, draft, recipients)
         return 1
 

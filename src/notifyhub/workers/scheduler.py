@@ -8,13 +8,13 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
-from notifyhub.services.delayed import DelayedService
+from notifyhub.services.delayed import DelayedService, Reserved
 from notifyhub.services.ingest import SCHEDULED_TOPIC, IngestService
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
@@ -53,15 +53,17 @@ class ScheduledNotifications:
             delivered += len(messages)
         return delivered
 
-    async def _deliver(self, queue: Queue, message: dict[str, Any]) -> None:
+    async def _deliver(self, queue: Queue, reserved: Reserved) -> None:
+        message_id = reserved.message.id
         try:
-            async with self._sessionmaker() as session:
-                await self._ingest.deliver_scheduled(session, message)
+            async with self._sessionmaker.begin() as session:
+                await self._ingest.deliver_scheduled(session, reserved)
         except InvalidInput as exc:
             # Permanent (its group or topic is gone, it expired before its time): a retry
             # would fail the same way forever and stall the batch behind it. Drop it, loudly.
-            log.warning("scheduled notification %s dropped: %s", message["id"], exc.detail)
-        await self._delayed.ack(queue, str(message["id"]), str(message["receipt"]))
+            log.warning("scheduled notification %s dropped: %s", message_id, exc.detail)
+        async with UnitOfWork(self._sessionmaker) as unit:
+            await self._delayed.ack(unit, queue, message_id, reserved.receipt)
 
 
 class MoverPlan:

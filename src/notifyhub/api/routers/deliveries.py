@@ -7,11 +7,17 @@ another tenant is looked up in the named tenant only, so it answers 404 like an 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from notifyhub.api.delivery_schemas import DefinitionIn, DeliveryAccepted, DeliveryIn
+from notifyhub.api.delivery_schemas import (
+    DefinitionIn,
+    DefinitionOut,
+    DeliveryAccepted,
+    DeliveryIn,
+    DeliveryOut,
+)
 from notifyhub.api.deps import Admin, AppState, Publisher, Session
 from notifyhub.api.schemas import Name, NotificationId, Tenant
 from notifyhub.domain.auth import ServicePrincipal
@@ -57,7 +63,13 @@ def _spec(body: DefinitionIn) -> DefinitionSpec:
     )
 
 
-@router.put("/v1/admin/delivery-definitions/{name}")
+# `secret` is absent unless shown (creation, rotation): unset fields are left out.
+@router.put(
+    "/v1/admin/delivery-definitions/{name}",
+    response_model=DefinitionOut,
+    response_model_exclude_unset=True,
+    responses={201: {"model": DefinitionOut, "description": "Created"}},
+)
 async def put_definition(
     name: Name,
     body: DefinitionIn,
@@ -66,20 +78,25 @@ async def put_definition(
     state: AppState,
     response: Response,
     tenant: OptionalTenantQuery = None,
-) -> dict[str, Any]:
+) -> DefinitionOut:
     owner = _own(principal, _definition_tenant(body, tenant))
     shown, created = await state["deliveries"].put_definition(
         session, owner, name, _spec(body), body.rotate_secret, body.drop_previous_secret
     )
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    return shown
+    return DefinitionOut.model_validate(shown)
 
 
-@router.get("/v1/admin/delivery-definitions/{name}")
+@router.get(
+    "/v1/admin/delivery-definitions/{name}",
+    response_model=DefinitionOut,
+    response_model_exclude_unset=True,
+)
 async def get_definition(
     name: Name, principal: Admin, session: Session, state: AppState, tenant: TenantQuery = "default"
-) -> dict[str, Any]:
-    return await state["deliveries"].get_definition(session, _own(principal, tenant), name)
+) -> DefinitionOut:
+    found = await state["deliveries"].get_definition(session, _own(principal, tenant), name)
+    return DefinitionOut.model_validate(found)
 
 
 @router.post(
@@ -95,34 +112,41 @@ async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> Del
     return DeliveryAccepted(id=delivery_id, tenant=tenant, status=DeliveryStatus.PENDING.value)
 
 
-@router.get("/v1/deliveries/{delivery_id}")
+@router.get("/v1/deliveries/{delivery_id}", response_model=DeliveryOut)
 async def get(
     delivery_id: DeliveryId,
     principal: Publisher,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
-) -> dict[str, Any]:
-    return await state["deliveries"].get(session, _own(principal, tenant), delivery_id)
+) -> DeliveryOut:
+    found = await state["deliveries"].get(session, _own(principal, tenant), delivery_id)
+    return DeliveryOut.model_validate(found)
 
 
-@router.post("/v1/deliveries/{delivery_id}/confirm")
+@router.post("/v1/deliveries/{delivery_id}/confirm", response_model=DeliveryOut)
 async def confirm(
     delivery_id: DeliveryId,
     principal: Publisher,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
-) -> dict[str, Any]:
-    return await state["deliveries"].confirm(session, _own(principal, tenant), delivery_id)
+) -> DeliveryOut:
+    found = await state["deliveries"].confirm(session, _own(principal, tenant), delivery_id)
+    return DeliveryOut.model_validate(found)
 
 
-@router.post("/v1/deliveries/{delivery_id}/retry", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/v1/deliveries/{delivery_id}/retry",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeliveryOut,
+)
 async def retry(
     delivery_id: DeliveryId,
     principal: Admin,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
-) -> dict[str, Any]:
-    return await state["deliveries"].retry(session, _own(principal, tenant), delivery_id)
+) -> DeliveryOut:
+    found = await state["deliveries"].retry(session, _own(principal, tenant), delivery_id)
+    return DeliveryOut.model_validate(found)

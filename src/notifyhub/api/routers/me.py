@@ -24,14 +24,16 @@ def _out(prefs: dict[str, CategoryPreference]) -> PreferencesIn:
 
 
 @router.get("/preferences", response_model=PreferencesIn)
-async def get_preferences(me: CurrentUser, state: AppState) -> PreferencesIn:
-    return _out(await state["preferences"].get(me))
+async def get_preferences(me: CurrentUser, state: AppState, session: Session) -> PreferencesIn:
+    return _out(await state["preferences"].get(session, me))
 
 
 @router.put("/preferences", response_model=PreferencesIn)
-async def put_preferences(body: PreferencesIn, me: CurrentUser, state: AppState) -> PreferencesIn:
+async def put_preferences(
+    body: PreferencesIn, me: CurrentUser, state: AppState, session: Session
+) -> PreferencesIn:
     wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
-    return _out(await state["preferences"].put(me, wanted))
+    return _out(await state["preferences"].put(session, me, wanted))
 
 
 @router.get("/subscriptions", response_model=SubscriptionList)

@@ -17,8 +17,9 @@ from fastapi import APIRouter, Depends, Header, Query, Response, status
 from pydantic import StringConstraints, TypeAdapter, ValidationError
 from starlette.requests import Request
 
-from notifyhub.api.deps import AppState, Publisher, authenticate_service, require
+from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
 from notifyhub.api.schemas import Accepted, NotificationId, PublishRequest
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
 
@@ -55,8 +56,13 @@ async def publish(
     """Publish a notification to users, groups and topics: 202 with its id, how many
     recipients it reached, and when it is scheduled for (if delayed). A repeated
     `Idempotency-Key` answers the first request's result."""
+    # Committed before the 202: the unit's session opens only when groups or topics are
+    # named, or the notification is scheduled.
     draft, recipients = _draft(body)
-    accepted = await state["ingest"].publish(principal, draft, recipients, idempotency_key)
+    async with UnitOfWork(state["sessionmaker"]) as unit:
+        accepted = await state["ingest"].publish(
+            unit, principal, draft, recipients, idempotency_key
+        )
     answer = Accepted(
         id=accepted.id, recipients=accepted.recipients, scheduled_for=accepted.scheduled_for
     )
@@ -102,7 +108,8 @@ async def recall(
     notification_id: NotificationId,
     state: AppState,
     principal: Publisher,
+    unit: Unit,
     tenant: Annotated[str, Query(max_length=64)] = "default",
 ) -> Response:
-    await state["ingest"].recall(principal, tenant, notification_id)
+    await state["ingest"].recall(unit, principal, tenant, notification_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from notifyhub.api.deps import Admin, AppState, Publisher, Session
+from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.schemas import (
     EventAccepted,
     EventIn,
@@ -51,11 +51,12 @@ async def replace_topic(
     body: TopicMembersIn,
     principal: Admin,
     state: AppState,
+    unit: Unit,
     response: Response,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
     members = _members(body)
-    created = await state["topics"].replace(_own(principal, tenant), topic, members)
+    created = await state["topics"].replace(unit, _own(principal, tenant), topic, members)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
@@ -66,27 +67,32 @@ async def change_topic(
     body: TopicPatch,
     principal: Admin,
     state: AppState,
+    unit: Unit,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
     now = await state["topics"].change(
-        _own(principal, tenant), topic, _members(body.add), _members(body.remove)
+        unit, _own(principal, tenant), topic, _members(body.add), _members(body.remove)
     )
     return TopicOut(name=topic, tenant=tenant, users=now.users, groups=now.groups)
 
 
 @router.get("/v1/admin/topics/{topic}", response_model=TopicOut)
 async def get_topic(
-    topic: Name, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+    topic: Name,
+    principal: Admin,
+    state: AppState,
+    session: Session,
+    tenant: TenantQuery = "default",
 ) -> TopicOut:
-    members = await state["topics"].get(_own(principal, tenant), topic)
+    members = await state["topics"].get(session, _own(principal, tenant), topic)
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
 
 @router.delete("/v1/admin/topics/{topic}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_topic(
-    topic: Name, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+    topic: Name, principal: Admin, state: AppState, unit: Unit, tenant: TenantQuery = "default"
 ) -> Response:
-    await state["topics"].delete(_own(principal, tenant), topic)
+    await state["topics"].delete(unit, _own(principal, tenant), topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

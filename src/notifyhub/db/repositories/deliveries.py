@@ -297,6 +297,7 @@ async def find(
 
 
 async def attempts(session: AsyncSession, delivery_id: str) -> list[DeliveryAttempt]:
+    """The delivery's settled attempts, oldest first (fencing tokens only ever grow)."""
     rows = await session.scalars(
         select(DeliveryAttempt)
         .where(DeliveryAttempt.delivery_id == delivery_id)
@@ -327,8 +328,9 @@ async def confirm(session: AsyncSession, tenant: str, delivery_id: str) -> bool:
 async def reopen(session: AsyncSession, tenant: str, delivery_id: str) -> int | None:
     """Manual replay: back to pending and due now (from history if it moved there).
 
-    Returns the new attempt number (the one an at-once send must claim), or None when
-    `tenant` has no such delivery.
+    Bumps the fencing token (a send still in flight cannot settle over the replay) and
+    returns it (the one an at-once send must claim), or None when `tenant` has no such
+    delivery. The token is not an attempt count: the API numbers attempts itself.
     """
     await session.execute(_FROM_HISTORY, {"id": delivery_id, "tenant": tenant})
     result = await session.execute(

@@ -22,7 +22,9 @@ FROM (
 ) c
 WHERE a.id = c.id
 RETURNING a.id, a.claims, a.channel, a.delivery_id, a.tenant, a.definition, a.attempt,
-          a.failures, a.final, a.error
+          a.failures, a.final, a.error,
+          (SELECT count(*) FROM delivery_attempts t
+           WHERE t.delivery_id = a.delivery_id AND t.attempt <= a.attempt) AS number
 """)
 
 
@@ -36,6 +38,10 @@ class ClaimedAlert:
     definition: str
     """The name of a definition of `tenant` (whose channels and secret the alert uses)."""
     attempt: int
+    """The failed attempt's fencing token: with the delivery id, the alert's identity."""
+    number: int
+    """Its number as the attempts list shows it (1, 2, 3..., however tokens skip); its
+    attempt row was written with the alert, so it is always counted."""
     failures: int
     final: bool
     error: str | None
@@ -52,6 +58,7 @@ async def claim(session: AsyncSession, limit: int, lease_s: float) -> list[Claim
             r.tenant,
             r.definition,
             r.attempt,
+            r.number,
             r.failures,
             r.final,
             r.error,

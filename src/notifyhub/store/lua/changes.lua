@@ -4,6 +4,7 @@
 -- read of a large backlog, and a pipeline of many such reads, stays small.
 -- Returns {seq, oldest_logged_seq or 0, epoch, entry1, content1 or false, state1 or false,
 -- ...}; content/state are filled for notification entries whose item still exists.
+-- Codec: store/codecs.py ChangesArgs -> changes_from_reply (test_script_layouts.py).
 local u = inbox(0)
 settle(u)
 local seq = tonumber(redis.call('GET', u.seq) or '0')

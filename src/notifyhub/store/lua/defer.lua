@@ -7,6 +7,7 @@
 -- Returns per user the length of its pending list (the caller settles long ones), or -1
 -- when the user's preferences drop the category; then 0, deliver.lua's eviction count
 -- (a pending copy evicts when it settles).
+-- Codec: store/codecs.py CopyArgs.defer_args -> Deferred; layout tested by test_script_layouts.py.
 local entry, category, critical = ARGV[1], ARGV[2], ARGV[3] == '1'
 local stride = (category == '') and 1 or 2
 local out = {}

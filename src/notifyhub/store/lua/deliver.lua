@@ -12,6 +12,8 @@
 -- the epoch of its seq ('' when nothing was stored). Then one more value: how many
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
 -- `tenant/user seq,unread,unseen,total,epoch`.
+-- Codec: store/codecs.py CopyArgs.deliver_args (+ InlineRing) -> Delivered
+-- (layout tested by test_script_layouts.py).
 local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            expires_ms = tonumber(ARGV[5]), log_max = tonumber(ARGV[6]),
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9])}

@@ -1,4 +1,5 @@
 -- One item of one user. ARGV: log_max, id. Returns {content, state} or false.
+-- Codec: store/codecs.py GetArgs -> Found; layout tested by test_script_layouts.py.
 local u = inbox(0)
 purge(u, now_ms(), tonumber(ARGV[1]))
 local content = redis.call('HGET', u.items, ARGV[2])

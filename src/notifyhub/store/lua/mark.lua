@@ -1,6 +1,7 @@
 -- Change read/seen state of some of one user's items.
 -- ARGV: log_max, read ('1' read, '0' unread, '' unchanged), seen ('1' or ''), ids...
 -- Returns {last_seq, code per id}: 0 missing, 1 unchanged, 2 changed.
+-- Codec: store/codecs.py MarkArgs -> Marked; layout tested by test_script_layouts.py.
 local u = inbox(0)
 local log_max, read, seen = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local now = now_ms()

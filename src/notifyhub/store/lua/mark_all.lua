@@ -1,6 +1,7 @@
 -- Mark every unread item of one user read, optionally only one category and/or only
 -- items created before a ULID bound. ARGV: log_max, category ('' any), before_id ('' none)
 -- Returns {last_seq, updated}.
+-- Codec: store/codecs.py MarkAllArgs -> MarkedAll; layout tested by test_script_layouts.py.
 local u = inbox(0)
 local log_max, category, before = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local now = now_ms()

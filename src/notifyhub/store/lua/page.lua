@@ -2,6 +2,7 @@
 -- ARGV: log_max, order ('desc' newest first | 'asc'), bound (ZRANGEBYLEX form),
 --       limit, status ('all'|'unread'|'read'), category ('' any), budget
 -- Returns {next_cursor or false, unread, id1, content1, state1, id2, ...}.
+-- Codec: store/codecs.py PageArgs -> Paged; layout tested by test_script_layouts.py.
 local u = inbox(0)
 local log_max, desc, bound = tonumber(ARGV[1]), ARGV[2] == 'desc', ARGV[3]
 local limit, status, category, budget = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])

@@ -1,5 +1,6 @@
 -- Delete some of one user's items. ARGV: log_max, ids...
 -- Returns {last_seq, removed, next_expiry_ms or false}.
+-- Codec: store/codecs.py RemoveArgs -> Dropped; layout tested by test_script_layouts.py.
 local u = inbox(0)
 local log_max = tonumber(ARGV[1])
 purge(u, now_ms(), log_max)

@@ -1,0 +1,109 @@
+"""notifyhub-client: the Python client for notifyhub services.
+
+    from notifyhub_client import Client
+
+    with Client("https://hub.example", api_key) as hub:
+        accepted = hub.notify("Restock A-12", users=["alice"], severity="warning")
+
+`AsyncClient` has the same operations, awaited. See `Client` for retries and
+idempotency, `notifyhub_client.errors` for the exceptions.
+"""
+
+from notifyhub_client._config import VERSION
+from notifyhub_client._http import NO_RETRIES, RetryPolicy
+from notifyhub_client._operations import QUEUE_MESSAGES_PATH
+from notifyhub_client._stream import (
+    CountsEvent,
+    DeleteEvent,
+    NotificationEvent,
+    ReconnectPolicy,
+    ResetEvent,
+    StreamEvent,
+    StreamProtocolError,
+    UpdateEvent,
+)
+from notifyhub_client.aio import AsyncClient, AsyncEventStream, AsyncMessage, AsyncQueue
+from notifyhub_client.client import Client, EventStream, Message, Queue
+from notifyhub_client.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    HubUnreachable,
+    NotFound,
+    NotifyhubError,
+    RateLimited,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+)
+from notifyhub_client.models import (
+    Accepted,
+    Alert,
+    Counts,
+    DelayedAccepted,
+    DelayedMessage,
+    Delivery,
+    DeliveryAccepted,
+    DeliveryDefinition,
+    EventAccepted,
+    Group,
+    Notification,
+    QueueMessage,
+    Ref,
+    Rule,
+    RuleRecipient,
+    Topic,
+)
+
+__version__ = VERSION
+
+__all__ = [
+    "NO_RETRIES",
+    "QUEUE_MESSAGES_PATH",
+    "Accepted",
+    "Alert",
+    "AsyncClient",
+    "AsyncEventStream",
+    "AsyncMessage",
+    "AsyncQueue",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "Counts",
+    "CountsEvent",
+    "DelayedAccepted",
+    "DelayedMessage",
+    "DeleteEvent",
+    "Delivery",
+    "DeliveryAccepted",
+    "DeliveryDefinition",
+    "EventAccepted",
+    "EventStream",
+    "Forbidden",
+    "Group",
+    "HubUnreachable",
+    "Message",
+    "NotFound",
+    "Notification",
+    "NotificationEvent",
+    "NotifyhubError",
+    "Queue",
+    "QueueMessage",
+    "RateLimited",
+    "ReconnectPolicy",
+    "Ref",
+    "ResetEvent",
+    "RetryPolicy",
+    "Rule",
+    "RuleRecipient",
+    "ServerError",
+    "StreamEvent",
+    "StreamProtocolError",
+    "Topic",
+    "Unauthorized",
+    "Unavailable",
+    "UpdateEvent",
+    "ValidationError",
+    "__version__",
+]

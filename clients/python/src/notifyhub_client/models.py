@@ -1,0 +1,335 @@
+"""Typed bodies of the notifyhub API, mirroring the hub's OpenAPI schemas.
+
+Requests refuse unknown fields (a typo fails here, not at the hub); responses ignore
+fields a newer hub adds. The hub's test suite compares every model below with the
+OpenAPI document (tests/clients/test_python_client_models.py), so a drift fails there.
+Constraints (lengths, patterns) are left to the hub: its 422 names the field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Severity = Literal["info", "success", "warning", "error", "critical"]
+Display = Literal["inbox", "toast", "both"]
+Obtain = Literal["push", "pull"]
+AlertTrigger = Literal["final_failure", "every_failure", "never", "after_n"]
+DelayedStatus = Literal["delayed", "ready", "reserved", "consumed", "cancelled"]
+DeliveryStatus = Literal["pending", "sent", "failed", "final_failed", "awaiting_confirm"]
+
+
+class Request(BaseModel):
+    """A request body: unknown fields are refused, unset ones are not sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Response(BaseModel):
+    """A response body: fields a newer hub adds are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Ref(Response):
+    """An actor or a target: `{"type": "user", "id": "u-7"}`."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    id: str
+
+
+# --- Requests ----------------------------------------------------------------------
+
+
+class Recipients(Request):
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+
+
+class PublishRequest(Request):
+    tenant: str | None = None
+    recipients: Recipients
+    title: str
+    body: str | None = None
+    severity: Severity | None = None
+    category: str | None = None
+    source: str | None = None
+    display: Display | None = None
+    data: dict[str, JsonValue] | None = None
+    action_url: str | None = None
+    actor: Ref | None = None
+    target: Ref | None = None
+    ttl: int | None = None
+    expires_at: datetime | None = None
+    collapse_key: str | None = None
+    deliver_at: datetime | None = None
+    delay: int | None = None
+
+
+class EventRequest(Request):
+    tenant: str | None = None
+    rule: str
+    actor: Ref
+    target: Ref
+    data: dict[str, JsonValue] | None = None
+
+
+class RelationshipRequest(Request):
+    tenant: str | None = None
+    user: str
+    relationship: str
+    target: Ref
+
+
+class DelayedRequest(Request):
+    tenant: str | None = None
+    topic: str
+    body: JsonValue = None
+    delay_ms: int | None = None
+    due_at: datetime | None = None
+    priority: int | None = None
+    ttl_ms: int | None = None
+    biz_key: str | None = None
+
+
+class AckRequest(Request):
+    receipt: str
+
+
+class DeliveryRequest(Request):
+    tenant: str | None = None
+    definition: str
+    payload: dict[str, JsonValue]
+    description: str | None = None
+
+
+class MembersChange(Request):
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+
+class TopicMembers(Request):
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+class RuleRecipient(Request):
+    """One relationship's message in a rule (also how a rule's GET/PUT answer lists them)."""
+
+    relationship: str
+    obtain: Obtain = "push"
+    title: str
+    body: str = ""
+
+
+class RuleRequest(Request):
+    target_type: str
+    recipients: list[RuleRecipient]
+
+
+class Alert(Request):
+    """When and whom a delivery definition alerts (also part of its answer)."""
+
+    trigger: AlertTrigger = "final_failure"
+    after_n: int | None = None
+    emails: list[str] = Field(default_factory=list)
+    webhook_url: str | None = None
+
+
+class DefinitionRequest(Request):
+    tenant: str | None = None
+    url: str
+    timeout_s: float | None = None
+    retry_intervals: str | None = None
+    max_retries: int | None = None
+    alert: Alert | None = None
+    need_confirm: bool | None = None
+    max_confirm_delay_s: int | None = None
+    rotate_secret: bool | None = None
+    drop_previous_secret: bool | None = None
+
+
+# --- Responses ---------------------------------------------------------------------
+
+
+class Accepted(Response):
+    """A publish's 202: the notification id, users reached, and when it is scheduled for."""
+
+    id: str
+    recipients: int
+    scheduled_for: datetime | None = None
+
+
+class EventAccepted(Response):
+    event_id: str
+    notifications: int
+    recipients: int
+    errors: list[str]
+
+
+class Notification(Response):
+    """One user's copy of a notification (the inbox item; a stream's `notification` data)."""
+
+    id: str
+    tenant: str
+    title: str
+    body: str = ""
+    severity: Severity = "info"
+    category: str | None = None
+    source: str | None = None
+    display: Display = "both"
+    data: dict[str, JsonValue] = Field(default_factory=dict)
+    action_url: str | None = None
+    actor: Ref | None = None
+    target: Ref | None = None
+    created_at: datetime
+    expires_at: datetime
+    collapse_key: str | None = None
+    status: str = "unread"
+    seen: bool = False
+    read_at: datetime | None = None
+    replaces: str | None = None
+    """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
+
+
+class Counts(Response):
+    unread: int
+    unseen: int
+    total: int
+    seq: int | None = None
+    """Stream only: the change seq these counts are as of."""
+
+
+class InboxUpdate(Response):
+    """A stream's `update` data: one item's new state."""
+
+    id: str
+    status: str
+    seen: bool
+    read_at: datetime | None = None
+
+
+class Deleted(Response):
+    """A stream's `delete` data."""
+
+    id: str
+
+
+class Group(Response):
+    name: str
+    tenant: str
+    members: int | None = None
+
+
+class Topic(Response):
+    name: str
+    tenant: str
+    users: list[str]
+    groups: list[str]
+
+
+class Rule(Response):
+    name: str
+    tenant: str
+    target_type: str
+    recipients: list[RuleRecipient]
+
+
+class DelayedAccepted(Response):
+    id: str
+    tenant: str
+    due_at: datetime
+
+
+class QueueMessage(Response):
+    """A delayed message as a consumer receives it, with the `receipt` its ack needs."""
+
+    id: str
+    tenant: str
+    topic: str
+    body: JsonValue
+    priority: int
+    ttl_ms: int
+    biz_key: str | None
+    due_at: datetime
+    receipt: str
+
+
+class DelayedMessage(Response):
+    """`GET /v1/delayed/{id}`: the message and where it is in its life."""
+
+    id: str
+    tenant: str
+    topic: str
+    body: JsonValue
+    priority: int
+    ttl_ms: int
+    biz_key: str | None
+    due_at: datetime
+    status: DelayedStatus
+
+
+class DeliveryAccepted(Response):
+    id: str
+    tenant: str
+    status: DeliveryStatus
+
+
+class DeliveryAttempt(Response):
+    attempt: int
+    at: datetime
+    status_code: int | None = None
+    error: str | None = None
+    duration_ms: float
+
+
+class Delivery(Response):
+    id: str
+    tenant: str
+    definition: str
+    status: DeliveryStatus
+    payload: dict[str, JsonValue]
+    description: str | None
+    failures: int
+    created_at: datetime
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime | None
+    last_error: str | None
+    finished_at: datetime | None
+    attempts: list[DeliveryAttempt]
+
+
+class DeliveryDefinition(Response):
+    tenant: str
+    name: str
+    url: str
+    timeout_s: float
+    retry_intervals: str
+    max_retries: int
+    alert: Alert
+    need_confirm: bool
+    max_confirm_delay_s: int
+    disabled: bool
+    rotating: bool
+    secret: str | None = None
+    """The signing secret (`whsec_...`): only on creation and rotation."""
+    warnings: list[str] | None = None
+    """On `PUT` only: notes about URLs that were stored but not checked (a host name
+    that does not resolve yet)."""
+
+
+class Problem(Response):
+    """An RFC 9457 problem (`application/problem+json`), as every error is answered."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] | None = None

@@ -1,0 +1,63 @@
+"""The delayed queue's recovery log: message rows and their transition log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.models import DelayedMessage, DelayedTransition
+
+FINISHED = ("consumed", "cancelled")
+"""Statuses a restore never re-queues."""
+TRANSITION_COLUMNS = ["message_id", "status", "set_index", "worker", "host"]
+
+
+async def add(session: AsyncSession, row: DelayedMessage) -> None:
+    session.add(row)
+    await session.flush()
+
+
+async def find(session: AsyncSession, message_id: str) -> DelayedMessage | None:
+    return await session.get(DelayedMessage, message_id)
+
+
+async def set_status(session: AsyncSession, message_id: str, status: str) -> None:
+    await session.execute(
+        update(DelayedMessage).where(DelayedMessage.id == message_id).values(status=status)
+    )
+
+
+async def unfinished(
+    session: AsyncSession,
+    *,
+    tenant: str | None = None,
+    expired: bool = True,
+    message_id: str | None = None,
+    batch: int = 1000,
+) -> AsyncIterator[Sequence[DelayedMessage]]:
+    """Rows not consumed or cancelled, `batch` at a time (a server-side cursor): of one
+    tenant or all (None), with or without those already past due, or the one id."""
+    query = select(DelayedMessage).where(DelayedMessage.status.not_in(FINISHED))
+    if tenant is not None:
+        query = query.where(DelayedMessage.tenant == tenant)
+    if message_id is not None:
+        query = query.where(DelayedMessage.id == message_id)
+    if not expired:
+        query = query.where(DelayedMessage.due_at > datetime.now(UTC))
+    rows = await session.stream_scalars(query.execution_options(yield_per=batch))
+    async for chunk in rows.partitions(batch):
+        yield chunk
+
+
+async def copy_transitions(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Rows of `TRANSITION_COLUMNS`; COPY is about twenty times cheaper per row than an
+    INSERT executemany."""
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+        DelayedTransition.__tablename__, records=rows, columns=TRANSITION_COLUMNS
+    )

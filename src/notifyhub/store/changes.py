@@ -1,0 +1,175 @@
+"""The change log's closed set: each entry type a user's log holds, decoded into a typed
+entry that knows its SSE event.
+
+Every inbox script appends change entries (lua/common.lua `append`): JSON objects with
+`type`, `seq`, `id`, `counts` and the type's own fields. `CHANGE_TYPES` is the one table
+from a type to its entry class; an entry of any other type is an error
+(`UnknownChangeType`), never guessed at: a stream that met one would otherwise send
+something the client cannot act on (an unknown type once became a `delete`).
+
+    NotifyhubError
+    └── ChangeLogError          an entry this code cannot read
+        └── UnknownChangeType   ... because its type is not in CHANGE_TYPES
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from notifyhub.domain.notification import from_ms, to_rfc3339
+from notifyhub.errors import NotifyhubError
+from notifyhub.store.items import item_json
+
+
+class ChangeType(StrEnum):
+    """The `type` of a change-log entry; also the SSE event it becomes."""
+
+    NOTIFICATION = "notification"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+class ChangeLogError(NotifyhubError):
+    """A change-log entry this code cannot read (malformed, or written by newer code)."""
+
+
+class UnknownChangeType(ChangeLogError):
+    """A change-log entry whose `type` is not a `ChangeType`."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCounts:
+    """The user's counts right after the change (every entry carries them)."""
+
+    unread: int
+    unseen: int
+    total: int
+
+
+def _counts(raw: Mapping[str, int]) -> LoggedCounts:
+    return LoggedCounts(raw["unread"], raw["unseen"], raw["total"])
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationChange:
+    """A new copy (delivered, or a pending copy settled). `quiet`: stored without a live
+    event (a pull copy, or the user's preferences turned push off); `replaces`: the id of
+    the copy with the same collapse key that this one replaced."""
+
+    type: ClassVar[ChangeType] = ChangeType.NOTIFICATION
+    seq: int
+    id: str
+    counts: LoggedCounts
+    quiet: bool = False
+    replaces: str | None = None
+
+    @classmethod
+    def from_log(cls, raw: Mapping[str, Any]) -> NotificationChange:
+        replaces = raw.get("replaces")
+        return cls(
+            raw["seq"],
+            raw["id"],
+            _counts(raw["counts"]),
+            bool(raw.get("quiet")),
+            None if replaces is None else str(replaces),
+        )
+
+    def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
+        """The item as it is now; None when it was deleted since, or the copy is quiet
+        (the counts after it are still sent)."""
+        if content is None or state is None or self.quiet:
+            return None
+        return item_json(content, state, replaces=self.replaces)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateChange:
+    """An item's read/seen state changed (mark, read-all)."""
+
+    type: ClassVar[ChangeType] = ChangeType.UPDATE
+    seq: int
+    id: str
+    counts: LoggedCounts
+    read_at_ms: int
+    seen: bool
+
+    @classmethod
+    def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
+        counts = _counts(raw["counts"])
+        return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]))
+
+    def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
+        read_at = self.read_at_ms
+        data = {
+            "id": self.id,
+            "status": "read" if read_at else "unread",
+            "seen": self.seen,
+            "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
+        }
+        return orjson.dumps(data)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteChange:
+    """An item left the inbox (deleted, recalled, expired, evicted, replaced)."""
+
+    type: ClassVar[ChangeType] = ChangeType.DELETE
+    seq: int
+    id: str
+    counts: LoggedCounts
+
+    @classmethod
+    def from_log(cls, raw: Mapping[str, Any]) -> DeleteChange:
+        return cls(raw["seq"], raw["id"], _counts(raw["counts"]))
+
+    def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
+        return orjson.dumps({"id": self.id})
+
+
+ChangeEntry = NotificationChange | UpdateChange | DeleteChange
+
+CHANGE_TYPES: Final[Mapping[ChangeType, Callable[[Mapping[str, Any]], ChangeEntry]]] = {
+    ChangeType.NOTIFICATION: NotificationChange.from_log,
+    ChangeType.UPDATE: UpdateChange.from_log,
+    ChangeType.DELETE: DeleteChange.from_log,
+}
+"""How each change type is read from the log; its class says what event it becomes."""
+
+
+def decode_entry(raw: bytes) -> ChangeEntry:
+    """One change-log entry, typed; `ChangeLogError` for one this code cannot read."""
+    fields = orjson.loads(raw)
+    try:
+        decode = CHANGE_TYPES[ChangeType(fields["type"])]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise UnknownChangeType(f"change-log entry of unknown type: {raw[:200]!r}") from exc
+    try:
+        return decode(fields)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ChangeLogError(f"malformed change-log entry: {raw[:200]!r}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One entry of a log read, with the item's content and state when the entry is a
+    notification whose item still exists (lua/changes.lua)."""
+
+    entry: ChangeEntry
+    content: bytes | None
+    state: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """A log read: the user's seq, the oldest seq the log still holds, the seq's epoch
+    (lua/common.lua `epoch`; '' for seqs older than epochs) and the entries read."""
+
+    seq: int
+    oldest_logged: int
+    epoch: str
+    entries: list[Change]

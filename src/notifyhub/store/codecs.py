@@ -1,0 +1,310 @@
+"""The inbox scripts' calling conventions: one encoder per script's ARGV (named fields,
+`to_args()`) and one decoder per reply (`from_reply()`), so no caller counts positions.
+
+Each class lists its fields in the order of the script's header comment (lua/*.lua).
+tests/integration/test_script_layouts.py calls every script on real Redis with known
+input and decodes the reply, so a layout that shifts on either side fails there.
+The fan-out's replies stay flat lists (`PerUser`): a 100k fan-out builds no object per
+user to decode them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Self
+
+import orjson
+
+from notifyhub.store.changes import Change, Changes, decode_entry
+
+Arg = str | bytes | int
+Args = list[Arg]
+
+
+def _flag(value: bool) -> str:
+    """A Lua-side boolean: '1' or ''."""
+    return "1" if value else ""
+
+
+def _next_expiry(raw: Any) -> int | None:
+    """A `next_expiry` reply (a score as a string, or false) in ms."""
+    return int(float(raw)) if raw else None
+
+
+@dataclass(frozen=True, slots=True)
+class InlineRing:
+    """deliver.lua's optional ARGV tail: it then PUBLISHes the doorbell with each copy's
+    event itself (standalone Redis only), the header carrying the fresh item's JSON."""
+
+    channel: str
+    header: bytes
+    members: Sequence[str]
+    """`tenant/user` of each user, in KEYS order."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyArgs:
+    """A notification as lua/common.lua `copy` takes it: deliver.lua's ARGV, and (all but
+    the content) the header of a pending entry that defer.lua stores and `settle` reads."""
+
+    id: str
+    content: bytes
+    category: str
+    collapse_key: str
+    expires_ms: int
+    log_max: int
+    critical: bool
+    pull: bool
+    """Stored without a live `notification` event (counts still update)."""
+    items_per_user: int
+    """0: no cap."""
+
+    def deliver_args(self, ring: InlineRing | None = None) -> Args:
+        args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
+        args += [self.log_max, _flag(self.critical), _flag(self.pull), self.items_per_user]
+        if ring is not None:
+            args += [ring.channel, ring.header, *ring.members]
+        return args
+
+    def defer_args(self) -> Args:
+        """defer.lua's ARGV: the pending entry ("<header JSON>\\n<content>"), category,
+        critical."""
+        header = [self.id, self.category, self.collapse_key, self.expires_ms, self.log_max]
+        header += [int(self.critical), int(self.pull), self.items_per_user]
+        entry = orjson.dumps(header) + b"\n" + self.content
+        return [entry, self.category, _flag(self.critical)]
+
+
+@dataclass(frozen=True, slots=True)
+class PerUser:
+    """A batch script's reply: `WIDTH` values per user, flat, then the evictions in all."""
+
+    WIDTH: ClassVar[int] = 1
+    values: list[Any]
+    evicted: int
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Self:
+        values = list(raw)
+        evicted = values.pop()
+        return cls(values, int(evicted))
+
+    @classmethod
+    def from_slot_replies(cls, user_slots: Sequence[int], replies: Sequence[list[Any]]) -> Self:
+        """Several Cluster slots' replies (one per distinct slot, in first-seen order), in
+        the callers' user order (`user_slots`: each user's slot)."""
+        width = cls.WIDTH
+        slots = dict.fromkeys(user_slots)
+        replied = {slot: iter(r) for slot, r in zip(slots, replies, strict=True)}
+        values = [v for slot in user_slots for v in itertools.islice(replied[slot], width)]
+        return cls(values, sum(int(next(rest)) for rest in replied.values()))
+
+    @property
+    def firsts(self) -> list[int]:
+        """The first value of each user (deliver: the seq; defer: the pending count)."""
+        return self.values[:: self.WIDTH]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred(PerUser):
+    """defer.lua's reply: per user its pending list's length (-1: preferences drop the
+    category), then 0 (a pending copy evicts when it settles)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered(PerUser):
+    """deliver.lua's reply: per user seq (0: had it; -1: preferences drop it), dropped
+    (evictions after that seq), unread, unseen, total (after the copy), epoch."""
+
+    WIDTH: ClassVar[int] = 6
+
+    def copies(self) -> Iterator[tuple[int, int, int, int, int, bytes]]:
+        """(seq, dropped, unread, unseen, total, epoch) per user."""
+        v, w = self.values, self.WIDTH
+        return zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], strict=True)
+
+
+DELIVERED_WIDTH = Delivered.WIDTH
+"""Values deliver.lua returns per user."""
+
+
+@dataclass(frozen=True, slots=True)
+class MarkArgs:
+    """mark.lua's ARGV."""
+
+    log_max: int
+    read: bool | None
+    """True: read; False: unread; None: unchanged."""
+    seen: bool
+    ids: Sequence[str]
+
+    def to_args(self) -> Args:
+        read = "" if self.read is None else ("1" if self.read else "0")
+        return [self.log_max, read, _flag(self.seen), *self.ids]
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """mark.lua's reply: the last seq, and per id 0 missing, 1 unchanged, 2 changed."""
+
+    seq: int
+    codes: list[int]
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Marked:
+        return cls(int(raw[0]), [int(c) for c in raw[1]])
+
+
+@dataclass(frozen=True, slots=True)
+class MarkAllArgs:
+    """mark_all.lua's ARGV ('' for no category, no bound)."""
+
+    log_max: int
+    category: str | None
+    before_id: str | None
+
+    def to_args(self) -> Args:
+        return [self.log_max, self.category or "", self.before_id or ""]
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedAll:
+    seq: int
+    updated: int
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> MarkedAll:
+        return cls(int(raw[0]), int(raw[1]))
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveArgs:
+    """remove.lua's ARGV."""
+
+    log_max: int
+    ids: Sequence[str]
+
+    def to_args(self) -> Args:
+        return [self.log_max, *self.ids]
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """remove.lua's and purge.lua's reply: the seq, how many items went, and the user's
+    next expiry (ms) if any item is left."""
+
+    seq: int
+    dropped: int
+    next_expiry_ms: int | None
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Dropped:
+        return cls(int(raw[0]), int(raw[1]), _next_expiry(raw[2]))
+
+
+@dataclass(frozen=True, slots=True)
+class LogMaxArgs:
+    """The ARGV of purge.lua and counts.lua: only the change log's bound."""
+
+    log_max: int
+
+    def to_args(self) -> Args:
+        return [self.log_max]
+
+
+@dataclass(frozen=True, slots=True)
+class GetArgs:
+    """get.lua's ARGV."""
+
+    log_max: int
+    id: str
+
+    def to_args(self) -> Args:
+        return [self.log_max, self.id]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """get.lua's reply when the item exists: its content and the user's state of it."""
+
+    content: bytes
+    state: bytes
+
+    @classmethod
+    def from_reply(cls, raw: list[Any] | None) -> Found | None:
+        return cls(raw[0], raw[1]) if raw else None
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """counts.lua's reply."""
+
+    unread: int
+    unseen: int
+    total: int
+    seq: int
+    epoch: str
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Counted:
+        unread, unseen, total, seq, epoch = raw
+        return cls(int(unread), int(unseen), int(total), int(seq), sys.intern(epoch.decode()))
+
+
+@dataclass(frozen=True, slots=True)
+class PageArgs:
+    """page.lua's ARGV."""
+
+    log_max: int
+    order: Literal["asc", "desc"]
+    bound: str
+    """ZRANGEBYLEX form: `[id`, `(id`, `+`."""
+    limit: int
+    status: Literal["all", "unread", "read"]
+    category: str | None
+    budget: int
+    """At most this many ids scanned."""
+
+    def to_args(self) -> Args:
+        args: Args = [self.log_max, self.order, self.bound, self.limit, self.status]
+        return [*args, self.category or "", self.budget]
+
+
+@dataclass(frozen=True, slots=True)
+class Paged:
+    """page.lua's reply: the next cursor (None: the end), the unread count, and
+    (id, content, state) per item."""
+
+    next_cursor: str | None
+    unread: int
+    rows: list[tuple[bytes, bytes, bytes]]
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Paged:
+        rows = [(raw[i], raw[i + 1], raw[i + 2]) for i in range(2, len(raw), 3)]
+        return cls(raw[0].decode() if raw[0] else None, int(raw[1]), rows)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangesArgs:
+    """changes.lua's ARGV."""
+
+    after_seq: int
+    max_entries: int
+    max_bytes: int
+
+    def to_args(self) -> Args:
+        return [self.after_seq, self.max_entries, self.max_bytes]
+
+
+def changes_from_reply(raw: list[Any]) -> Changes:
+    """changes.lua's reply: seq, oldest logged seq, epoch, then per entry its JSON, the
+    item's content and state (false unless a notification whose item still exists)."""
+    entries = [
+        Change(decode_entry(raw[i]), raw[i + 1] or None, raw[i + 2] or None)
+        for i in range(3, len(raw), 3)
+    ]
+    return Changes(int(raw[0]), int(raw[1]), sys.intern(raw[2].decode()), entries)

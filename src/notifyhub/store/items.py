@@ -1,0 +1,40 @@
+"""A user's copy of a notification as JSON: shared content joined with the user's state."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import orjson
+
+from notifyhub.domain.notification import InboxItem, from_ms, to_rfc3339
+
+
+def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
+    """Join shared content and a user's `read_at_ms|seen|category|collapse_key` state."""
+    read_at_ms, seen, _ = state.split(b"|", 2)
+    read_at = int(read_at_ms)
+    fields: dict[str, Any] = orjson.loads(content)
+    fields["status"] = "read" if read_at else "unread"
+    fields["seen"] = seen == b"1"
+    fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
+    return fields
+
+
+def parse_item(content: bytes, state: bytes) -> InboxItem:
+    return InboxItem.model_validate(_item_fields(content, state))
+
+
+def item_json(content: bytes, state: bytes, *, replaces: str | None = None) -> bytes:
+    """A user's copy as JSON, straight from Redis bytes (the stream's hot path)."""
+    return _item_json(content, state, replaces)
+
+
+@functools.lru_cache(maxsize=1024)
+def _item_json(content: bytes, state: bytes, replaces: str | None) -> bytes:
+    """Cached: a broadcast sends every stream the same content with the same fresh
+    state, so 10k streams cost one parse and one dump instead of 10k."""
+    fields = _item_fields(content, state)
+    if replaces is not None:
+        fields["replaces"] = replaces
+    return orjson.dumps(fields)

@@ -1,0 +1,146 @@
+"""The inbox's operations, a closed set, and the one table of what each does: its Lua
+script, the change entries it appends (each of which becomes its SSE event, see
+store/changes.py) and, in durable inbox mode, what is logged to PostgreSQL and how it is
+replayed after Redis lost data (services/durable.py).
+
+Adding an operation: a member of `Operation`, its row in `OPERATIONS`, its script in
+lua/ with its codec (store/codecs.py) and `InboxStore` method, and, when it is logged, a
+`LoggedOp` subclass whose `replay` calls that method. A logged operation of any other
+kind is an error (`UnknownOperation`), never skipped.
+
+    NotifyhubError
+    └── LoggedOpError        a logged operation this code cannot replay
+        └── UnknownOperation ... because its kind is not a logged `Operation`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from notifyhub.errors import NotifyhubError
+from notifyhub.store.changes import ChangeType
+
+if TYPE_CHECKING:
+    from notifyhub.store.inbox import InboxStore
+
+
+class Operation(StrEnum):
+    DELIVER = "deliver"
+    DEFER = "defer"
+    SETTLE = "settle"
+    MARK = "mark"
+    MARK_ALL = "mark_all"
+    REMOVE = "remove"
+    PURGE = "purge"
+    RECALL = "recall"
+
+
+class LoggedOpError(NotifyhubError):
+    """A logged operation this code cannot replay (malformed, or written by newer code)."""
+
+
+class UnknownOperation(LoggedOpError):
+    """A logged operation whose `kind` is not an `Operation` that is logged."""
+
+
+class LoggedOp(BaseModel):
+    """One operation as durable inbox mode logs it (`inbox_changes.op`, JSON with `kind`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: ClassVar[Operation]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, **self.model_dump(mode="json")}
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        """Apply it again through the normal inbox writes (idempotent)."""
+        raise NotImplementedError
+
+
+class MarkOp(LoggedOp):
+    kind: ClassVar[Operation] = Operation.MARK
+    ids: list[str]
+    read: bool | None
+    seen: bool
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        await store.mark(tenant, user, self.ids, read=self.read, seen=self.seen)
+
+
+class MarkAllOp(LoggedOp):
+    kind: ClassVar[Operation] = Operation.MARK_ALL
+    category: str | None
+    before_id: str | None
+    """Logged with a bound even for "everything": replayed later, it means up to then."""
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        await store.mark_all(tenant, user, category=self.category, before_id=self.before_id)
+
+
+class RemoveOp(LoggedOp):
+    kind: ClassVar[Operation] = Operation.REMOVE
+    ids: list[str]
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        await store.remove(tenant, user, self.ids)
+
+
+class RecallOp(LoggedOp):
+    """A producer recalled a notification from every holder in its tenant (user '')."""
+
+    kind: ClassVar[Operation] = Operation.RECALL
+    id: str
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        for holder_tenant, holder in await store.recipients(self.id):
+            if holder_tenant == tenant:
+                await store.remove(holder_tenant, holder, [self.id])
+        await store.forget(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSpec:
+    script: str
+    """Its script, lua/<script>.lua (run after lua/common.lua)."""
+    appends: tuple[ChangeType, ...]
+    """The change entries it appends itself (every script first settles pending copies
+    and purges expired ones: `notification` and `delete` entries)."""
+    logged: type[LoggedOp] | None = None
+    """Durable inbox mode: its log entry, replayed after a Redis loss. None: not logged
+    (copies are logged whole before the 202; expiry and evictions happen again)."""
+
+
+_N, _U, _D = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE
+
+OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
+    Operation.DELIVER: OperationSpec("deliver", (_N, _D)),  # _D: evictions, collapse
+    Operation.DEFER: OperationSpec("defer", ()),  # copies appear when they settle
+    Operation.SETTLE: OperationSpec("settle", (_N, _D)),
+    Operation.MARK: OperationSpec("mark", (_U,), MarkOp),
+    Operation.MARK_ALL: OperationSpec("mark_all", (_U,), MarkAllOp),
+    Operation.REMOVE: OperationSpec("remove", (_D,), RemoveOp),
+    Operation.PURGE: OperationSpec("purge", (_D,)),
+    Operation.RECALL: OperationSpec("remove", (_D,), RecallOp),  # per holder
+}
+
+_LOGGED: Final[Mapping[str, type[LoggedOp]]] = {
+    op.value: spec.logged for op, spec in OPERATIONS.items() if spec.logged is not None
+}
+
+
+def decode_logged(raw: Mapping[str, Any]) -> LoggedOp:
+    """A logged operation, typed; `LoggedOpError` for one this code cannot replay."""
+    fields = dict(raw)
+    kind = fields.pop("kind", None)
+    logged = _LOGGED.get(kind) if isinstance(kind, str) else None
+    if logged is None:
+        raise UnknownOperation(f"logged inbox operation of unknown kind: {kind!r}")
+    try:
+        return logged.model_validate(fields)
+    except ValidationError as exc:
+        raise LoggedOpError(f"malformed logged {kind} operation: {exc}") from exc

@@ -1,0 +1,273 @@
+"""notifyhub-client's models against the hub's own OpenAPI document: a field added,
+removed, renamed or made required on either side, or an enum's values changed, fails
+here. Each client model names the operation whose request or answer it mirrors (not a
+schema's name, so a renamed component is followed and a removed route is caught).
+
+Answers the hub still declares as a bare object (`dict[str, Any]` routes) cannot be
+compared here: they are listed in LIVE_CHECKED and compared with real answers of a hub
+instead (`test_untyped_answers_match_the_client_models`); once the hub types one, it is
+compared here automatically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import types
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from notifyhub.api.app import create_app
+from notifyhub.settings import Settings
+from notifyhub_client import models as m
+from notifyhub_client._operations import QUEUE_MESSAGES_PATH
+
+# (method, path, "request" | status, property names to descend into)
+Where = tuple[str, str, str, tuple[str, ...]]
+
+PUBLISH = ("POST", "/v1/notifications")
+QUEUE = ("GET", QUEUE_MESSAGES_PATH.replace("{queue}", "{topic}"))
+DEFINITION = ("PUT", "/v1/admin/delivery-definitions/{name}")
+
+MIRRORS: dict[type[BaseModel], list[Where]] = {
+    # requests
+    m.PublishRequest: [(*PUBLISH, "request", ())],
+    m.Recipients: [(*PUBLISH, "request", ("recipients",))],
+    m.Ref: [(*PUBLISH, "request", ("actor",)), ("POST", "/v1/events", "request", ("target",))],
+    m.EventRequest: [("POST", "/v1/events", "request", ())],
+    m.RelationshipRequest: [
+        ("POST", "/v1/relationships", "request", ()),
+        ("DELETE", "/v1/relationships", "request", ()),
+    ],
+    m.DelayedRequest: [("POST", "/v1/delayed", "request", ())],
+    m.AckRequest: [("POST", QUEUE[1] + "/{message_id}/ack", "request", ())],
+    m.DeliveryRequest: [("POST", "/v1/deliveries", "request", ())],
+    m.MembersChange: [("POST", "/v1/admin/groups/{group}/members", "request", ())],
+    m.TopicMembers: [("PUT", "/v1/admin/topics/{topic}", "request", ())],
+    m.RuleRequest: [("PUT", "/v1/admin/rules/{rule}", "request", ())],
+    m.RuleRecipient: [
+        ("PUT", "/v1/admin/rules/{rule}", "request", ("recipients",)),
+        ("PUT", "/v1/admin/rules/{rule}", "200", ("recipients",)),
+    ],
+    m.DefinitionRequest: [(*DEFINITION, "request", ())],
+    m.Alert: [(*DEFINITION, "request", ("alert",))],
+    # answers
+    m.Accepted: [(*PUBLISH, "202", ())],
+    m.EventAccepted: [("POST", "/v1/events", "202", ())],
+    m.Notification: [("GET", "/v1/me/notifications/{notification_id}", "200", ())],
+    m.Counts: [("GET", "/v1/me/notifications/counts", "200", ())],
+    m.Group: [
+        ("PUT", "/v1/admin/groups/{group}", "200", ()),
+        ("POST", "/v1/admin/groups/{group}/members", "200", ()),
+    ],
+    m.Topic: [("PUT", "/v1/admin/topics/{topic}", "200", ())],
+    m.Rule: [("PUT", "/v1/admin/rules/{rule}", "200", ())],
+    m.DelayedAccepted: [("POST", "/v1/delayed", "201", ())],
+    m.QueueMessage: [(*QUEUE, "200", ("messages",))],
+    m.DelayedMessage: [("GET", "/v1/delayed/{message_id}", "200", ())],
+    m.DeliveryAccepted: [("POST", "/v1/deliveries", "202", ())],
+    m.Delivery: [
+        ("GET", "/v1/deliveries/{delivery_id}", "200", ()),
+        ("POST", "/v1/deliveries/{delivery_id}/confirm", "200", ()),
+    ],
+    m.DeliveryDefinition: [(*DEFINITION, "200", ())],
+    m.Problem: [(*PUBLISH, "422", ()), ("GET", "/v1/delayed/{message_id}", "404", ())],
+}
+
+CLIENT_ONLY = {
+    (m.Notification, "replaces"): "a stream's notification event says which item it replaced",
+    (m.Counts, "seq"): "a stream's counts and reset events carry the seq they are as of",
+}
+"""Fields the client has and the OpenAPI schema has not, each with its reason."""
+
+LIVE_CHECKED = {
+    m.QueueMessage,
+    m.DelayedMessage,
+    m.Delivery,
+    m.DeliveryAttempt,
+    m.DeliveryDefinition,
+}
+"""Answers the hub declares as a bare object: compared with real answers below."""
+
+NOT_IN_OPENAPI = {m.InboxUpdate, m.Deleted}
+"""Stream event data (text/event-stream has no schema): checked by the stream tests."""
+
+
+def _document() -> dict[str, Any]:
+    offline = Settings(
+        redis_url="redis://unused",
+        database_url="postgresql+asyncpg://unused/unused",
+        jwt_secret="x" * 32,  # type: ignore[arg-type]
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    return create_app(offline).openapi()
+
+
+DOCUMENT = _document()
+
+
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    """Follow `$ref`, drop a nullable `anyOf`'s null, and step into arrays' items."""
+    while True:
+        if "$ref" in schema:
+            schema = DOCUMENT["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        elif "anyOf" in schema:
+            options = [s for s in schema["anyOf"] if s.get("type") != "null"]
+            if len(options) != 1:
+                return schema
+            schema = options[0]
+        elif schema.get("type") == "array" and "items" in schema:
+            schema = schema["items"]
+        else:
+            return schema
+
+
+def _schema(where: Where) -> dict[str, Any]:
+    method, path, part, descend = where
+    operation = DOCUMENT["paths"][path][method.lower()]
+    if part == "request":
+        content = operation["requestBody"]["content"]
+    else:
+        content = operation["responses"][part]["content"]
+    schema = _resolve(next(iter(content.values()))["schema"])
+    for name in descend:
+        schema = _resolve(schema["properties"][name])
+    return schema
+
+
+def _typed(schema: dict[str, Any]) -> bool:
+    return bool(schema.get("properties"))
+
+
+def _literal_values(annotation: Any) -> set[Any] | None:
+    """The values of a `Literal[...]` (or `Literal[...] | None`) annotation, else None."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    for candidate in (annotation, *options):
+        if typing.get_origin(candidate) is typing.Literal:
+            return set(typing.get_args(candidate))
+    return None
+
+
+def _drift(model: type[BaseModel], schema: dict[str, Any]) -> list[str]:
+    server = set(schema["properties"])
+    required = set(schema.get("required", ()))
+    client = {n for n in model.model_fields if (model, n) not in CLIENT_ONLY}
+    problems = [f"missing in the client: {n}" for n in sorted(server - client)]
+    problems += [f"not in the hub's schema: {n}" for n in sorted(client - server)]
+    for name in sorted(server & client):
+        field = model.model_fields[name]
+        if field.is_required() != (name in required):
+            side = "the hub" if name in required else "the client"
+            problems.append(f"{name}: required by {side} only")
+        enum = _resolve(schema["properties"][name]).get("enum")
+        values = _literal_values(field.annotation)
+        if enum is not None and values is not None and set(enum) != values:
+            problems.append(f"{name}: the hub allows {sorted(enum)}, the client {sorted(values)}")
+    return problems
+
+
+def test_every_public_model_is_mirrored_or_declared() -> None:
+    public = {
+        value
+        for value in vars(m).values()
+        if isinstance(value, type)
+        and issubclass(value, BaseModel)
+        and value.__module__ == m.__name__
+        and value not in (m.Request, m.Response)
+    }
+    assert public - set(MIRRORS) - LIVE_CHECKED - NOT_IN_OPENAPI == set()
+
+
+@pytest.mark.parametrize(
+    ("model", "where"),
+    [(model, where) for model, places in MIRRORS.items() for where in places],
+    ids=lambda value: value.__name__ if isinstance(value, type) else " ".join(value[:3]),
+)
+def test_client_model_matches_the_openapi_schema(model: type[BaseModel], where: Where) -> None:
+    schema = _schema(where)
+    if not _typed(schema):
+        assert model in LIVE_CHECKED, (
+            f"{where[0]} {where[1]} answers an untyped object: compare {model.__name__} "
+            "with a real answer (LIVE_CHECKED)"
+        )
+        return
+    assert _drift(model, schema) == [], f"{model.__name__} drifted from {where}"
+
+
+def test_the_drift_check_sees_a_drift() -> None:
+    """The comparison itself: a renamed field, a dropped one and a changed enum show."""
+
+    class Drifted(m.Response):
+        id: str
+        recipient_count: int  # renamed from `recipients`
+        severity: typing.Literal["info", "loud"] = "info"
+
+    schema = {
+        "properties": {
+            "id": {"type": "string"},
+            "recipients": {"type": "integer"},
+            "scheduled_for": {"type": "string"},
+            "severity": {"$ref": "#/components/schemas/Severity"},
+        },
+        "required": ["id", "recipients", "scheduled_for"],
+    }
+    assert _drift(Drifted, schema) == [
+        "missing in the client: recipients",
+        "missing in the client: scheduled_for",
+        "not in the hub's schema: recipient_count",
+        "severity: the hub allows ['critical', 'error', 'info', 'success', 'warning'], "
+        "the client ['info', 'loud']",
+    ]
+
+
+# --- Answers the OpenAPI document leaves untyped, compared with a real hub's --------
+
+
+def _assert_same_fields(model: type[BaseModel], answer: dict[str, Any]) -> None:
+    fields = {n for n in model.model_fields if (model, n) not in CLIENT_ONLY}
+    assert set(answer) == fields, f"{model.__name__}: hub {sorted(answer)} != {sorted(fields)}"
+    model.model_validate(answer)
+
+
+async def test_untyped_answers_match_the_client_models(
+    hub: Any, create_key: Callable[..., Awaitable[str]]
+) -> None:
+    admin = {"Authorization": f"Bearer {await create_key('drift', 'admin')}"}
+    http: httpx.AsyncClient = hub.client
+    queue = f"drift-{secrets.token_hex(3)}"
+
+    pushed = await http.post(
+        "/v1/delayed", headers=admin, json={"topic": queue, "body": {"n": 1}, "delay_ms": 0}
+    )
+    assert pushed.status_code == 201, pushed.text
+    message = await http.get(f"/v1/delayed/{pushed.json()['id']}", headers=admin)
+    _assert_same_fields(m.DelayedMessage, message.json())
+    path = QUEUE_MESSAGES_PATH.format(queue=queue)
+    taken = (await http.get(path, headers=admin, params={"wait": 5})).json()["messages"]
+    assert len(taken) == 1
+    _assert_same_fields(m.QueueMessage, taken[0])
+
+    name = f"drift-{secrets.token_hex(3)}"
+    definition = await http.put(
+        f"/v1/admin/delivery-definitions/{name}",
+        headers=admin,
+        json={"url": "https://receiver.example/hook"},
+    )
+    assert definition.status_code == 201, definition.text
+    _assert_same_fields(m.DeliveryDefinition, definition.json())
+    created = await http.post(
+        "/v1/deliveries", headers=admin, json={"definition": name, "payload": {"n": 1}}
+    )
+    assert created.status_code == 202, created.text
+    async with asyncio.timeout(10):  # sent at once, to a host that is not there: it fails
+        while not (
+            delivery := await http.get(f"/v1/deliveries/{created.json()['id']}", headers=admin)
+        ).json()["attempts"]:
+            await asyncio.sleep(0.05)
+    _assert_same_fields(m.Delivery, delivery.json())
+    _assert_same_fields(m.DeliveryAttempt, delivery.json()["attempts"][0])

@@ -1,0 +1,175 @@
+"""Every inbox script called on real Redis with known input, its reply decoded by its codec
+(store/codecs.py): a value added, dropped or moved on either side fails here. Each step
+also checks the change entries it appended against its row in store/operations.py."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+from ulid import ULID
+
+from notifyhub.settings import Limits, Settings
+from notifyhub.store.changes import ChangeType, UnknownChangeType, UpdateChange
+from notifyhub.store.codecs import (
+    DELIVERED_WIDTH,
+    ChangesArgs,
+    CopyArgs,
+    Counted,
+    Deferred,
+    Delivered,
+    Dropped,
+    Found,
+    GetArgs,
+    LogMaxArgs,
+    MarkAllArgs,
+    MarkArgs,
+    Marked,
+    MarkedAll,
+    PageArgs,
+    Paged,
+    RemoveArgs,
+    changes_from_reply,
+)
+from notifyhub.store.inbox import InboxStore
+from notifyhub.store.keys import Keys
+from notifyhub.store.operations import OPERATIONS, Operation
+
+LOG_MAX = 100
+EPOCH = re.compile(rb"[0-9a-f]{13,16}")
+FRESH = b"0|0||"
+
+
+class User:
+    """One user's inbox and the scripts, called the way InboxStore calls them."""
+
+    def __init__(self, redis: Redis, settings: Settings, name: str) -> None:
+        self.keys = Keys(settings.redis_prefix)
+        self.store = InboxStore(redis, self.keys, Limits())
+        self.scripts = self.store.scripts
+        self.inbox = self.keys.inbox_list("default", name)
+        self.seen_seq = 0
+
+    async def call(self, name: str, args: list[Any]) -> Any:
+        return await getattr(self.scripts, name)(keys=self.inbox, args=args)
+
+    async def appended(self, op: Operation) -> list[ChangeType]:
+        """The types of the entries logged since the last look; each must be one the
+        operation's row declares."""
+        args = ChangesArgs(self.seen_seq, 100, 1 << 20).to_args()
+        changes = changes_from_reply(await self.call("changes", args))
+        types = [c.entry.type for c in changes.entries]
+        assert set(types) <= set(OPERATIONS[op].appends), (op, types)
+        self.seen_seq = changes.seq
+        return types
+
+
+def copy_args(*, cap: int = 0, ttl_s: int = 600, content: bytes = b'{"title":"t"}') -> CopyArgs:
+    expires = datetime.now(UTC) + timedelta(seconds=ttl_s)
+    return CopyArgs(
+        id=str(ULID()),
+        content=content,
+        category="",
+        collapse_key="",
+        expires_ms=int(expires.timestamp() * 1000),
+        log_max=LOG_MAX,
+        critical=False,
+        pull=False,
+        items_per_user=cap,
+    )
+
+
+async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settings) -> None:
+    u = User(redis, settings, "layout-deliver")
+    first = copy_args(cap=1)
+    raw = await u.call("deliver", first.deliver_args())
+    assert len(raw) == DELIVERED_WIDTH + 1  # one user, then the evictions in all
+    delivered = Delivered.from_reply(raw)
+    [(seq, dropped, unread, unseen, total, epoch)] = delivered.copies()
+    assert (seq, dropped, unread, unseen, total, delivered.evicted) == (1, 0, 1, 1, 1, 0)
+    assert EPOCH.fullmatch(epoch)
+    assert delivered.firsts == [1]
+    assert await u.appended(Operation.DELIVER) == [ChangeType.NOTIFICATION]
+
+    again = Delivered.from_reply(await u.call("deliver", first.deliver_args()))
+    assert list(again.copies()) == [(0, 0, 0, 0, 0, b"")]  # held already: nothing stored
+
+    # The counts are those right after the copy; the cap then evicts the first one.
+    second = Delivered.from_reply(await u.call("deliver", copy_args(cap=1).deliver_args()))
+    assert list(second.copies()) == [(2, 1, 2, 2, 2, epoch)]
+    assert second.evicted == 1
+    types = await u.appended(Operation.DELIVER)
+    assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]
+
+
+async def test_defer_then_settle(redis: Redis, settings: Settings) -> None:
+    u = User(redis, settings, "layout-defer")
+    pend = u.keys.inbox("default", "layout-defer").pend
+    note = copy_args()
+    raw = await u.scripts.defer(keys=[pend], args=note.defer_args())
+    deferred = Deferred.from_reply(raw)
+    assert (deferred.firsts, deferred.evicted) == ([1], 0)
+    assert await u.call("settle", []) == 0
+    assert await u.appended(Operation.SETTLE) == [ChangeType.NOTIFICATION]
+    found = Found.from_reply(await u.call("get", GetArgs(LOG_MAX, note.id).to_args()))
+    assert found == Found(note.content, FRESH)
+
+
+async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None:
+    u = User(redis, settings, "layout-change")
+    a, b, c = copy_args(), copy_args(), copy_args(ttl_s=3600)
+    for note in (a, b, c):
+        await u.call("deliver", note.deliver_args())
+    await u.appended(Operation.DELIVER)
+
+    counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
+    assert (counted.unread, counted.unseen, counted.total, counted.seq) == (3, 3, 3, 3)
+    assert EPOCH.fullmatch(counted.epoch.encode())
+
+    page = PageArgs(LOG_MAX, "desc", "+", 2, "all", None, 2000)
+    paged = Paged.from_reply(await u.call("page", page.to_args()))
+    assert paged.next_cursor == b.id and paged.unread == 3
+    assert paged.rows == [(c.id.encode(), c.content, FRESH), (b.id.encode(), b.content, FRESH)]
+
+    mark = MarkArgs(LOG_MAX, read=True, seen=False, ids=[a.id, "missing", a.id])
+    assert Marked.from_reply(await u.call("mark", mark.to_args())) == Marked(4, [2, 0, 1])
+    [update] = await u.appended(Operation.MARK)
+    assert update is ChangeType.UPDATE
+
+    marked_all = MarkedAll.from_reply(
+        await u.call("mark_all", MarkAllArgs(LOG_MAX, None, c.id).to_args())
+    )
+    assert marked_all == MarkedAll(5, 1)  # b only: a is read, c is not before c
+    assert await u.appended(Operation.MARK_ALL) == [ChangeType.UPDATE]
+
+    removed = Dropped.from_reply(await u.call("remove", RemoveArgs(LOG_MAX, [a.id]).to_args()))
+    assert removed == Dropped(6, 1, b.expires_ms)  # the next expiry left: b's
+    assert await u.appended(Operation.REMOVE) == [ChangeType.DELETE]
+
+    purged = Dropped.from_reply(await u.call("purge", LogMaxArgs(LOG_MAX).to_args()))
+    assert purged == Dropped(6, 0, b.expires_ms)
+    assert await u.appended(Operation.PURGE) == []
+
+    changes = changes_from_reply(await u.call("changes", ChangesArgs(3, 10, 1 << 20).to_args()))
+    assert (changes.seq, changes.oldest_logged) == (6, 1)
+    assert [c.entry.seq for c in changes.entries] == [4, 5, 6]
+    update_a = changes.entries[0].entry
+    assert isinstance(update_a, UpdateChange)
+    assert (update_a.id, update_a.seen, update_a.read_at_ms > 0) == (a.id, True, True)
+    assert (update_a.counts.unread, update_a.counts.total) == (2, 3)
+
+
+async def test_an_unknown_change_type_fails_the_read(redis: Redis, settings: Settings) -> None:
+    """A log entry of a type this code does not know is an error, never a `delete`."""
+    u = User(redis, settings, "layout-unknown")
+    await u.call("deliver", copy_args().deliver_args())
+    entry = {"type": "archive", "id": "x", "seq": 2, "counts": {}}
+    log = u.keys.inbox("default", "layout-unknown").log
+    await redis.zadd(log, {orjson.dumps(entry): 2})
+    await redis.set(u.keys.inbox("default", "layout-unknown").seq, 2)
+    with pytest.raises(UnknownChangeType):
+        await u.store.changes("default", "layout-unknown", 0, 10)
