@@ -21,6 +21,14 @@ async def test_static_files_and_demo_headers(hub: Any) -> None:
     assert missing.status_code == 404 and escape.status_code == 404
 
 
+async def test_types_are_served_as_text(hub: Any) -> None:
+    types = await hub.client.get("/static/notifyhub.d.ts")
+    assert types.status_code == 200
+    assert types.headers["content-type"] == "text/plain; charset=utf-8"
+    assert types.headers["x-content-type-options"] == "nosniff"
+    assert "export interface NotifyHubClient" in types.text
+
+
 async def test_static_files_revalidate_with_etags(hub: Any) -> None:
     first = await hub.client.get("/static/notifyhub.js")
     again = await hub.client.get(

@@ -1,4 +1,5 @@
-"""The browser side: `/static` (notifyhub.js, its SharedWorker, the demo assets) and `/demo`."""
+"""The browser side: `/static` (notifyhub.js, its types, its SharedWorker, the demo assets) and
+`/demo`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ class Assets(StaticFiles):
         status_code: int = 200,
     ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
+        if str(full_path).endswith(".d.ts"):
+            # The system's mime.types maps .ts to MPEG video or Qt Linguist; IANA has no TypeScript
+            # type, and plain text opens in a browser (nosniff keeps it from running).
+            response.headers["content-type"] = "text/plain; charset=utf-8"
         response.headers["cache-control"] = "no-cache"
         response.headers["x-content-type-options"] = "nosniff"
         return response

@@ -1,0 +1,79 @@
+// notifyhub.js without React, as a TypeScript page would use it: `tsc --noEmit` checks
+// notifyhub.d.ts against this (and the @ts-expect-error lines prove the types bite).
+import type {
+  ConnectionStatus,
+  Counts,
+  InboxItem,
+  InboxPage,
+  NotificationUpdate,
+  NotifyHubClient,
+  StreamCounts,
+  Updated,
+} from "../../../src/notifyhub/static/notifyhub.js";
+
+declare const userJwt: string;
+
+export async function plainClient(): Promise<NotifyHubClient> {
+  const hub = NotifyHub.connect({
+    getStreamToken: async () => {
+      const response = await fetch("/my/notifyhub-token");
+      return ((await response.json()) as { token: string }).token;
+    },
+    getAccessToken: () => userJwt,
+    user: "default/alice",
+    backoff: { baseMs: 500, maxMs: 15_000 },
+    sharedWorker: true,
+  });
+
+  hub.on("notification", (n) => {
+    const title: string = n.title;
+    const replaced: string | undefined = n.replaces;
+    const url: string | null = n.action_url;
+    console.log(title, replaced, url, n.severity === "critical", n.data["order"]);
+  });
+  hub.on("update", (u: NotificationUpdate) => console.log(u.id, u.status === "read", u.read_at));
+  hub.on("delete", ({ id }) => console.log(id));
+  const off = hub.on("counts", (c: StreamCounts) => console.log(c.unread, c.seq));
+  hub.on("reset", (c) => console.log(c.total));
+  hub.on("toast", (n) => console.log(n.display !== "inbox"));
+  hub.on("status", (s: ConnectionStatus) => console.log(s === "open"));
+  off();
+
+  const page: InboxPage = await hub.list({ status: "unread", limit: 20, cursor: null });
+  const first: InboxItem | undefined = page.items[0];
+  if (first !== undefined && page.next_cursor !== null) {
+    await hub.list({ cursor: page.next_cursor, category: "orders" });
+    const read: InboxItem = await hub.markRead(first.id);
+    await hub.markRead(first.id, false);
+    await hub.markUnread(read.id);
+    const seen: Updated = await hub.markSeen([first.id]);
+    console.log(seen.updated);
+    await hub.delete(first.id);
+  }
+  await hub.markAllRead();
+  await hub.markAllRead({ category: "orders", before: "2025-01-31T00:00:00Z" });
+  const counts: Counts = await hub.fetchCounts();
+  console.log(counts.unseen, hub.counts?.seq, hub.mode, hub.status, hub.baseUrl, hub.streamUrl);
+
+  try {
+    await hub.get("01JJ0000000000000000000000");
+  } catch (error) {
+    if (error instanceof NotifyHub.NotifyHubError) console.log(error.status, error.problem?.detail);
+  }
+  hub.reconnect();
+  hub.close();
+
+  // @ts-expect-error getStreamToken is required
+  NotifyHub.connect({ user: "default/alice" });
+  // @ts-expect-error not an event
+  hub.on("message", () => {});
+  // @ts-expect-error an update carries no title
+  hub.on("update", (u) => console.log(u.title));
+  // @ts-expect-error status is all | unread | read
+  await hub.list({ status: "archived" });
+  // @ts-expect-error counts are read-only to callers
+  hub.counts = null;
+  // @ts-expect-error the REST counts have no seq
+  (await hub.fetchCounts()).seq;
+  return hub;
+}

@@ -1,0 +1,79 @@
+import type { ReactNode } from "react";
+import { useCounts, useNotifications, type NotificationsOptions } from "./hooks.js";
+import type { InboxItem } from "./notifyhub.js";
+import { useNotifyHub } from "./provider.js";
+
+export interface InboxProps extends NotificationsOptions {
+  /** A view (tab) name, sent as `?view=` (see `useNotifications`). */
+  view?: string;
+  /** The content of one item's button (default: title, body and time). */
+  renderItem?: (item: InboxItem) => ReactNode;
+  /** Called on a click on an item, after it is marked read (e.g. to open its `action_url`). */
+  onItemClick?: (item: InboxItem) => void;
+  /** Shown when the list is empty (default "No notifications"). */
+  empty?: ReactNode;
+  className?: string;
+}
+
+function DefaultItem({ item }: { item: InboxItem }): ReactNode {
+  return (
+    <>
+      <strong data-nh="title">{item.title}</strong>
+      {item.body !== "" && <span data-nh="body">{item.body}</span>}
+      <time data-nh="time" dateTime={item.created_at}>
+        {new Date(item.created_at).toLocaleString()}
+      </time>
+    </>
+  );
+}
+
+/**
+ * An unstyled inbox: the unread count, the list newest first (a click marks an item
+ * read), "Mark all read" and "Load more". Style it through the `data-nh` attributes;
+ * items carry `data-id` and `data-status` ("unread" | "read").
+ */
+export function Inbox({ view, renderItem, onItemClick, empty, className, ...options }: InboxProps): ReactNode {
+  const { status } = useNotifyHub();
+  const counts = useCounts();
+  const list = useNotifications(view, options);
+  const unread = counts?.unread ?? 0;
+
+  return (
+    <section data-nh="inbox" data-connection={status} className={className}>
+      <header data-nh="header">
+        <span data-nh="badge" data-count={unread} aria-label={`${unread} unread`}>
+          {unread}
+        </span>
+        <button type="button" data-nh="mark-all" disabled={unread === 0} onClick={() => void list.markAllRead().catch(() => {})}>
+          Mark all read
+        </button>
+      </header>
+      {list.error !== null && (
+        <p data-nh="error" role="alert">
+          {list.error.message}
+        </p>
+      )}
+      <ul data-nh="list" aria-busy={list.loading}>
+        {list.items.map((item) => (
+          <li key={item.id} data-nh="item" data-id={item.id} data-status={item.status} data-severity={item.severity}>
+            <button
+              type="button"
+              onClick={() => {
+                if (item.status === "unread") void list.markRead(item.id).catch(() => {});
+                onItemClick?.(item);
+              }}
+            >
+              {renderItem === undefined ? <DefaultItem item={item} /> : renderItem(item)}
+            </button>
+          </li>
+        ))}
+      </ul>
+      {!list.loading && list.items.length === 0 && <p data-nh="empty">{empty ?? "No notifications"}</p>}
+      {list.hasMore && (
+        <button type="button" data-nh="more" disabled={list.loading} onClick={() => void list.loadMore()}>
+          Load more
+        </button>
+      )}
+    </section>
+  );
+}

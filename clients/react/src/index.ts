@@ -1,0 +1,18 @@
+export { Inbox, type InboxProps } from "./Inbox.js";
+export {
+  useCounts,
+  useNotification,
+  useNotifications,
+  type NotificationResult,
+  type NotificationsOptions,
+  type NotificationsResult,
+} from "./hooks.js";
+export { fetchPage, type StatusFilter } from "./list.js";
+export {
+  loadNotifyHub,
+  NotifyHubProvider,
+  useNotifyHub,
+  type NotifyHubContextValue,
+  type NotifyHubProviderProps,
+} from "./provider.js";
+export type * from "./notifyhub.js";

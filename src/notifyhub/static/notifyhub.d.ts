@@ -1,0 +1,302 @@
+/*
+ * notifyhub.d.ts - types for notifyhub.js, the hub's browser client (served next to it:
+ * `GET /static/notifyhub.d.ts`). notifyhub.js is a classic script, not a module: it sets
+ * the global `NotifyHub`. This file declares that global and exports the types:
+ *
+ *   import type { InboxItem, NotifyHubClient } from "./notifyhub";  // a TypeScript module
+ *   /// <reference path="notifyhub.d.ts" />                          // a script
+ *
+ * The payloads are the hub's JSON as it sends it (times are RFC 3339 strings in UTC with
+ * milliseconds, e.g. "2025-01-31T09:30:00.000Z"; every field is present, null when unset).
+ */
+
+/** Any JSON value, as in a notification's `data`. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+export type Severity = "info" | "success" | "warning" | "error" | "critical";
+
+/** Where a notification shows: the inbox, a toast, or both (`toast` fires unless "inbox"). */
+export type Display = "inbox" | "toast" | "both";
+
+export type NotificationStatus = "unread" | "read";
+
+/** An RFC 3339 time in UTC with milliseconds, e.g. "2025-01-31T09:30:00.000Z". */
+export type Timestamp = string;
+
+/**
+ * A stream event id, `<seq>-<epoch>` (a bare `<seq>` for seqs older than epochs). Treat it
+ * as opaque: the client sends it back verbatim as `last_event_id` to resume.
+ */
+export type EventId = string;
+
+/** A typed reference to something outside notifyhub (an actor or a target). */
+export interface Ref {
+  type: string;
+  id: string;
+}
+
+/** A user's copy of a notification: the shared content plus that user's read state. */
+export interface InboxItem {
+  /** A ULID: ids sort by creation time, so newest first is descending id order. */
+  id: string;
+  tenant: string;
+  title: string;
+  body: string;
+  severity: Severity;
+  category: string | null;
+  source: string | null;
+  display: Display;
+  data: { [key: string]: JsonValue };
+  action_url: string | null;
+  actor: Ref | null;
+  target: Ref | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  collapse_key: string | null;
+  status: NotificationStatus;
+  seen: boolean;
+  read_at: Timestamp | null;
+}
+
+/** The `notification` event: a new copy; `replaces` names the copy it collapsed. */
+export interface NotificationEvent extends InboxItem {
+  replaces?: string;
+}
+
+/** The `update` event: a copy's read state changed (here or in another tab or device). */
+export interface NotificationUpdate {
+  id: string;
+  status: NotificationStatus;
+  seen: boolean;
+  read_at: Timestamp | null;
+}
+
+/** The `delete` event: a copy was deleted, recalled or expired. */
+export interface NotificationDelete {
+  id: string;
+}
+
+/** `GET /v1/me/notifications/counts` (`fetchCounts()`). */
+export interface Counts {
+  unread: number;
+  unseen: number;
+  total: number;
+}
+
+/** The `counts` and `reset` events: the counts as of the user's change `seq`. */
+export interface StreamCounts extends Counts {
+  seq: number;
+}
+
+/** One page of `list()`; `next_cursor` is null on the last page. */
+export interface InboxPage {
+  items: InboxItem[];
+  next_cursor: string | null;
+  unread: number;
+}
+
+/** `markSeen()` and `markAllRead()`: how many copies changed. */
+export interface Updated {
+  updated: number;
+}
+
+/** The connection's state, as the `status` event and `client.status` report it. */
+export type ConnectionStatus = "idle" | "connecting" | "reconnecting" | "open" | "closed";
+
+/** `shared-worker`: one stream per browser and user; `tab`: this tab's own stream. */
+export type TransportMode = "shared-worker" | "tab";
+
+/** What each event's handler receives. */
+export interface NotifyHubEventMap {
+  notification: NotificationEvent;
+  update: NotificationUpdate;
+  delete: NotificationDelete;
+  counts: StreamCounts;
+  /**
+   * The gap since the last event is older than the change log, or the hub's Redis lost
+   * the user's data: reload what you show. Without any `reset` listener the page reloads.
+   */
+  reset: StreamCounts;
+  /** A new notification (not `display: "inbox"`), in exactly one visible tab. */
+  toast: NotificationEvent;
+  status: ConnectionStatus;
+}
+
+export type NotifyHubEvent = keyof NotifyHubEventMap;
+
+/** The events the hub's stream sends (`toast` and `status` come from the client). */
+export type StreamEventName = "notification" | "update" | "delete" | "counts" | "reset";
+
+/** Calls `on()` returned: removes that handler. */
+export type Unsubscribe = () => void;
+
+/** A token, or a promise of one. */
+export type TokenGetter = () => string | Promise<string>;
+
+export interface BackoffOptions {
+  /** The first retry's ceiling, doubled per attempt (default 500). */
+  baseMs?: number;
+  /** The largest ceiling (default 15000); each delay is random in [0.5, 1] x ceiling. */
+  maxMs?: number;
+}
+
+export interface ConnectOptions {
+  /**
+   * Required: a fresh stream token (`POST /v1/me/stream-tokens`, valid 60 s), normally
+   * from your backend. Called for every connection and reconnection.
+   */
+  getStreamToken: TokenGetter;
+  /** The user's token for the REST calls (sent as `Authorization: Bearer`). */
+  getAccessToken?: TokenGetter;
+  /** Names the shared stream: one per browser *and user* (default "default"). */
+  user?: string;
+  /** The hub's origin (default: where notifyhub.js was loaded from). */
+  baseUrl?: string;
+  /** The SharedWorker script (default: notifyhub-worker.js next to notifyhub.js). */
+  workerUrl?: string;
+  /** false: one stream per tab, no SharedWorker (also the fallback where it is missing). */
+  sharedWorker?: boolean;
+  backoff?: BackoffOptions;
+  /** `fetch` credentials for the REST calls (default "same-origin"). */
+  credentials?: RequestCredentials;
+}
+
+export interface ListOptions {
+  /** Default "all". */
+  status?: "all" | "unread" | "read";
+  /** 1 to 100, default 20. */
+  limit?: number;
+  /** The previous page's `next_cursor`. */
+  cursor?: string | null;
+  category?: string | null;
+}
+
+export interface ReadAllFilter {
+  category?: string;
+  /** Only copies created before this time (RFC 3339, or epoch milliseconds). */
+  before?: string | number;
+}
+
+/** RFC 9457 problem details, as the hub sends them for errors. */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status?: number;
+  detail?: string;
+  instance?: string;
+  [extension: string]: unknown;
+}
+
+/** An error answer from the hub's REST API. */
+export interface NotifyHubError extends Error {
+  name: "NotifyHubError";
+  /** The HTTP status. */
+  status: number;
+  /** The problem details, when the answer had a JSON body. */
+  problem: Problem | null;
+}
+
+export interface NotifyHubErrorConstructor {
+  new (status: number, problem?: Problem | null): NotifyHubError;
+  readonly prototype: NotifyHubError;
+}
+
+/** What `NotifyHub.connect()` returns: live events, current counts, and the REST calls. */
+export interface NotifyHubClient {
+  readonly options: ConnectOptions;
+  /** The hub's origin. */
+  readonly baseUrl: string;
+  /** `${baseUrl}/v1/me/stream`. */
+  readonly streamUrl: string;
+  /** The latest counts from the stream; null until the first `counts` or `reset`. */
+  readonly counts: StreamCounts | null;
+  readonly status: ConnectionStatus;
+  /** null once closed before it started, else how this tab gets its events. */
+  readonly mode: TransportMode | null;
+
+  /** Subscribe to an event; call the result to unsubscribe. */
+  on<K extends NotifyHubEvent>(event: K, handler: (data: NotifyHubEventMap[K]) => void): Unsubscribe;
+  /** Open a new stream now (fresh token, resuming after the last event). */
+  reconnect(): void;
+  /** Leave: this tab stops listening (the shared stream closes with its last tab). */
+  close(): void;
+
+  list(options?: ListOptions): Promise<InboxPage>;
+  get(id: string): Promise<InboxItem>;
+  markRead(id: string, read?: boolean): Promise<InboxItem>;
+  markUnread(id: string): Promise<InboxItem>;
+  markSeen(ids: string[]): Promise<Updated>;
+  markAllRead(filter?: ReadAllFilter): Promise<Updated>;
+  delete(id: string): Promise<null>;
+  fetchCounts(): Promise<Counts>;
+}
+
+export interface NotifyHubClientConstructor {
+  /** Not started: use `NotifyHub.connect()`, which constructs and starts one. */
+  new (options: ConnectOptions): NotifyHubClient;
+  readonly prototype: NotifyHubClient;
+}
+
+/** One event as `StreamConnection` hands it on. */
+export interface StreamMessage {
+  event: StreamEventName;
+  id: EventId | null;
+  data: unknown;
+}
+
+export interface StreamConnectionOptions {
+  url: string;
+  getToken: () => Promise<string>;
+  onEvent: (message: StreamMessage) => void;
+  onStatus?: (status: ConnectionStatus) => void;
+  backoff?: BackoffOptions | null;
+  lastEventId?: EventId | null;
+}
+
+/** A tab's presence in the toast election. */
+export interface TabPresence {
+  id: string;
+  visible: boolean;
+  /** When the tab last became visible (epoch ms; 0 if never). */
+  since: number;
+  /** When this was last heard (epoch ms). */
+  at: number;
+}
+
+/**
+ * The machinery the SharedWorker shares with the page. Not a stable API: it may change
+ * in any release.
+ */
+export interface NotifyHubInternal {
+  StreamConnection: new (options: StreamConnectionOptions) => {
+    url: string;
+    lastEventId: EventId | null;
+    status: ConnectionStatus;
+    start(): void;
+    stop(): void;
+    reconnect(): void;
+  };
+  backoffDelay(attempt: number, baseMs: number, maxMs: number): number;
+  electToastTab(tabs: Iterable<TabPresence>, now: number): string | null;
+  parseEventId(value: EventId | null | undefined): { seq: number; epoch: string } | null;
+  wantsToast(notification: { display?: Display } | null | undefined): boolean;
+  STREAM_EVENTS: StreamEventName[];
+}
+
+/** The global `NotifyHub` in a page that loaded notifyhub.js. */
+export interface NotifyHubGlobal {
+  /** Start a client: `options.getStreamToken` is required. */
+  connect(options: ConnectOptions): NotifyHubClient;
+  NotifyHubClient: NotifyHubClientConstructor;
+  NotifyHubError: NotifyHubErrorConstructor;
+  HEARTBEAT_MS: number;
+  PRESENCE_STALE_MS: number;
+  TOKEN_TIMEOUT_MS: number;
+  /** Not a stable API. */
+  internal: NotifyHubInternal;
+}
+
+declare global {
+  /** Set by notifyhub.js (in a SharedWorker only the machinery: no `connect`). */
+  var NotifyHub: NotifyHubGlobal;
+}
