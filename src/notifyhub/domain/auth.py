@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from notifyhub.errors import PermissionDenied
+
 
 class Scope(StrEnum):
     PUBLISH = "publish"
@@ -26,6 +28,12 @@ class ServicePrincipal:
 
     def may_act_on(self, tenant: str) -> bool:
         return self.tenant is None or self.tenant == tenant
+
+    def own(self, tenant: str) -> str:
+        """`tenant`, when this key may act on it; else `PermissionDenied` (a 403)."""
+        if not self.may_act_on(tenant):
+            raise PermissionDenied(f"this API key may not act on tenant {tenant}")
+        return tenant
 
 
 @dataclass(frozen=True, slots=True)

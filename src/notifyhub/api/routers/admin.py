@@ -17,19 +17,11 @@ from notifyhub.api.schemas import (
     Name,
     Tenant,
 )
-from notifyhub.domain.auth import ServicePrincipal
-from notifyhub.errors import PermissionDenied
 from notifyhub.services import apikeys, groups
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
 TenantQuery = Annotated[Tenant, Query()]
-
-
-def _own(principal: ServicePrincipal, tenant: str) -> str:
-    if not principal.may_act_on(tenant):
-        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
-    return tenant
 
 
 @router.put(
@@ -44,7 +36,7 @@ async def create_group(
     response: Response,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
-    created = await groups.create_group(session, _own(principal, tenant), group)
+    created = await groups.create_group(session, principal.own(tenant), group)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     found = await groups.get_group(session, tenant, group)
     return GroupOut(name=group, tenant=tenant, members=found.members)
@@ -54,7 +46,7 @@ async def create_group(
 async def get_group(
     group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> GroupOut:
-    found = await groups.get_group(session, _own(principal, tenant), group)
+    found = await groups.get_group(session, principal.own(tenant), group)
     return GroupOut(name=group, tenant=tenant, members=found.members)
 
 
@@ -62,7 +54,7 @@ async def get_group(
 async def delete_group(
     group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> Response:
-    await groups.delete_group(session, _own(principal, tenant), group)
+    await groups.delete_group(session, principal.own(tenant), group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -70,7 +62,7 @@ async def delete_group(
 async def list_groups(
     principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> GroupList:
-    found = await groups.list_groups(session, _own(principal, tenant))
+    found = await groups.list_groups(session, principal.own(tenant))
     return GroupList(
         groups=[GroupOut(name=g.name, tenant=tenant, members=g.members) for g in found]
     )
@@ -85,7 +77,7 @@ async def change_members(
     tenant: TenantQuery = "default",
 ) -> GroupOut:
     changed = await groups.change_members(
-        session, _own(principal, tenant), group, add=body.add, remove=body.remove
+        session, principal.own(tenant), group, add=body.add, remove=body.remove
     )
     return GroupOut(name=group, tenant=tenant, members=changed.members)
 
@@ -100,7 +92,7 @@ async def list_members(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> MembersPage:
     members, next_cursor = await groups.list_members(
-        session, _own(principal, tenant), group, cursor=cursor, limit=limit
+        session, principal.own(tenant), group, cursor=cursor, limit=limit
     )
     return MembersPage(members=members, next_cursor=next_cursor)
 

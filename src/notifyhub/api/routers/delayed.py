@@ -14,7 +14,7 @@ to the successor (refusals are the same problems, without them); the push body t
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
@@ -33,20 +33,14 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import to_rfc3339
-from notifyhub.errors import InvalidInput, PermissionDenied
-from notifyhub.services.delayed import MessageState, NewMessage, Reserved, due_ms_from
+from notifyhub.errors import InvalidInput
+from notifyhub.services.delayed import MessageInfo, MessageState, NewMessage, Reserved, due_ms_from
 from notifyhub.store.keys import Queue
 
 router = APIRouter(tags=["delayed"])
 RESERVED_PREFIX = "notifyhub."
 Consumer = Annotated[ServicePrincipal, Depends(require(Scope.CONSUME))]
 TenantQuery = Annotated[Tenant, Query()]
-
-
-def _own(principal: ServicePrincipal, tenant: str) -> str:
-    if not principal.may_act_on(tenant):
-        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
-    return tenant
 
 
 def _public(name: str) -> str:
@@ -57,7 +51,7 @@ def _public(name: str) -> str:
 
 def _queue(principal: ServicePrincipal, tenant: str, name: str) -> Queue:
     """A public queue the key may use: 403 for another tenant, 422 for a reserved name."""
-    return Queue(_own(principal, tenant), _public(name))
+    return Queue(principal.own(tenant), _public(name))
 
 
 def _deprecated(response: Response, successor: str) -> None:
@@ -66,36 +60,27 @@ def _deprecated(response: Response, successor: str) -> None:
     response.headers["Link"] = f'<{successor}>; rel="successor-version"'
 
 
+def _fields(m: MessageInfo) -> dict[str, Any]:
+    """What every answer about a message shows (`topic`: deprecated, the same as `queue`)."""
+    return {
+        "id": m.id,
+        "tenant": m.tenant,
+        "queue": m.queue,
+        "topic": m.queue,
+        "body": m.body,
+        "priority": m.priority,
+        "ttl_ms": m.ttl_ms,
+        "biz_key": m.biz_key,
+        "due_at": to_rfc3339(m.due_at),
+    }
+
+
 def _state(found: MessageState) -> DelayedMessageState:
-    m = found.message
-    return DelayedMessageState(
-        id=m.id,
-        tenant=m.tenant,
-        queue=m.queue,
-        topic=m.queue,
-        body=m.body,
-        priority=m.priority,
-        ttl_ms=m.ttl_ms,
-        biz_key=m.biz_key,
-        due_at=to_rfc3339(m.due_at),
-        status=found.status,
-    )
+    return DelayedMessageState(**_fields(found.message), status=found.status)
 
 
 def _reserved(taken: Reserved) -> DelayedReserved:
-    m = taken.message
-    return DelayedReserved(
-        id=m.id,
-        tenant=m.tenant,
-        queue=m.queue,
-        topic=m.queue,
-        body=m.body,
-        priority=m.priority,
-        ttl_ms=m.ttl_ms,
-        biz_key=m.biz_key,
-        due_at=to_rfc3339(m.due_at),
-        receipt=taken.receipt,
-    )
+    return DelayedReserved(**_fields(taken.message), receipt=taken.receipt)
 
 
 @router.post("/v1/delayed", status_code=status.HTTP_201_CREATED, response_model=DelayedAccepted)
@@ -126,7 +111,7 @@ async def get(
     session: Session,
     tenant: TenantQuery = "default",
 ) -> DelayedMessageState:
-    return _state(await state["delayed"].get(session, _own(principal, tenant), message_id))
+    return _state(await state["delayed"].get(session, principal.own(tenant), message_id))
 
 
 @router.delete("/v1/delayed/{message_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -137,7 +122,7 @@ async def cancel(
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> Response:
-    await state["delayed"].cancel(unit, _own(principal, tenant), message_id)
+    await state["delayed"].cancel(unit, principal.own(tenant), message_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -213,7 +198,7 @@ async def restore_all(
     tenant: Annotated[Tenant | None, Query()] = None,
 ) -> Restored:
     """Without `tenant`: every tenant for an unbound key, its own for a bound one."""
-    only = principal.tenant if tenant is None else _own(principal, tenant)
+    only = principal.tenant if tenant is None else principal.own(tenant)
     restored = await state["delayed"].restore(session, expired=expired, tenant=only)
     return Restored(restored=restored)
 
@@ -226,5 +211,5 @@ async def restore_one(
     session: Session,
     tenant: TenantQuery = "default",
 ) -> Restored:
-    restored = await state["delayed"].restore_one(session, _own(principal, tenant), message_id)
+    restored = await state["delayed"].restore_one(session, principal.own(tenant), message_id)
     return Restored(restored=restored)

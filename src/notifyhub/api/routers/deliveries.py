@@ -20,9 +20,8 @@ from notifyhub.api.delivery_schemas import (
 )
 from notifyhub.api.deps import Admin, AppState, Publisher, Session
 from notifyhub.api.schemas import Name, NotificationId, Tenant
-from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.delivery import DeliveryStatus
-from notifyhub.errors import InvalidInput, PermissionDenied
+from notifyhub.errors import InvalidInput
 from notifyhub.services.deliveries import DefinitionSpec
 
 DeliveryId = NotificationId
@@ -31,12 +30,6 @@ TenantQuery = Annotated[Tenant, Query()]
 OptionalTenantQuery = Annotated[Tenant | None, Query(description="Or `tenant` in the body.")]
 
 router = APIRouter(tags=["deliveries"])
-
-
-def _own(principal: ServicePrincipal, tenant: str) -> str:
-    if not principal.may_act_on(tenant):
-        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
-    return tenant
 
 
 def _definition_tenant(body: DefinitionIn, query: str | None) -> str:
@@ -79,7 +72,7 @@ async def put_definition(
     response: Response,
     tenant: OptionalTenantQuery = None,
 ) -> DefinitionOut:
-    owner = _own(principal, _definition_tenant(body, tenant))
+    owner = principal.own(_definition_tenant(body, tenant))
     shown, created = await state["deliveries"].put_definition(
         session, owner, name, _spec(body), body.rotate_secret, body.drop_previous_secret
     )
@@ -95,7 +88,7 @@ async def put_definition(
 async def get_definition(
     name: Name, principal: Admin, session: Session, state: AppState, tenant: TenantQuery = "default"
 ) -> DefinitionOut:
-    found = await state["deliveries"].get_definition(session, _own(principal, tenant), name)
+    found = await state["deliveries"].get_definition(session, principal.own(tenant), name)
     return DefinitionOut.model_validate(found)
 
 
@@ -105,7 +98,7 @@ async def get_definition(
 async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> DeliveryAccepted:
     """202 once committed (the service's INSERT commits by itself before it returns);
     the at-once send starts after that commit."""
-    tenant = _own(principal, body.tenant)
+    tenant = principal.own(body.tenant)
     delivery_id = await state["deliveries"].create(
         tenant, body.definition, body.payload, body.description
     )
@@ -120,7 +113,7 @@ async def get(
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
-    found = await state["deliveries"].get(session, _own(principal, tenant), delivery_id)
+    found = await state["deliveries"].get(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)
 
 
@@ -132,7 +125,7 @@ async def confirm(
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
-    found = await state["deliveries"].confirm(session, _own(principal, tenant), delivery_id)
+    found = await state["deliveries"].confirm(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)
 
 
@@ -148,5 +141,5 @@ async def retry(
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
-    found = await state["deliveries"].retry(session, _own(principal, tenant), delivery_id)
+    found = await state["deliveries"].retry(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)

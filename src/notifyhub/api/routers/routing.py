@@ -19,20 +19,12 @@ from notifyhub.api.schemas import (
     TopicOut,
     TopicPatch,
 )
-from notifyhub.domain.auth import ServicePrincipal
-from notifyhub.errors import PermissionDenied
 from notifyhub.services.rules import Event, RecipientSpec, RuleDefinition, relationship_row
 from notifyhub.services.topics import TopicMembers
 
 router = APIRouter(tags=["routing"])
 
 TenantQuery = Annotated[Tenant, Query()]
-
-
-def _own(principal: ServicePrincipal, tenant: str) -> str:
-    if not principal.may_act_on(tenant):
-        raise PermissionDenied(f"this API key may not act on tenant {tenant}")
-    return tenant
 
 
 def _members(body: TopicMembersIn) -> TopicMembers:
@@ -56,7 +48,7 @@ async def replace_topic(
     tenant: TenantQuery = "default",
 ) -> TopicOut:
     members = _members(body)
-    created = await state["topics"].replace(unit, _own(principal, tenant), topic, members)
+    created = await state["topics"].replace(unit, principal.own(tenant), topic, members)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
@@ -71,7 +63,7 @@ async def change_topic(
     tenant: TenantQuery = "default",
 ) -> TopicOut:
     now = await state["topics"].change(
-        unit, _own(principal, tenant), topic, _members(body.add), _members(body.remove)
+        unit, principal.own(tenant), topic, _members(body.add), _members(body.remove)
     )
     return TopicOut(name=topic, tenant=tenant, users=now.users, groups=now.groups)
 
@@ -84,7 +76,7 @@ async def get_topic(
     session: Session,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
-    members = await state["topics"].get(session, _own(principal, tenant), topic)
+    members = await state["topics"].get(session, principal.own(tenant), topic)
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
 
@@ -92,7 +84,7 @@ async def get_topic(
 async def delete_topic(
     topic: Name, principal: Admin, state: AppState, unit: Unit, tenant: TenantQuery = "default"
 ) -> Response:
-    await state["topics"].delete(unit, _own(principal, tenant), topic)
+    await state["topics"].delete(unit, principal.own(tenant), topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -112,7 +104,7 @@ async def put_rule(
 ) -> RuleOut:
     specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.recipients]
     definition = RuleDefinition(rule, body.target_type, specs)
-    created = await state["rules"].put(session, _own(principal, tenant), definition)
+    created = await state["rules"].put(session, principal.own(tenant), definition)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return RuleOut(name=rule, tenant=tenant, **body.model_dump())
 
@@ -121,7 +113,7 @@ async def put_rule(
 async def get_rule(
     rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
 ) -> RuleOut:
-    found = await state["rules"].get(session, _own(principal, tenant), rule)
+    found = await state["rules"].get(session, principal.own(tenant), rule)
     recipients = [
         {"relationship": s.relationship, "obtain": s.obtain, "title": s.title, "body": s.body}
         for s in found.recipients
@@ -135,7 +127,7 @@ async def get_rule(
 async def delete_rule(
     rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
 ) -> Response:
-    await state["rules"].delete(session, _own(principal, tenant), rule)
+    await state["rules"].delete(session, principal.own(tenant), rule)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -143,7 +135,7 @@ async def delete_rule(
 async def post_event(
     body: EventIn, principal: Publisher, state: AppState, session: Session
 ) -> EventAccepted:
-    event = Event(_own(principal, body.tenant), body.rule, body.actor, body.target, body.data)
+    event = Event(principal.own(body.tenant), body.rule, body.actor, body.target, body.data)
     result = await state["rules"].fire(session, event)
     return EventAccepted(
         event_id=result.event_id,
@@ -157,7 +149,7 @@ async def post_event(
 async def relate(
     body: RelationshipIn, principal: Publisher, state: AppState, session: Session
 ) -> Response:
-    row = relationship_row(_own(principal, body.tenant), body.user, body.relationship, body.target)
+    row = relationship_row(principal.own(body.tenant), body.user, body.relationship, body.target)
     await state["rules"].relate(session, row)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -166,6 +158,6 @@ async def relate(
 async def unrelate(
     body: RelationshipIn, principal: Publisher, state: AppState, session: Session
 ) -> Response:
-    row = relationship_row(_own(principal, body.tenant), body.user, body.relationship, body.target)
+    row = relationship_row(principal.own(body.tenant), body.user, body.relationship, body.target)
     await state["rules"].unrelate(session, row)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
