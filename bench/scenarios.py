@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import httpx
@@ -175,11 +176,28 @@ async def _load(store: DelayedStore, name: str, due_ms: list[int]) -> list[str]:
         batch = range(start, min(start + 5000, len(ids)))
         await store.push_many(
             [
-                (ids[i], queue, orjson.dumps({"id": ids[i], "body": i}), due_ms[i], 0, 60_000)
+                (ids[i], queue, _stored(ids[i], name, i, due_ms[i]), due_ms[i], 0, 60_000)
                 for i in batch
             ]
         )
     return ids
+
+
+def _stored(message_id: str, name: str, body: int, due_ms: int) -> bytes:
+    """A message as the hub stores it (services/delayed.py `payload`)."""
+    due_at = datetime.fromtimestamp(due_ms / 1000, UTC).isoformat()
+    return orjson.dumps(
+        {
+            "id": message_id,
+            "tenant": DEFAULT_TENANT,
+            "topic": name,
+            "body": body,
+            "priority": 0,
+            "ttl_ms": 60_000,
+            "biz_key": None,
+            "due_at": due_at,
+        }
+    )
 
 
 async def _ready_count(redis: Redis, hub: BenchHub, name: str) -> int:
