@@ -156,11 +156,13 @@ class Hub:
             self._ring(body, payload, None)
 
     def _traced_dispatch(self, trace: bytes, body: bytes | None, payload: bytes) -> None:
-        """`_ring` as a span of the publish's trace; the streams rung keep the trace."""
+        """`_ring` as a span of the publish's trace; the streams rung keep this span's
+        context, their next write's parent."""
         with self.tracing.span("notifyhub.doorbell", kind="consumer", parent=trace) as span:
             rung: list[Subscriber] = []
             self._ring(body, payload, rung)
             span.set_attribute("notifyhub.streams_rung", len(rung))
+            trace = self.tracing.traceparent() or trace
         for sub in rung:
             kept = self.traced.setdefault(sub, [])
             if len(kept) < TRACES_KEPT:
