@@ -159,8 +159,7 @@ def test_a_traced_doorbell_rings_a_hub_with_tracing_off(inline: bool) -> None:
     sub.cursor, sub.epoch = 2, "e1"
     trace = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     header = traced(INLINE_MARK + b'{"id":"N"}' if inline else b"", trace)
-    hub.dispatch(
-        Doorbells(Keys("p:"), sharded=False).messages([("t/a", "3,1,1,3,e1")], header)[0][1]
-    )
+    line: tuple[str, int | str] = ("t/a", "3,1,1,3,e1") if inline else ("t/a", 3)
+    hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages([line], header)[0][1])
     assert sub.latest == 3 and (sub.ready is not None) is inline
     assert hub.traced == {}
