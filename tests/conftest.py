@@ -191,9 +191,9 @@ class _TestServer(HubServer):
 
 
 @asynccontextmanager
-async def serve_hub(settings: Settings) -> AsyncIterator[RunningHub]:
-    """A real uvicorn server on a free port, serving `create_app(settings)`."""
-    app = create_app(settings)
+async def serve_hub(settings: Settings, app: HubApp | None = None) -> AsyncIterator[RunningHub]:
+    """A real uvicorn server on a free port, serving `app` (else `create_app(settings)`)."""
+    app = app or create_app(settings)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
@@ -208,6 +208,12 @@ class Settings(BaseSettings):
     """Serve event streams and valid publishes before FastAPI's machinery (api/fastpath.py);
     False leaves them to the FastAPI routes, which answer the same (A/B benchmarks)."""
     producers_file: Path | None = None
+    traces_exporter: str = Field(
+        "none", validation_alias=AliasChoices("OTEL_TRACES_EXPORTER", "traces_exporter")
+    )
+    """OpenTelemetry's standard `OTEL_TRACES_EXPORTER` (`otlp`, `console`...): tracing is
+    on when it names an exporter, off for `none` (notifyhub/tracing.py); the SDK reads the
+    other `OTEL_*` variables itself."""
 
     limits: Limits = Limits()
     stream: StreamSettings = StreamSettings()

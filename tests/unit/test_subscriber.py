@@ -13,7 +13,7 @@ from notifyhub.realtime.events import frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
 from notifyhub.store.keys import Keys
 
 
@@ -148,3 +148,18 @@ def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> N
     assert behind.ready is None and behind.latest == 5
     assert plain.ready is None and plain.latest == 0
     assert legacy.ready is not None and b"id: 7\n" in legacy.ready[2]  # a hub before epochs
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "re-read"])
+def test_a_traced_doorbell_rings_a_hub_with_tracing_off(inline: bool) -> None:
+    """A publisher with tracing on, a hub with it off (a fleet mid-change): the trace line
+    names no user, so it is skipped, and no stream keeps a trace."""
+    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=5)
+    sub = hub.attach("t", "a")
+    sub.cursor, sub.epoch = 2, "e1"
+    trace = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    header = traced(INLINE_MARK + b'{"id":"N"}' if inline else b"", trace)
+    line: tuple[str, int | str] = ("t/a", "3,1,1,3,e1") if inline else ("t/a", 3)
+    hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages([line], header)[0][1])
+    assert sub.latest == 3 and (sub.ready is not None) is inline
+    assert hub.traced == {}

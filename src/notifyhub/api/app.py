@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp
 
@@ -24,6 +25,7 @@ from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.api.routers import inbox as inbox_router
 from notifyhub.api.routers import routing as routing_router
+from notifyhub.api.tracing import install_tracing
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.services.deliveries import DeliveryService
@@ -34,28 +36,35 @@ from notifyhub.settings import Settings
 from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.workers.runner import Runner
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> HubApp:
+def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None) -> HubApp:
+    """The hub for `settings`; traced when OTEL_TRACES_EXPORTER names an exporter, or
+    into `span_exporter` when given (tests)."""
     if settings.redis_url is None or settings.database_url is None:
         raise ValueError(
             "create_app needs redis_url and database_url (the CLI starts embedded ones)"
         )
     metrics = Metrics()
     delivery_metrics = DeliveryMetrics(metrics.registry)  # once per app, not per lifespan
+    tracing = features.tracing(settings, span_exporter)
 
     @asynccontextmanager
     async def lifespan(app: HubApp) -> AsyncIterator[State]:
         """One builder per feature, in dependency order; the stack releases what they
         made in reverse, at shutdown or as soon as one of them fails."""
         async with AsyncExitStack() as stack:
+            features.start_tracing(stack, tracing)
             db = features.database(stack, settings)
-            clients = await features.redis_clients(stack, settings)
-            inbox = features.inbox(settings, clients, metrics)
+            clients = await features.redis_clients(stack, settings, tracing)
+            inbox = features.inbox(settings, clients, metrics, tracing)
             durable = features.durable_inbox(stack, settings, db, inbox.store, metrics)
             routing = features.routing(clients, db, inbox.store)
-            delayed = features.delayed_queue(stack, settings, clients, db)
+            delayed = features.delayed_queue(stack, settings, clients, db, tracing)
             epoch = await features.epoch_watch(
                 settings,
                 clients,
@@ -67,14 +76,14 @@ def create_app(settings: Settings) -> HubApp:
                 on_loss=inbox.hub.resync_all,
             )
             publishing = features.publishing(
-                settings, clients, db, inbox.store, routing, delayed, durable, metrics
+                settings, clients, db, inbox.store, routing, delayed, durable, metrics, tracing
             )
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
-            outbox = features.outbox(stack, settings, db, metrics, delivery_metrics)
+            outbox = features.outbox(stack, settings, db, metrics, delivery_metrics, tracing)
             runner = features.runner(
                 stack,
                 inbox.loops,
-                features.mover_loops(delayed, publishing.scheduled, settings, metrics),
+                features.mover_loops(delayed, publishing.scheduled, settings, metrics, tracing),
                 durable.loops,
                 epoch.loops,
                 producers.loops,
@@ -112,6 +121,7 @@ def create_app(settings: Settings) -> HubApp:
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
     _install_middleware(app, settings, metrics)
+    install_tracing(app, tracing)
     return app
 
 

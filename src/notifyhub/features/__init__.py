@@ -4,7 +4,10 @@ A builder makes its part from the parts it is given and registers the part's cle
 on the stack, so a start-up that fails halfway releases what was built before it. The
 stack unwinds in reverse, which is why the hub builds them in this order:
 
-    clients.database        PostgreSQL engine                       (closed last)
+    tracing.tracing         the app's Tracing (made by create_app: FastAPI's
+                            instrumentation wraps the middleware it builds)
+    tracing.start_tracing   exporting, asyncpg's instrumentation    (flushed last)
+    clients.database        PostgreSQL engine
     clients.redis_clients   request and bulk Redis clients
     inbox.inbox             store, Pub/Sub hub, change reader, clock (made, not started)
     inbox.durable_inbox     durable inbox mode's log (or none)
@@ -36,6 +39,7 @@ from notifyhub.features.outbox import Outbox, outbox
 from notifyhub.features.publishing import Producers, Publishing, producers, publishing
 from notifyhub.features.routing import Routing, routing
 from notifyhub.features.runner import runner
+from notifyhub.features.tracing import start_tracing, tracing
 
 __all__ = [
     "Database",
@@ -64,4 +68,6 @@ __all__ = [
     "restore_redis",
     "routing",
     "runner",
+    "start_tracing",
+    "tracing",
 ]

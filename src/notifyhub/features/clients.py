@@ -13,6 +13,7 @@ from notifyhub.settings import DatabaseSettings, Settings
 from notifyhub.store.client import check_durability, create_redis
 from notifyhub.store.client import close as close_redis
 from notifyhub.store.keys import Keys
+from notifyhub.tracing import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +79,19 @@ def _redis(stack: AsyncExitStack, settings: Settings, socket_timeout_s: float | 
     return client
 
 
-async def redis_clients(stack: AsyncExitStack, settings: Settings) -> RedisClients:
-    """Both clients (the request client closes first); warns of risky persistence."""
+async def redis_clients(
+    stack: AsyncExitStack, settings: Settings, tracing: Tracing | None = None
+) -> RedisClients:
+    """Both clients (the request client closes first), their commands traced when tracing
+    is on; warns of risky persistence."""
     bulk = _redis(stack, settings, None)
     redis = _redis(stack, settings, settings.redis_timeout_s)
+    if tracing is not None and tracing.enabled:
+        from notifyhub.otel import SpanTracing
+
+        assert isinstance(tracing, SpanTracing)
+        tracing.instrument_redis(bulk)
+        tracing.instrument_redis(redis)
     await check_durability(redis)
     keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
     return RedisClients(redis, bulk, keys)

@@ -10,6 +10,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, TransitionLog
 from notifyhub.settings import Settings
 from notifyhub.store.delayed import DelayedStore
+from notifyhub.tracing import Tracing
 from notifyhub.workers.delayed import MoverPlan, ScheduledNotifications, delayed_loops
 from notifyhub.workers.runner import Loop
 
@@ -22,20 +23,30 @@ class DelayedQueue:
 
 
 def delayed_queue(
-    stack: AsyncExitStack, settings: Settings, clients: RedisClients, database: Database
+    stack: AsyncExitStack,
+    settings: Settings,
+    clients: RedisClients,
+    database: Database,
+    tracing: Tracing | None = None,
 ) -> DelayedQueue:
     """The queue; transitions still buffered are written when the stack closes."""
     plan = MoverPlan(settings.delayed)
     transitions = TransitionLog(database.sessionmaker)
     stack.push_async_callback(transitions.flush)
     store = DelayedStore(clients.redis, clients.keys, settings.delayed.sets)
-    service = DelayedService(store, transitions, on_queued=plan.queued)
+    service = DelayedService(store, transitions, on_queued=plan.queued, tracing=tracing)
     return DelayedQueue(service, plan)
 
 
 def mover_loops(
-    queue: DelayedQueue, scheduled: ScheduledNotifications, settings: Settings, metrics: Metrics
+    queue: DelayedQueue,
+    scheduled: ScheduledNotifications,
+    settings: Settings,
+    metrics: Metrics,
+    tracing: Tracing | None = None,
 ) -> list[Loop]:
     """The mover, the transition-log flusher and the scheduled-notification consumer
     (which needs ingest, itself made with the queue: hence a step of its own)."""
-    return delayed_loops(queue.service, scheduled, queue.plan, settings.delayed, metrics)
+    return delayed_loops(
+        queue.service, scheduled, queue.plan, settings.delayed, metrics, tracing or Tracing()
+    )

@@ -16,6 +16,7 @@ from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.durable import DurableInbox
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
+from notifyhub.tracing import Tracing
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.runner import Loop
 
@@ -52,7 +53,9 @@ def inbox_store(settings: Settings, clients: RedisClients, metrics: Metrics) -> 
     )
 
 
-def inbox(settings: Settings, clients: RedisClients, metrics: Metrics) -> Inbox:
+def inbox(
+    settings: Settings, clients: RedisClients, metrics: Metrics, tracing: Tracing | None = None
+) -> Inbox:
     """The inbox's parts, made but not started (`open_streams` starts them)."""
     store = inbox_store(settings, clients, metrics)
     assert settings.redis_url is not None  # (redis_clients has checked)
@@ -61,6 +64,7 @@ def inbox(settings: Settings, clients: RedisClients, metrics: Metrics) -> Inbox:
         store.doorbells,
         metrics,
         streams_per_user=settings.limits.streams_per_user,
+        tracing=tracing or Tracing(),
     )
     workers = settings.workers
     cleaner = Cleaner(clients.redis, clients.keys, store, workers, metrics)

@@ -14,6 +14,7 @@ from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import Settings
+from notifyhub.tracing import Tracing
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
@@ -37,6 +38,7 @@ def outbox(
     database: Database,
     metrics: Metrics,
     delivery_metrics: DeliveryMetrics,
+    tracing: Tracing | None = None,
 ) -> Outbox:
     """The sender runs from here (stopped, then its engine disposed, when the stack
     closes); the dispatcher's loop joins the runner.
@@ -47,7 +49,9 @@ def outbox(
     outbox_engine = engine(stack, settings, relaxed_commits=True, pool_size=OUTBOX_POOL)
     guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
-    sender = DeliverySender(create_sessionmaker(outbox_engine), outbound, s, delivery_metrics)
+    sender = DeliverySender(
+        create_sessionmaker(outbox_engine), outbound, s, delivery_metrics, tracing or Tracing()
+    )
     alerts = AlertSender(database.sessionmaker, outbound, s, delivery_metrics)
     dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)
     stack.push_async_callback(sender.stop)

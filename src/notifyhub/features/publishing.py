@@ -16,6 +16,7 @@ from notifyhub.services.rules import RuleService
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
+from notifyhub.tracing import Tracing
 from notifyhub.workers.delayed import ScheduledNotifications
 from notifyhub.workers.producers import Producer, load, loops
 from notifyhub.workers.runner import Loop
@@ -44,8 +45,10 @@ def publishing(
     delayed: DelayedQueue,
     durable: Durable,
     metrics: Metrics,
+    tracing: Tracing | None = None,
 ) -> Publishing:
     """Nothing to release: the parts live on the clients and the queue."""
+    tracing = tracing or Tracing()
     idempotency = IdempotencyStore(clients.redis, clients.keys, settings.idempotency_ttl_s)
     ingest = IngestService(
         store,
@@ -55,8 +58,9 @@ def publishing(
         settings,
         metrics,
         durable=durable.log,
+        tracing=tracing,
     )
-    scheduled = ScheduledNotifications(delayed.service, ingest, database.sessionmaker)
+    scheduled = ScheduledNotifications(delayed.service, ingest, database.sessionmaker, tracing)
     return Publishing(ingest, RuleService(ingest, metrics), scheduled)
 
 

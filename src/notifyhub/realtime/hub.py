@@ -22,6 +22,11 @@ such master, SSUBSCRIBEd to its channels, each read by its own task:
 When any of them fails (a master died, or a slot moved and Redis sent an unsolicited
 SUNSUBSCRIBE) all are closed, the topology is read again, every shard re-subscribed and
 every local stream resynced, as above.
+
+Tracing on, a doorbell carrying a publish's trace (store/doorbells.py) is a span of that
+trace, and each stream it rings keeps the trace (`traced`, at most TRACES_KEPT) until its
+next write, which is a span of the same trace (realtime/sse.py). Off, nothing of this runs
+and a trace line is skipped like any line naming no local stream.
 """
 
 from __future__ import annotations
@@ -46,21 +51,31 @@ from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.events import placed_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.client import close, connect, parse_cluster_url
-from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.doorbells import INLINE_MARK, TRACE_MARK, Doorbells
 from notifyhub.store.keys import member
+from notifyhub.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 1.0
 _IDLE_PING_S = 10.0
 _PONG_DEADLINE_S = 5.0
+TRACES_KEPT = 8
+"""Traces a stream keeps for its next write: doorbells that coalesce into one write are
+its links (the first its parent); more are dropped."""
 
 
 class Hub:
     """Owns the listener task and the map of local subscribers."""
 
     def __init__(
-        self, redis_url: str, doorbells: Doorbells, metrics: Metrics, *, streams_per_user: int
+        self,
+        redis_url: str,
+        doorbells: Doorbells,
+        metrics: Metrics,
+        *,
+        streams_per_user: int,
+        tracing: Tracing | None = None,
     ) -> None:
         self._redis_url = redis_url
         self._doorbells = doorbells
@@ -71,6 +86,10 @@ class Hub:
         self._subscribed = asyncio.Event()
         self.listening = False
         self.client_name = f"notifyhub-pubsub-{doorbells.channels[0]}"
+        self.tracing = tracing or Tracing()
+        self.traced: dict[Subscriber, list[bytes]] = {}
+        """Tracing on: the traces of the doorbells that rang a stream since its last write
+        (empty when off; the stream takes its own with `traced.pop`)."""
 
     @property
     def healthy(self) -> bool:
@@ -117,6 +136,7 @@ class Hub:
         if local is None or sub not in local:
             return
         local.discard(sub)
+        self.traced.pop(sub, None)
         if not local:
             del self._subs[sub.member]
         self._metrics.streams_open.dec()
@@ -129,6 +149,28 @@ class Hub:
         if payload[:1] == INLINE_MARK:
             head, _, payload = payload.partition(b"\n")
             body = head[1:]
+        if self.tracing.enabled and payload[:1] == TRACE_MARK:
+            head, _, payload = payload.partition(b"\n")
+            self._traced_dispatch(head[1:], body, payload)
+        else:
+            self._ring(body, payload, None)
+
+    def _traced_dispatch(self, trace: bytes, body: bytes | None, payload: bytes) -> None:
+        """`_ring` as a span of the publish's trace; the streams rung keep this span's
+        context, their next write's parent."""
+        with self.tracing.span("notifyhub.doorbell", kind="consumer", parent=trace) as span:
+            rung: list[Subscriber] = []
+            self._ring(body, payload, rung)
+            span.set_attribute("notifyhub.streams_rung", len(rung))
+            trace = self.tracing.traceparent() or trace
+        for sub in rung:
+            kept = self.traced.setdefault(sub, [])
+            if len(kept) < TRACES_KEPT:
+                kept.append(trace)
+
+    def _ring(self, body: bytes | None, payload: bytes, rung: list[Subscriber] | None) -> None:
+        """Ring (or offer the copy to) the streams of each line's user; adds them to
+        `rung` if given."""
         for line in payload.split(b"\n"):
             name, _, seq = line.decode(errors="replace").rpartition(" ")
             subs = self._subs.get(name)
@@ -143,6 +185,8 @@ class Hub:
             else:
                 for sub in subs:
                     sub.ring(int(seq) if seq.isdigit() else 0)
+            if rung is not None:
+                rung.extend(subs)
 
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when

@@ -14,6 +14,10 @@ of another epoch, or above the user's seq, sends one `reset` and goes on from th
 state. Comparing seqs alone would miss a loss followed by more changes than the cursor
 (the new seq passes it again); an epoch kept by the hub alone would not survive the
 client's reconnect to another process. The check costs a string comparison per read.
+
+Tracing on, the write that follows a traced doorbell (realtime/hub.py `traced`) is a
+`notifyhub.stream.write` span of the publish's trace; off, the stream only finds the
+hub's `traced` map empty.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
 from notifyhub.store.changes import Change, Changes
 from notifyhub.store.inbox import InboxStore, Position
+from notifyhub.tracing import Attributes
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +157,10 @@ class InboxStream(Response):
             cursor, self._epoch = self._cursor.seq, self._cursor.epoch
         sub = self._sub
         while not sub.closed:
-            cursor = await self._catch_up(send, cursor)
+            if self._hub.traced:
+                cursor = await self._traced(send, cursor, None)
+            else:
+                cursor = await self._catch_up(send, cursor)
             while True:
                 # Idle: ping when the clock says so, until rung. Re-reading the log after
                 # each ping would cost every idle stream a Redis read per ping interval.
@@ -162,11 +170,41 @@ class InboxStream(Response):
                 ready, sub.ready = sub.ready, None
                 if ready is None or ready[0] != cursor + 1 or sub.closed:
                     break  # read the log
-                await self._write(send, ready[2])  # the offered change is the next one
+                if self._hub.traced:
+                    await self._traced(send, cursor, ready)
+                else:
+                    await self._write(send, ready[2])  # the offered change is the next one
                 cursor, self._epoch = ready[0], ready[1]
                 self._count_offered()
                 if sub.latest > cursor:
                     break  # more changed meanwhile
+
+    async def _traced(self, send: Send, cursor: int, offered: tuple[int, str, bytes] | None) -> int:
+        """Send the `offered` change, else catch up, as a span of the traces that rang
+        this stream (the first its parent, the others its links), if any did; the
+        cursor after it."""
+        traces = self._hub.traced.pop(self._sub, None)
+        if traces is None:
+            return await self._send_next(send, cursor, offered)
+        attributes: Attributes = {
+            "notifyhub.tenant": self._tenant,
+            "notifyhub.offered": offered is not None,
+        }
+        tracing = self._hub.tracing
+        with tracing.span(
+            "notifyhub.stream.write", attributes, parent=traces[0], links=traces[1:]
+        ) as span:
+            cursor = await self._send_next(send, cursor, offered)
+            span.set_attribute("notifyhub.seq", cursor)
+        return cursor
+
+    async def _send_next(
+        self, send: Send, cursor: int, offered: tuple[int, str, bytes] | None
+    ) -> int:
+        if offered is None:
+            return await self._catch_up(send, cursor)
+        await self._write(send, offered[2])
+        return offered[0]
 
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""

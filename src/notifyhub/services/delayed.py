@@ -35,6 +35,7 @@ from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.store.delayed import DelayedStore, Moved
 from notifyhub.store.keys import Queue
+from notifyhub.tracing import Attributes, Tracing
 
 log = logging.getLogger(__name__)
 
@@ -242,14 +243,26 @@ class DelayedService:
         log_: TransitionLog,
         *,
         on_queued: Callable[[int], None] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
+        self._tracing = tracing or Tracing()
         self.transitions = log_
         self.on_queued = on_queued or (lambda due_ms: None)
         """Told the due time (epoch ms) of what this process queued: wakes its mover."""
 
     async def push(self, unit: UnitOfWork, new: NewMessage) -> tuple[str, datetime]:
-        """Durable in PostgreSQL first, then queued in Redis once `unit` commits."""
+        """Durable in PostgreSQL first, then queued in Redis once `unit` commits; tracing
+        on, a `notifyhub.delayed.push` span."""
+        if not self._tracing.enabled:
+            return await self._push(unit, new)
+        attributes: Attributes = {"notifyhub.tenant": new.tenant, "notifyhub.queue": new.queue}
+        with self._tracing.span("notifyhub.delayed.push", attributes, kind="producer") as span:
+            message_id, due_at = await self._push(unit, new)
+            span.set_attribute("notifyhub.message.id", message_id)
+        return message_id, due_at
+
+    async def _push(self, unit: UnitOfWork, new: NewMessage) -> tuple[str, datetime]:
         message_id = new.id or str(ULID())
         row = DelayedMessage(
             id=message_id,
@@ -309,10 +322,21 @@ class DelayedService:
         """Long-poll one queue: return as soon as something is ready, or [] after `wait_s`."""
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
+            started_ns = time.time_ns() if self._tracing.enabled else 0
             found = await self._reserve(queue, max_messages)
+            if found and self._tracing.enabled:  # the reads that found nothing: no span
+                self._trace_consume(queue, found, started_ns)
             if found or asyncio.get_running_loop().time() >= deadline:
                 return found
             await asyncio.sleep(POLL_S)
+
+    def _trace_consume(self, queue: Queue, found: list[Reserved], started_ns: int) -> None:
+        attributes: Attributes = {
+            "notifyhub.tenant": queue.tenant,
+            "notifyhub.queue": queue.name,
+            "notifyhub.messages": len(found),
+        }
+        self._tracing.record("notifyhub.delayed.consume", started_ns, attributes)
 
     async def ready_queues(self, name: str) -> list[Queue]:
         """Every tenant's queue named `name` with a message ready now."""

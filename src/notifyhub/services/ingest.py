@@ -26,6 +26,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
 from notifyhub.store.operations import RecallOp
+from notifyhub.tracing import Attributes, Tracing
 
 MEMBER_PAGE = 20_000
 SCHEDULED_QUEUE = "notifyhub.scheduled"
@@ -65,8 +66,10 @@ class IngestService:
         settings: Settings,
         metrics: Metrics,
         durable: DurableInbox | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
+        self._tracing = tracing or Tracing()
         self._topics = topics
         self._delayed = delayed
         self._idempotency = idempotency
@@ -248,6 +251,25 @@ class IngestService:
     async def _send(
         self, notification: Notification, users: list[UserRef], *, pull: bool
     ) -> Published:
+        """`_place`; tracing on, as a `notifyhub.publish` span whose context the doorbells
+        carry to the streams (store/doorbells.py)."""
+        if not self._tracing.enabled:
+            return await self._place(notification, users, pull=pull, trace=None)
+        attributes: Attributes = {
+            "notifyhub.tenant": notification.tenant,
+            "notifyhub.notification.id": notification.id,
+            "notifyhub.users": len(users),
+        }
+        tracing = self._tracing
+        with tracing.span("notifyhub.publish", attributes, kind="producer") as span:
+            trace = tracing.traceparent()
+            published = await self._place(notification, users, pull=pull, trace=trace)
+            span.set_attribute("notifyhub.recipients", published.recipients)
+        return published
+
+    async def _place(
+        self, notification: Notification, users: list[UserRef], *, pull: bool, trace: bytes | None
+    ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap.
 
         The count returned is of users who hold the notification now: those whose
@@ -258,13 +280,15 @@ class IngestService:
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         batch = limits.defer_batch if defer else limits.fanout_batch
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.place(notification, users, pull=pull, defer=defer)
+            seqs = await self._store.place(notification, users, pull=pull, defer=defer, trace=trace)
         else:
             in_flight = asyncio.Semaphore(2)
 
             async def place(chunk: list[UserRef]) -> list[int]:
                 async with in_flight:
-                    return await self._store.place(notification, chunk, pull=pull, defer=defer)
+                    return await self._store.place(
+                        notification, chunk, pull=pull, defer=defer, trace=trace
+                    )
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
             results = await asyncio.gather(*map(place, chunks))

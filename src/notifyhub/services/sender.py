@@ -32,6 +32,7 @@ from notifyhub.domain.delivery import (
 from notifyhub.services import signing
 from notifyhub.services.outbound import Outbound
 from notifyhub.settings import DeliverySettings
+from notifyhub.tracing import Attributes, Tracing
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,11 @@ class DeliverySender:
         outbound: Outbound,
         settings: DeliverySettings,
         metrics: DeliveryMetrics,
+        tracing: Tracing | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._outbound = outbound
+        self._tracing = tracing or Tracing()
         self._settings = settings
         self._metrics = metrics
         self._queue: deque[tuple[str, int]] = deque()
@@ -194,9 +197,9 @@ class DeliverySender:
             return 0
         found = await self._definitions_of({c.definition_key for c in claimed})
         if len(claimed) == 1:  # the idle path: no task for gather to wrap it in
-            outcomes = [await self._send(claimed[0], found.get(claimed[0].definition_key))]
+            outcomes = [await self._attempt(claimed[0], found.get(claimed[0].definition_key))]
         else:
-            sends = (self._send(c, found.get(c.definition_key)) for c in claimed)
+            sends = (self._attempt(c, found.get(c.definition_key)) for c in claimed)
             outcomes = list(await asyncio.gather(*sends))
         jitter = self._settings.jitter
         settlements = [
@@ -232,6 +235,24 @@ class DeliverySender:
                 fresh = await repo.definitions(session, stale)
             cache.update((key, (now, fresh.get(key))) for key in stale)
         return {k: row for k in keys if (row := cache[k][1]) is not None}
+
+    async def _attempt(self, claimed: Claimed, definition: DeliveryDefinition | None) -> Outcome:
+        """`_send`; tracing on, as a `notifyhub.delivery.attempt` span."""
+        if not self._tracing.enabled:
+            return await self._send(claimed, definition)
+        attributes: Attributes = {
+            "notifyhub.tenant": claimed.tenant,
+            "notifyhub.delivery.id": claimed.id,
+            "notifyhub.delivery.definition": claimed.definition,
+            "notifyhub.delivery.attempt": claimed.attempt,
+        }
+        with self._tracing.span("notifyhub.delivery.attempt", attributes, kind="client") as span:
+            outcome = await self._send(claimed, definition)
+            if outcome.status_code is not None:
+                span.set_attribute("http.response.status_code", outcome.status_code)
+            if outcome.error is not None:
+                span.set_attribute("notifyhub.delivery.error", outcome.error)
+        return outcome
 
     async def _send(self, claimed: Claimed, definition: DeliveryDefinition | None) -> Outcome:
         if definition is None:

@@ -13,6 +13,10 @@ place.lua publishes such messages itself on one Redis); then a line
 `seq - 1` of the same epoch can send the event without reading the log (realtime/hub.py).
 A line without the epoch (a hub older than epochs) is of epoch ''.
 
+When tracing is on, a publish's doorbell carries its trace: a line `~<traceparent>`
+right after the `!` line, or first (notifyhub/tracing.py). Having no space, it names no
+user, so a hub with tracing off skips it as it skips a user with no local stream.
+
 Classic PUBLISH on a Cluster is broadcast over the cluster bus to every node, so its
 cost grows with the cluster; a sharded message stays on the one shard (master and its
 replicas) that owns the channel's slot. Publisher and listener must agree on `shards`
@@ -30,8 +34,19 @@ from notifyhub.store.keys import Keys
 INLINE_MARK = b"!"
 """First byte of a doorbell message whose first line is a notification."""
 
+TRACE_MARK = b"~"
+"""First byte of a doorbell line carrying the publish's W3C traceparent."""
+
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
+
+
+def traced(header: bytes, traceparent: bytes | None) -> bytes:
+    """`header` followed by the trace line, when there is a trace."""
+    if traceparent is None:
+        return header
+    line = TRACE_MARK + traceparent
+    return header + b"\n" + line if header else line
 
 
 def doorbell(changed: Changed, header: bytes = b"") -> bytes:
@@ -71,10 +86,11 @@ class Doorbells:
         for channel, payload in self.messages(changed, header):
             pipe.execute_command(command, channel, payload)
 
-    def queue_rereads(self, pipe: Any, members: Sequence[str]) -> None:
+    def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
         """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""
         if self.sharded:
-            self.queue(pipe, [(m, 0) for m in members])
+            self.queue(pipe, [(m, 0) for m in members], header)
         elif members:
             payload = (" 0\n".join(members) + " 0").encode()
+            payload = header + b"\n" + payload if header else payload
             pipe.execute_command("PUBLISH", self.channels[0], payload)

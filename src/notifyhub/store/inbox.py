@@ -37,7 +37,7 @@ from notifyhub.store.codecs import (
     RemoveArgs,
     changes_from_reply,
 )
-from notifyhub.store.doorbells import INLINE_MARK, Doorbells
+from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
 from notifyhub.store.items import item_json, parse_item
 from notifyhub.store.keys import INBOX_FIELDS, Keys, member
 from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
@@ -128,6 +128,7 @@ class InboxStore:
         *,
         pull: bool = False,
         defer: bool = False,
+        trace: bytes | None = None,
     ) -> list[int]:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
@@ -147,6 +148,9 @@ class InboxStore:
         makes a copy first, so nobody can tell it from an immediate one but the writer is
         several times faster. Returns the user's pending count in place of a seq then
         (lists longer than PENDING_PLACE_AT are placed right away, bounding them).
+
+        `trace` (a traceparent, when tracing is on) rides in the doorbell
+        (store/doorbells.py `traced`).
         """
         if not users:
             return []
@@ -159,7 +163,8 @@ class InboxStore:
         inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
         ring = None
         if plain and not self._cluster:  # the script rings, after its writes
-            ring = InlineRing(self.doorbells.channels[0], _inline_header(content), members)
+            header = traced(_inline_header(content), trace)
+            ring = InlineRing(self.doorbells.channels[0], header, members)
         copy = self._copy_args(notification, content, expires_ms, pull=pull)
         script, args, fields = self._script_call(copy, ring, defer=defer)
         keys = self._keys.user_keys(members, fields)
@@ -177,7 +182,7 @@ class InboxStore:
                 queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
             pipe.execute_command("ZADD", expiry, "LT", *scored)
             if not (self._cluster or plain):  # one connection: the doorbell follows the writes
-                self.doorbells.queue_rereads(pipe, members)
+                self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
                 self._queue_wait(pipe, written)
@@ -188,7 +193,7 @@ class InboxStore:
         seqs, evicted = reply.firsts, reply.evicted
         if self._cluster:
             ringing = reply if inline and isinstance(reply, Placed) else None
-            await self._ring_after_writes(members, ringing, content)
+            await self._ring_after_writes(members, ringing, content, trace)
         if defer:
             evicted += await self._place_long(users, seqs)
         if evicted:
@@ -234,7 +239,11 @@ class InboxStore:
         return sum(int(n) for n in await pipelined(self._bulk, build, self.scripts.all))
 
     async def _ring_after_writes(
-        self, members: list[str], placed: Placed | None = None, content: bytes = b""
+        self,
+        members: list[str],
+        placed: Placed | None = None,
+        content: bytes = b"",
+        trace: bytes | None = None,
     ) -> None:
         """Ring once the writes are done. A Cluster pipeline runs its commands on several
         nodes at once, so a doorbell queued with the writes could reach a stream before
@@ -252,7 +261,7 @@ class InboxStore:
                     line = f"{seq},{unread},{unseen},{total},{epoch.decode()}"
                     changed[i] = (members[i], line)
         async with self._redis.pipeline(transaction=False) as pipe:
-            self.doorbells.queue(pipe, changed, header)
+            self.doorbells.queue(pipe, changed, traced(header, trace))
             await pipe.execute()
 
     def _slot_groups(self, keys: list[str], stride: int) -> dict[int, list[str]]:

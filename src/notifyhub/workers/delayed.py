@@ -19,6 +19,7 @@ from notifyhub.services.ingest import SCHEDULED_QUEUE, IngestService
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
 from notifyhub.store.keys import Queue
+from notifyhub.tracing import Attributes, Tracing
 from notifyhub.workers.runner import Loop
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,12 @@ class ScheduledNotifications:
         delayed: DelayedService,
         ingest: IngestService,
         sessionmaker: async_sessionmaker[AsyncSession],
+        tracing: Tracing | None = None,
     ) -> None:
         self._delayed = delayed
         self._ingest = ingest
         self._sessionmaker = sessionmaker
+        self._tracing = tracing or Tracing()
 
     async def run_once(self) -> int:
         """A batch from each tenant with a scheduled notification ready (one tenant's
@@ -49,9 +52,21 @@ class ScheduledNotifications:
         for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
             messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
             for message in messages:
-                await self._publish(queue, message)
+                if self._tracing.enabled:
+                    await self._traced_publish(queue, message)
+                else:
+                    await self._publish(queue, message)
             published += len(messages)
         return published
+
+    async def _traced_publish(self, queue: Queue, reserved: Reserved) -> None:
+        """`_publish` as a `notifyhub.scheduled.publish` span (its publish a child)."""
+        attributes: Attributes = {
+            "notifyhub.tenant": queue.tenant,
+            "notifyhub.message.id": reserved.message.id,
+        }
+        with self._tracing.span("notifyhub.scheduled.publish", attributes, kind="consumer"):
+            await self._publish(queue, reserved)
 
     async def _publish(self, queue: Queue, reserved: Reserved) -> None:
         message_id = reserved.message.id
@@ -122,8 +137,10 @@ class DelayedMover:
         settings: DelayedSettings,
         metrics: Metrics,
         on_scheduled_ready: Callable[[], None],
+        tracing: Tracing | None = None,
     ) -> None:
         self._delayed = delayed
+        self._tracing = tracing or Tracing()
         self._plan = plan
         self._settings = settings
         self._metrics = metrics
@@ -139,14 +156,24 @@ class DelayedMover:
         )
 
     async def run_once(self) -> list[Moved]:
-        """One pass over every set; then plan the next."""
+        """One pass over every set; then plan the next. Tracing on, a pass that moved
+        messages is a `notifyhub.delayed.move` span (an idle pass, several a second, none)."""
         self._plan.begin_pass()
+        started_ns = time.time_ns() if self._tracing.enabled else 0
         results = await self._delayed.move(self._settings.move_batch)
+        if started_ns:
+            self._trace(results, started_ns)
         if any(r.queue.name == SCHEDULED_QUEUE and (r.moved or r.reoffered) for r in results):
             self._on_scheduled_ready()
         self._observe(results)
         self._plan.after_pass(results)
         return results
+
+    def _trace(self, results: list[Moved], started_ns: int) -> None:
+        moved = sum(len(r.moved) for r in results)
+        if moved:
+            attributes: Attributes = {"notifyhub.moved": moved, "notifyhub.queues": len(results)}
+            self._tracing.record("notifyhub.delayed.move", started_ns, attributes)
 
     def _observe(self, results: list[Moved]) -> None:
         backlog: dict[int, int] = {}
@@ -163,6 +190,7 @@ def delayed_loops(
     plan: MoverPlan,
     settings: DelayedSettings,
     metrics: Metrics,
+    tracing: Tracing | None = None,
 ) -> list[Loop]:
     # Scheduled notifications are consumed when this process's mover makes one ready
     # (or re-offers one); the slow tick only picks up what another process's mover moved.
@@ -170,7 +198,9 @@ def delayed_loops(
         "scheduled-notifications", settings.scheduled_poll_s, scheduled.run_once, metrics
     )
 
-    mover = DelayedMover(delayed, plan, settings, metrics, on_scheduled_ready=consumer.wake)
+    mover = DelayedMover(
+        delayed, plan, settings, metrics, on_scheduled_ready=consumer.wake, tracing=tracing
+    )
     return [
         mover.loop,
         Loop(
