@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from notifyhub import __version__
 from notifyhub.api.deps import AppState
@@ -19,24 +19,61 @@ CHECK_TIMEOUT_S = 2.0
 
 
 class Health(BaseModel):
+    """The process is alive."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={"examples": [{"status": "ok", "version": "1.4.0"}]},
+    )
+
     status: Literal["ok"]
+    """Always `ok`."""
     version: str
     """Which release answers (pyproject's version, as installed)."""
 
 
 class Checks(BaseModel):
+    """Each dependency's check."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [{"redis": True, "postgres": True, "pubsub": True, "loops": True}]
+        },
+    )
+
     redis: bool
+    """Redis answers."""
     postgres: bool
     """Reachable, and its schema migrated to this release's head."""
     pubsub: bool
+    """The live-event subscription is connected."""
     loops: bool
     """No background loop is stuck."""
 
 
 class Readiness(BaseModel):
+    """Whether the hub can serve requests: 200 when ready, 503 otherwise."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "status": "ready",
+                    "checks": {"redis": True, "postgres": True, "pubsub": True, "loops": True},
+                    "stuck_loops": [],
+                }
+            ]
+        },
+    )
+
     status: Literal["ready", "unavailable"]
+    """`ready` when every check passed."""
     checks: Checks
+    """Each check's result."""
     stuck_loops: list[str]
+    """Background loops that stopped making progress."""
 
 
 @router.get("/healthz", response_model=Health)
