@@ -328,7 +328,12 @@ class StreamToken(Documented):
     """A short-lived token for `GET /v1/me/stream?access_token=...` (EventSource cannot
     send headers)."""
 
-    model_config = examples({"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl", "expires_at": TIME_EXAMPLE})
+    model_config = examples(
+        {
+            "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl",
+            "expires_at": TIME_EXAMPLE,
+        }
+    )
 
     token: str
     """Valid for the stream only, and only until `expires_at`."""
@@ -530,9 +535,7 @@ class RuleIn(Strict):
 class RuleOut(RuleIn):
     """A rule as stored."""
 
-    model_config = examples(
-        {"name": "comment_created_post", "tenant": "default", **RULE_EXAMPLE}
-    )
+    model_config = examples({"name": "comment_created_post", "tenant": "default", **RULE_EXAMPLE})
 
     name: str
     """The rule's name."""
@@ -674,7 +677,9 @@ class SubscriptionList(Documented):
 class SubscriptionCancel(Strict):
     """The subscription to cancel."""
 
-    model_config = examples({"rule": "comment_created_post", "target": {"type": "post", "id": "p-981"}})
+    model_config = examples(
+        {"rule": "comment_created_post", "target": {"type": "post", "id": "p-981"}}
+    )
 
     rule: Name
     """The rule's name."""

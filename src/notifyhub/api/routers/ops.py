@@ -105,6 +105,8 @@ async def _check(probe: Any) -> bool:
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(state: AppState) -> Response:
+    """Ready to serve: Redis and PostgreSQL reachable, migrations current, no loop stuck
+    (503 with the same body otherwise)."""
     redis_ok, postgres_ok = await asyncio.gather(
         _check(_redis_ok(state)), _check(_postgres_ok(state))
     )
@@ -118,5 +120,6 @@ async def readyz(state: AppState) -> Response:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(state: AppState) -> Response:
+    """Prometheus metrics, in the text exposition format."""
     body, content_type = state["metrics"].render()
     return Response(body, media_type=content_type)
