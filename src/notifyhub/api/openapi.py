@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
+from pydantic import BaseModel
 from starlette.routing import BaseRoute
 
 from notifyhub.api.deps import CurrentUser, require, stream_user
@@ -136,12 +137,35 @@ def _stream_components() -> dict[str, Any]:
     return found
 
 
+def _our_models(base: type[BaseModel] = BaseModel) -> Iterator[type[BaseModel]]:
+    for model in base.__subclasses__():
+        if model.__module__.startswith("notifyhub."):
+            yield model
+        yield from _our_models(model)
+
+
+def _restore_examples(schemas: dict[str, Any]) -> None:
+    """Put back the `null`s of the models' examples: FastAPI encodes the document without
+    None values, which would leave a required nullable field out of its own example."""
+    for model in set(_our_models()):
+        extra = model.model_config.get("json_schema_extra")
+        schema = schemas.get(model.__name__)
+        if (
+            isinstance(extra, dict)
+            and schema is not None
+            and "examples" in schema
+            and schema.get("title") == model.__name__
+        ):
+            schema["examples"] = extra["examples"]
+
+
 def document(schema: dict[str, Any]) -> dict[str, Any]:
     """Add the bearer scheme, the problems the request's shape implies and the stream's
     event schemas: what FastAPI cannot infer."""
     components = schema.setdefault("components", {})
     components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
     components["schemas"].update(_stream_components())
+    _restore_examples(components["schemas"])
     components["schemas"].pop("HTTPValidationError", None)
     components["schemas"].pop("ValidationError", None)
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

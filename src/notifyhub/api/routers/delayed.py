@@ -234,7 +234,10 @@ async def restore_all(
     session: Session,
     expired: Annotated[
         bool,
-        Query(description="Also re-queue messages whose ttl ran out while reserved."),
+        Query(
+            description="Also re-queue messages whose ttl ran out while reserved.",
+            examples=[False],
+        ),
     ] = False,
     tenant: Annotated[
         Tenant | None,

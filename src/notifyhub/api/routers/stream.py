@@ -35,7 +35,7 @@ EVENT_ID_FORMAT = (
 )
 # The length is documented, not validated by FastAPI: `parse_event_id` is the one check
 # (FastAPI's own `max_length` answered a different 422 than the fast path did).
-_EVENT_ID_SCHEMA = {"maxLength": MAX_EVENT_ID}
+_EVENT_ID_SCHEMA = {"maxLength": MAX_EVENT_ID, "examples": ["42-1f3a"]}
 
 
 async def resume_from(
