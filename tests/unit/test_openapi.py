@@ -20,7 +20,20 @@ def _document() -> dict[str, Any]:
     return create_app(offline).openapi()
 
 
-def test_every_v1_operation_documents_bearer_auth_and_problems() -> None:
+def _expected_problems(method: str, path: str, operation: dict[str, Any]) -> set[str]:
+    """What every operation of its kind answers: 401, 429, 503 for all; 403 for API keys
+    (scope, tenant); 413 and 422 where a body is read; 422 where parameters are."""
+    expected = {"401", "429", "503"}
+    if not path.startswith("/v1/me/"):
+        expected.add("403")
+    if method in ("post", "put", "patch", "delete"):
+        expected |= {"413", "422"}
+    if operation.get("parameters"):
+        expected.add("422")
+    return expected
+
+
+def test_every_v1_operation_documents_bearer_auth_and_its_problems() -> None:
     document = _document()
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     for path, operations in document["paths"].items():
@@ -28,9 +41,42 @@ def test_every_v1_operation_documents_bearer_auth_and_problems() -> None:
             if not path.startswith("/v1/"):
                 continue
             assert operation["security"] == [{"bearer": []}], (method, path)
-            for status in ("401", "403", "404", "413", "422", "429", "503"):
+            problems = {s for s in operation["responses"] if s[0] in "45"}
+            assert _expected_problems(method, path, operation) <= problems, (method, path)
+            for status in problems:
                 content = operation["responses"][status]["content"]
                 assert set(content) == {"application/problem+json"}, (method, path, status)
+
+
+def test_not_found_and_conflict_only_where_answered() -> None:
+    """404 only for operations naming a thing (path id or name, or a body naming one),
+    409 only where a state can forbid the change."""
+    document = _document()
+    conflicts = {
+        (m, p)
+        for p, ops in document["paths"].items()
+        for m, op in ops.items()
+        if "409" in op["responses"]
+    }
+    assert conflicts == {
+        ("delete", "/v1/delayed/{message_id}"),
+        ("post", "/v1/queues/{queue}/messages/{message_id}/ack"),
+        ("post", "/v1/topics/{topic}/messages/{message_id}/ack"),
+        ("post", "/v1/deliveries"),
+        ("post", "/v1/deliveries/{delivery_id}/confirm"),
+    }
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "404" in operation["responses"]:
+                assert "{" in path or method == "delete", (method, path)
+            if method == "get" and path.endswith("}"):
+                assert "404" in operation["responses"], (method, path)
+
+
+def test_no_internal_notes_in_descriptions() -> None:
+    text = json.dumps(_document())
+    for internal in ("fastpath", "fast path", "tests/", ".py"):
+        assert internal not in text, internal
 
 
 def test_every_reference_resolves() -> None:

@@ -10,9 +10,20 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
-from pydantic import AfterValidator, BaseModel, Field, JsonValue, model_validator
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 
-from notifyhub.api.schemas import Line, Name, Strict, Tenant, Timestamp, _storable
+from notifyhub.api.schemas import (
+    TIME_EXAMPLE,
+    ULID_EXAMPLE,
+    Documented,
+    Line,
+    Name,
+    Strict,
+    Tenant,
+    Timestamp,
+    _storable,
+    examples,
+)
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus, parse_intervals
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -51,11 +62,27 @@ HttpUrl = Annotated[str, Field(max_length=2000), AfterValidator(_http_url)]
 Email = Annotated[str, Field(max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")]
 
 
+_ALERT = {
+    "trigger": "after_n",
+    "after_n": 3,
+    "emails": ["ops@wms.example"],
+    "webhook_url": "https://alerts.wms.example/notifyhub",
+}
+
+
 class AlertIn(Strict):
+    """Who hears of failing deliveries, and when."""
+
+    model_config = examples(_ALERT)
+
     trigger: AlertTrigger = AlertTrigger.FINAL_FAILURE
+    """When to alert: final_failure, every_failure, after_n failures, or never."""
     after_n: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    """With `after_n`: after how many failed attempts."""
     emails: Annotated[list[Email], Field(max_length=20)] = []
+    """Addresses to email."""
     webhook_url: HttpUrl | None = None
+    """A URL to POST the alert to."""
 
     @model_validator(mode="after")
     def _after_n(self) -> AlertIn:
@@ -65,18 +92,40 @@ class AlertIn(Strict):
 
 
 class DefinitionIn(Strict):
+    """Where and how deliveries of this definition are sent (Standard Webhooks)."""
+
+    model_config = examples(
+        {
+            "url": "https://erp.example/hooks/notifyhub",
+            "timeout_s": 10.0,
+            "retry_intervals": "5s,5m,1h,1d",
+            "max_retries": 5,
+            "alert": {"trigger": "final_failure", "emails": ["ops@wms.example"]},
+            "need_confirm": False,
+            "max_confirm_delay_s": 300,
+        }
+    )
+
     tenant: Tenant = "default"
     """The definition's tenant; may be given as `?tenant=` instead, like the other admin
     PUTs (both given must agree)."""
     url: HttpUrl
+    """The receiver: an absolute http(s) URL (private addresses are refused unless
+    `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 10.0
+    """How long one attempt may take."""
     retry_intervals: Annotated[
         str, Field(min_length=1, max_length=500), AfterValidator(_intervals)
     ] = "5s,5m,1h,1d"
+    """Waits between attempts, comma-separated (`s`, `m`, `h`, `d`); the last repeats."""
     max_retries: Annotated[int, Field(ge=-1, le=10_000)] = 5
+    """Retries after the first attempt; -1 retries forever."""
     alert: AlertIn = AlertIn()
+    """Who hears of failures."""
     need_confirm: bool = False
+    """A 2xx is not enough: the delivery waits for `POST /v1/deliveries/{id}/confirm`."""
     max_confirm_delay_s: Annotated[int, Field(ge=1, le=7 * 86400)] = 300
+    """With `need_confirm`: how long to wait for the confirmation before retrying."""
     rotate_secret: bool = False
     """Start a rotation: a new secret; every attempt is signed with both until dropped."""
     drop_previous_secret: bool = False
@@ -84,36 +133,98 @@ class DefinitionIn(Strict):
 
 
 class DeliveryIn(Strict):
+    """A webhook to send, durably, through a definition."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "definition": "erp-orders",
+            "payload": {"event": "order.shipped", "order": "SO-1042"},
+            "description": "SO-1042 shipped",
+        }
+    )
+
     tenant: Tenant = "default"
     """Whose definition this is; the delivery belongs to the same tenant."""
     definition: Name
+    """The delivery definition to send through (an unknown one is a 422)."""
     payload: Annotated[dict[str, JsonValue], AfterValidator(_payload)]
+    """The JSON object POSTed to the receiver, up to 64 KiB serialized."""
     description: Annotated[Line, Field(max_length=1000)] | None = None
+    """A note for people reading the delivery later."""
 
 
-class DeliveryAccepted(BaseModel):
+class DeliveryAccepted(Documented):
+    """The delivery is committed; the first attempt follows."""
+
+    model_config = examples({"id": ULID_EXAMPLE, "tenant": "default", "status": "pending"})
+
     id: str
+    """The delivery's ULID, also the `webhook-id` the receiver sees."""
     tenant: str
+    """Its tenant."""
     status: str
+    """`pending`."""
 
 
-class AlertOut(BaseModel):
+class AlertOut(Documented):
+    """A definition's alerting, as stored."""
+
+    model_config = examples(_ALERT)
+
     trigger: AlertTrigger
+    """When to alert."""
     after_n: int | None
+    """With `after_n`: after how many failed attempts."""
     emails: list[str]
+    """Addresses emailed."""
     webhook_url: str | None
+    """The URL alerts are POSTed to."""
 
 
-class DefinitionOut(BaseModel):
+class DefinitionOut(Documented):
+    """A delivery definition as stored."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "name": "erp-orders",
+            "url": "https://erp.example/hooks/notifyhub",
+            "timeout_s": 10.0,
+            "retry_intervals": "5s,5m,1h,1d",
+            "max_retries": 5,
+            "alert": {
+                "trigger": "final_failure",
+                "after_n": None,
+                "emails": ["ops@wms.example"],
+                "webhook_url": None,
+            },
+            "need_confirm": False,
+            "max_confirm_delay_s": 300,
+            "disabled": False,
+            "rotating": False,
+            "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        }
+    )
+
     tenant: str
+    """Its tenant."""
     name: str
+    """Its name."""
     url: str
+    """The receiver."""
     timeout_s: float
+    """How long one attempt may take."""
     retry_intervals: str
+    """Waits between attempts."""
     max_retries: int
+    """Retries after the first attempt; -1: forever."""
     alert: AlertOut
+    """Who hears of failures."""
     need_confirm: bool
+    """Whether deliveries wait for a confirmation."""
     max_confirm_delay_s: int
+    """How long a confirmation is waited for."""
     disabled: bool
     """Its receiver answered 410: new deliveries on it are refused."""
     rotating: bool
@@ -125,26 +236,76 @@ class DefinitionOut(BaseModel):
     not resolve yet is stored and checked again at every connection)."""
 
 
-class AttemptOut(BaseModel):
+_ATTEMPT = {
+    "attempt": 1,
+    "at": TIME_EXAMPLE,
+    "status_code": 503,
+    "error": "HTTP 503",
+    "duration_ms": 84.2,
+}
+
+
+class AttemptOut(Documented):
+    """One attempt to send a delivery."""
+
+    model_config = examples(_ATTEMPT)
+
     attempt: int
+    """1 for the first, then 2, 3...."""
     at: Timestamp
+    """When it started."""
     status_code: int | None
+    """The receiver's HTTP status; null when none came."""
     error: str | None
+    """Why it failed; null on success."""
     duration_ms: float
+    """How long it took."""
 
 
-class DeliveryOut(BaseModel):
+class DeliveryOut(Documented):
+    """A delivery and its attempts."""
+
+    model_config = examples(
+        {
+            "id": ULID_EXAMPLE,
+            "tenant": "default",
+            "definition": "erp-orders",
+            "status": "failed",
+            "payload": {"event": "order.shipped", "order": "SO-1042"},
+            "description": "SO-1042 shipped",
+            "failures": 1,
+            "created_at": TIME_EXAMPLE,
+            "last_attempt_at": TIME_EXAMPLE,
+            "next_attempt_at": "2026-11-20T09:15:07.197Z",
+            "last_error": "HTTP 503",
+            "finished_at": None,
+            "attempts": [_ATTEMPT],
+        }
+    )
+
     id: str
+    """The delivery's ULID (the `webhook-id`)."""
     tenant: str
+    """Its tenant."""
     definition: str
+    """The definition it is sent through."""
     status: DeliveryStatus
+    """pending, sent, failed, final_failed or awaiting_confirm."""
     payload: dict[str, JsonValue]
+    """The JSON object sent."""
     description: str | None
+    """The note given at creation."""
     failures: int
+    """Failed attempts so far."""
     created_at: Timestamp | None
+    """When it was created."""
     last_attempt_at: Timestamp | None
+    """When the last attempt started."""
     next_attempt_at: Timestamp | None
     """When the next attempt is due, while one may come (pending, failed, awaiting_confirm)."""
     last_error: str | None
+    """Why the last attempt failed."""
     finished_at: Timestamp | None
+    """When it was sent (or given up on)."""
     attempts: list[AttemptOut]
+    """Every attempt, oldest first."""

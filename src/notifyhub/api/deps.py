@@ -6,7 +6,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, TypedDict
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -158,7 +158,16 @@ CurrentUser = Annotated[UserPrincipal, Depends(_user)]
 
 
 async def stream_user(
-    request: Request, state: AppState, access_token: str | None = None
+    request: Request,
+    state: AppState,
+    access_token: Annotated[
+        str | None,
+        Query(
+            description="A stream token (`POST /v1/me/stream-tokens`), for clients that "
+            "cannot send an Authorization header (EventSource).",
+            examples=["eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl"],
+        ),
+    ] = None,
 ) -> UserPrincipal:
     """The stream accepts a stream token in the query, or a user JWT in the header."""
     if access_token is not None:

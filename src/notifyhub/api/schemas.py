@@ -126,28 +126,87 @@ Time = Annotated[
 ]
 
 
-class Strict(BaseModel):
+ULID_EXAMPLE = "01JD3Q4M6T9W2Z8K5N7R1C0B3X"
+"""The id every example uses: a ULID as the hub issues them."""
+TIME_EXAMPLE = "2026-11-20T09:15:02.113Z"
+
+
+def examples(*values: dict[str, Any]) -> ConfigDict:
+    """A model's examples in its JSON schema (Swagger shows the first, never a value it
+    would derive from a pattern)."""
+    return ConfigDict(json_schema_extra={"examples": list(values)})
+
+
+class Documented(BaseModel):
+    """Fields are described by their attribute docstrings."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class Strict(Documented):
+    """A request body: unknown fields are refused (422)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
 class RecipientsIn(Strict):
+    """Who gets the notification; a user named by several routes gets one copy. At least
+    one list must be non-empty; an unknown group or topic is a 422 naming it."""
+
+    model_config = examples({"users": ["alice", "bob"], "groups": ["replenishers"], "topics": []})
+
     users: list[UserId] = Field(default_factory=list, max_length=10_000)
+    """User ids, as the calling application knows them."""
     groups: list[Name] = Field(default_factory=list, max_length=100)
+    """Groups of the tenant: each member gets a copy."""
     topics: list[Name] = Field(default_factory=list, max_length=100)
+    """Topics of the tenant: each subscribed user and group member gets a copy."""
+
+
+PUBLISH_EXAMPLE: dict[str, Any] = {
+    "tenant": "default",
+    "recipients": {"users": ["alice"], "groups": ["replenishers"]},
+    "title": "Restock location A-12",
+    "body": "Stock went to -4 after picking wave 42",
+    "severity": "warning",
+    "category": "restock",
+    "source": "wms-picking",
+    "display": "inbox",
+    "data": {"location": "A-12", "qty": -4},
+    "action_url": "https://wms.example/locations/A-12",
+    "actor": {"type": "user", "id": "u-7"},
+    "target": {"type": "location", "id": "A-12"},
+    "ttl": 1800,
+    "collapse_key": "restock:A-12",
+}
 
 
 class PublishRequest(Strict):
+    """A notification to publish: its content, its recipients, and optionally its expiry
+    and when to deliver it."""
+
+    model_config = examples(PUBLISH_EXAMPLE, {"recipients": {"users": ["alice"]}, "title": "Hi"})
+
     tenant: Tenant = "default"
+    """The tenant the notification and its recipients belong to."""
     recipients: RecipientsIn
+    """Users, groups and topics to deliver to."""
     title: Annotated[Line, Field(min_length=1, max_length=200)]
+    """One line shown in the inbox."""
     body: Annotated[
         str, Field(max_length=4000, pattern=NO_CONTROL_BUT_WHITESPACE), AfterValidator(_multi_line)
     ] = ""
+    """Longer text; line breaks allowed."""
     severity: Severity = Severity.INFO
+    """How urgent: `critical` also overrides a user's `inbox: false` preference."""
     category: Category | None = None
+    """A short label users set preferences by (e.g. `restock`)."""
     source: Annotated[Line, Field(max_length=100)] | None = None
+    """Which system sent it (e.g. `wms-picking`)."""
     display: Display = Display.BOTH
+    """Where clients show it: in the inbox list, as a toast, or both."""
     data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+    """Any JSON object for the client, up to 16 KiB serialized."""
     action_url: (
         Annotated[
             str,
@@ -156,14 +215,22 @@ class PublishRequest(Strict):
         ]
         | None
     ) = None
+    """Where a click leads: an http(s) URL or an absolute path."""
     actor: Ref | None = None
+    """Who or what caused it."""
     target: Ref | None = None
+    """What it is about."""
     # Bounded so date arithmetic cannot overflow; `max_ttl_s` (a setting) is checked later.
     ttl: Annotated[int, Field(ge=1, le=MAX_TTL_FIELD_S)] | None = None
+    """Seconds until it expires (default: the configured TTL, 30 days)."""
     expires_at: Time | None = None
+    """When it expires, instead of `ttl`: RFC 3339 or epoch milliseconds."""
     collapse_key: CollapseKey | None = None
+    """A later notification with the same key replaces this one in each user's inbox."""
     deliver_at: Time | None = None
+    """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
+    """Deliver later, after this many seconds; not with `deliver_at`."""
 
     @model_validator(mode="after")
     def _one_schedule(self) -> PublishRequest:
@@ -178,15 +245,31 @@ class PublishRequest(Strict):
         return self
 
 
-class PublishAccepted(BaseModel):
+class PublishAccepted(Documented):
+    """The notification is committed: its id, and how many users it reached."""
+
+    model_config = examples(
+        {"id": ULID_EXAMPLE, "recipients": 14, "scheduled_for": None},
+        {"id": ULID_EXAMPLE, "recipients": 0, "scheduled_for": TIME_EXAMPLE},
+    )
+
     id: str
+    """The notification's ULID (recall it with `DELETE /v1/notifications/{id}`)."""
     recipients: int
+    """Users who got a copy (0 while it is scheduled)."""
     scheduled_for: datetime | None = None
+    """When a scheduled notification will be delivered; null when delivered now."""
 
 
 class PatchRequest(Strict):
+    """Mark one notification read, unread or seen (give either field or both)."""
+
+    model_config = examples({"read": True}, {"seen": True}, {"read": False, "seen": True})
+
     read: StrictBool | None = None
+    """`true` marks it read (and seen), `false` unread again."""
     seen: Literal[True] | None = None
+    """`true` marks it seen (counted out of `unseen`); it cannot be unseen."""
 
     @model_validator(mode="after")
     def _something(self) -> PatchRequest:
@@ -196,15 +279,32 @@ class PatchRequest(Strict):
 
 
 class ReadAllRequest(Strict):
+    """Mark every unread notification read, optionally only a category or older ones."""
+
+    model_config = examples({}, {"category": "restock", "before": TIME_EXAMPLE})
+
     category: Category | None = None
+    """Only notifications of this category."""
     before: Time | None = None
+    """Only notifications created before this time (RFC 3339 or epoch milliseconds)."""
 
 
 class BulkRequest(Strict):
+    """One action on up to 100 notifications: `read`/`seen`, or `delete`."""
+
+    model_config = examples(
+        {"ids": [ULID_EXAMPLE, "01JD3Q5A2B3C4D5E6F7G8H9J0K"], "read": True},
+        {"ids": [ULID_EXAMPLE], "delete": True},
+    )
+
     ids: list[NotificationId] = Field(min_length=1, max_length=100)
+    """The notifications' ids; ids the user does not have are skipped."""
     read: StrictBool | None = None
+    """`true` marks them read, `false` unread."""
     seen: Literal[True] | None = None
+    """`true` marks them seen."""
     delete: Literal[True] | None = None
+    """`true` deletes them from the inbox (not with `read` or `seen`)."""
 
     @model_validator(mode="after")
     def _one_action(self) -> BulkRequest:
@@ -215,62 +315,161 @@ class BulkRequest(Strict):
         return self
 
 
-class Updated(BaseModel):
+class Updated(Documented):
+    """How many notifications changed."""
+
+    model_config = examples({"updated": 3})
+
     updated: int
+    """Notifications whose state changed (or that were deleted)."""
 
 
-class StreamToken(BaseModel):
+class StreamToken(Documented):
+    """A short-lived token for `GET /v1/me/stream?access_token=...` (EventSource cannot
+    send headers)."""
+
+    model_config = examples(
+        {
+            "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl",
+            "expires_at": TIME_EXAMPLE,
+        }
+    )
+
     token: str
+    """Valid for the stream only, and only until `expires_at`."""
     expires_at: datetime
+    """When it stops being accepted (60 s after minting by default)."""
 
 
-class GroupOut(BaseModel):
+class GroupOut(Documented):
+    """A group of users in a tenant."""
+
+    model_config = examples({"name": "replenishers", "tenant": "default", "members": 12})
+
     name: str
+    """The group's name."""
     tenant: str
+    """Its tenant."""
     members: int | None = None
+    """How many users it holds."""
 
 
-class GroupList(BaseModel):
+class GroupList(Documented):
+    """The tenant's groups."""
+
+    model_config = examples(
+        {"groups": [{"name": "replenishers", "tenant": "default", "members": 12}]}
+    )
+
     groups: list[GroupOut]
+    """Every group of the tenant, by name."""
 
 
 class MembersChange(Strict):
+    """Users to add to and remove from a group (adding one already there is a no-op)."""
+
+    model_config = examples({"add": ["alice", "bob"], "remove": ["carol"]})
+
     add: list[UserId] = Field(default_factory=list, max_length=10_000)
+    """User ids to add."""
     remove: list[UserId] = Field(default_factory=list, max_length=10_000)
+    """User ids to remove."""
 
 
-class MembersPage(BaseModel):
+class MembersPage(Documented):
+    """One page of a group's members, by user id."""
+
+    model_config = examples({"members": ["alice", "bob"], "next_cursor": "bob"})
+
     members: list[str]
+    """User ids, in order."""
     next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
 
 
-class ApiKeyOut(BaseModel):
+class ApiKeyOut(Documented):
+    """An API key's public facts (never the key itself)."""
+
+    model_config = examples(
+        {
+            "name": "wms-publisher",
+            "scope": "publish",
+            "tenant": "default",
+            "created_at": TIME_EXAMPLE,
+            "revoked_at": None,
+        }
+    )
+
     name: str
+    """The name given at creation."""
     scope: str
+    """`publish`, `consume` or `admin`."""
     tenant: str | None
+    """The tenant it is bound to; null for a key of every tenant."""
     created_at: datetime
+    """When it was created."""
     revoked_at: datetime | None
+    """When it was revoked; null while it is valid."""
 
 
-class ApiKeyList(BaseModel):
+class ApiKeyList(Documented):
+    """The API keys the caller may see (a tenant-bound key sees its tenant's)."""
+
+    model_config = examples(
+        {
+            "keys": [
+                {
+                    "name": "wms-publisher",
+                    "scope": "publish",
+                    "tenant": "default",
+                    "created_at": TIME_EXAMPLE,
+                    "revoked_at": None,
+                }
+            ]
+        }
+    )
+
     keys: list[ApiKeyOut]
+    """The keys, revoked ones included."""
 
 
 class TopicMembersIn(Strict):
+    """A topic's subscribers: users, and groups (whose members are subscribed)."""
+
+    model_config = examples({"users": ["alice"], "groups": ["replenishers"]})
+
     users: list[UserId] = Field(default_factory=list, max_length=200_000)
+    """Subscribed user ids."""
     groups: list[Name] = Field(default_factory=list, max_length=1000)
+    """Subscribed groups of the tenant (an unknown one is a 422)."""
 
 
 class TopicPatch(Strict):
+    """Subscribers to add to and remove from a topic."""
+
+    model_config = examples({"add": {"users": ["bob"]}, "remove": {"groups": ["replenishers"]}})
+
     add: TopicMembersIn = Field(default_factory=TopicMembersIn)
+    """Users and groups to subscribe."""
     remove: TopicMembersIn = Field(default_factory=TopicMembersIn)
+    """Users and groups to unsubscribe."""
 
 
-class TopicOut(BaseModel):
+class TopicOut(Documented):
+    """A topic and its subscribers."""
+
+    model_config = examples(
+        {"name": "restock", "tenant": "default", "users": ["alice"], "groups": ["replenishers"]}
+    )
+
     name: str
+    """The topic's name."""
     tenant: str
+    """Its tenant."""
     users: list[str]
+    """Subscribed user ids."""
     groups: list[str]
+    """Subscribed groups."""
 
 
 Relationship = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
@@ -280,15 +479,50 @@ MultiLine = Annotated[str, Field(pattern=NO_CONTROL_BUT_WHITESPACE), AfterValida
 
 
 class RuleRecipientIn(Strict):
+    """What users of one relationship to the target get."""
+
+    model_config = examples(
+        {
+            "relationship": "author",
+            "obtain": "push",
+            "title": "{{ actor.id }} commented on your post",
+            "body": "{{ data.excerpt }}",
+        }
+    )
+
     relationship: Relationship
+    """The users' relationship to the target (author, follower, admin, ...)."""
     obtain: Literal["push", "pull"] = "push"
+    """`push`: a live event too; `pull`: the inbox only."""
     title: Annotated[MultiLine, Field(min_length=1, max_length=1000)]
+    """The title's template: sandboxed Jinja2 over `actor`, `target` and `data`."""
     body: Annotated[MultiLine, Field(max_length=8000)] = ""
+    """The body's template, like `title`."""
+
+
+RULE_EXAMPLE: dict[str, Any] = {
+    "target_type": "post",
+    "recipients": [
+        {
+            "relationship": "author",
+            "obtain": "push",
+            "title": "{{ actor.id }} commented on your post",
+            "body": "{{ data.excerpt }}",
+        },
+        {"relationship": "follower", "obtain": "pull", "title": "New comment on a post you follow"},
+    ],
+}
 
 
 class RuleIn(Strict):
+    """A rule (Design 3): on an event about a target of `target_type`, who gets what."""
+
+    model_config = examples(RULE_EXAMPLE)
+
     target_type: Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
+    """The type of the targets the rule's events are about."""
     recipients: list[RuleRecipientIn] = Field(min_length=1, max_length=20)
+    """One entry per relationship."""
 
     @model_validator(mode="after")
     def _distinct(self) -> RuleIn:
@@ -299,59 +533,158 @@ class RuleIn(Strict):
 
 
 class RuleOut(RuleIn):
+    """A rule as stored."""
+
+    model_config = examples({"name": "comment_created_post", "tenant": "default", **RULE_EXAMPLE})
+
     name: str
+    """The rule's name."""
     tenant: str
+    """Its tenant."""
 
 
 class EventIn(Strict):
+    """Something happened (Design 3): the rule's subscribers of the target are notified."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "rule": "comment_created_post",
+            "actor": {"type": "user", "id": "alice"},
+            "target": {"type": "post", "id": "p-981"},
+            "data": {"excerpt": "Looks good to me"},
+        }
+    )
+
     tenant: Tenant = "default"
+    """The tenant of the rule and the recipients."""
     rule: Name
+    """The rule to apply (an unknown one is a 422)."""
     actor: Ref
+    """Who did it (never notified of their own action unless a rule says `self`)."""
     target: Ref
+    """What it was done to: its subscribers are the recipients."""
     data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+    """Any JSON object, for the templates (and the notifications' `data`)."""
 
 
-class EventAccepted(BaseModel):
+class EventAccepted(Documented):
+    """What the event produced."""
+
+    model_config = examples(
+        {"event_id": ULID_EXAMPLE, "notifications": 2, "recipients": 5, "errors": []}
+    )
+
     event_id: str
+    """The event's ULID."""
     notifications: int
+    """Notifications created (one per relationship with subscribers)."""
     recipients: int
+    """Users who got one."""
     errors: list[str]
+    """Templates that failed to render, by relationship (those users got nothing)."""
 
 
 class RelationshipIn(Strict):
+    """A user's relationship to a target: subscribes the user to every rule on that
+    target type with that relationship."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "user": "alice",
+            "relationship": "follower",
+            "target": {"type": "post", "id": "p-981"},
+        }
+    )
+
     tenant: Tenant = "default"
+    """The user's tenant."""
     user: UserId
+    """The user's id."""
     relationship: Relationship
+    """The relationship's name (author, follower, ...), as the rules name it."""
     target: Ref
+    """The thing the user relates to."""
 
 
 class CategoryPreferenceIn(Strict):
+    """How one category reaches the user."""
+
+    model_config = examples({"inbox": True, "push": False})
+
     inbox: StrictBool = True
+    """`false` drops the category's notifications (unless `critical`)."""
     push: StrictBool = True
+    """`false` keeps them in the inbox but sends no live `notification` event."""
 
 
 class PreferencesIn(Strict):
+    """The user's preferences, per category (categories not named get the defaults)."""
+
+    model_config = examples({"categories": {"restock": {"inbox": True, "push": False}}})
+
     categories: dict[Category, CategoryPreferenceIn] = Field(
         default_factory=dict,
         max_length=200,
         json_schema_extra={"propertyNames": {"minLength": 1, "maxLength": 64, "pattern": TOKEN}},
     )
+    """By category name; `PUT` replaces them all."""
 
 
-class SubscriptionOut(BaseModel):
+class SubscriptionOut(Documented):
+    """One rule subscription of the user."""
+
+    model_config = examples(
+        {
+            "rule": "comment_created_post",
+            "target": {"type": "post", "id": "p-981"},
+            "relationship": "follower",
+            "obtain": "pull",
+        }
+    )
+
     rule: str
+    """The rule's name."""
     target: Ref
+    """The target the user relates to."""
     relationship: str
+    """The user's relationship to it."""
     obtain: str
+    """`push` or `pull`, as the rule says for that relationship."""
 
 
-class SubscriptionList(BaseModel):
+class SubscriptionList(Documented):
+    """The user's rule subscriptions."""
+
+    model_config = examples(
+        {
+            "subscriptions": [
+                {
+                    "rule": "comment_created_post",
+                    "target": {"type": "post", "id": "p-981"},
+                    "relationship": "follower",
+                    "obtain": "pull",
+                }
+            ]
+        }
+    )
+
     subscriptions: list[SubscriptionOut]
+    """Every subscription, one per (rule, target)."""
 
 
 class SubscriptionCancel(Strict):
+    """The subscription to cancel."""
+
+    model_config = examples(
+        {"rule": "comment_created_post", "target": {"type": "post", "id": "p-981"}}
+    )
+
     rule: Name
+    """The rule's name."""
     target: Ref
+    """The target."""
 
 
 DeprecatedTopic = Annotated[
@@ -364,16 +697,38 @@ DeprecatedTopic = Annotated[
 
 
 class DelayedIn(Strict):
+    """A message to deliver to a queue's consumers later (Design 5)."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "queue": "order-timeouts",
+            "body": {"order": "SO-1042", "action": "cancel-if-unpaid"},
+            "delay_ms": 900000,
+            "priority": 5,
+            "ttl_ms": 30000,
+            "biz_key": "SO-1042",
+        },
+        {"queue": "reminders", "body": "call back", "due_at": TIME_EXAMPLE},
+    )
+
     tenant: Tenant = "default"
+    """The queue's tenant."""
     queue: Name | None = None
     """The queue's name within the tenant."""
     topic: DeprecatedTopic = None
     body: JsonValue = None
+    """Any JSON, up to 64 KiB serialized, handed to the consumer as is."""
     delay_ms: Annotated[int, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
+    """Due after this many milliseconds; exactly one of `delay_ms` and `due_at`."""
     due_at: Time | None = None
+    """Due at this time (RFC 3339 or epoch milliseconds)."""
     priority: Annotated[int, Field(ge=0, le=9)] = 0
+    """Higher first among messages equally due."""
     ttl_ms: Annotated[int, Field(ge=100, le=24 * 3600 * 1000)] | None = None
+    """How long a consumer may hold it before it is offered again (default: configured)."""
     biz_key: Annotated[Line, Field(max_length=200)] | None = None
+    """Your own reference (an order number), returned with the message."""
 
     @model_validator(mode="after")
     def _one_time(self) -> DelayedIn:
@@ -398,24 +753,55 @@ class DelayedIn(Strict):
         return name
 
 
-class DelayedAccepted(BaseModel):
+class DelayedAccepted(Documented):
+    """The message is committed and queued."""
+
+    model_config = examples({"id": ULID_EXAMPLE, "tenant": "default", "due_at": TIME_EXAMPLE})
+
     id: str
+    """The message's ULID."""
     tenant: str
+    """Its tenant."""
     due_at: datetime
+    """When it becomes ready for consumers."""
 
 
 class DelayedAck(Strict):
+    """The receipt of a message taken from its queue."""
+
+    model_config = examples({"receipt": "r-01JD3Q7Z0Y1X2W3V4T5S6R7Q8P"})
+
     receipt: Annotated[str, Field(min_length=1, max_length=200)]
+    """The `receipt` the message came with."""
 
 
 Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 """A time as responses write it: RFC 3339, UTC, millisecond precision, with a `Z`."""
 
+_MESSAGE_EXAMPLE: dict[str, Any] = {
+    "id": ULID_EXAMPLE,
+    "tenant": "default",
+    "queue": "order-timeouts",
+    "topic": "order-timeouts",
+    "body": {"order": "SO-1042", "action": "cancel-if-unpaid"},
+    "priority": 5,
+    "ttl_ms": 30000,
+    "biz_key": "SO-1042",
+    "due_at": TIME_EXAMPLE,
+}
 
-class DelayedMessageOut(BaseModel):
+
+class DelayedMessageOut(Documented):
+    """A delayed message."""
+
+    model_config = examples(_MESSAGE_EXAMPLE)
+
     id: str
+    """The message's ULID."""
     tenant: str
+    """Its tenant."""
     queue: str
+    """Its queue."""
     topic: Annotated[
         str,
         Field(
@@ -424,25 +810,92 @@ class DelayedMessageOut(BaseModel):
         ),
     ]
     body: JsonValue
+    """The body, as pushed."""
     priority: int
+    """0..9, higher first."""
     ttl_ms: int
+    """How long a consumer may hold it before it is offered again."""
     biz_key: str | None
+    """The pusher's own reference."""
     due_at: Timestamp
+    """When it is (or was) due."""
 
 
 class DelayedMessageState(DelayedMessageOut):
+    """A delayed message and where it is in its life."""
+
+    model_config = examples({**_MESSAGE_EXAMPLE, "status": "delayed"})
+
     status: DelayedStatus
+    """delayed, ready, reserved, consumed or cancelled."""
 
 
 class DelayedReserved(DelayedMessageOut):
+    """A message taken from its queue: ack it with its receipt within `ttl_ms`."""
+
+    model_config = examples({**_MESSAGE_EXAMPLE, "receipt": "r-01JD3Q7Z0Y1X2W3V4T5S6R7Q8P"})
+
     receipt: str
     """Present it to ack the message (stale once the message is offered again)."""
 
 
-class DelayedPage(BaseModel):
+class DelayedPage(Documented):
+    """Messages taken from the queue (none when the wait ended first)."""
+
+    model_config = examples(
+        {"messages": [{**_MESSAGE_EXAMPLE, "receipt": "r-01JD3Q7Z0Y1X2W3V4T5S6R7Q8P"}]}
+    )
+
     messages: list[DelayedReserved]
+    """At most `max` messages, most urgent first."""
 
 
-class Restored(BaseModel):
+class Restored(Documented):
+    """What a restore re-queued."""
+
+    model_config = examples({"restored": 42})
+
     restored: int
     """Messages re-queued in Redis."""
+
+
+class StreamUpdate(Documented):
+    """The data of an `update` event: a notification's read/seen state changed."""
+
+    model_config = examples(
+        {"id": ULID_EXAMPLE, "status": "read", "seen": True, "read_at": TIME_EXAMPLE}
+    )
+
+    id: str
+    """The notification's id."""
+    status: Literal["unread", "read"]
+    """Its status now."""
+    seen: bool
+    """Whether it is seen now."""
+    read_at: Timestamp | None
+    """When it was read; null when unread."""
+
+
+class StreamDelete(Documented):
+    """The data of a `delete` event: a notification left the inbox (deleted, recalled,
+    expired, evicted, or replaced by one with the same collapse key)."""
+
+    model_config = examples({"id": ULID_EXAMPLE})
+
+    id: str
+    """The notification's id."""
+
+
+class StreamCounts(Documented):
+    """The data of a `counts` event (after every change) and of a `reset` event."""
+
+    model_config = examples({"unread": 3, "unseen": 1, "total": 17, "seq": 42})
+
+    unread: int
+    """Unread notifications."""
+    unseen: int
+    """Notifications not yet seen."""
+    total: int
+    """Notifications in the inbox."""
+    seq: int
+    """The change these counts are as of (the event's `id:` without its epoch)."""

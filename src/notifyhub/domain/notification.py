@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
@@ -46,10 +46,17 @@ class Display(StrEnum):
 class Ref(BaseModel):
     """A typed reference to something outside notifyhub: an actor or a target."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"examples": [{"type": "location", "id": "A-12"}]},
+    )
 
     type: str = Field(min_length=1, max_length=64, pattern=PRINTABLE)
+    """What kind of thing: `user`, `order`, `location`..."""
     id: str = Field(min_length=1, max_length=200, pattern=PRINTABLE)
+    """Its id in the calling application."""
 
     @field_validator("type", "id")
     @classmethod
@@ -60,48 +67,112 @@ class Ref(BaseModel):
         return value
 
 
+_ITEM_EXAMPLE: dict[str, Any] = {
+    "id": "01JD3Q4M6T9W2Z8K5N7R1C0B3X",
+    "tenant": "default",
+    "title": "Restock location A-12",
+    "body": "Stock went to -4 after picking wave 42",
+    "severity": "warning",
+    "category": "restock",
+    "source": "wms-picking",
+    "display": "inbox",
+    "data": {"location": "A-12", "qty": -4},
+    "action_url": "https://wms.example/locations/A-12",
+    "actor": {"type": "user", "id": "u-7"},
+    "target": {"type": "location", "id": "A-12"},
+    "created_at": "2026-11-20T09:15:02.113Z",
+    "expires_at": "2026-11-20T09:45:02.113Z",
+    "collapse_key": None,
+    "status": "unread",
+    "seen": False,
+    "read_at": None,
+}
+"""A user's copy as the inbox API and the stream's `notification` event show it."""
+
+
 class Notification(BaseModel):
     """One message as sent; every recipient's copy shares this content."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     id: str
+    """A ULID (time-sortable), issued by the hub."""
     tenant: str
+    """Its tenant."""
     title: str
+    """One line, 1..200 characters."""
     body: str = ""
+    """Longer text, up to 4000 characters."""
     severity: Severity = Severity.INFO
+    """info, success, warning, error or critical."""
     category: str | None = None
+    """A short label preferences are set by."""
     source: str | None = None
+    """Which system sent it."""
     display: Display = Display.BOTH
+    """Where clients show it: inbox, toast or both."""
     data: dict[str, JsonValue] = Field(default_factory=dict)
+    """The publisher's JSON object, as sent."""
     action_url: str | None = None
+    """Where a click leads."""
     actor: Ref | None = None
+    """Who or what caused it."""
     target: Ref | None = None
+    """What it is about."""
     created_at: Timestamp
+    """When it was published."""
     expires_at: Timestamp
+    """When it disappears from every inbox."""
     collapse_key: str | None = None
+    """A later notification with this key replaces it."""
 
 
 class InboxItem(Notification):
     """A user's copy: the shared content plus that user's state."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [_ITEM_EXAMPLE]})
+
     status: NotificationStatus = "unread"
+    """unread or read, for this user."""
     seen: bool = False
+    """Whether this user has seen it (in a list, a toast)."""
     read_at: Timestamp | None = None
+    """When this user read it; null when unread."""
 
 
 class Counts(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """The user's inbox counts."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"examples": [{"unread": 3, "unseen": 1, "total": 17}]},
+    )
 
     unread: int
+    """Unread notifications."""
     unseen: int
+    """Notifications not yet seen."""
     total: int
+    """Notifications in the inbox."""
 
 
 class InboxPage(BaseModel):
+    """One page of the user's inbox."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [{"items": [_ITEM_EXAMPLE], "next_cursor": None, "unread": 3}]
+        },
+    )
+
     items: list[InboxItem]
+    """Newest first (oldest first with `since`)."""
     next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
     unread: int
+    """The user's unread count."""
 
 
 class Recipients(BaseModel):

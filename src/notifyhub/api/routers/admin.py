@@ -7,6 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.deps import Admin, Session
+from notifyhub.api.openapi import NOT_FOUND, SERVICE
+from notifyhub.api.params import GroupPath, TenantQuery
 from notifyhub.api.schemas import (
     ApiKeyList,
     ApiKeyOut,
@@ -14,14 +16,10 @@ from notifyhub.api.schemas import (
     GroupOut,
     MembersChange,
     MembersPage,
-    Name,
-    Tenant,
 )
 from notifyhub.services import apikeys, groups
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
-
-TenantQuery = Annotated[Tenant, Query()]
+router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
 
 
 @router.put(
@@ -30,30 +28,33 @@ TenantQuery = Annotated[Tenant, Query()]
     responses={201: {"model": GroupOut, "description": "Created"}},
 )
 async def create_group(
-    group: Name,
+    group: GroupPath,
     principal: Admin,
     session: Session,
     response: Response,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
+    """Create the group (201), or answer the existing one (200)."""
     created = await groups.create_group(session, principal.own(tenant), group)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     found = await groups.get_group(session, tenant, group)
     return GroupOut(name=group, tenant=tenant, members=found.members)
 
 
-@router.get("/groups/{group}", response_model=GroupOut)
+@router.get("/groups/{group}", response_model=GroupOut, responses=NOT_FOUND)
 async def get_group(
-    group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default"
+    group: GroupPath, principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> GroupOut:
+    """The group and its member count."""
     found = await groups.get_group(session, principal.own(tenant), group)
     return GroupOut(name=group, tenant=tenant, members=found.members)
 
 
-@router.delete("/groups/{group}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/groups/{group}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def delete_group(
-    group: Name, principal: Admin, session: Session, tenant: TenantQuery = "default"
+    group: GroupPath, principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> Response:
+    """Delete the group."""
     await groups.delete_group(session, principal.own(tenant), group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -62,35 +63,47 @@ async def delete_group(
 async def list_groups(
     principal: Admin, session: Session, tenant: TenantQuery = "default"
 ) -> GroupList:
+    """The tenant's groups."""
     found = await groups.list_groups(session, principal.own(tenant))
     return GroupList(
         groups=[GroupOut(name=g.name, tenant=tenant, members=g.members) for g in found]
     )
 
 
-@router.post("/groups/{group}/members", response_model=GroupOut)
+@router.post("/groups/{group}/members", response_model=GroupOut, responses=NOT_FOUND)
 async def change_members(
-    group: Name,
+    group: GroupPath,
     body: MembersChange,
     principal: Admin,
     session: Session,
     tenant: TenantQuery = "default",
 ) -> GroupOut:
+    """Add and remove members; the answer carries the new member count."""
     changed = await groups.change_members(
         session, principal.own(tenant), group, add=body.add, remove=body.remove
     )
     return GroupOut(name=group, tenant=tenant, members=changed.members)
 
 
-@router.get("/groups/{group}/members", response_model=MembersPage)
+@router.get("/groups/{group}/members", response_model=MembersPage, responses=NOT_FOUND)
 async def list_members(
-    group: Name,
+    group: GroupPath,
     principal: Admin,
     session: Session,
     tenant: TenantQuery = "default",
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="The previous page's `next_cursor`; omit for the first page.",
+            examples=["bob"],
+        ),
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=1000, description="Members per page.", examples=[100])
+    ] = 100,
 ) -> MembersPage:
+    """The group's members, a page at a time, by user id."""
     members, next_cursor = await groups.list_members(
         session, principal.own(tenant), group, cursor=cursor, limit=limit
     )
@@ -99,6 +112,7 @@ async def list_members(
 
 @router.get("/api-keys", response_model=ApiKeyList)
 async def list_api_keys(principal: Admin, session: Session) -> ApiKeyList:
+    """The API keys (a key bound to a tenant sees its tenant's only)."""
     keys = await apikeys.list_keys(session)
     visible = [k for k in keys if principal.tenant is None or k.tenant == principal.tenant]
     return ApiKeyList(

@@ -19,6 +19,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit, require
+from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
+from notifyhub.api.params import (
+    DeprecatedTopicPath,
+    MessageIdPath,
+    QueuePath,
+    TenantQuery,
+)
 from notifyhub.api.schemas import (
     DelayedAccepted,
     DelayedAck,
@@ -26,8 +33,6 @@ from notifyhub.api.schemas import (
     DelayedMessageState,
     DelayedPage,
     DelayedReserved,
-    MessageId,
-    Name,
     Restored,
     Tenant,
 )
@@ -37,10 +42,15 @@ from notifyhub.errors import InvalidInput
 from notifyhub.services.delayed import MessageInfo, MessageState, NewMessage, Reserved, due_ms_from
 from notifyhub.store.keys import Queue
 
-router = APIRouter(tags=["delayed"])
+router = APIRouter(tags=["delayed"], responses=SERVICE)
 RESERVED_PREFIX = "notifyhub."
 Consumer = Annotated[ServicePrincipal, Depends(require(Scope.CONSUME))]
-TenantQuery = Annotated[Tenant, Query()]
+Wait = Annotated[
+    int,
+    Query(ge=0, le=60, description="Seconds to wait for a ready message (0: none).", examples=[20]),
+]
+Max = Annotated[int, Query(ge=1, le=100, description="At most this many messages.", examples=[10])]
+GONE_OR_TAKEN = {**NOT_FOUND, **CONFLICT}
 
 
 def _public(name: str) -> str:
@@ -87,7 +97,7 @@ def _reserved(taken: Reserved) -> DelayedReserved:
 async def push(
     body: DelayedIn, principal: Publisher, state: AppState, unit: Unit
 ) -> DelayedAccepted:
-    """201 once the message is committed and queued."""
+    """Queue a message for later: 201 once it is committed and queued."""
     queue = _queue(principal, body.tenant, body.queue_name)
     ttl = body.ttl_ms or state["settings"].delayed.default_ttl_ms
     new = NewMessage(
@@ -103,65 +113,77 @@ async def push(
     return DelayedAccepted(id=message_id, tenant=queue.tenant, due_at=due_at)
 
 
-@router.get("/v1/delayed/{message_id}", response_model=DelayedMessageState)
+@router.get("/v1/delayed/{message_id}", response_model=DelayedMessageState, responses=NOT_FOUND)
 async def get(
-    message_id: MessageId,
+    message_id: MessageIdPath,
     principal: Publisher,
     state: AppState,
     session: Session,
     tenant: TenantQuery = "default",
 ) -> DelayedMessageState:
+    """The message and its status (scheduled notifications of the tenant too)."""
     return _state(await state["delayed"].get(session, principal.own(tenant), message_id))
 
 
-@router.delete("/v1/delayed/{message_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/delayed/{message_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=GONE_OR_TAKEN,
+)
 async def cancel(
-    message_id: MessageId,
+    message_id: MessageIdPath,
     principal: Publisher,
     state: AppState,
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> Response:
+    """Cancel the message; 409 once it is reserved or consumed."""
     await state["delayed"].cancel(unit, principal.own(tenant), message_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/v1/queues/{queue}/messages", response_model=DelayedPage)
 async def consume(
-    queue: Name,
+    queue: QueuePath,
     principal: Consumer,
     state: AppState,
-    wait: Annotated[int, Query(ge=0, le=60)] = 0,
-    max: Annotated[int, Query(ge=1, le=100)] = 10,
+    wait: Wait = 0,
+    max: Max = 10,
     tenant: TenantQuery = "default",
 ) -> DelayedPage:
-    """A long poll: it holds no PostgreSQL session while it waits."""
+    """Take ready messages (a long poll up to `wait` seconds); ack each within its `ttl_ms`
+    or it is offered again."""
     taken = await state["delayed"].consume(_queue(principal, tenant, queue), wait, max)
     return DelayedPage(messages=[_reserved(t) for t in taken])
 
 
-@router.post("/v1/queues/{queue}/messages/{message_id}/ack", status_code=status.HTTP_204_NO_CONTENT)
+@router.post(
+    "/v1/queues/{queue}/messages/{message_id}/ack",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=GONE_OR_TAKEN,
+)
 async def ack(
-    queue: Name,
-    message_id: MessageId,
+    queue: QueuePath,
+    message_id: MessageIdPath,
     body: DelayedAck,
     principal: Consumer,
     state: AppState,
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> Response:
+    """The message is consumed; 409 for a stale receipt (it was offered again)."""
     await state["delayed"].ack(unit, _queue(principal, tenant, queue), message_id, body.receipt)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/v1/topics/{topic}/messages", response_model=DelayedPage, deprecated=True)
 async def consume_topic(
-    topic: Name,
+    topic: DeprecatedTopicPath,
     principal: Consumer,
     state: AppState,
     response: Response,
-    wait: Annotated[int, Query(ge=0, le=60)] = 0,
-    max: Annotated[int, Query(ge=1, le=100)] = 10,
+    wait: Wait = 0,
+    max: Max = 10,
     tenant: TenantQuery = "default",
 ) -> DelayedPage:
     """Deprecated: `GET /v1/queues/{queue}/messages`, answered the same (one release)."""
@@ -173,10 +195,11 @@ async def consume_topic(
     "/v1/topics/{topic}/messages/{message_id}/ack",
     status_code=status.HTTP_204_NO_CONTENT,
     deprecated=True,
+    responses=GONE_OR_TAKEN,
 )
 async def ack_topic(
-    topic: Name,
-    message_id: MessageId,
+    topic: DeprecatedTopicPath,
+    message_id: MessageIdPath,
     body: DelayedAck,
     principal: Consumer,
     state: AppState,
@@ -194,22 +217,36 @@ async def restore_all(
     principal: Admin,
     state: AppState,
     session: Session,
-    expired: bool = False,
-    tenant: Annotated[Tenant | None, Query()] = None,
+    expired: Annotated[
+        bool,
+        Query(
+            description="Also re-queue messages whose ttl ran out while reserved.",
+            examples=[False],
+        ),
+    ] = False,
+    tenant: Annotated[
+        Tenant | None,
+        Query(
+            description="Only this tenant; omitted: every tenant for an unbound key, its "
+            "own for a bound one.",
+            examples=["default"],
+        ),
+    ] = None,
 ) -> Restored:
-    """Without `tenant`: every tenant for an unbound key, its own for a bound one."""
+    """Rebuild the queues' Redis state from the PostgreSQL log."""
     only = principal.tenant if tenant is None else principal.own(tenant)
     restored = await state["delayed"].restore(session, expired=expired, tenant=only)
     return Restored(restored=restored)
 
 
-@router.post("/v1/delayed/{message_id}/restore", response_model=Restored)
+@router.post("/v1/delayed/{message_id}/restore", response_model=Restored, responses=NOT_FOUND)
 async def restore_one(
-    message_id: MessageId,
+    message_id: MessageIdPath,
     principal: Admin,
     state: AppState,
     session: Session,
     tenant: TenantQuery = "default",
 ) -> Restored:
+    """Rebuild one message's Redis state from PostgreSQL."""
     restored = await state["delayed"].restore_one(session, principal.own(tenant), message_id)
     return Restored(restored=restored)

@@ -19,17 +19,19 @@ from notifyhub.api.delivery_schemas import (
     DeliveryOut,
 )
 from notifyhub.api.deps import Admin, AppState, Publisher, Session
-from notifyhub.api.schemas import Name, NotificationId, Tenant
+from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
+from notifyhub.api.params import DefinitionPath, DeliveryIdPath, TenantQuery
+from notifyhub.api.schemas import Tenant
 from notifyhub.domain.delivery import DeliveryStatus
 from notifyhub.errors import InvalidInput
 from notifyhub.services.deliveries import DefinitionSpec
 
-DeliveryId = NotificationId
-"""Delivery ids are ULIDs (also the `webhook-id` receivers see)."""
-TenantQuery = Annotated[Tenant, Query()]
-OptionalTenantQuery = Annotated[Tenant | None, Query(description="Or `tenant` in the body.")]
+OptionalTenantQuery = Annotated[
+    Tenant | None,
+    Query(description="The definition's tenant, or `tenant` in the body.", examples=["default"]),
+]
 
-router = APIRouter(tags=["deliveries"])
+router = APIRouter(tags=["deliveries"], responses=SERVICE)
 
 
 def _definition_tenant(body: DefinitionIn, query: str | None) -> str:
@@ -64,7 +66,7 @@ def _spec(body: DefinitionIn) -> DefinitionSpec:
     responses={201: {"model": DefinitionOut, "description": "Created"}},
 )
 async def put_definition(
-    name: Name,
+    name: DefinitionPath,
     body: DefinitionIn,
     principal: Admin,
     session: Session,
@@ -72,6 +74,9 @@ async def put_definition(
     response: Response,
     tenant: OptionalTenantQuery = None,
 ) -> DefinitionOut:
+    """Create (201, with its signing `secret`) or replace (200) a delivery definition;
+    `rotate_secret` shows a new secret too. A URL the SSRF guard would always refuse is
+    a 422 naming the setting that allows it."""
     owner = principal.own(_definition_tenant(body, tenant))
     shown, created = await state["deliveries"].put_definition(
         session, owner, name, _spec(body), body.rotate_secret, body.drop_previous_secret
@@ -84,20 +89,30 @@ async def put_definition(
     "/v1/admin/delivery-definitions/{name}",
     response_model=DefinitionOut,
     response_model_exclude_unset=True,
+    responses=NOT_FOUND,
 )
 async def get_definition(
-    name: Name, principal: Admin, session: Session, state: AppState, tenant: TenantQuery = "default"
+    name: DefinitionPath,
+    principal: Admin,
+    session: Session,
+    state: AppState,
+    tenant: TenantQuery = "default",
 ) -> DefinitionOut:
+    """The definition (without its secret)."""
     found = await state["deliveries"].get_definition(session, principal.own(tenant), name)
     return DefinitionOut.model_validate(found)
 
 
 @router.post(
-    "/v1/deliveries", status_code=status.HTTP_202_ACCEPTED, response_model=DeliveryAccepted
+    "/v1/deliveries",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeliveryAccepted,
+    responses=CONFLICT,
 )
 async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> DeliveryAccepted:
-    """202 once committed (the service's INSERT commits by itself before it returns);
-    the at-once send starts after that commit."""
+    """Send a webhook through a definition: 202 once the delivery is durable, then the
+    first attempt; 409 when the definition is disabled (its receiver answered 410)."""
+    # The service's INSERT commits by itself before it returns; the send starts after.
     tenant = principal.own(body.tenant)
     delivery_id = await state["deliveries"].create(
         tenant, body.definition, body.payload, body.description
@@ -105,26 +120,32 @@ async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> Del
     return DeliveryAccepted(id=delivery_id, tenant=tenant, status=DeliveryStatus.PENDING.value)
 
 
-@router.get("/v1/deliveries/{delivery_id}", response_model=DeliveryOut)
+@router.get("/v1/deliveries/{delivery_id}", response_model=DeliveryOut, responses=NOT_FOUND)
 async def get(
-    delivery_id: DeliveryId,
+    delivery_id: DeliveryIdPath,
     principal: Publisher,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
+    """The delivery, its status and its attempts."""
     found = await state["deliveries"].get(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)
 
 
-@router.post("/v1/deliveries/{delivery_id}/confirm", response_model=DeliveryOut)
+@router.post(
+    "/v1/deliveries/{delivery_id}/confirm",
+    response_model=DeliveryOut,
+    responses={**NOT_FOUND, **CONFLICT},
+)
 async def confirm(
-    delivery_id: DeliveryId,
+    delivery_id: DeliveryIdPath,
     principal: Publisher,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
+    """Confirm a delivery awaiting confirmation (409 in any other status)."""
     found = await state["deliveries"].confirm(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)
 
@@ -133,13 +154,15 @@ async def confirm(
     "/v1/deliveries/{delivery_id}/retry",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=DeliveryOut,
+    responses=NOT_FOUND,
 )
 async def retry(
-    delivery_id: DeliveryId,
+    delivery_id: DeliveryIdPath,
     principal: Admin,
     session: Session,
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
+    """Send the delivery again now (a manual replay), whatever its status."""
     found = await state["deliveries"].retry(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)

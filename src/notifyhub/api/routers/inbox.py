@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser
+from notifyhub.api.openapi import NOT_FOUND, USER
+from notifyhub.api.params import NotificationIdPath
 from notifyhub.api.schemas import (
     BulkRequest,
     Category,
-    NotificationId,
     PatchRequest,
     ReadAllRequest,
     Time,
@@ -19,7 +20,7 @@ from notifyhub.api.schemas import (
 from notifyhub.domain.notification import Counts, InboxItem, InboxPage
 from notifyhub.services.inbox import ListRequest
 
-router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"])
+router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"], responses=USER)
 ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 """Cursors are the ULID of the last item of the previous page."""
 
@@ -28,12 +29,35 @@ ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 async def list_notifications(
     me: CurrentUser,
     state: AppState,
-    status_: Annotated[Literal["unread", "read", "all"], Query(alias="status")] = "all",
-    category: Annotated[Category | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(pattern=ULID_CURSOR)] = None,
-    since: Annotated[Time | None, Query()] = None,
+    status_: Annotated[
+        Literal["unread", "read", "all"],
+        Query(alias="status", description="Which notifications.", examples=["unread"]),
+    ] = "all",
+    category: Annotated[
+        Category | None, Query(description="Only this category.", examples=["restock"])
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
+    ] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            pattern=ULID_CURSOR,
+            description="The previous page's `next_cursor`; omit for the first page.",
+            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
+        ),
+    ] = None,
+    since: Annotated[
+        Time | None,
+        Query(
+            description="Only notifications created after this time (RFC 3339 or epoch "
+            "milliseconds), oldest first: a polling client's catch-up.",
+            examples=["2026-11-20T09:15:02.113Z"],
+        ),
+    ] = None,
 ) -> InboxPage:
+    """The user's notifications, newest first (oldest first with `since`), a page at a
+    time, with the unread count."""
     request = ListRequest(
         status=status_, category=category, limit=limit, cursor=cursor, since=since
     )
@@ -42,11 +66,13 @@ async def list_notifications(
 
 @router.get("/counts", response_model=Counts)
 async def counts(me: CurrentUser, state: AppState) -> Counts:
+    """The user's unread, unseen and total counts."""
     return await state["inbox"].counts(me)
 
 
 @router.post("/read-all", response_model=Updated)
 async def read_all(me: CurrentUser, state: AppState, body: ReadAllRequest | None = None) -> Updated:
+    """Mark every unread notification read (optionally of a category, or older ones)."""
     body = body or ReadAllRequest()
     updated = await state["inbox"].read_all(me, category=body.category, before=body.before)
     return Updated(updated=updated)
@@ -54,29 +80,33 @@ async def read_all(me: CurrentUser, state: AppState, body: ReadAllRequest | None
 
 @router.post("/bulk", response_model=Updated)
 async def bulk(me: CurrentUser, state: AppState, body: BulkRequest) -> Updated:
+    """Mark up to 100 notifications read, unread or seen, or delete them."""
     updated = await state["inbox"].bulk(
         me, body.ids, read=body.read, seen=bool(body.seen), delete=bool(body.delete)
     )
     return Updated(updated=updated)
 
 
-@router.get("/{notification_id}", response_model=InboxItem)
+@router.get("/{notification_id}", response_model=InboxItem, responses=NOT_FOUND)
 async def get_notification(
-    notification_id: NotificationId, me: CurrentUser, state: AppState
+    notification_id: NotificationIdPath, me: CurrentUser, state: AppState
 ) -> InboxItem:
+    """One of the user's notifications."""
     return await state["inbox"].get(me, notification_id)
 
 
-@router.patch("/{notification_id}", response_model=InboxItem)
+@router.patch("/{notification_id}", response_model=InboxItem, responses=NOT_FOUND)
 async def patch_notification(
-    notification_id: NotificationId, body: PatchRequest, me: CurrentUser, state: AppState
+    notification_id: NotificationIdPath, body: PatchRequest, me: CurrentUser, state: AppState
 ) -> InboxItem:
+    """Mark the notification read, unread or seen; the answer is the updated copy."""
     return await state["inbox"].mark(me, notification_id, read=body.read, seen=bool(body.seen))
 
 
-@router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def delete_notification(
-    notification_id: NotificationId, me: CurrentUser, state: AppState
+    notification_id: NotificationIdPath, me: CurrentUser, state: AppState
 ) -> Response:
+    """Delete the notification from the user's inbox."""
     await state["inbox"].delete(me, notification_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser, Session
+from notifyhub.api.openapi import NOT_FOUND, USER
 from notifyhub.api.schemas import (
     CategoryPreferenceIn,
     PreferencesIn,
@@ -14,7 +15,7 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.services.preferences import CategoryPreference
 
-router = APIRouter(prefix="/v1/me", tags=["inbox"])
+router = APIRouter(prefix="/v1/me", tags=["inbox"], responses=USER)
 
 
 def _out(prefs: dict[str, CategoryPreference]) -> PreferencesIn:
@@ -25,6 +26,7 @@ def _out(prefs: dict[str, CategoryPreference]) -> PreferencesIn:
 
 @router.get("/preferences", response_model=PreferencesIn)
 async def get_preferences(me: CurrentUser, state: AppState, session: Session) -> PreferencesIn:
+    """The user's per-category preferences."""
     return _out(await state["preferences"].get(session, me))
 
 
@@ -32,6 +34,8 @@ async def get_preferences(me: CurrentUser, state: AppState, session: Session) ->
 async def put_preferences(
     body: PreferencesIn, me: CurrentUser, state: AppState, session: Session
 ) -> PreferencesIn:
+    """Replace the user's preferences: `push: false` keeps a category in the inbox without
+    live events; `inbox: false` drops it (unless `critical`)."""
     wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
     return _out(await state["preferences"].put(session, me, wanted))
 
@@ -40,6 +44,7 @@ async def put_preferences(
 async def list_subscriptions(
     me: CurrentUser, state: AppState, session: Session
 ) -> SubscriptionList:
+    """The user's rule subscriptions (Design 3)."""
     found = await state["rules"].subscriptions(session, me)
     return SubscriptionList(
         subscriptions=[
@@ -51,9 +56,10 @@ async def list_subscriptions(
     )
 
 
-@router.delete("/subscriptions", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/subscriptions", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def cancel_subscription(
     body: SubscriptionCancel, me: CurrentUser, state: AppState, session: Session
 ) -> Response:
+    """Cancel one rule subscription."""
     await state["rules"].cancel(session, me, body.rule, body.target)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -18,7 +18,9 @@ from pydantic import StringConstraints, TypeAdapter, ValidationError
 from starlette.requests import Request
 
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
-from notifyhub.api.schemas import NotificationId, PublishAccepted, PublishRequest
+from notifyhub.api.openapi import NOT_FOUND, SERVICE
+from notifyhub.api.params import NotificationIdPath
+from notifyhub.api.schemas import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
@@ -31,7 +33,7 @@ JSON = "application/json"
 IdempotencyKey = Annotated[str, StringConstraints(max_length=MAX_IDEMPOTENCY_KEY)]
 _idempotency_key: TypeAdapter[IdempotencyKey | None] = TypeAdapter(IdempotencyKey | None)
 
-router = APIRouter(prefix=PATH, tags=["notifications"])
+router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
@@ -45,13 +47,21 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     return draft, recipients
 
 
-# Also served by `api/fastpath.py` (through `serve` below) when the request is valid.
+# Also served by `api/fastpath.py` (through `serve` below) when the request is valid (a
+# comment, not the docstring: the docstring is the operation's public description).
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=PublishAccepted)
 async def publish(
     body: PublishRequest,
     state: AppState,
     principal: Annotated[ServicePrincipal, Depends(require(SCOPE))],
-    idempotency_key: Annotated[IdempotencyKey | None, Header()] = None,
+    idempotency_key: Annotated[
+        IdempotencyKey | None,
+        Header(
+            description="A repeat with the same key and body answers the first response and "
+            "sends nothing; the same key with another body is a 422.",
+            examples=["order-1042-shipped"],
+        ),
+    ] = None,
 ) -> Response:
     """Publish a notification to users, groups and topics: 202 with its id, how many
     recipients it reached, and when it is scheduled for (if delayed). A repeated
@@ -103,13 +113,18 @@ def _parse(request: Request, body: bytes) -> tuple[PublishRequest, str | None] |
     return parsed, key
 
 
-@router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def recall(
-    notification_id: NotificationId,
+    notification_id: NotificationIdPath,
     state: AppState,
     principal: Publisher,
     unit: Unit,
-    tenant: Annotated[str, Query(max_length=64)] = "default",
+    tenant: Annotated[
+        str,
+        Query(max_length=64, description="The notification's tenant.", examples=["default"]),
+    ] = "default",
 ) -> Response:
+    """Recall: cancel the notification if still scheduled, else remove it from every
+    recipient's inbox (live `delete` events)."""
     await state["ingest"].recall(unit, principal, tenant, notification_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

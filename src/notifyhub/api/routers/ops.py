@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from notifyhub import __version__
 from notifyhub.api.deps import AppState
@@ -19,24 +19,61 @@ CHECK_TIMEOUT_S = 2.0
 
 
 class Health(BaseModel):
+    """The process is alive."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={"examples": [{"status": "ok", "version": "1.4.0"}]},
+    )
+
     status: Literal["ok"]
+    """Always `ok`."""
     version: str
     """Which release answers (pyproject's version, as installed)."""
 
 
 class Checks(BaseModel):
+    """Each dependency's check."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [{"redis": True, "postgres": True, "pubsub": True, "loops": True}]
+        },
+    )
+
     redis: bool
+    """Redis answers."""
     postgres: bool
     """Reachable, and its schema migrated to this release's head."""
     pubsub: bool
+    """The live-event subscription is connected."""
     loops: bool
     """No background loop is stuck."""
 
 
 class Readiness(BaseModel):
+    """Whether the hub can serve requests: 200 when ready, 503 otherwise."""
+
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "status": "ready",
+                    "checks": {"redis": True, "postgres": True, "pubsub": True, "loops": True},
+                    "stuck_loops": [],
+                }
+            ]
+        },
+    )
+
     status: Literal["ready", "unavailable"]
+    """`ready` when every check passed."""
     checks: Checks
+    """Each check's result."""
     stuck_loops: list[str]
+    """Background loops that stopped making progress."""
 
 
 @router.get("/healthz", response_model=Health)
@@ -68,6 +105,8 @@ async def _check(probe: Any) -> bool:
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(state: AppState) -> Response:
+    """Ready to serve: Redis and PostgreSQL reachable, migrations current, no loop stuck
+    (503 with the same body otherwise)."""
     redis_ok, postgres_ok = await asyncio.gather(
         _check(_redis_ok(state)), _check(_postgres_ok(state))
     )
@@ -81,5 +120,6 @@ async def readyz(state: AppState) -> Response:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(state: AppState) -> Response:
+    """Prometheus metrics, in the text exposition format."""
     body, content_type = state["metrics"].render()
     return Response(body, media_type=content_type)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Response, status
 
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
+from notifyhub.api.openapi import NOT_FOUND, SERVICE
+from notifyhub.api.params import RulePath, TenantQuery, TopicPath
 from notifyhub.api.schemas import (
     EventAccepted,
     EventIn,
-    Name,
     RelationshipIn,
     RuleIn,
     RuleOut,
-    Tenant,
     TopicMembersIn,
     TopicOut,
     TopicPatch,
@@ -22,9 +20,7 @@ from notifyhub.api.schemas import (
 from notifyhub.services.rules import Event, RecipientSpec, RuleDefinition, relationship_row
 from notifyhub.services.topics import TopicMembers
 
-router = APIRouter(tags=["routing"])
-
-TenantQuery = Annotated[Tenant, Query()]
+router = APIRouter(tags=["routing"], responses=SERVICE)
 
 
 def _members(body: TopicMembersIn) -> TopicMembers:
@@ -39,7 +35,7 @@ def _members(body: TopicMembersIn) -> TopicMembers:
     responses={201: {"model": TopicOut, "description": "Created"}},
 )
 async def replace_topic(
-    topic: Name,
+    topic: TopicPath,
     body: TopicMembersIn,
     principal: Admin,
     state: AppState,
@@ -47,43 +43,49 @@ async def replace_topic(
     response: Response,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
+    """Create (201) or replace (200) the topic's subscribers."""
     members = _members(body)
     created = await state["topics"].replace(unit, principal.own(tenant), topic, members)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
 
-@router.patch("/v1/admin/topics/{topic}", response_model=TopicOut)
+@router.patch("/v1/admin/topics/{topic}", response_model=TopicOut, responses=NOT_FOUND)
 async def change_topic(
-    topic: Name,
+    topic: TopicPath,
     body: TopicPatch,
     principal: Admin,
     state: AppState,
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
+    """Subscribe and unsubscribe users and groups."""
     now = await state["topics"].change(
         unit, principal.own(tenant), topic, _members(body.add), _members(body.remove)
     )
     return TopicOut(name=topic, tenant=tenant, users=now.users, groups=now.groups)
 
 
-@router.get("/v1/admin/topics/{topic}", response_model=TopicOut)
+@router.get("/v1/admin/topics/{topic}", response_model=TopicOut, responses=NOT_FOUND)
 async def get_topic(
-    topic: Name,
+    topic: TopicPath,
     principal: Admin,
     state: AppState,
     session: Session,
     tenant: TenantQuery = "default",
 ) -> TopicOut:
+    """The topic's subscribers."""
     members = await state["topics"].get(session, principal.own(tenant), topic)
     return TopicOut(name=topic, tenant=tenant, users=members.users, groups=members.groups)
 
 
-@router.delete("/v1/admin/topics/{topic}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/admin/topics/{topic}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND
+)
 async def delete_topic(
-    topic: Name, principal: Admin, state: AppState, unit: Unit, tenant: TenantQuery = "default"
+    topic: TopicPath, principal: Admin, state: AppState, unit: Unit, tenant: TenantQuery = "default"
 ) -> Response:
+    """Delete the topic."""
     await state["topics"].delete(unit, principal.own(tenant), topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -94,7 +96,7 @@ async def delete_topic(
     responses={201: {"model": RuleOut, "description": "Created"}},
 )
 async def put_rule(
-    rule: Name,
+    rule: RulePath,
     body: RuleIn,
     principal: Admin,
     state: AppState,
@@ -102,6 +104,7 @@ async def put_rule(
     response: Response,
     tenant: TenantQuery = "default",
 ) -> RuleOut:
+    """Create (201) or replace (200) a rule (Design 3)."""
     specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.recipients]
     definition = RuleDefinition(rule, body.target_type, specs)
     created = await state["rules"].put(session, principal.own(tenant), definition)
@@ -109,10 +112,15 @@ async def put_rule(
     return RuleOut(name=rule, tenant=tenant, **body.model_dump())
 
 
-@router.get("/v1/admin/rules/{rule}", response_model=RuleOut)
+@router.get("/v1/admin/rules/{rule}", response_model=RuleOut, responses=NOT_FOUND)
 async def get_rule(
-    rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
+    rule: RulePath,
+    principal: Admin,
+    state: AppState,
+    session: Session,
+    tenant: TenantQuery = "default",
 ) -> RuleOut:
+    """The rule."""
     found = await state["rules"].get(session, principal.own(tenant), rule)
     recipients = [
         {"relationship": s.relationship, "obtain": s.obtain, "title": s.title, "body": s.body}
@@ -123,10 +131,17 @@ async def get_rule(
     )
 
 
-@router.delete("/v1/admin/rules/{rule}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/admin/rules/{rule}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND
+)
 async def delete_rule(
-    rule: Name, principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
+    rule: RulePath,
+    principal: Admin,
+    state: AppState,
+    session: Session,
+    tenant: TenantQuery = "default",
 ) -> Response:
+    """Delete the rule."""
     await state["rules"].delete(session, principal.own(tenant), rule)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -135,6 +150,8 @@ async def delete_rule(
 async def post_event(
     body: EventIn, principal: Publisher, state: AppState, session: Session
 ) -> EventAccepted:
+    """Fire an event: the rule's template is rendered per relationship and delivered to
+    the users subscribed to the target (an unknown rule is a 422)."""
     event = Event(principal.own(body.tenant), body.rule, body.actor, body.target, body.data)
     result = await state["rules"].fire(session, event)
     return EventAccepted(
@@ -149,15 +166,17 @@ async def post_event(
 async def relate(
     body: RelationshipIn, principal: Publisher, state: AppState, session: Session
 ) -> Response:
+    """Subscribe the user to every rule on the target's type with this relationship."""
     row = relationship_row(principal.own(body.tenant), body.user, body.relationship, body.target)
     await state["rules"].relate(session, row)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.delete("/v1/relationships", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/v1/relationships", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def unrelate(
     body: RelationshipIn, principal: Publisher, state: AppState, session: Session
 ) -> Response:
+    """Remove the relationship (and the subscriptions it made)."""
     row = relationship_row(principal.own(body.tenant), body.user, body.relationship, body.target)
     await state["rules"].unrelate(session, row)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -16,11 +16,12 @@ from fastapi import APIRouter, Depends, Header, Query
 from starlette.requests import Request
 
 from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser, stream_user
+from notifyhub.api.openapi import STREAM_EVENTS, USER
 from notifyhub.api.schemas import StreamToken
 from notifyhub.realtime.events import MAX_EVENT_ID, EventId, parse_event_id
 from notifyhub.realtime.sse import InboxStream
 
-router = APIRouter(prefix="/v1/me", tags=["stream"])
+router = APIRouter(prefix="/v1/me", tags=["stream"], responses=USER)
 
 PATH = "/v1/me/stream"
 LAST_EVENT_ID = "Last-Event-ID"
@@ -34,7 +35,7 @@ EVENT_ID_FORMAT = (
 )
 # The length is documented, not validated by FastAPI: `parse_event_id` is the one check
 # (FastAPI's own `max_length` answered a different 422 than the fast path did).
-_EVENT_ID_SCHEMA = {"maxLength": MAX_EVENT_ID}
+_EVENT_ID_SCHEMA = {"maxLength": MAX_EVENT_ID, "examples": ["42-1f3a"]}
 
 
 async def resume_from(
@@ -66,17 +67,66 @@ async def resume_from(
 Cursor = Annotated[EventId | None, Depends(resume_from)]
 
 
+_EVENT_LINES = "\n".join(
+    f"- `{name}`: {when}; `data:` is a [{schema}](#/components/schemas/{schema})."
+    for name, (schema, when) in STREAM_EVENTS.items()
+)
+STREAM_DESCRIPTION = f"""Server-Sent Events, UTF-8, one JSON object per `data:` line.
+
+The stream opens with `retry: <ms>` (3000 by default: how long EventSource waits before
+reconnecting), then a `counts` event. Each event is
+
+```
+event: <name>
+id: <seq>-<epoch>
+data: <JSON>
+```
+
+{_EVENT_LINES}
+
+`id:` is `<seq>-<epoch>`: the user's change sequence number (every change to the inbox
+takes the next one) and, in hex, the epoch it counts in (a new one whenever Redis lost the
+user's data). Send the last one back as `Last-Event-ID` (EventSource does it by itself) to
+receive every missed event, in order, exactly once; an id that cannot be resumed gets one
+`reset` event instead. An idle stream carries a comment line, `: ping`, every 15 s by
+default, which EventSource ignores."""
+STREAM_EXAMPLE = (
+    "retry: 3000\n\n"
+    'event: counts\nid: 41-1f3a\ndata: {"unread":2,"unseen":0,"total":16,"seq":41}\n\n'
+    'event: notification\nid: 42-1f3a\ndata: {"id":"01JD3Q4M6T9W2Z8K5N7R1C0B3X",'
+    '"tenant":"default","title":"Restock location A-12","status":"unread","seen":false}\n\n'
+    'event: counts\nid: 42-1f3a\ndata: {"unread":3,"unseen":1,"total":17,"seq":42}\n\n'
+    ": ping\n\n"
+)
+"""What a stream looks like on the wire (the notification shortened)."""
+_EVENT_REFS = {
+    name: {"$ref": f"#/components/schemas/{schema}"} for name, (schema, _) in STREAM_EVENTS.items()
+}
+
+
 # The status is declared because InboxStream takes none: FastAPI could not build the
 # OpenAPI document (GET /openapi.json was a 500) without it.
 @router.get(
     "/stream",
     response_class=InboxStream,
     status_code=200,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "Inbox events"}},
+    responses={
+        200: {
+            "description": STREAM_DESCRIPTION,
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string", "x-sse-events": _EVENT_REFS},
+                    "example": STREAM_EXAMPLE,
+                }
+            },
+        }
+    },
 )
 async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream:
-    """The user's inbox events (Server-Sent Events), resumed after the last event id
-    seen; 429 past the per-user cap of open streams."""
+    """The user's live inbox events (Server-Sent Events), resumed after the last event id
+    seen. Authenticated by a user JWT, or by `?access_token=` with a stream token
+    (`POST /v1/me/stream-tokens`) where EventSource cannot send headers; 429 past the
+    per-user cap of open streams."""
     sub = state["hub"].attach(me.tenant, me.user)
     return InboxStream(
         store=state["store"],
@@ -104,5 +154,6 @@ async def serve(request: Request) -> InboxStream:
 
 @router.post("/stream-tokens", response_model=StreamToken)
 async def stream_token(me: CurrentUser, state: AppState) -> StreamToken:
+    """A token for `GET /v1/me/stream?access_token=...`, valid 60 s by default."""
     token, expires_at = state["tokens"].mint_stream_token(me)
     return StreamToken(token=token, expires_at=expires_at)
