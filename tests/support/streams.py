@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from support.history import History
-from support.sse import EventReader
-from support.workloads import CLIENT_TIMEOUT_S, RETRY_PAUSE_S, _cancel, _until_quiet
+from support.workloads import CLIENT_TIMEOUT_S, RETRY_PAUSE_S, _cancel, _until_quiet, follow_stream
 
 PUBLISH_ATTEMPTS = 50
 
@@ -104,23 +104,8 @@ class LiveStreamsWorkload:
             history.ack(item_id)
 
     async def _read(self, user: str, ready: asyncio.Event) -> None:
-        last_id: str | None = None
-        while True:
-            headers = dict(self.tokens[user])
-            if last_id is not None:
-                headers["Last-Event-ID"] = last_id
-            with contextlib.suppress(httpx.HTTPError, TimeoutError, EOFError, ValueError):
-                async with self._client.stream(
-                    "GET", "/v1/me/stream", headers=headers, timeout=None
-                ) as response:
-                    if response.status_code == 200:
-                        reader = EventReader(response)
-                        while True:
-                            event = await reader.next(timeout=CLIENT_TIMEOUT_S)
-                            last_id = event.id or last_id
-                            ready.set()
-                            await self._on_event(user, event.event, event.data)
-            await asyncio.sleep(RETRY_PAUSE_S)
+        on_event = functools.partial(self._on_event, user)
+        await follow_stream(self._client, self.tokens[user], ready, on_event)
 
     async def _on_event(self, user: str, kind: str, data: Any) -> None:
         if kind == "notification":

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -26,6 +27,32 @@ from support.sse import EventReader
 CLIENT_TIMEOUT_S = 5.0
 WRITE_PAUSE_S = 0.01
 RETRY_PAUSE_S = 0.1
+
+OnEvent = Callable[[str, Any], Awaitable[None]]
+
+
+async def follow_stream(
+    client: httpx.AsyncClient, auth: dict[str, str], ready: asyncio.Event, on_event: OnEvent
+) -> None:
+    """Read one user's stream forever, as a browser would: resume with the last id seen
+    after any error or end, and hand each event (kind, data) to `on_event`."""
+    last_id: str | None = None
+    while True:
+        headers = dict(auth)
+        if last_id is not None:
+            headers["Last-Event-ID"] = last_id
+        with contextlib.suppress(httpx.HTTPError, TimeoutError, EOFError, ValueError):
+            async with client.stream(
+                "GET", "/v1/me/stream", headers=headers, timeout=None
+            ) as response:
+                if response.status_code == 200:
+                    reader = EventReader(response)
+                    while True:
+                        event = await reader.next(timeout=CLIENT_TIMEOUT_S)
+                        last_id = event.id or last_id
+                        ready.set()
+                        await on_event(event.event, event.data)
+        await asyncio.sleep(RETRY_PAUSE_S)
 
 
 class Workload(Protocol):
@@ -128,23 +155,8 @@ class InboxWorkload:
                 await asyncio.sleep(RETRY_PAUSE_S)
 
     async def _read(self, user: str, ready: asyncio.Event) -> None:
-        last_id: str | None = None
-        while True:
-            headers = dict(self.tokens[user])
-            if last_id is not None:
-                headers["Last-Event-ID"] = last_id
-            with contextlib.suppress(httpx.HTTPError, TimeoutError, EOFError, ValueError):
-                async with self._client.stream(
-                    "GET", "/v1/me/stream", headers=headers, timeout=None
-                ) as response:
-                    if response.status_code == 200:
-                        reader = EventReader(response)
-                        while True:
-                            event = await reader.next(timeout=CLIENT_TIMEOUT_S)
-                            last_id = event.id or last_id
-                            ready.set()
-                            await self._on_event(user, event.event, event.data)
-            await asyncio.sleep(RETRY_PAUSE_S)
+        on_event = functools.partial(self._on_event, user)
+        await follow_stream(self._client, self.tokens[user], ready, on_event)
 
     async def _on_event(self, user: str, kind: str, data: Any) -> None:
         if kind == "notification":
