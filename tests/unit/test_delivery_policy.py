@@ -13,7 +13,7 @@ from notifyhub.domain.delivery import (
     RetryPolicy,
     parse_intervals,
 )
-from notifyhub.services.outbound import AddressGuard, retry_after_s
+from notifyhub.services.outbound import AddressGuard, blocked_because, retry_after_s
 
 
 def test_intervals_parse_one_or_a_list() -> None:
@@ -84,6 +84,14 @@ def test_retry_after_header_forms() -> None:
         "::ffff:127.0.0.1",
         "::ffff:169.254.169.254",
         "::ffff:10.0.0.1",
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "64:ff9b:1:7f00:0:100::",  # NAT64 /48 (RFC 6052) of 127.0.0.1
+        "::127.0.0.1",  # IPv4-compatible
+        "::10.0.0.1",
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
     ],
 )
 def test_guard_blocks_internal_addresses(address: str) -> None:
@@ -98,6 +106,13 @@ def test_guard_permits_public_addresses_and_its_allow_list() -> None:
     assert guard.permits(ipaddress.ip_address("::ffff:127.0.0.1"))
     assert not guard.permits(ipaddress.ip_address("127.0.0.2"))
     assert AddressGuard(allow_private=True).permits(ipaddress.ip_address("10.0.0.1"))
+
+
+def test_guard_names_the_ipv4_address_a_translated_one_carries() -> None:
+    why = AddressGuard().refusal(ipaddress.ip_address("64:ff9b::a9fe:a9fe"))
+    assert why is not None and "169.254.169.254" in why and "NAT64" in why
+    # a translated public address stays as public as the IPv4 one it carries
+    assert blocked_because(ipaddress.ip_address("2002:5db8:d822::1")) is None
 
 
 def test_settings_refuse_a_lease_shorter_than_a_request() -> None:

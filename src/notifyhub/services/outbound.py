@@ -22,7 +22,9 @@ import httpcore
 
 from notifyhub.domain.delivery import Outcome
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPv4Address = ipaddress.IPv4Address
+IPv6Address = ipaddress.IPv6Address
+IPAddress = IPv4Address | IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OriginKey = tuple[bytes, bytes, int]
 
@@ -57,11 +59,40 @@ def parse_address(resolved: str) -> IPAddress:
     return ipaddress.ip_address(resolved.split("%")[0])
 
 
+NAT64_NETWORKS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(address: IPv6Address) -> tuple[IPv4Address, str] | None:
+    """The IPv4 address an IPv6 address carries and how, when a translator, tunnel or
+    dual-stack host may deliver to it: NAT64 (RFC 6052), IPv4-compatible (`::a.b.c.d`),
+    6to4 (2002::/16) and Teredo's client. IPv4-mapped is unwrapped before this."""
+    if address.sixtofour is not None:
+        return address.sixtofour, "6to4"
+    if address.teredo is not None:
+        return address.teredo[1], "Teredo"
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in NAT64_NETWORKS[0]:
+        return low32, "NAT64"
+    if address in NAT64_NETWORKS[1]:  # RFC 6052 /48: the IPv4 address sits in bits 48-87
+        packed = address.packed
+        return ipaddress.IPv4Address(packed[6:8] + packed[9:11]), "NAT64"
+    if address in IPV4_COMPATIBLE and int(address) > 1:
+        return low32, "IPv4-compatible"
+    return None
+
+
 def blocked_because(address: IPAddress) -> str | None:
-    """Why `address` is blocked unless allowed (None: a public address)."""
+    """Why `address` is blocked unless allowed (None: a public address). An IPv6 address
+    carrying an IPv4 one (NAT64, 6to4, ...) is blocked when that IPv4 address is."""
     for network, why in BLOCKED_NETWORKS:
         if address in network:
             return why
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = embedded_ipv4(address)
+        inner = carried and blocked_because(carried[0])
+        if carried and inner:
+            return f"{inner} ({carried[0]}) inside a {carried[1]} address"
     if address.is_multicast:
         return "a multicast address"
     if not address.is_global:
