@@ -357,6 +357,33 @@ async def probe_api_keys(t: Tenants) -> None:
     }
 
 
+async def probe_api_key_create(t: Tenants) -> None:
+    url = "/v1/admin/api-keys"
+    name = f"iso-new-{secrets.token_hex(4)}"
+    for tenant in (t.b, None):
+        body = {"name": name, "scope": "publish", "tenant": tenant}
+        _refused(await t.client.post(url, json=body, headers=t.key(t.a, "admin")), 403)
+    listed = _ok(await t.client.get(url, headers=t.key(t.b, "admin"))).json()["keys"]
+    assert name not in [k["name"] for k in listed]
+    body = {"name": name, "scope": "publish", "tenant": t.b}
+    made = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin")), 201).json()
+    assert made["tenant"] == t.b
+
+
+async def probe_api_key_revoke(t: Tenants) -> None:
+    name = f"iso-victim-{secrets.token_hex(4)}"
+    body = {"name": name, "scope": "publish", "tenant": t.b}
+    url = "/v1/admin/api-keys"
+    secret = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin"))).json()["key"]
+    _refused(await t.client.delete(f"{url}/{name}", headers=t.key(t.a, "admin")), 404)
+    await _publish(t, t.b)  # B's own key still works, and so does the victim:
+    note = {"tenant": t.b, "recipients": {"users": [t.user]}, "title": "still valid"}
+    _ok(await t.client.post("/v1/notifications", json=note, headers=_auth(secret)), 202)
+    _ok(await t.client.delete(f"{url}/{name}", headers=t.key(t.b, "admin")), 204)
+    refused = await t.client.post("/v1/notifications", json=note, headers=_auth(secret))
+    _refused(refused, 401)
+
+
 async def _topic_users(t: Tenants, tenant: str) -> list[str]:
     url = f"/v1/admin/topics/tp?tenant={tenant}"
     return list(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json()["users"])
@@ -705,6 +732,8 @@ PROBES: dict[str, Probe] = {
     "POST /v1/admin/groups/{group}/members": probe_group_members_change,
     "GET /v1/admin/groups/{group}/members": probe_group_members_list,
     "GET /v1/admin/api-keys": probe_api_keys,
+    "POST /v1/admin/api-keys": probe_api_key_create,
+    "DELETE /v1/admin/api-keys/{name}": probe_api_key_revoke,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

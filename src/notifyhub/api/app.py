@@ -19,7 +19,7 @@ from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
-from notifyhub.api.routers import admin, me, notifications, ops, stream
+from notifyhub.api.routers import admin, admin_keys, me, notifications, ops, stream
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
@@ -115,7 +115,17 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     install_error_handlers(app)
     install_openapi(app)
     install_docs(app)  # /docs and /redoc from the hub's own files
-    routers = (notifications, inbox_router, me, stream, admin, routing_router, delayed_router, ops)
+    routers = (
+        notifications,
+        inbox_router,
+        me,
+        stream,
+        admin,
+        admin_keys,
+        routing_router,
+        delayed_router,
+        ops,
+    )
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(browser_router.router)
