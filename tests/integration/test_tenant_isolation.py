@@ -384,6 +384,15 @@ async def probe_api_key_revoke(t: Tenants) -> None:
     _refused(refused, 401)
 
 
+async def probe_audit(t: Tenants) -> None:
+    await _group_of_b(t)
+    url = "/v1/admin/audit"
+    _refused(await t.client.get(f"{url}?tenant={t.b}", headers=t.key(t.a, "admin")), 403)
+    assert _ok(await t.client.get(url, headers=t.key(t.a, "admin"))).json()["entries"] == []
+    entries = _ok(await t.client.get(url, headers=t.key(t.b, "admin"))).json()["entries"]
+    assert entries and {e["tenant"] for e in entries} == {t.b}
+
+
 async def _topic_users(t: Tenants, tenant: str) -> list[str]:
     url = f"/v1/admin/topics/tp?tenant={tenant}"
     return list(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json()["users"])
@@ -734,6 +743,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/api-keys": probe_api_keys,
     "POST /v1/admin/api-keys": probe_api_key_create,
     "DELETE /v1/admin/api-keys/{name}": probe_api_key_revoke,
+    "GET /v1/admin/audit": probe_audit,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

@@ -91,6 +91,8 @@ async def revoke_visible(session: AsyncSession, by: ServicePrincipal, name: str)
     row = await repo.by_name(session, name)
     if row is None or (by.tenant is not None and row.tenant != by.tenant):
         raise NotFound(f"no API key named {name!r}")
+    if row.tenant is not None:
+        by.own(row.tenant)  # (names the tenant acted on, for the audit log)
     await repo.revoke(session, name)
 
 

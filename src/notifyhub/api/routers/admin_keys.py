@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response, status
 
 from notifyhub.api.admin_schemas import ApiKeyCreated, ApiKeyIn
+from notifyhub.api.audit import note_target
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
 from notifyhub.api.schemas import ApiKeyList, ApiKeyOut, Name
@@ -46,6 +47,7 @@ async def create_api_key(body: ApiKeyIn, principal: Admin, unit: Unit) -> ApiKey
     """Create a key; the answer carries its secret, shown this once. A tenant-bound admin
     key creates keys of its own tenant only (another tenant, or none: 403); a name in
     use is a 409."""
+    note_target(principal, body.name)
     made = await apikeys.issue_key(
         unit.session, principal, name=body.name, scope=body.scope, tenant=body.tenant
     )
