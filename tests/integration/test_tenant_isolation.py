@@ -595,6 +595,46 @@ async def probe_delivery_retry(t: Tenants) -> None:
     await _delivery_by_id(t, "POST", "/retry", "admin")
 
 
+async def _listed(t: Tenants, path: str, field: str, tenant: str) -> list[dict[str, Any]]:
+    answer = await t.client.get(f"{path}?tenant={tenant}", headers=t.key(tenant, "admin"))
+    return list(_ok(answer).json()[field])
+
+
+async def _list_probe(t: Tenants, path: str, field: str) -> list[dict[str, Any]]:
+    """B's list refused to A (403), A's own list empty; B's list, as B."""
+    _refused(await t.client.get(f"{path}?tenant={t.b}", headers=t.key(t.a, "admin")), 403)
+    assert await _listed(t, path, field, t.a) == []
+    return await _listed(t, path, field, t.b)
+
+
+async def probe_topic_list(t: Tenants) -> None:
+    await _topic_of_b(t)
+    assert [x["name"] for x in await _list_probe(t, "/v1/admin/topics", "topics")] == ["tp"]
+
+
+async def probe_rule_list(t: Tenants) -> None:
+    await _rule_of_b(t)
+    assert [x["name"] for x in await _list_probe(t, "/v1/admin/rules", "rules")] == ["r1"]
+
+
+async def probe_definition_list(t: Tenants) -> None:
+    _ok(await _define(t, t.b, t.receiver_url), 201)
+    found = await _list_probe(t, "/v1/admin/delivery-definitions", "definitions")
+    assert [(x["name"], x["url"]) for x in found] == [("hook", t.receiver_url)]
+
+
+async def probe_queue_list(t: Tenants) -> None:
+    await _push(t, t.b)
+    found = await _list_probe(t, "/v1/admin/queues", "queues")
+    assert [(x["tenant"], x["name"], x["delayed"]) for x in found] == [(t.b, "q", 1)]
+
+
+async def probe_delivery_list(t: Tenants) -> None:
+    did = await _delivery_of_b(t)
+    found = await _list_probe(t, "/v1/admin/deliveries", "deliveries")
+    assert [x["id"] for x in found] == [did]
+
+
 # --- the delayed queue ---------------------------------------------------------------------
 
 
@@ -744,6 +784,11 @@ PROBES: dict[str, Probe] = {
     "POST /v1/admin/api-keys": probe_api_key_create,
     "DELETE /v1/admin/api-keys/{name}": probe_api_key_revoke,
     "GET /v1/admin/audit": probe_audit,
+    "GET /v1/admin/topics": probe_topic_list,
+    "GET /v1/admin/rules": probe_rule_list,
+    "GET /v1/admin/delivery-definitions": probe_definition_list,
+    "GET /v1/admin/queues": probe_queue_list,
+    "GET /v1/admin/deliveries": probe_delivery_list,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

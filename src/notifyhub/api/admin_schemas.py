@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from notifyhub.api.delivery_schemas import DefinitionOut
 from notifyhub.api.schemas import (
+    RULE_EXAMPLE,
     TIME_EXAMPLE,
+    ULID_EXAMPLE,
     ApiKeyOut,
     Documented,
     Name,
+    RuleOut,
     Strict,
     Tenant,
+    Timestamp,
     examples,
 )
 from notifyhub.domain.auth import Scope
+from notifyhub.domain.delivery import DeliveryStatus
 
 _KEY_OUT = {
     "name": "wms-consumer",
@@ -111,5 +117,180 @@ class AuditPage(Documented):
 
     entries: list[AuditEntryOut]
     """Entries, newest first."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+class TopicSummary(Documented):
+    """A topic and how many subscribers it has."""
+
+    model_config = examples(
+        {"name": "restock", "tenant": "default", "user_count": 120, "group_count": 2}
+    )
+
+    name: str
+    """The topic's name."""
+    tenant: str
+    """Its tenant."""
+    user_count: int
+    """Users subscribed by name."""
+    group_count: int
+    """Groups subscribed (their members are not counted here)."""
+
+
+class TopicPage(Documented):
+    """A page of the tenant's topics, by name."""
+
+    model_config = examples(
+        {
+            "topics": [
+                {"name": "restock", "tenant": "default", "user_count": 120, "group_count": 2}
+            ],
+            "next_cursor": "restock",
+        }
+    )
+
+    topics: list[TopicSummary]
+    """Topics, by name."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+class RulePage(Documented):
+    """A page of the tenant's rules, by name."""
+
+    model_config = examples(
+        {
+            "rules": [{"name": "comment_created_post", "tenant": "default", **RULE_EXAMPLE}],
+            "next_cursor": "comment_created_post",
+        }
+    )
+
+    rules: list[RuleOut]
+    """Rules, by name, as `GET /v1/admin/rules/{rule}` shows each."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_DEFINITION = {
+    "tenant": "default",
+    "name": "erp-orders",
+    "url": "https://erp.example/hooks/notifyhub",
+    "timeout_s": 10.0,
+    "retry_intervals": "5s,5m,1h,1d",
+    "max_retries": 5,
+    "alert": {"trigger": "final_failure", "after_n": None, "emails": [], "webhook_url": None},
+    "need_confirm": False,
+    "max_confirm_delay_s": 300,
+    "disabled": False,
+    "rotating": False,
+}
+
+
+class DefinitionPage(Documented):
+    """A page of the tenant's delivery definitions, by name (never their secrets)."""
+
+    model_config = examples({"definitions": [_DEFINITION], "next_cursor": "erp-orders"})
+
+    definitions: list[DefinitionOut]
+    """Definitions, by name, as `GET /v1/admin/delivery-definitions/{name}` shows each."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_QUEUE = {
+    "tenant": "default",
+    "name": "order-timeouts",
+    "depth": 42,
+    "delayed": 40,
+    "ready": 2,
+    "in_flight": 1,
+    "oldest_age_ms": 1250,
+}
+
+
+class QueueOut(Documented):
+    """A delayed queue's messages, counted in Redis now."""
+
+    model_config = examples(_QUEUE)
+
+    tenant: str
+    """Its tenant."""
+    name: str
+    """The queue's name (`notifyhub.scheduled` holds scheduled notifications)."""
+    depth: int
+    """Messages not yet taken: `delayed` + `ready`."""
+    delayed: int
+    """Waiting for their due time."""
+    ready: int
+    """Due, waiting for a consumer."""
+    in_flight: int
+    """Taken by a consumer and not yet acked (offered again after their `ttl_ms`)."""
+    oldest_age_ms: int | None
+    """How long ago the longest-waiting due message fell due; null when none is due."""
+
+
+class QueuePage(Documented):
+    """A page of the tenant's delayed queues, by name."""
+
+    model_config = examples({"queues": [_QUEUE], "next_cursor": "order-timeouts"})
+
+    queues: list[QueueOut]
+    """Queues Redis has held a message of, by name."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_DELIVERY = {
+    "id": ULID_EXAMPLE,
+    "tenant": "default",
+    "definition": "erp-orders",
+    "status": "final_failed",
+    "description": "SO-1042 shipped",
+    "failures": 6,
+    "created_at": TIME_EXAMPLE,
+    "last_attempt_at": TIME_EXAMPLE,
+    "next_attempt_at": None,
+    "last_error": "HTTP 503",
+    "finished_at": TIME_EXAMPLE,
+}
+
+
+class DeliverySummary(Documented):
+    """A delivery without its payload and attempts (`GET /v1/deliveries/{id}` has them)."""
+
+    model_config = examples(_DELIVERY)
+
+    id: str
+    """The delivery's ULID."""
+    tenant: str
+    """Its tenant."""
+    definition: str
+    """The definition it is sent through."""
+    status: DeliveryStatus
+    """pending, sent, failed, final_failed or awaiting_confirm."""
+    description: str | None
+    """The note given at creation."""
+    failures: int
+    """Failed attempts so far."""
+    created_at: Timestamp | None
+    """When it was created."""
+    last_attempt_at: Timestamp | None
+    """When it was last tried."""
+    next_attempt_at: Timestamp | None
+    """When it is tried next; null once finished."""
+    last_error: str | None
+    """What went wrong last."""
+    finished_at: Timestamp | None
+    """When it was sent (confirmed) or finally failed."""
+
+
+class DeliveryPage(Documented):
+    """A page of the tenant's deliveries, newest first, live and archived."""
+
+    model_config = examples({"deliveries": [_DELIVERY], "next_cursor": ULID_EXAMPLE})
+
+    deliveries: list[DeliverySummary]
+    """Deliveries, newest first."""
     next_cursor: str | None
     """Pass as `?cursor=` for the next page; null on the last page."""

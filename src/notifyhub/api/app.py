@@ -19,7 +19,16 @@ from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
-from notifyhub.api.routers import admin, admin_keys, audit, me, notifications, ops, stream
+from notifyhub.api.routers import (
+    admin,
+    admin_keys,
+    admin_lists,
+    audit,
+    me,
+    notifications,
+    ops,
+    stream,
+)
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
@@ -122,6 +131,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         stream,
         admin,
         admin_keys,
+        admin_lists,
         audit,
         routing_router,
         delayed_router,
