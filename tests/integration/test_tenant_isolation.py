@@ -635,6 +635,23 @@ async def probe_delivery_list(t: Tenants) -> None:
     assert [x["id"] for x in found] == [did]
 
 
+async def probe_user_lookup(t: Tenants) -> None:
+    await _publish(t, t.b)
+    _ok(await t.client.put(f"/v1/admin/groups/g?tenant={t.b}", headers=t.key(t.b, "admin")))
+    change = {"add": [t.user]}
+    url = f"/v1/admin/groups/g/members?tenant={t.b}"
+    _ok(await t.client.post(url, json=change, headers=t.key(t.b, "admin")))
+    attacker = t.key(t.a, "admin")
+    answer = await t.client.get(f"/v1/admin/users/{t.b}/{t.user}", headers=attacker)
+    _refused(answer, 403)
+    assert "secret-of" not in answer.text
+    own = _ok(await t.client.get(f"/v1/admin/users/{t.a}/{t.user}", headers=attacker)).json()
+    assert own["counts"]["total"] == 0 and own["groups"] == [] and own["seq"] == 0
+    owner = t.key(t.b, "admin")
+    found = _ok(await t.client.get(f"/v1/admin/users/{t.b}/{t.user}", headers=owner)).json()
+    assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
+
+
 # --- the delayed queue ---------------------------------------------------------------------
 
 
@@ -789,6 +806,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/delivery-definitions": probe_definition_list,
     "GET /v1/admin/queues": probe_queue_list,
     "GET /v1/admin/deliveries": probe_delivery_list,
+    "GET /v1/admin/users/{tenant}/{user}": probe_user_lookup,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

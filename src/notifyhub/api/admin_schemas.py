@@ -12,14 +12,17 @@ from notifyhub.api.schemas import (
     ApiKeyOut,
     Documented,
     Name,
+    PreferencesIn,
     RuleOut,
     Strict,
+    SubscriptionOut,
     Tenant,
     Timestamp,
     examples,
 )
 from notifyhub.domain.auth import Scope
 from notifyhub.domain.delivery import DeliveryStatus
+from notifyhub.domain.notification import Counts
 
 _KEY_OUT = {
     "name": "wms-consumer",
@@ -294,3 +297,50 @@ class DeliveryPage(Documented):
     """Deliveries, newest first."""
     next_cursor: str | None
     """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_SUBSCRIPTION = {
+    "rule": "comment_created_post",
+    "target": {"type": "post", "id": "p-981"},
+    "relationship": "follower",
+    "obtain": "pull",
+}
+
+
+class UserOut(Documented):
+    """One user as the hub holds them now."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "user": "alice",
+            "counts": {"unread": 3, "unseen": 1, "total": 17},
+            "seq": 42,
+            "streams_open": 2,
+            "preferences": {"categories": {"restock": {"inbox": True, "push": False}}},
+            "subscriptions": [_SUBSCRIPTION],
+            "groups": ["replenishers"],
+            "topics": ["restock"],
+        }
+    )
+
+    tenant: str
+    """The user's tenant."""
+    user: str
+    """The user id, as the calling application knows it."""
+    counts: Counts
+    """Their inbox's counts."""
+    seq: int
+    """The seq of their last inbox change (0: none yet); a stream's event ids carry it."""
+    streams_open: int
+    """Streams open for them now, in every hub process, as each process last reported
+    them (at most `NOTIFYHUB_STREAM__PRESENCE_INTERVAL_S`, 5 s, old)."""
+    preferences: PreferencesIn
+    """Their per-category preferences (categories not named get the defaults)."""
+    subscriptions: list[SubscriptionOut]
+    """Their rule subscriptions."""
+    groups: list[str]
+    """The groups holding them, by name (the first 1000)."""
+    topics: list[str]
+    """The topics subscribing them, by name or through one of their groups (the first
+    1000)."""

@@ -23,6 +23,7 @@ from notifyhub.api.routers import (
     admin,
     admin_keys,
     admin_lists,
+    admin_users,
     audit,
     me,
     notifications,
@@ -41,6 +42,7 @@ from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.tokens import TokenService
+from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.workers.runner import Runner
@@ -132,6 +134,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         admin,
         admin_keys,
         admin_lists,
+        admin_users,
         audit,
         routing_router,
         delayed_router,
@@ -184,6 +187,7 @@ def _state(
         deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
         dispatcher=outbox.dispatcher,
         limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
+        users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
     )
 
 

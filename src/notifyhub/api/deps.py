@@ -29,6 +29,7 @@ from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
+from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.ratelimit import RateLimiter
@@ -62,6 +63,7 @@ class State(TypedDict):
     deliveries: DeliveryService
     dispatcher: Dispatcher
     limiter: RateLimiter
+    users: UserLookup
 
 
 async def _state(request: Request) -> State:
