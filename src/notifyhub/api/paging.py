@@ -6,12 +6,13 @@ from typing import Annotated
 
 from fastapi import Query
 
-from notifyhub.api.schemas import TIME_EXAMPLE, Tenant, Time
+from notifyhub.api.schemas import NO_CONTROL, TIME_EXAMPLE, Tenant, Time
 
 CursorQuery = Annotated[
     str | None,
     Query(
         max_length=200,
+        pattern=NO_CONTROL,
         description="The previous page's `next_cursor`; omit for the first page.",
         examples=["restock"],
     ),

@@ -76,7 +76,7 @@ async def record(session: AsyncSession, action: Action) -> None:
 def _cursor(cursor: str | None) -> int | None:
     if cursor is None:
         return None
-    if not cursor.isdigit() or len(cursor) > 19:
+    if not cursor.isdigit() or len(cursor) > 18:
         raise InvalidInput("cursor: not a cursor this list gave")
     return int(cursor)
 

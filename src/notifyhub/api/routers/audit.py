@@ -9,11 +9,20 @@ from fastapi import APIRouter, Query
 from notifyhub.api.admin_schemas import AuditEntryOut, AuditPage
 from notifyhub.api.deps import Admin, Unit
 from notifyhub.api.openapi import SERVICE
-from notifyhub.api.paging import CursorQuery, LimitQuery, SinceQuery, TenantFilter, UntilQuery
-from notifyhub.api.schemas import Name
+from notifyhub.api.paging import LimitQuery, SinceQuery, TenantFilter, UntilQuery
+from notifyhub.api.schemas import NO_CONTROL, Name
 from notifyhub.services import audit
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
+
+AuditCursor = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9]{1,18}$",
+        description="The previous page's `next_cursor`; omit for the first page.",
+        examples=["1042"],
+    ),
+]
 
 
 @router.get("/audit", response_model=AuditPage)
@@ -29,13 +38,14 @@ async def list_audit(
         str | None,
         Query(
             max_length=300,
+            pattern=NO_CONTROL,
             description="Only actions on this route template.",
             examples=["/v1/admin/groups/{group}"],
         ),
     ] = None,
     since: SinceQuery = None,
     until: UntilQuery = None,
-    cursor: CursorQuery = None,
+    cursor: AuditCursor = None,
     limit: LimitQuery = 100,
 ) -> AuditPage:
     """Every mutating request made with an admin key (refused ones too), newest first. A
