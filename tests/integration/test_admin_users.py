@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 
 from notifyhub.settings import Settings
+from notifyhub.store.keys import Keys
+from notifyhub.store.presence import StreamPresence
 from support.sse import EventReader
 
 CreateKey = Callable[..., Awaitable[str]]
@@ -147,3 +149,23 @@ async def test_a_dead_process_stops_counting_after_its_lease(
     await redis.zadd(keys.hubs, {"dead-host:1:abc": now_ms})
     assert (await _lookup(hub, admin, tenant, "alice"))["streams_open"] == 4
     assert presence.process != "dead-host:1:abc"
+
+
+async def test_reports_write_changes_and_start_over_when_redis_lost_them(
+    settings: Settings, redis: Any
+) -> None:
+    keys = Keys(settings.redis_prefix)
+    presence = StreamPresence(redis, keys, lease_s=15)
+    tenant = f"tr-{secrets.token_hex(3)}"
+    alice, bob = f"{tenant}/alice", f"{tenant}/bob"
+    await presence.report({alice: 1, bob: 2})
+    assert (await presence.count(alice), await presence.count(bob)) == (1, 2)
+    await redis.hset(keys.streams(bob), presence.process, 7)  # not rewritten: unchanged
+    await presence.report({alice: 2, bob: 2})
+    assert (await presence.count(alice), await presence.count(bob)) == (2, 7)
+    await redis.delete(keys.streams(alice), keys.streams(bob), keys.hubs)  # Redis lost it
+    await presence.report({alice: 2, bob: 2})  # notices its stamp was gone
+    await presence.report({alice: 2, bob: 2})  # and writes everything again
+    assert (await presence.count(alice), await presence.count(bob)) == (2, 2)
+    await presence.report({alice: 2})
+    assert await presence.count(bob) == 0
