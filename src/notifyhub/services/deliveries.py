@@ -25,6 +25,7 @@ from ulid import ULID
 from notifyhub.db.engine import autocommit
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
 from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.repositories.listings import SUMMARY_COLUMNS
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
 from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
@@ -251,23 +252,8 @@ class DeliveryService:
 
 
 def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:
-    columns = {c: getattr(row, c) for c in _SUMMARY_COLUMNS}
+    columns = {c: getattr(row, c) for c in SUMMARY_COLUMNS}
     return {**delivery_summary(columns), "payload": row.payload}
-
-
-_SUMMARY_COLUMNS = (
-    "id",
-    "tenant",
-    "definition",
-    "status",
-    "description",
-    "failures",
-    "created_at",
-    "last_attempt_at",
-    "next_attempt_at",
-    "last_error",
-    "finished_at",
-)
 
 
 def delivery_summary(columns: dict[str, Any]) -> dict[str, Any]:

@@ -109,7 +109,8 @@ def _matching(table: Any, where: DeliveryFilter, before: str | None) -> list[Col
     return clauses
 
 
-_SUMMARY = (
+SUMMARY_COLUMNS = (
+    # a delivery's columns in the admin list (services/deliveries.py `delivery_summary`)
     "id",
     "tenant",
     "definition",
@@ -130,7 +131,7 @@ async def deliveries(
     """Deliveries of `where`, live and archived, newest first (ids are ULIDs) before the
     id `before`: each table answers its own first `limit`, the union is cut to `limit`."""
     parts = [
-        select(*(getattr(table, c) for c in _SUMMARY), literal(archived).label("archived"))
+        select(*(getattr(table, c) for c in SUMMARY_COLUMNS), literal(archived).label("archived"))
         .where(*_matching(table, where, before))
         .order_by(table.id.desc())
         .limit(limit)
