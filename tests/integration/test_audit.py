@@ -81,6 +81,11 @@ async def test_a_bound_key_reads_its_tenant_only(
     assert refused.status_code == 403
     assert [e["tenant"] for e in await _entries(hub, key_b)] == [b]
     assert [e["tenant"] for e in await _entries(hub, admin_key, tenant=b)] == [b]
+    attack = await hub.client.put(f"/v1/admin/groups/g?tenant={b}", headers=_auth(key_a))
+    assert attack.status_code == 403
+    [refused] = await _entries(hub, key_a)  # filed under the attacker's own tenant
+    assert (refused["tenant"], refused["status"], refused["target"]) == (a, 403, "g")
+    assert [e["status"] for e in await _entries(hub, key_b)] == [201]
 
 
 async def test_pages_and_filters(hub: Any, create_key: CreateKey) -> None:

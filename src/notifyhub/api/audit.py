@@ -91,7 +91,7 @@ async def audited(
     acting = AuditedPrincipal.of(principal)
     try:
         yield acting
-    except BaseException as exc:
+    except Exception as exc:  # (a cancelled request rolls back and records nothing)
         try:
             async with UnitOfWork(sessionmaker) as apart:
                 await audit.record(apart.session, _action(request, acting, _status_of(exc)))
