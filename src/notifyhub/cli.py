@@ -19,7 +19,13 @@ from notifyhub.datalock import DataDirBusy, DataDirLock
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
-from notifyhub.embedded import EmbeddedServers, EmbeddedUnavailable, require_extra
+from notifyhub.embedded import (
+    EmbeddedServers,
+    EmbeddedUnavailable,
+    publish_stores,
+    require_extra,
+    running_stores,
+)
 from notifyhub.errors import NotifyhubError
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
@@ -47,6 +53,34 @@ def _database_url(settings: Settings) -> str:
     return settings.database_url
 
 
+def _fail(message: str) -> typer.Exit:
+    console.print(message, style="red", markup=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def _store_settings() -> Settings:
+    """The settings a command that reads the stores runs with. With no store URL set
+    (embedded mode), the stores of the hub running on NOTIFYHUB_DATA_DIR, found through
+    the `stores.json` it wrote; with none running, what to do instead."""
+    settings = Settings()
+    if not settings.embedded:
+        return settings
+    data_dir = settings.data_dir.resolve()
+    found = running_stores(data_dir)
+    if found is None:
+        raise _fail(
+            f"no NOTIFYHUB_DATABASE_URL / NOTIFYHUB_REDIS_URL is set, and no embedded hub is "
+            f"running on {data_dir} (NOTIFYHUB_DATA_DIR). Start one with `make run` (or "
+            "`notifyhub serve`) and run this command again in another terminal, from the "
+            "same directory or with the same NOTIFYHUB_DATA_DIR; or set both URLs to your "
+            "own stores."
+        )
+    update: dict[str, object] = {"redis_url": found.redis_url, "database_url": found.database_url}
+    if settings.jwt_secret is None and settings.jwt_algorithm == "HS256":
+        update.update(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
+    return Settings.model_validate({**settings.model_dump(), **update})
+
+
 def _with_session(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     async def run() -> T:
         engine = create_engine(_database_url(settings))
@@ -69,7 +103,8 @@ def _dev_secret(data_dir: Path) -> str:
 
 
 def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack) -> Settings:
-    """Lock the data directory, start the stores; `stack` releases and stops them."""
+    """Lock the data directory, start the stores and say where they listen (`stores.json`,
+    for the CLI in another terminal); `stack` undoes all three."""
     try:
         require_extra()
         lock = DataDirLock.acquire(settings.data_dir, url)
@@ -79,6 +114,7 @@ def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack
     stack.callback(lock.release)
     servers = EmbeddedServers.start(settings.data_dir)
     stack.callback(servers.stop)
+    stack.callback(publish_stores(settings.data_dir, servers, url).unlink, missing_ok=True)
     update: dict[str, object] = {
         "redis_url": servers.redis_url,
         "database_url": servers.database_url,
@@ -88,27 +124,57 @@ def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack
     return Settings.model_validate({**settings.model_dump(), **update})
 
 
-def _dev_credentials(settings: Settings, url: str) -> Callable[[], None]:
-    """First embedded start: make an admin key. Returns what prints key, token and demo
-    URL (called once the hub listens, so they are the last lines of the start-up)."""
-    path = settings.data_dir / "dev-credentials.txt"
+DEV_KEYS = (
+    ("admin", Scope.ADMIN, "dev-credentials.txt"),
+    ("publish", Scope.PUBLISH, "dev-publish-key.txt"),
+    ("consume", Scope.CONSUME, "dev-consume-key.txt"),
+)
+"""The keys `make run` makes on the first start of a data directory: scope, file."""
+
+
+def _dev_key(settings: Settings, label: str, scope: Scope, path: Path) -> str:
+    """The dev key kept in `path`, made (unbound, named `dev-<label>`) if missing."""
     if not path.exists():
-        key = _with_session(
-            settings,
-            lambda s: apikeys.create_key(s, name="dev-admin", scope=Scope.ADMIN, tenant=None),
-        )
-        path.write_text(key)
+
+        async def make(session: AsyncSession) -> str:
+            names = [f"dev-{label}", f"dev-{label}-{secrets.token_hex(3)}"]  # (file lost)
+            for name in names:
+                try:
+                    async with session.begin_nested():
+                        return await apikeys.create_key(
+                            session, name=name, scope=scope, tenant=None
+                        )
+                except NotifyhubError:
+                    continue
+            raise RuntimeError(f"no free name for the dev {label} key")
+
+        path.write_text(_with_session(settings, make))
         path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _dev_credentials(settings: Settings, url: str) -> Callable[[], None]:
+    """First embedded start: make an admin, a publish and a consume key. Returns what
+    prints them, a user token and the demo URL (called once the hub listens, so they are
+    the last lines of the start-up)."""
+    keys = [
+        (label, _dev_key(settings, label, scope, settings.data_dir / file))
+        for label, scope, file in DEV_KEYS
+    ]
     token = TokenService(settings).mint_user_token(DEV_USER, ttl_s=DEV_TOKEN_TTL_S)
 
     def show() -> None:
         console.print("[bold green]notifyhub (embedded dev mode)[/]")
-        console.print(f"  admin API key : [cyan]{path.read_text().strip()}[/]", soft_wrap=True)
+        for label, key in keys:
+            console.print(f"  {label + ' API key':<15} : [cyan]{key}[/]", soft_wrap=True)
         console.print(
-            f"  user token    : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
+            f"  user token      : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
         )
-        console.print(f"  demo inbox    : {url}/demo#token={token}", soft_wrap=True)
-        console.print(f"  data, logs    : {settings.data_dir.resolve()}  (Ctrl-C stops it all)")
+        console.print(f"  demo inbox      : {url}/demo#token={token}", soft_wrap=True)
+        console.print(f"  data, logs      : {settings.data_dir.resolve()}  (Ctrl-C stops it all)")
+        console.print(
+            "  more keys       : notifyhub apikey create --name N --scope S (another terminal)"
+        )
 
     return show
 
@@ -156,7 +222,7 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply database migrations (idempotent)."""
-    upgrade_head(_database_url(Settings()))
+    upgrade_head(_database_url(_store_settings()))
     console.print("migrations applied")
 
 
@@ -166,7 +232,7 @@ def restore() -> None:
     in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
     from notifyhub.features import restore_redis
 
-    settings = Settings()
+    settings = _store_settings()
     if settings.redis_url is None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
     _database_url(settings)
@@ -183,7 +249,8 @@ def apikey_create(
     """Create a key and print it once (it is stored hashed)."""
     try:
         key = _with_session(
-            Settings(), lambda s: apikeys.create_key(s, name=name, scope=scope, tenant=tenant)
+            _store_settings(),
+            lambda s: apikeys.create_key(s, name=name, scope=scope, tenant=tenant),
         )
     except NotifyhubError as exc:
         raise typer.BadParameter(exc.detail) from exc
@@ -193,7 +260,7 @@ def apikey_create(
 @apikey_app.command("list")
 def apikey_list() -> None:
     """List keys: names, scopes, tenants; never the keys."""
-    keys = _with_session(Settings(), apikeys.list_keys)
+    keys = _with_session(_store_settings(), apikeys.list_keys)
     table = Table("name", "scope", "tenant", "created", "revoked")
     for k in keys:
         table.add_row(
@@ -205,7 +272,7 @@ def apikey_list() -> None:
 @apikey_app.command("revoke")
 def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) -> None:
     """Revoke a key (processes may accept it for up to 30 s from their cache)."""
-    if not _with_session(Settings(), lambda s: apikeys.revoke_key(s, name)):
+    if not _with_session(_store_settings(), lambda s: apikeys.revoke_key(s, name)):
         raise typer.BadParameter(f"no active key named {name!r}")
     console.print(f"revoked {name}")
 

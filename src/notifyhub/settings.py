@@ -44,6 +44,9 @@ class StreamSettings(BaseModel):
     send_timeout_s: float = Field(10.0, gt=0)
     token_ttl_s: int = Field(60, ge=5, le=3600)
     shutdown_grace_s: float = Field(2.0, ge=0)
+    presence_interval_s: float = Field(5.0, gt=0, le=300)
+    """How often each process reports its open streams per user to Redis (the admin user
+    lookup's `streams_open` is at most this old; a dead process counts for 3 times it)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -150,3 +150,65 @@ def test_a_second_hub_on_the_same_directory_is_refused(data_dir: Path, tmp_path:
         assert len(_valkeys(data_dir)) == 1 and len(_postmasters(data_dir)) == 1
     finally:
         assert first.terminate() == 0
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`notifyhub ...` in a second terminal: no store URL set, run from `cwd`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTIFYHUB_")}
+    return subprocess.run(
+        [str(CLI), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def _status(hub: Hub, method: str, path: str, key: str, **body: object) -> int:
+    url = f"http://127.0.0.1:{hub.port}{path}"
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.request(method, url, headers=headers, json=body or None).status_code
+
+
+def test_the_cli_in_a_second_terminal_uses_the_running_hubs_stores(tmp_path: Path) -> None:
+    """The acceptance check of `make run`: `notifyhub apikey create --name c --scope
+    consume` in another terminal prints a key the hub accepts; every store command works."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    data_dir = clone / ".notifyhub"  # `make run`'s default, relative to the clone
+    hub = Hub(data_dir, tmp_path / "hub.log")
+    try:
+        hub.wait_ready()
+        made = _cli(clone, "apikey", "create", "--name", "c", "--scope", "consume")
+        assert made.returncode == 0, made.stdout + made.stderr
+        key = made.stdout.strip()
+        assert _status(hub, "GET", "/v1/queues/q/messages", key) == 200
+        note = {"recipients": {"users": ["alice"]}, "title": "t"}
+        assert _status(hub, "POST", "/v1/notifications", key, **note) == 403  # consume only
+
+        # `make run` printed a publish and a consume key next to the admin key
+        printed = " ".join(hub.output().split())
+        for label, file in (
+            ("admin", "dev-credentials.txt"),
+            ("publish", "dev-publish-key.txt"),
+            ("consume", "dev-consume-key.txt"),
+        ):
+            dev_key = (data_dir / file).read_text().strip()
+            assert f"{label} API key : {dev_key}" in printed
+        publish = (data_dir / "dev-publish-key.txt").read_text().strip()
+        assert _status(hub, "POST", "/v1/notifications", publish, **note) == 202
+        consume = (data_dir / "dev-consume-key.txt").read_text().strip()
+        assert _status(hub, "GET", "/v1/queues/q/messages", consume) == 200
+
+        listed = _cli(clone, "apikey", "list")
+        assert listed.returncode == 0 and " c " in listed.stdout, listed.stdout + listed.stderr
+        for command in (("migrate",), ("restore",)):
+            ran = _cli(clone, *command)
+            assert ran.returncode == 0, ran.stdout + ran.stderr
+        user_token = _cli(clone, "token", "--user", "alice").stdout.strip()
+        assert _status(hub, "GET", "/v1/me/notifications", user_token) == 200
+        revoked = _cli(clone, "apikey", "revoke", "c")
+        assert revoked.returncode == 0, revoked.stdout + revoked.stderr
+    finally:
+        assert hub.terminate() == 0
+    assert not (data_dir / "stores.json").exists()
+    stopped = _cli(clone, "apikey", "list")
+    assert stopped.returncode == 1
+    said = " ".join((stopped.stdout + stopped.stderr).split())
+    assert "no embedded hub is running" in said and "make run" in said

@@ -357,6 +357,42 @@ async def probe_api_keys(t: Tenants) -> None:
     }
 
 
+async def probe_api_key_create(t: Tenants) -> None:
+    url = "/v1/admin/api-keys"
+    name = f"iso-new-{secrets.token_hex(4)}"
+    for tenant in (t.b, None):
+        body = {"name": name, "scope": "publish", "tenant": tenant}
+        _refused(await t.client.post(url, json=body, headers=t.key(t.a, "admin")), 403)
+    listed = _ok(await t.client.get(url, headers=t.key(t.b, "admin"))).json()["keys"]
+    assert name not in [k["name"] for k in listed]
+    body = {"name": name, "scope": "publish", "tenant": t.b}
+    made = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin")), 201).json()
+    assert made["tenant"] == t.b
+
+
+async def probe_api_key_revoke(t: Tenants) -> None:
+    name = f"iso-victim-{secrets.token_hex(4)}"
+    body = {"name": name, "scope": "publish", "tenant": t.b}
+    url = "/v1/admin/api-keys"
+    secret = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin"))).json()["key"]
+    _refused(await t.client.delete(f"{url}/{name}", headers=t.key(t.a, "admin")), 404)
+    await _publish(t, t.b)  # B's own key still works, and so does the victim:
+    note = {"tenant": t.b, "recipients": {"users": [t.user]}, "title": "still valid"}
+    _ok(await t.client.post("/v1/notifications", json=note, headers=_auth(secret)), 202)
+    _ok(await t.client.delete(f"{url}/{name}", headers=t.key(t.b, "admin")), 204)
+    refused = await t.client.post("/v1/notifications", json=note, headers=_auth(secret))
+    _refused(refused, 401)
+
+
+async def probe_audit(t: Tenants) -> None:
+    await _group_of_b(t)
+    url = "/v1/admin/audit"
+    _refused(await t.client.get(f"{url}?tenant={t.b}", headers=t.key(t.a, "admin")), 403)
+    assert _ok(await t.client.get(url, headers=t.key(t.a, "admin"))).json()["entries"] == []
+    entries = _ok(await t.client.get(url, headers=t.key(t.b, "admin"))).json()["entries"]
+    assert entries and {e["tenant"] for e in entries} == {t.b}
+
+
 async def _topic_users(t: Tenants, tenant: str) -> list[str]:
     url = f"/v1/admin/topics/tp?tenant={tenant}"
     return list(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json()["users"])
@@ -559,6 +595,63 @@ async def probe_delivery_retry(t: Tenants) -> None:
     await _delivery_by_id(t, "POST", "/retry", "admin")
 
 
+async def _listed(t: Tenants, path: str, field: str, tenant: str) -> list[dict[str, Any]]:
+    answer = await t.client.get(f"{path}?tenant={tenant}", headers=t.key(tenant, "admin"))
+    return list(_ok(answer).json()[field])
+
+
+async def _list_probe(t: Tenants, path: str, field: str) -> list[dict[str, Any]]:
+    """B's list refused to A (403), A's own list empty; B's list, as B."""
+    _refused(await t.client.get(f"{path}?tenant={t.b}", headers=t.key(t.a, "admin")), 403)
+    assert await _listed(t, path, field, t.a) == []
+    return await _listed(t, path, field, t.b)
+
+
+async def probe_topic_list(t: Tenants) -> None:
+    await _topic_of_b(t)
+    assert [x["name"] for x in await _list_probe(t, "/v1/admin/topics", "topics")] == ["tp"]
+
+
+async def probe_rule_list(t: Tenants) -> None:
+    await _rule_of_b(t)
+    assert [x["name"] for x in await _list_probe(t, "/v1/admin/rules", "rules")] == ["r1"]
+
+
+async def probe_definition_list(t: Tenants) -> None:
+    _ok(await _define(t, t.b, t.receiver_url), 201)
+    found = await _list_probe(t, "/v1/admin/delivery-definitions", "definitions")
+    assert [(x["name"], x["url"]) for x in found] == [("hook", t.receiver_url)]
+
+
+async def probe_queue_list(t: Tenants) -> None:
+    await _push(t, t.b)
+    found = await _list_probe(t, "/v1/admin/queues", "queues")
+    assert [(x["tenant"], x["name"], x["delayed"]) for x in found] == [(t.b, "q", 1)]
+
+
+async def probe_delivery_list(t: Tenants) -> None:
+    did = await _delivery_of_b(t)
+    found = await _list_probe(t, "/v1/admin/deliveries", "deliveries")
+    assert [x["id"] for x in found] == [did]
+
+
+async def probe_user_lookup(t: Tenants) -> None:
+    await _publish(t, t.b)
+    _ok(await t.client.put(f"/v1/admin/groups/g?tenant={t.b}", headers=t.key(t.b, "admin")))
+    change = {"add": [t.user]}
+    url = f"/v1/admin/groups/g/members?tenant={t.b}"
+    _ok(await t.client.post(url, json=change, headers=t.key(t.b, "admin")))
+    attacker = t.key(t.a, "admin")
+    answer = await t.client.get(f"/v1/admin/users/{t.b}/{t.user}", headers=attacker)
+    _refused(answer, 403)
+    assert "secret-of" not in answer.text
+    own = _ok(await t.client.get(f"/v1/admin/users/{t.a}/{t.user}", headers=attacker)).json()
+    assert own["counts"]["total"] == 0 and own["groups"] == [] and own["seq"] == 0
+    owner = t.key(t.b, "admin")
+    found = _ok(await t.client.get(f"/v1/admin/users/{t.b}/{t.user}", headers=owner)).json()
+    assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
+
+
 # --- the delayed queue ---------------------------------------------------------------------
 
 
@@ -705,6 +798,15 @@ PROBES: dict[str, Probe] = {
     "POST /v1/admin/groups/{group}/members": probe_group_members_change,
     "GET /v1/admin/groups/{group}/members": probe_group_members_list,
     "GET /v1/admin/api-keys": probe_api_keys,
+    "POST /v1/admin/api-keys": probe_api_key_create,
+    "DELETE /v1/admin/api-keys/{name}": probe_api_key_revoke,
+    "GET /v1/admin/audit": probe_audit,
+    "GET /v1/admin/topics": probe_topic_list,
+    "GET /v1/admin/rules": probe_rule_list,
+    "GET /v1/admin/delivery-definitions": probe_definition_list,
+    "GET /v1/admin/queues": probe_queue_list,
+    "GET /v1/admin/deliveries": probe_delivery_list,
+    "GET /v1/admin/users/{tenant}/{user}": probe_user_lookup,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

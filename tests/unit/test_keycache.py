@@ -90,3 +90,23 @@ async def test_the_stale_window_is_bounded() -> None:
     await asyncio.sleep(0.06)
     with pytest.raises(OperationalError):
         await cache.verify(KEY, pg.check())
+
+
+def test_forget_drops_every_entry_of_the_named_key_only() -> None:
+    cache = KeyCache(ttl_s=30)
+    other = ServicePrincipal(key_id="k2", name="consumer", scope=Scope.CONSUME, tenant=None)
+    cache.put(KEY, PRINCIPAL)
+    cache.put("nh_ffffffffffff_other", other)
+    cache.forget("publisher")
+    assert cache.get(KEY) is None
+    assert cache.get("nh_ffffffffffff_other") == other
+
+
+def test_an_entry_is_fresh_until_its_ttl_on_the_cache_clock() -> None:
+    now = [100.0]
+    cache = KeyCache(ttl_s=30, clock=lambda: now[0])
+    cache.put(KEY, PRINCIPAL)
+    now[0] += 29.9
+    assert cache.get(KEY) == PRINCIPAL
+    now[0] += 0.1
+    assert cache.get(KEY) is None

@@ -19,7 +19,17 @@ from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
-from notifyhub.api.routers import admin, me, notifications, ops, stream
+from notifyhub.api.routers import (
+    admin,
+    admin_keys,
+    admin_lists,
+    admin_users,
+    audit,
+    me,
+    notifications,
+    ops,
+    stream,
+)
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
@@ -32,6 +42,7 @@ from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.tokens import TokenService
+from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.workers.runner import Runner
@@ -115,7 +126,20 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     install_error_handlers(app)
     install_openapi(app)
     install_docs(app)  # /docs and /redoc from the hub's own files
-    routers = (notifications, inbox_router, me, stream, admin, routing_router, delayed_router, ops)
+    routers = (
+        notifications,
+        inbox_router,
+        me,
+        stream,
+        admin,
+        admin_keys,
+        admin_lists,
+        admin_users,
+        audit,
+        routing_router,
+        delayed_router,
+        ops,
+    )
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(browser_router.router)
@@ -163,6 +187,7 @@ def _state(
         deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
         dispatcher=outbox.dispatcher,
         limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
+        users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
     )
 
 

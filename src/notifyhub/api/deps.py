@@ -6,10 +6,11 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, TypedDict
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Query, Request, Response
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from notifyhub.api.audit import audited
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import AuthenticationError, PermissionDenied
@@ -28,6 +29,7 @@ from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
+from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.ratelimit import RateLimiter
@@ -61,6 +63,7 @@ class State(TypedDict):
     deliveries: DeliveryService
     dispatcher: Dispatcher
     limiter: RateLimiter
+    users: UserLookup
 
 
 async def _state(request: Request) -> State:
@@ -145,7 +148,22 @@ def require(scope: Scope) -> Callable[..., Awaitable[ServicePrincipal]]:
 
 
 Publisher = Annotated[ServicePrincipal, Depends(require(Scope.PUBLISH))]
-Admin = Annotated[ServicePrincipal, Depends(require(Scope.ADMIN))]
+
+
+async def _admin(
+    request: Request,
+    response: Response,
+    unit: Unit,
+    principal: Annotated[ServicePrincipal, Depends(require(Scope.ADMIN))],
+) -> AsyncIterator[ServicePrincipal]:
+    """An admin key, whose mutating requests are written to the audit log (api/audit.py)."""
+    state: State = request.scope["state"]
+    async with audited(request, response, principal, unit, state["sessionmaker"]) as acting:
+        yield acting
+
+
+# scope="function": the audit entry is added before the request's unit commits
+Admin = Annotated[ServicePrincipal, Depends(_admin, scope="function")]
 
 
 async def _user(state: AppState, presented: Bearer) -> UserPrincipal:

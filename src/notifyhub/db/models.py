@@ -323,3 +323,23 @@ class InboxChange(Base):
     user_id: Mapped[str] = mapped_column(String(200))
     op: Mapped[Any] = mapped_column(JSONB)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AuditEntry(Base):
+    """One admin action: who (the API key), on which tenant, what (method, route, target),
+    how it ended (status) and when. Written in the action's own transaction when it ends
+    well; see services/audit.py."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_tenant_id", "tenant", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    tenant: Mapped[str] = mapped_column(String(64))
+    """The tenant acted on; `*` for an action of no one tenant (an unbound key's)."""
+    key_name: Mapped[str] = mapped_column(String(100))
+    key_tenant: Mapped[str | None] = mapped_column(String(64))
+    method: Mapped[str] = mapped_column(String(8))
+    route: Mapped[str] = mapped_column(String(300))
+    target: Mapped[str | None] = mapped_column(String(500))
+    status: Mapped[int] = mapped_column(SmallInteger)

@@ -16,6 +16,7 @@ from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services.durable import DurableInbox
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
+from notifyhub.store.presence import StreamPresence
 from notifyhub.tracing import Tracing
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.runner import Loop
@@ -29,8 +30,9 @@ class Inbox:
     hub: Hub
     reader: ChangeReader
     clock: StreamClock
+    presence: StreamPresence
     loops: tuple[Loop, ...]
-    """The cleaner (expired copies and their index)."""
+    """The cleaner (expired copies and their index) and the stream presence reports."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +71,33 @@ def inbox(
     workers = settings.workers
     cleaner = Cleaner(clients.redis, clients.keys, store, workers, metrics)
     loop = Loop("cleaner", workers.cleaner_interval_s, cleaner.run_once, metrics)
-    return Inbox(store, hub, ChangeReader(store), StreamClock(settings.stream), (loop,))
+    interval_s = settings.stream.presence_interval_s
+    presence = StreamPresence(clients.redis, clients.keys, lease_s=3 * interval_s)
+    report = Loop(
+        "stream-presence", interval_s, lambda: presence.report(hub.local_streams()), metrics
+    )
+    clock = StreamClock(settings.stream)
+    return Inbox(store, hub, ChangeReader(store), clock, presence, (loop, report))
 
 
 async def open_streams(stack: AsyncExitStack, inbox: Inbox) -> None:
     """Start the hub's Pub/Sub listener and the stream clock. Built last, so they stop
     first: every open stream ends before the loops and clients it reads go away."""
     stack.push_async_callback(inbox.reader.aclose)
+    stack.push_async_callback(_withdraw, inbox.presence)
     stack.push_async_callback(inbox.clock.stop)
     stack.push_async_callback(_stop_hub, inbox.hub)
     await inbox.hub.start()
     inbox.clock.start()
+
+
+async def _withdraw(presence: StreamPresence) -> None:
+    """After the hub closed every stream: this process reports none (best effort; its
+    reports lapse by themselves otherwise)."""
+    try:
+        await presence.withdraw()
+    except Exception:
+        log.warning("stream presence not withdrawn: it lapses on its own", exc_info=True)
 
 
 async def _stop_hub(hub: Hub) -> None:

@@ -99,6 +99,10 @@ class Hub:
     def stream_count(self) -> int:
         return sum(len(s) for s in self._subs.values())
 
+    def local_streams(self) -> dict[str, int]:
+        """Streams open in this process, per user (`T/U`)."""
+        return {member: len(subs) for member, subs in self._subs.items()}
+
     async def start(self, ready_timeout_s: float = 5.0) -> None:
         self._task = asyncio.create_task(self._run(), name="notifyhub-hub-listener")
         with contextlib.suppress(TimeoutError):

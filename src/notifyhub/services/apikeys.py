@@ -18,7 +18,7 @@ from ulid import ULID
 from notifyhub.db.models import ApiKey
 from notifyhub.db.repositories import apikeys as repo
 from notifyhub.domain.auth import Scope, ServicePrincipal
-from notifyhub.errors import AuthenticationError, Conflict
+from notifyhub.errors import AuthenticationError, Conflict, NotFound, PermissionDenied
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,40 @@ async def list_keys(session: AsyncSession) -> list[ApiKeyInfo]:
 
 async def revoke_key(session: AsyncSession, name: str) -> bool:
     return await repo.revoke(session, name)
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """A key just made: its facts, and the plaintext shown this once."""
+
+    info: ApiKeyInfo
+    key: str
+
+
+async def issue_key(
+    session: AsyncSession, by: ServicePrincipal, *, name: str, scope: Scope, tenant: str | None
+) -> NewKey:
+    """Create a key on behalf of an admin key `by`: a key bound to a tenant makes keys of
+    its own tenant only, never an unbound one (which could act on every tenant)."""
+    if by.tenant is not None and tenant is None:
+        raise PermissionDenied("a tenant-bound API key may not create an unbound key")
+    if tenant is not None:
+        by.own(tenant)
+    key = await create_key(session, name=name, scope=scope, tenant=tenant)
+    row = await repo.by_name(session, name)
+    assert row is not None  # just added, same transaction
+    return NewKey(ApiKeyInfo(row.name, scope, row.tenant, row.created_at, row.revoked_at), key)
+
+
+async def revoke_visible(session: AsyncSession, by: ServicePrincipal, name: str) -> None:
+    """Revoke the key named `name` if `by` may see it. Another tenant's key is a 404,
+    worded like a name nobody has; revoking a revoked key again changes nothing."""
+    row = await repo.by_name(session, name)
+    if row is None or (by.tenant is not None and row.tenant != by.tenant):
+        raise NotFound(f"no API key named {name!r}")
+    if row.tenant is not None:
+        by.own(row.tenant)  # (names the tenant acted on, for the audit log)
+    await repo.revoke(session, name)
 
 
 async def authenticate(session: AsyncSession, presented: str) -> ServicePrincipal:

@@ -33,7 +33,7 @@ from notifyhub.db.repositories.delayed import FINISHED
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
-from notifyhub.store.delayed import DelayedStore, Moved
+from notifyhub.store.delayed import DelayedStore, Moved, QueueStats
 from notifyhub.store.keys import Queue
 from notifyhub.tracing import Attributes, Tracing
 
@@ -341,6 +341,17 @@ class DelayedService:
     async def ready_queues(self, name: str) -> list[Queue]:
         """Every tenant's queue named `name` with a message ready now."""
         return await self._store.ready_queues(name)
+
+    async def queue_stats(
+        self, tenant: str, after: str | None, limit: int
+    ) -> tuple[list[QueueStats], str | None]:
+        """`tenant`'s queues by name after `after` (those Redis has held a message of),
+        with their counts; and the next page's cursor (None: the last page)."""
+        names = [q for q in await self._store.all_queues() if q.tenant == tenant]
+        after_cursor = [q for q in names if after is None or q.name > after]
+        shown = after_cursor[:limit]
+        more = len(after_cursor) > limit
+        return await self._store.stats(shown), shown[-1].name if more else None
 
     async def _reserve(self, queue: Queue, max_messages: int) -> list[Reserved]:
         """The best `max_messages` across every set, by priority then due time: peek each

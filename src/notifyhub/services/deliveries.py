@@ -25,6 +25,7 @@ from ulid import ULID
 from notifyhub.db.engine import autocommit
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
 from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.repositories.listings import SUMMARY_COLUMNS
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
 from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
@@ -251,19 +252,25 @@ class DeliveryService:
 
 
 def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:
+    columns = {c: getattr(row, c) for c in SUMMARY_COLUMNS}
+    return {**delivery_summary(columns), "payload": row.payload}
+
+
+def delivery_summary(columns: dict[str, Any]) -> dict[str, Any]:
+    """A delivery's JSON without its payload and attempts (the admin list's items)."""
+    status = columns["status"]
     return {
-        "id": row.id,
-        "tenant": row.tenant,
-        "definition": row.definition,
-        "status": row.status,
-        "payload": row.payload,
-        "description": row.description,
-        "failures": row.failures,
-        "created_at": _time(row.created_at),
-        "last_attempt_at": _time(row.last_attempt_at),
-        "next_attempt_at": _time(row.next_attempt_at)
-        if row.status in ("pending", "failed", "awaiting_confirm")
+        "id": columns["id"],
+        "tenant": columns["tenant"],
+        "definition": columns["definition"],
+        "status": status,
+        "description": columns["description"],
+        "failures": columns["failures"],
+        "created_at": _time(columns["created_at"]),
+        "last_attempt_at": _time(columns["last_attempt_at"]),
+        "next_attempt_at": _time(columns["next_attempt_at"])
+        if status in ("pending", "failed", "awaiting_confirm")
         else None,
-        "last_error": row.last_error,
-        "finished_at": _time(row.finished_at),
+        "last_error": columns["last_error"],
+        "finished_at": _time(columns["finished_at"]),
     }

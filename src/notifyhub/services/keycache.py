@@ -43,8 +43,14 @@ class _Entry:
 
 class KeyCache:
     def __init__(
-        self, ttl_s: float = 30.0, stale_s: float = 3600.0, max_entries: int = 10_000
+        self,
+        ttl_s: float = 30.0,
+        stale_s: float = 3600.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock
+        """Monotonic seconds; a test moves it to see an entry age past its TTL."""
         self._ttl_s = ttl_s
         self._stale_s = stale_s
         self._max = max_entries
@@ -57,16 +63,22 @@ class KeyCache:
     def get(self, presented: str) -> ServicePrincipal | None:
         """The key's principal while its entry is fresh, else None."""
         found = self._entries.get(self._digest(presented))
-        if found is None or found.fresh_until <= time.monotonic():
+        if found is None or found.fresh_until <= self.clock():
             return None
         return found.principal
 
     def put(self, presented: str, principal: ServicePrincipal) -> None:
         if len(self._entries) >= self._max:
             self._entries.clear()
-        now = time.monotonic()
+        now = self.clock()
         entry = _Entry(principal, now + self._ttl_s, now + self._ttl_s + self._stale_s)
         self._entries[self._digest(presented)] = entry
+
+    def forget(self, name: str) -> None:
+        """Drop every entry of the key named `name` (just revoked through this process):
+        here it is refused at once; other processes refuse it within their `ttl_s`."""
+        for digest in [d for d, e in self._entries.items() if e.principal.name == name]:
+            del self._entries[digest]
 
     async def verify(
         self, presented: str, check: Callable[[], Awaitable[ServicePrincipal]]
@@ -91,7 +103,7 @@ class KeyCache:
             if stale is None or not outage:
                 self._entries.pop(digest, None)
                 raise
-            stale.fresh_until = time.monotonic() + RECHECK_S
+            stale.fresh_until = self.clock() + RECHECK_S
             log.warning("API key %s served stale: PostgreSQL unavailable", stale.principal.name)
             return stale.principal
         self.put(presented, principal)
@@ -100,4 +112,4 @@ class KeyCache:
     def _stale(self, digest: str) -> _Entry | None:
         """The key's expired entry while it may still be served, else None."""
         entry = self._entries.get(digest)
-        return entry if entry is not None and time.monotonic() < entry.stale_until else None
+        return entry if entry is not None and self.clock() < entry.stale_until else None

@@ -15,7 +15,7 @@ from redis.commands.core import AsyncScript
 from notifyhub.store.keys import DelayedKeys, Keys, Queue
 from notifyhub.store.scripts import pipelined, queue_script
 
-DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_finish", "dq_status")
+DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_finish", "dq_status", "dq_stats")
 
 
 def _source(name: str) -> str:
@@ -45,6 +45,21 @@ class Moved:
     """`time.monotonic()` when the earliest message still delayed falls due; None if none."""
     moved: list[str]
     reoffered: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's messages over every set, as Redis holds them."""
+
+    queue: Queue
+    delayed: int
+    """Waiting for their due time (due ones the mover has not moved yet included)."""
+    ready: int
+    """Due, waiting for a consumer."""
+    in_flight: int
+    """Taken by a consumer, not yet acked (offered again after their `ttl_ms`)."""
+    oldest_age_ms: int | None
+    """How long ago the earliest due message a consumer could take fell due; None: none."""
 
 
 class DelayedStore:
@@ -94,6 +109,45 @@ class DelayedStore:
         """The queues with messages in one set, every tenant's (the mover's work list)."""
         members = await self._redis.smembers(self._keys.delayed(set_index).queues)
         return [Queue.from_key(_text(key)) for key in sorted(members)]
+
+    async def all_queues(self) -> list[Queue]:
+        """Every tenant's queues that ever held a message in Redis: one pipelined round
+        trip over the sets' work lists."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for index in range(self.sets):
+                pipe.smembers(self._keys.delayed(index).queues)
+            listed = await pipe.execute()
+        return sorted(
+            {Queue.from_key(_text(m)) for members in listed for m in members},
+            key=lambda q: (q.tenant, q.name),
+        )
+
+    async def stats(self, queues: list[Queue]) -> list[QueueStats]:
+        """Counts and the oldest due age of each queue: one read-only script per set and
+        queue, pipelined in one round trip."""
+
+        def build(pipe: Any) -> None:
+            for queue in queues:
+                for index in range(self.sets):
+                    k, name = self._keys.delayed(index), queue.key
+                    keys = [k.due(name), k.ready(name), k.reserved(name), k.due_v1(name)]
+                    queue_script(pipe, self._scripts["dq_stats"], keys, [])
+
+        raw = await pipelined(self._redis, build, self._scripts.values()) if queues else []
+        found: list[QueueStats] = []
+        for i, queue in enumerate(queues):
+            rows = [[int(v) for v in r] for r in raw[i * self.sets : (i + 1) * self.sets]]
+            oldest = [now - due for _d, _r, _f, due, now in rows if due >= 0]
+            found.append(
+                QueueStats(
+                    queue,
+                    delayed=sum(r[0] for r in rows),
+                    ready=sum(r[1] for r in rows),
+                    in_flight=sum(r[2] for r in rows),
+                    oldest_age_ms=max(oldest) if oldest else None,
+                )
+            )
+        return found
 
     async def ready_queues(self, name: str) -> list[Queue]:
         """The queues named `name`, any tenant, with a message ready in some set: two

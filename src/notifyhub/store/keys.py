@@ -12,6 +12,8 @@ script touches a single Cluster slot. Layout of one user's inbox:
     <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
     <p>u{T/U}:ck      hash   collapse_key -> notification id
     <p>u{T/U}:prefs   hash   category -> "<inbox 0|1><push 0|1>" (cache of PostgreSQL)
+    <p>u{T/U}:streams hash   process id -> the user's streams open in that process, as it
+                             last reported them (store/presence.py); expires unless renewed
     <p>u{T/U}:pend    list   copies a big fan-out left pending ("<header>\n<content>"), made
                              real by the next script touching the inbox (lua/common.lua
                              place_pending); a hub older than this key would not place them, so
@@ -52,6 +54,7 @@ are still published to their own tenant: the message carries it).
     <p>dq{i}:reserved:<q>   zset  id -> visibility deadline ms
     <p>dq{i}:due:<q>        zset  id -> due_ms: layout 1, converted by the mover as it runs
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
+    <p>hubs           zset   process id -> ms of its last stream presence report
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
     <p>t{T/name}:meta    hash version of the cached membership
@@ -168,6 +171,7 @@ class Keys:
         self.channel = f"{prefix}events"
         self.expiry = f"{prefix}expiry"
         self.epoch = f"{prefix}epoch"
+        self.hubs = f"{prefix}hubs"
 
     def shard_channel(self, index: int) -> str:
         """Sharded Pub/Sub channel `index`, its own hash tag so the shards spread over slots."""
@@ -192,6 +196,10 @@ class Keys:
         if len(fields) == 1:
             return [head + fields[0] for head in heads]
         return [head + field for head in heads for field in fields]
+
+    def streams(self, member: str) -> str:
+        """User `T/U`'s open streams per process (store/presence.py)."""
+        return self._user_head(member) + "streams"
 
     def topic(self, tenant: str, name: str) -> tuple[str, str, str]:
         """(users, groups, meta) keys of a topic's cache, one hash tag per topic."""

@@ -1,4 +1,4 @@
-"""Admin API: groups (roles are groups) and the list of API keys."""
+"""Admin API: groups (roles are groups)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from notifyhub.api.deps import Admin, Session
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import GroupPath, TenantQuery
 from notifyhub.api.schemas import (
-    ApiKeyList,
-    ApiKeyOut,
     GroupList,
     GroupOut,
     MembersChange,
     MembersPage,
 )
-from notifyhub.services import apikeys, groups
+from notifyhub.services import groups
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
 
@@ -108,22 +106,3 @@ async def list_members(
         session, principal.own(tenant), group, cursor=cursor, limit=limit
     )
     return MembersPage(members=members, next_cursor=next_cursor)
-
-
-@router.get("/api-keys", response_model=ApiKeyList)
-async def list_api_keys(principal: Admin, session: Session) -> ApiKeyList:
-    """The API keys (a key bound to a tenant sees its tenant's only)."""
-    keys = await apikeys.list_keys(session)
-    visible = [k for k in keys if principal.tenant is None or k.tenant == principal.tenant]
-    return ApiKeyList(
-        keys=[
-            ApiKeyOut(
-                name=k.name,
-                scope=str(k.scope),
-                tenant=k.tenant,
-                created_at=k.created_at,
-                revoked_at=k.revoked_at,
-            )
-            for k in visible
-        ]
-    )

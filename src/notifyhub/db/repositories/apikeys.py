@@ -30,6 +30,10 @@ async def all_keys(session: AsyncSession) -> list[ApiKey]:
     return list(await session.scalars(select(ApiKey).order_by(ApiKey.created_at)))
 
 
+async def by_name(session: AsyncSession, name: str) -> ApiKey | None:
+    return await session.scalar(select(ApiKey).where(ApiKey.name == name))
+
+
 async def revoke(session: AsyncSession, name: str) -> bool:
     result = await session.execute(
         update(ApiKey)

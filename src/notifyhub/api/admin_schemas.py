@@ -1,0 +1,346 @@
+"""Request and response bodies of the admin API's keys, lists, user lookup and audit log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from notifyhub.api.delivery_schemas import DefinitionOut
+from notifyhub.api.schemas import (
+    RULE_EXAMPLE,
+    TIME_EXAMPLE,
+    ULID_EXAMPLE,
+    ApiKeyOut,
+    Documented,
+    Name,
+    PreferencesIn,
+    RuleOut,
+    Strict,
+    SubscriptionOut,
+    Tenant,
+    Timestamp,
+    examples,
+)
+from notifyhub.domain.auth import Scope
+from notifyhub.domain.delivery import DeliveryStatus
+from notifyhub.domain.notification import Counts
+
+_KEY_OUT = {
+    "name": "wms-consumer",
+    "scope": "consume",
+    "tenant": "default",
+    "created_at": TIME_EXAMPLE,
+    "revoked_at": None,
+}
+
+
+class ApiKeyIn(Strict):
+    """A new API key: its name (unique across the hub), scope and tenant."""
+
+    model_config = examples({"name": "wms-consumer", "scope": "consume", "tenant": "default"})
+
+    name: Name
+    """A unique name for the key (409 when taken)."""
+    scope: Scope
+    """`publish`, `consume` or `admin` (admin admits every scope)."""
+    tenant: Tenant | None = None
+    """The tenant it is bound to; null (only for an unbound admin key) makes a key of
+    every tenant. A tenant-bound admin key may only name its own tenant."""
+
+
+class ApiKeyCreated(ApiKeyOut):
+    """The key just made, with its secret: shown this once, never again."""
+
+    model_config = examples(
+        {**_KEY_OUT, "key": "nh_3f9a1c2b7d4e_x4Zb9q7VdC1mN0pLkR2sT5uW8yA3eG6hJ"}
+    )
+
+    key: str
+    """The secret to send as `Authorization: Bearer <key>`; store it now."""
+
+
+class AuditEntryOut(Documented):
+    """One admin action."""
+
+    model_config = examples(
+        {
+            "id": 1042,
+            "at": TIME_EXAMPLE,
+            "tenant": "default",
+            "key_name": "ops-admin",
+            "key_tenant": None,
+            "method": "PUT",
+            "route": "/v1/admin/groups/{group}",
+            "target": "replenishers",
+            "status": 201,
+        }
+    )
+
+    id: int
+    """The entry's number (entries are numbered as they are written)."""
+    at: datetime
+    """When the action ended."""
+    tenant: str
+    """The tenant acted on; `*` for an action of no one tenant (by an unbound key)."""
+    key_name: str
+    """The name of the API key that made the request."""
+    key_tenant: str | None
+    """The tenant that key is bound to; null for an unbound key."""
+    method: str
+    """The HTTP method."""
+    route: str
+    """The route's template, as in the API reference."""
+    target: str | None
+    """What the route named: its path parameters joined with `/`, or the created key's
+    name; null when it named nothing."""
+    status: int
+    """The HTTP status it was answered with (refusals are recorded too)."""
+
+
+class AuditPage(Documented):
+    """A page of the audit log, newest first."""
+
+    model_config = examples(
+        {
+            "entries": [
+                {
+                    "id": 1042,
+                    "at": TIME_EXAMPLE,
+                    "tenant": "default",
+                    "key_name": "ops-admin",
+                    "key_tenant": None,
+                    "method": "PUT",
+                    "route": "/v1/admin/groups/{group}",
+                    "target": "replenishers",
+                    "status": 201,
+                }
+            ],
+            "next_cursor": "1042",
+        }
+    )
+
+    entries: list[AuditEntryOut]
+    """Entries, newest first."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+class TopicSummary(Documented):
+    """A topic and how many subscribers it has."""
+
+    model_config = examples(
+        {"name": "restock", "tenant": "default", "user_count": 120, "group_count": 2}
+    )
+
+    name: str
+    """The topic's name."""
+    tenant: str
+    """Its tenant."""
+    user_count: int
+    """Users subscribed by name."""
+    group_count: int
+    """Groups subscribed (their members are not counted here)."""
+
+
+class TopicPage(Documented):
+    """A page of the tenant's topics, by name."""
+
+    model_config = examples(
+        {
+            "topics": [
+                {"name": "restock", "tenant": "default", "user_count": 120, "group_count": 2}
+            ],
+            "next_cursor": "restock",
+        }
+    )
+
+    topics: list[TopicSummary]
+    """Topics, by name."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+class RulePage(Documented):
+    """A page of the tenant's rules, by name."""
+
+    model_config = examples(
+        {
+            "rules": [{"name": "comment_created_post", "tenant": "default", **RULE_EXAMPLE}],
+            "next_cursor": "comment_created_post",
+        }
+    )
+
+    rules: list[RuleOut]
+    """Rules, by name, as `GET /v1/admin/rules/{rule}` shows each."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_DEFINITION = {
+    "tenant": "default",
+    "name": "erp-orders",
+    "url": "https://erp.example/hooks/notifyhub",
+    "timeout_s": 10.0,
+    "retry_intervals": "5s,5m,1h,1d",
+    "max_retries": 5,
+    "alert": {"trigger": "final_failure", "after_n": None, "emails": [], "webhook_url": None},
+    "need_confirm": False,
+    "max_confirm_delay_s": 300,
+    "disabled": False,
+    "rotating": False,
+}
+
+
+class DefinitionPage(Documented):
+    """A page of the tenant's delivery definitions, by name (never their secrets)."""
+
+    model_config = examples({"definitions": [_DEFINITION], "next_cursor": "erp-orders"})
+
+    definitions: list[DefinitionOut]
+    """Definitions, by name, as `GET /v1/admin/delivery-definitions/{name}` shows each."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_QUEUE = {
+    "tenant": "default",
+    "name": "order-timeouts",
+    "depth": 42,
+    "delayed": 40,
+    "ready": 2,
+    "in_flight": 1,
+    "oldest_age_ms": 1250,
+}
+
+
+class QueueOut(Documented):
+    """A delayed queue's messages, counted in Redis now."""
+
+    model_config = examples(_QUEUE)
+
+    tenant: str
+    """Its tenant."""
+    name: str
+    """The queue's name (`notifyhub.scheduled` holds scheduled notifications)."""
+    depth: int
+    """Messages not yet taken: `delayed` + `ready`."""
+    delayed: int
+    """Waiting for their due time."""
+    ready: int
+    """Due, waiting for a consumer."""
+    in_flight: int
+    """Taken by a consumer and not yet acked (offered again after their `ttl_ms`)."""
+    oldest_age_ms: int | None
+    """How long ago the longest-waiting due message fell due; null when none is due."""
+
+
+class QueuePage(Documented):
+    """A page of the tenant's delayed queues, by name."""
+
+    model_config = examples({"queues": [_QUEUE], "next_cursor": "order-timeouts"})
+
+    queues: list[QueueOut]
+    """Queues Redis has held a message of, by name."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_DELIVERY = {
+    "id": ULID_EXAMPLE,
+    "tenant": "default",
+    "definition": "erp-orders",
+    "status": "final_failed",
+    "description": "SO-1042 shipped",
+    "failures": 6,
+    "created_at": TIME_EXAMPLE,
+    "last_attempt_at": TIME_EXAMPLE,
+    "next_attempt_at": None,
+    "last_error": "HTTP 503",
+    "finished_at": TIME_EXAMPLE,
+}
+
+
+class DeliverySummary(Documented):
+    """A delivery without its payload and attempts (`GET /v1/deliveries/{id}` has them)."""
+
+    model_config = examples(_DELIVERY)
+
+    id: str
+    """The delivery's ULID."""
+    tenant: str
+    """Its tenant."""
+    definition: str
+    """The definition it is sent through."""
+    status: DeliveryStatus
+    """pending, sent, failed, final_failed or awaiting_confirm."""
+    description: str | None
+    """The note given at creation."""
+    failures: int
+    """Failed attempts so far."""
+    created_at: Timestamp | None
+    """When it was created."""
+    last_attempt_at: Timestamp | None
+    """When it was last tried."""
+    next_attempt_at: Timestamp | None
+    """When it is tried next; null once finished."""
+    last_error: str | None
+    """What went wrong last."""
+    finished_at: Timestamp | None
+    """When it was sent (confirmed) or finally failed."""
+
+
+class DeliveryPage(Documented):
+    """A page of the tenant's deliveries, newest first, live and archived."""
+
+    model_config = examples({"deliveries": [_DELIVERY], "next_cursor": ULID_EXAMPLE})
+
+    deliveries: list[DeliverySummary]
+    """Deliveries, newest first."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
+_SUBSCRIPTION = {
+    "rule": "comment_created_post",
+    "target": {"type": "post", "id": "p-981"},
+    "relationship": "follower",
+    "obtain": "pull",
+}
+
+
+class UserOut(Documented):
+    """One user as the hub holds them now."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "user": "alice",
+            "counts": {"unread": 3, "unseen": 1, "total": 17},
+            "seq": 42,
+            "streams_open": 2,
+            "preferences": {"categories": {"restock": {"inbox": True, "push": False}}},
+            "subscriptions": [_SUBSCRIPTION],
+            "groups": ["replenishers"],
+            "topics": ["restock"],
+        }
+    )
+
+    tenant: str
+    """The user's tenant."""
+    user: str
+    """The user id, as the calling application knows it."""
+    counts: Counts
+    """Their inbox's counts."""
+    seq: int
+    """The seq of their last inbox change (0: none yet); a stream's event ids carry it."""
+    streams_open: int
+    """Streams open for them now, in every hub process, as each process last reported
+    them (at most `NOTIFYHUB_STREAM__PRESENCE_INTERVAL_S`, 5 s, old)."""
+    preferences: PreferencesIn
+    """Their per-category preferences (categories not named get the defaults)."""
+    subscriptions: list[SubscriptionOut]
+    """Their rule subscriptions."""
+    groups: list[str]
+    """The groups holding them, by name (the first 1000)."""
+    topics: list[str]
+    """The topics subscribing them, by name or through one of their groups (the first
+    1000)."""
