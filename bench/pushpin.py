@@ -1,11 +1,12 @@
 """Pushpin side by side: one broadcast to N SSE streams through Pushpin and through the hub.
 
 Pushpin (Debian's `pushpin` package, a GRIP proxy) runs in its own temporary directory
-with its default settings but its ports and its send-rate limit lifted, in front of a small GRIP origin here
-(`GripOrigin`: every `GET /stream/<channel>` is answered with `Grip-Hold: stream` and
-`Grip-Channel: <channel>`, and a first `counts` event so the load client knows the stream
-is open). The same stream generators (bench/streamgen.py) hold N streams on Pushpin, then
-N on the hub, and the same stamped 200-byte notification is published:
+with its default settings but its ports and its send-rate limit lifted, in front of a
+small GRIP origin here (`GripOrigin`: every `GET /stream/<channel>` is answered with
+`Grip-Hold: stream` and `Grip-Channel: <channel>`, and a first `counts` event so the
+load client knows the stream is open). The same stream generators (bench/streamgen.py)
+hold N streams on Pushpin, then N on the hub, and the same stamped 200-byte notification
+is published:
 
 - Pushpin, one channel: every stream on channel `all`, one item published to it;
 - Pushpin, one channel per user: stream i on channel `u<i>`, one publish request carrying
