@@ -24,8 +24,9 @@ import uvloop
 from bench import cluster as _cluster  # noqa: F401 (registers its scenario)
 from bench import deliveries as _deliveries  # noqa: F401 (registers its scenario)
 from bench import plots, report, scenarios
+from bench import pushpin as _pushpin  # noqa: F401 (registers its scenarios)
 from bench.hubproc import BenchHub
-from bench.report import Measured, Row
+from bench.report import Measured, Row, Skipped
 from bench.streamgen import raise_fd_limit
 
 
@@ -66,6 +67,9 @@ async def measure(
         for name, scenario in chosen:
             try:
                 runs = [await _once(name, scenario, hub) for _ in range(repeats)]
+            except Skipped as why:
+                print(f"{name}: skipped ({why}), its row kept as it was", flush=True)
+                continue
             except Exception:
                 traceback.print_exc()
                 print(f"{name}: FAILED, no row written", flush=True)

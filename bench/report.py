@@ -27,6 +27,11 @@ A partial rerun (`--only`) replaces only its own rows: each row keeps its own da
 """
 
 
+class Skipped(Exception):
+    """A scenario that cannot run here (a tool it compares against is missing); its row
+    stays as it was and the reason is printed."""
+
+
 @dataclass
 class Measured:
     """One run of a scenario: its metrics, and series worth a plot (e.g. latency quantiles)."""

@@ -154,6 +154,7 @@ def _idle_sizes() -> list[int]:
 
 ALL: list[tuple[str, Scenario]] = [
     ("ingest, 1 recipient, 32 connections", ceiling.ingest_vs_bare),
+    ("ingest vs the minimal floor, wrk -c32", ceiling.ingest_vs_floor),
     ("fan-out to a 10k group", fan_out(10_000)),
     ("fan-out to a 100k group", fan_out(100_000)),
     ("100k fan-out, topic vs group", topic_vs_group),

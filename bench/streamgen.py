@@ -2,11 +2,15 @@
 
 It reads one JSON command per line on stdin and answers one JSON line on stdout:
 
-    {"cmd": "open", "host", "port", "src", "tokens": [...], "parallel"}
+    {"cmd": "open", "host", "port", "src", "tokens": [...], "parallel", "path"?}
         -> opened, failed, retries (streams the hub dropped while opening, reopened), seconds
     {"cmd": "collect", "expect", "timeout_s"}  -> latencies_us of the `notification` events
     {"cmd": "status"}                          -> alive (streams still open)
     {"cmd": "close"}                           -> closed (then the process exits)
+
+`path` defaults to the hub's `/v1/me/stream`, each token sent as a bearer token; a path
+with `{token}` names each stream's token in its URL instead (Pushpin's GRIP origin,
+bench/pushpin.py). A stream is ready at its first `counts` event.
 
 A notification's title carries `bench:<CLOCK_MONOTONIC ns at send>`; receipt time minus
 that stamp is its latency (one clock for every process on the machine). Parsing is a
@@ -103,13 +107,14 @@ class Fleet:
         host, port, src = str(cmd["host"]), int(cmd["port"]), str(cmd["src"])  # type: ignore[call-overload]
         pending: list[str] = cmd["tokens"]  # type: ignore[assignment]
         gate = asyncio.Semaphore(int(cmd.get("parallel", 32)))  # type: ignore[call-overload]
+        path = str(cmd.get("path", "/v1/me/stream"))
         started, retries, error = time.perf_counter(), 0, None
         for round_ in range(ROUNDS):
             if round_:
                 retries += len(pending)
                 await asyncio.sleep(0.5)
             results = await asyncio.gather(
-                *(self._open_one(host, port, src, token, gate) for token in pending),
+                *(self._open_one(host, port, src, path, token, gate) for token in pending),
                 return_exceptions=True,
             )
             await asyncio.sleep(0.5)  # a stream may still fail right after its first event
@@ -141,12 +146,13 @@ class Fleet:
         return again, error
 
     async def _open_one(
-        self, host: str, port: int, src: str, token: str, gate: asyncio.Semaphore
+        self, host: str, port: int, src: str, path: str, token: str, gate: asyncio.Semaphore
     ) -> Stream:
-        request = (
-            f"GET /v1/me/stream HTTP/1.1\r\nHost: {host}\r\n"
-            f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
-        ).encode()
+        if "{token}" in path:
+            head = f"GET {path.replace('{token}', token)} HTTP/1.1\r\nHost: {host}\r\n"
+        else:
+            head = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        request = (head + "Accept: text/event-stream\r\n\r\n").encode()
         loop = asyncio.get_running_loop()
         async with gate:
             transport, stream = await loop.create_connection(

@@ -100,22 +100,37 @@ class StreamFleet:
         return sum(self.shares)
 
     @classmethod
+    def open(
+        cls, hub: BenchHub, users: list[str]
+    ) -> contextlib.AbstractAsyncContextManager[StreamFleet]:
+        """A stream per user on the hub, each with its user token."""
+        parts = urlsplit(hub.base_url)
+        tokens = [hub.tokens.mint_user_token(u, ttl_s=3 * 3600) for u in users]
+        return cls.open_at(str(parts.hostname), int(parts.port or 80), "/v1/me/stream", tokens)
+
+    @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, hub: BenchHub, users: list[str]) -> AsyncIterator[StreamFleet]:
-        count = math.ceil(len(users) / PER_PROCESS)
-        chunks = [users[i::count] for i in range(count)]
+    async def open_at(
+        cls, host: str, port: int, path: str, tokens: list[str]
+    ) -> AsyncIterator[StreamFleet]:
+        """A stream per token on any server (`path` as bench/streamgen.py takes it)."""
+        count = math.ceil(len(tokens) / PER_PROCESS)
+        chunks = [tokens[i::count] for i in range(count)]
         fleet = cls([await Generator.spawn() for _ in chunks], [len(c) for c in chunks])
         try:
             started = time.perf_counter()
             answers = await asyncio.gather(
-                *(g.ask(_open_cmd(hub, c)) for g, c in zip(fleet.generators, chunks, strict=True))
+                *(
+                    g.ask(_open_cmd(host, port, path, c))
+                    for g, c in zip(fleet.generators, chunks, strict=True)
+                )
             )
             fleet.open_seconds = time.perf_counter() - started
             fleet.open_retries = sum(a["retries"] for a in answers)
             failed = sum(a["failed"] for a in answers)
             if failed:
                 errors = [a["error"] for a in answers if a["error"]]
-                raise RuntimeError(f"{failed} of {len(users)} streams failed: {errors[0]}")
+                raise RuntimeError(f"{failed} of {len(tokens)} streams failed: {errors[0]}")
             yield fleet
         finally:
             await asyncio.gather(*(g.stop() for g in fleet.generators))
@@ -141,14 +156,14 @@ class StreamFleet:
         return sorted(us / 1000 for a in answers for us in a["latencies_us"])
 
 
-def _open_cmd(hub: BenchHub, users: list[str]) -> dict[str, Any]:
-    parts = urlsplit(hub.base_url)
+def _open_cmd(host: str, port: int, path: str, tokens: list[str]) -> dict[str, Any]:
     return {
         "cmd": "open",
-        "host": parts.hostname,
-        "port": parts.port,
+        "host": host,
+        "port": port,
         "src": next(_SOURCES),
-        "tokens": [hub.tokens.mint_user_token(u, ttl_s=3 * 3600) for u in users],
+        "tokens": tokens,
+        "path": path,
         "parallel": OPEN_PARALLEL,
     }
 
