@@ -66,6 +66,21 @@ NOTES = """\
   the other. `masters CPU us per ...` = the masters' main-thread CPU (INFO cpu) over
   the phase, less their idle burn measured for 3 s first, divided by POSTs, copies or
   events.
+- Pushpin vs hub (`bench/pushpin.py`): Debian's Pushpin 1.36 (condure, proxy, handler,
+  and a zurl of its own to reach the origin) with its default settings but its send-rate
+  limit lifted (`message_rate`, 2,500/s by default, would cap a 5k broadcast at 2 s), in
+  front of a small GRIP origin; the same stream generators and the same stamped event
+  (200-byte body) against Pushpin with every stream on one channel, Pushpin with a
+  channel per user (items published in requests of 1,000 sent at once: Pushpin refuses
+  a body over 1 MB), and the hub with a group of all users, one after the other in one
+  run. RSS per stream: growth of all Pushpin processes, or of a freshly restarted hub.
+- Ingest vs the minimal floor (`bench/floorapp.py`): a bare FastAPI app with its own
+  small pydantic model and one Lua script (HSET + ZADD + PUBLISH for one user), no hub
+  code; `wrk -t1 -c32` for 3 s per round, hub and floor alternating for 9 rounds after a
+  warm-up round of each; `hub / floor` is the ratio of the median rates.
+- The 2026-11-24 Pushpin and floor rows were measured while other test suites ran on
+  the same 2 cores (load average 1-4): their ratios come from one run each, but their
+  absolute numbers are lower than on an idle machine.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.

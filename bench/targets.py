@@ -117,6 +117,31 @@ TARGETS = [
         "p50 ms POST to receipt",
         10,
     ),
+    *(
+        Target(
+            f"broadcast p99 vs Pushpin one channel <= 1.0 at {n}k streams",
+            f"pushpin vs hub: broadcast to {n}k streams",
+            "hub / pushpin 1-channel p99",
+            1.0,
+        )
+        for n in (5, 10)
+    ),
+    *(
+        Target(
+            f"RSS per stream vs Pushpin <= 0.5 at {n}k streams",
+            f"pushpin vs hub: broadcast to {n}k streams",
+            "RSS hub / pushpin",
+            0.5,
+        )
+        for n in (5, 10)
+    ),
+    Target(
+        "ingest >= 0.80x the minimal floor (wrk -c32)",
+        "ingest vs the minimal floor, wrk -c32",
+        "hub / floor",
+        0.80,
+        at_most=False,
+    ),
 ]
 
 
