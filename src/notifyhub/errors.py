@@ -5,6 +5,7 @@ NotifyhubError
 ├── PermissionDenied           403  valid credentials, wrong scope or tenant
 ├── NotFound                   404  no such thing (or not yours: never say which)
 ├── Conflict                   409  the thing is in a state that forbids the change
+│   └── LimitReached           409  one more would pass a per-user limit (`limit` in the problem)
 ├── InvalidInput               422  well-formed request that names unknown things
 │   ├── IdempotencyMismatch    422  same Idempotency-Key, different body
 │   └── BlockedTarget          422  a webhook URL the SSRF guard would always refuse
@@ -46,6 +47,16 @@ class NotFound(NotifyhubError):
 class Conflict(NotifyhubError):
     status = 409
     title = "Conflict"
+
+
+class LimitReached(Conflict):
+    """One more would pass a limit (say, pinned notifications); the problem names it."""
+
+    title = "Limit reached"
+
+    def __init__(self, detail: str, *, limit: int) -> None:
+        super().__init__(detail)
+        self.limit = limit
 
 
 class InvalidInput(NotifyhubError):

@@ -34,6 +34,8 @@ class Limits(BaseModel):
     list_scan_budget: int = Field(2000, ge=100)
     items_per_user: int = Field(10_000, ge=0)
     """Notifications one inbox keeps; a delivery past it drops the oldest (0: no cap)."""
+    pinned_per_user: int = Field(20, ge=0)
+    """A user pins at most this many notifications (a 409 beyond)."""
 
 
 class StreamSettings(BaseModel):

@@ -172,10 +172,20 @@ async def probe_read_all(t: Tenants) -> None:
     assert _ok(await t.client.post(url, json={}, headers=t.me(t.b))).json() == {"updated": 1}
 
 
+async def probe_archive_all(t: Tenants) -> None:
+    nid = await _publish(t, t.b)
+    url = "/v1/me/notifications/archive-all"
+    assert _ok(await t.client.post(url, json={}, headers=t.me(t.a))).json() == {"updated": 0}
+    assert (await _item(t, t.b, nid))["archived"] is False
+    assert _ok(await t.client.post(url, json={}, headers=t.me(t.b))).json() == {"updated": 1}
+    assert (await _item(t, t.b, nid))["archived"] is True
+
+
 async def probe_bulk(t: Tenants) -> None:
     nid = await _publish(t, t.b)
     url = "/v1/me/notifications/bulk"
-    for body in ({"ids": [nid], "read": True}, {"ids": [nid], "delete": True}):
+    bodies = ({"ids": [nid], "read": True}, {"ids": [nid], "archived": True})
+    for body in (*bodies, {"ids": [nid], "delete": True}):
         answer = await t.client.post(url, json=body, headers=t.me(t.a))
         assert _ok(answer).json() == {"updated": 0}
     assert (await _item(t, t.b, nid))["status"] == "unread"
@@ -192,8 +202,10 @@ async def probe_get(t: Tenants) -> None:
 async def probe_patch(t: Tenants) -> None:
     nid = await _publish(t, t.b)
     url = f"/v1/me/notifications/{nid}"
-    _refused(await t.client.patch(url, json={"read": True}, headers=t.me(t.a)), 404)
-    assert (await _item(t, t.b, nid))["status"] == "unread"
+    for body in ({"read": True}, {"archived": True}, {"pinned": True}):
+        _refused(await t.client.patch(url, json=body, headers=t.me(t.a)), 404)
+    item = await _item(t, t.b, nid)
+    assert (item["status"], item["archived"], item["pinned"]) == ("unread", False, False)
     patched = _ok(await t.client.patch(url, json={"read": True}, headers=t.me(t.b))).json()
     assert patched["status"] == "read"
 
@@ -781,6 +793,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/me/notifications": probe_list,
     "GET /v1/me/notifications/counts": probe_counts,
     "POST /v1/me/notifications/read-all": probe_read_all,
+    "POST /v1/me/notifications/archive-all": probe_archive_all,
     "POST /v1/me/notifications/bulk": probe_bulk,
     "GET /v1/me/notifications/{notification_id}": probe_get,
     "PATCH /v1/me/notifications/{notification_id}": probe_patch,

@@ -61,14 +61,31 @@ def test_every_operation_has_its_row_and_script() -> None:
             assert spec.logged.kind is op
 
 
-def test_update_and_delete_frames_are_unchanged() -> None:
+def test_update_and_delete_frames() -> None:
+    """An update entry logged before archive and pin existed reads as neither."""
     read_at = 1_700_000_000_123
     update = decode_entry(entry(type="update", seq=7, id="n1", read_at=read_at, seen=True))
     assert isinstance(update, UpdateChange)
-    data = {"id": "n1", "status": "read", "seen": True, "read_at": to_rfc3339(from_ms(read_at))}
+    data = {
+        "id": "n1",
+        "status": "read",
+        "seen": True,
+        "read_at": to_rfc3339(from_ms(read_at)),
+        "archived": False,
+        "pinned": False,
+    }
     assert change_frame(Change(update, None, None), "ab12") == frame("update", 7, "ab12", data)
-    unread = decode_entry(entry(type="update", seq=8, id="n1", read_at=0, seen=False))
-    data = {"id": "n1", "status": "unread", "seen": False, "read_at": None}
+    unread = decode_entry(
+        entry(type="update", seq=8, id="n1", read_at=0, seen=False, archived=True, pinned=True)
+    )
+    data = {
+        "id": "n1",
+        "status": "unread",
+        "seen": False,
+        "read_at": None,
+        "archived": True,
+        "pinned": True,
+    }
     assert change_frame(Change(unread, None, None), "") == frame("update", 8, "", data)
     delete = decode_entry(entry(type="delete", seq=9, id="n2"))
     assert isinstance(delete, DeleteChange) and delete.counts.total == 3
@@ -82,10 +99,16 @@ def test_notification_frames() -> None:
     content, state = b'{"id":"n3","title":"t"}', b"0|0||"
     note = decode_entry(entry(type="notification", seq=3, id="n3", replaces="n0"))
     assert isinstance(note, NotificationChange) and note.replaces == "n0" and not note.quiet
-    body = b'{"id":"n3","title":"t","status":"unread","seen":false,"read_at":null,"replaces":"n0"}'
+    body = (
+        b'{"id":"n3","title":"t","tags":[],"status":"unread","seen":false,"read_at":null,'
+        b'"archived":false,"pinned":false,"replaces":"n0"}'
+    )
     assert change_frame(Change(note, content, state), "e") == (
         b"event: notification\nid: 3-e\ndata: " + body + b"\n\n"
     )
+    pinned = b"0|0|c|k\x1fap"  # flags after the collapse key (lua/common.lua)
+    fields = orjson.loads(change_frame(Change(note, content, pinned), "e").split(b"data: ")[1])
+    assert (fields["archived"], fields["pinned"]) == (True, True)
     assert change_frame(Change(note, None, None), "e") is None  # deleted since
     quiet = decode_entry(entry(type="notification", seq=4, id="n4", quiet=1))
     assert change_frame(Change(quiet, content, state), "e") is None  # counts only
@@ -107,6 +130,12 @@ def test_logged_operations_keep_their_json() -> None:
         ({"kind": "remove", "ids": ["a", "b"]}, RemoveOp),
         ({"kind": "mark_all", "category": None, "before_id": "01J0"}, MarkAllOp),
         ({"kind": "recall", "id": "n1"}, RecallOp),
+        ({"kind": "mark", "ids": ["a"], "read": None, "seen": False, "archived": True}, MarkOp),
+        ({"kind": "mark", "ids": ["a"], "read": True, "seen": False, "pinned": False}, MarkOp),
+        (
+            {"kind": "mark_all", "category": "c", "before_id": "01J0", "action": "archive"},
+            MarkAllOp,
+        ),
     ]
     for raw, cls in logged:
         op = decode_logged(raw)

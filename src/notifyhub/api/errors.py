@@ -17,6 +17,7 @@ from notifyhub.errors import (
     AuthenticationError,
     Conflict,
     InvalidInput,
+    LimitReached,
     NotFound,
     NotifyhubError,
     PermissionDenied,
@@ -58,13 +59,16 @@ def problem_response(
     *,
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    extensions: dict[str, object] | None = None,
 ) -> Response:
-    """An `application/problem+json` response with `type`, `title`, `status`, `detail`."""
+    """An `application/problem+json` response with `type`, `title`, `status`, `detail`
+    (and RFC 9457 extension members, such as a `limit` reached)."""
     body: dict[str, object] = {
         "type": PROBLEM_TYPE,
         "title": title,
         "status": status,
         "detail": detail,
+        **(extensions or {}),
     }
     if errors is not None:
         body["errors"] = errors
@@ -99,7 +103,12 @@ def domain_problem(exc: NotifyhubError) -> Response:
         headers["Retry-After"] = str(math.ceil(retry_after_s))
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return problem_response(exc.status, exc.title, exc.detail, headers=headers or None)
+    extensions: dict[str, object] | None = None
+    if isinstance(exc, LimitReached):
+        extensions = {"limit": exc.limit}
+    return problem_response(
+        exc.status, exc.title, exc.detail, headers=headers or None, extensions=extensions
+    )
 
 
 def _field(loc: Sequence[object]) -> str:

@@ -107,6 +107,17 @@ Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9
 UserId = Annotated[Line, Field(min_length=1, max_length=200)]
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=TOKEN)]
 Category = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
+Tag = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+MAX_TAGS = 10
+
+
+def _distinct(tags: list[str]) -> list[str]:
+    if len(set(tags)) != len(tags):
+        raise ValueError("tags must be distinct")
+    return tags
+
+
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
 CollapseKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 NotificationId = Annotated[
     str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
@@ -178,6 +189,7 @@ PUBLISH_EXAMPLE: dict[str, Any] = {
     "target": {"type": "location", "id": "A-12"},
     "ttl": 1800,
     "collapse_key": "restock:A-12",
+    "tags": ["restock", "zone-a"],
 }
 
 
@@ -227,6 +239,9 @@ class PublishRequest(Strict):
     """When it expires, instead of `ttl`: RFC 3339 or epoch milliseconds."""
     collapse_key: CollapseKey | None = None
     """A later notification with the same key replaces this one in each user's inbox."""
+    tags: Tags = Field(default_factory=list)
+    """Up to 10 distinct labels (lowercase slugs, e.g. `mention`, `billing`) that lists
+    (`tags_any`, `tags_all`) filter by."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
@@ -262,19 +277,28 @@ class PublishAccepted(Documented):
 
 
 class PatchRequest(Strict):
-    """Mark one notification read, unread or seen (give either field or both)."""
+    """Change one notification's state: read, unread or seen, archived, pinned (any
+    combination, at least one field; all of it happens, or none of it)."""
 
-    model_config = examples({"read": True}, {"seen": True}, {"read": False, "seen": True})
+    model_config = examples(
+        {"read": True}, {"seen": True}, {"archived": True}, {"pinned": True, "read": False}
+    )
 
     read: StrictBool | None = None
     """`true` marks it read (and seen), `false` unread again."""
     seen: Literal[True] | None = None
     """`true` marks it seen (counted out of `unseen`); it cannot be unseen."""
+    archived: StrictBool | None = None
+    """`true` archives it (out of the default list and the counts, listed by
+    `status=archived`, its read state kept), `false` brings it back."""
+    pinned: StrictBool | None = None
+    """`true` pins it (first in the default list; at most 20 pinned, a 409 with the
+    `limit` beyond), `false` unpins it."""
 
     @model_validator(mode="after")
     def _something(self) -> PatchRequest:
-        if self.read is None and self.seen is None:
-            raise ValueError("give `read`, `seen` or both")
+        if all(v is None for v in (self.read, self.seen, self.archived, self.pinned)):
+            raise ValueError("give at least one of `read`, `seen`, `archived`, `pinned`")
         return self
 
 
@@ -290,10 +314,11 @@ class ReadAllRequest(Strict):
 
 
 class BulkRequest(Strict):
-    """One action on up to 100 notifications: `read`/`seen`, or `delete`."""
+    """One action on up to 100 notifications: `read`/`seen`/`archived`, or `delete`."""
 
     model_config = examples(
         {"ids": [ULID_EXAMPLE, "01JD3Q5A2B3C4D5E6F7G8H9J0K"], "read": True},
+        {"ids": [ULID_EXAMPLE], "archived": True},
         {"ids": [ULID_EXAMPLE], "delete": True},
     )
 
@@ -303,15 +328,18 @@ class BulkRequest(Strict):
     """`true` marks them read, `false` unread."""
     seen: Literal[True] | None = None
     """`true` marks them seen."""
+    archived: StrictBool | None = None
+    """`true` archives them, `false` brings them back."""
     delete: Literal[True] | None = None
-    """`true` deletes them from the inbox (not with `read` or `seen`)."""
+    """`true` deletes them from the inbox (not with `read`, `seen` or `archived`)."""
 
     @model_validator(mode="after")
     def _one_action(self) -> BulkRequest:
-        if self.delete and (self.read is not None or self.seen is not None):
-            raise ValueError("`delete` cannot be combined with `read` or `seen`")
-        if not self.delete and self.read is None and self.seen is None:
-            raise ValueError("give `read`, `seen` or `delete`")
+        changes = (self.read, self.seen, self.archived)
+        if self.delete and any(v is not None for v in changes):
+            raise ValueError("`delete` cannot be combined with `read`, `seen` or `archived`")
+        if not self.delete and all(v is None for v in changes):
+            raise ValueError("give `read`, `seen`, `archived` or `delete`")
         return self
 
 

@@ -83,9 +83,12 @@ _ITEM_EXAMPLE: dict[str, Any] = {
     "created_at": "2026-11-20T09:15:02.113Z",
     "expires_at": "2026-11-20T09:45:02.113Z",
     "collapse_key": None,
+    "tags": ["restock", "zone-a"],
     "status": "unread",
     "seen": False,
     "read_at": None,
+    "archived": False,
+    "pinned": False,
 }
 """A user's copy as the inbox API and the stream's `notification` event show it."""
 
@@ -125,6 +128,8 @@ class Notification(BaseModel):
     """When it disappears from every inbox."""
     collapse_key: str | None = None
     """A later notification with this key replaces it."""
+    tags: tuple[str, ...] = ()
+    """Up to 10 short labels (slugs) that lists and views filter by."""
 
 
 class InboxItem(Notification):
@@ -138,6 +143,11 @@ class InboxItem(Notification):
     """Whether this user has seen it (in a list, a toast)."""
     read_at: Timestamp | None = None
     """When this user read it; null when unread."""
+    archived: bool = False
+    """Archived by this user: out of the default list and the counts, listed by
+    `status=archived`."""
+    pinned: bool = False
+    """Pinned by this user: first in the default list."""
 
 
 class Counts(BaseModel):
@@ -202,6 +212,7 @@ class Draft(BaseModel):
     actor: Ref | None = None
     target: Ref | None = None
     collapse_key: str | None = None
+    tags: tuple[str, ...] = ()
     ttl_s: int | None = None
     expires_at: datetime | None = None
     deliver_at: datetime | None = None

@@ -50,7 +50,10 @@ class _Scheduled(BaseModel):
 
 def body_sha(draft: Draft, recipients: Recipients) -> str:
     """A stable hash of what was asked, to tell an honest retry from a key reused."""
-    canonical = {"draft": draft.model_dump(mode="json"), "to": recipients.model_dump(mode="json")}
+    # Without tags when it has none: the hash a retry made before tags existed still matches.
+    exclude = None if draft.tags else {"tags"}
+    asked = draft.model_dump(mode="json", exclude=exclude)
+    canonical = {"draft": asked, "to": recipients.model_dump(mode="json")}
     return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

@@ -89,7 +89,8 @@ class NotificationChange:
 
 @dataclass(frozen=True, slots=True)
 class UpdateChange:
-    """An item's read/seen state changed (mark, read-all)."""
+    """An item's state changed: read/seen (mark, read-all), archived or pinned (entries
+    logged before archiving existed have neither: false)."""
 
     type: ClassVar[ChangeType] = ChangeType.UPDATE
     seq: int
@@ -97,11 +98,14 @@ class UpdateChange:
     counts: LoggedCounts
     read_at_ms: int
     seen: bool
+    archived: bool = False
+    pinned: bool = False
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
         counts = _counts(raw["counts"])
-        return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]))
+        flags = bool(raw.get("archived")), bool(raw.get("pinned"))
+        return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]), *flags)
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
         read_at = self.read_at_ms
@@ -110,6 +114,8 @@ class UpdateChange:
             "status": "read" if read_at else "unread",
             "seen": self.seen,
             "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
+            "archived": self.archived,
+            "pinned": self.pinned,
         }
         return orjson.dumps(data)
 

@@ -24,6 +24,11 @@ Arg = str | bytes | int
 Args = list[Arg]
 
 
+def _tristate(value: bool | None) -> str:
+    """'1', '0', or '' for unchanged."""
+    return "" if value is None else ("1" if value else "0")
+
+
 def _flag(value: bool) -> str:
     """A Lua-side boolean: '1' or ''."""
     return "1" if value else ""
@@ -140,15 +145,22 @@ class MarkArgs:
     """True: read; False: unread; None: unchanged."""
     seen: bool
     ids: Sequence[str]
+    archived: bool | None = None
+    """True: archive; False: unarchive; None: unchanged."""
+    pinned: bool | None = None
+    """True: pin; False: unpin; None: unchanged."""
+    pin_max: int = 0
+    """A pin that would make more pinned items than this is refused (code 3)."""
 
     def to_args(self) -> Args:
-        read = "" if self.read is None else ("1" if self.read else "0")
-        return [self.log_max, read, _flag(self.seen), *self.ids]
+        flags = [_tristate(self.read), _flag(self.seen), _tristate(self.archived)]
+        return [self.log_max, *flags, _tristate(self.pinned), self.pin_max, *self.ids]
 
 
 @dataclass(frozen=True, slots=True)
 class Marked:
-    """mark.lua's reply: the last seq, and per id 0 missing, 1 unchanged, 2 changed."""
+    """mark.lua's reply: the last seq, and per id 0 missing, 1 unchanged, 2 changed,
+    3 refused (the pin limit)."""
 
     seq: int
     codes: list[int]
@@ -165,9 +177,10 @@ class MarkAllArgs:
     log_max: int
     category: str | None
     before_id: str | None
+    action: Literal["read", "archive"] = "read"
 
     def to_args(self) -> Args:
-        return [self.log_max, self.category or "", self.before_id or ""]
+        return [self.log_max, self.category or "", self.before_id or "", self.action]
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,14 +276,34 @@ class PageArgs:
     bound: str
     """ZRANGEBYLEX form: `[id`, `(id`, `+`."""
     limit: int
-    status: Literal["all", "unread", "read"]
+    status: Literal["all", "unread", "read", "archived"]
     category: str | None
     budget: int
     """At most this many ids scanned."""
+    stop: str = ""
+    """ZRANGEBYLEX form: where the scan ends ('' for the end of its order)."""
+    pinned: Literal["first", "skip", "only", ""] = ""
+    """'first': pinned items lead the page; 'skip': left out (pages after the first);
+    'only': nothing else; '': in time order with the rest."""
+    tags_any: Sequence[str] = ()
+    tags_all: Sequence[str] = ()
+    severity_min: int = 0
+    """Severity rank (lua/page.lua RANK: info 1 ... critical 5); 0 any."""
+    actor: str | None = None
 
     def to_args(self) -> Args:
         args: Args = [self.log_max, self.order, self.bound, self.limit, self.status]
-        return [*args, self.category or "", self.budget]
+        stop = self.stop or ("-" if self.order == "desc" else "+")
+        filters: Args = [",".join(self.tags_any), ",".join(self.tags_all), self.severity_min]
+        return [
+            *args,
+            self.category or "",
+            self.budget,
+            stop,
+            self.pinned,
+            *filters,
+            self.actor or "",
+        ]
 
 
 @dataclass(frozen=True, slots=True)

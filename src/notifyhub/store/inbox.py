@@ -45,7 +45,9 @@ from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 UserRef = tuple[str, str]
 """(tenant, user)."""
 
-ListStatus = Literal["all", "unread", "read"]
+ListStatus = Literal["all", "unread", "read", "archived"]
+SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity, start=1)}
+"""lua/page.lua's RANK: a `severity_at_least` filter as a number."""
 
 PENDING_PLACE_AT = 16
 """A deferred fan-out places the inboxes holding more pending copies than this."""
@@ -67,6 +69,17 @@ class PageQuery:
     cursor: str | None = None
     since_id: str | None = None
     """Oldest-first listing of ids >= this ULID bound (the `since=` poll)."""
+    pinned_only: bool = False
+    """Only pinned items; otherwise pinned items lead the first page of the newest-first
+    list (on top of `limit` others) and stay out of the pages after it."""
+    tags_any: tuple[str, ...] = ()
+    tags_all: tuple[str, ...] = ()
+    severity_at_least: Severity | None = None
+    actor: str | None = None
+    after_id: str | None = None
+    """Only ids above this ULID bound (created after), exclusive."""
+    before_id: str | None = None
+    """Only ids below this ULID bound (created before), exclusive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +315,10 @@ class InboxStore:
         for node in {node.name: node for node in masters}.values():
             pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
     async def _call(self, script: AsyncScript, tenant: str, user: str, args: Args) -> Any:
         """Run one inbox script on one user's keys (lua/common.lua `inbox`)."""
         return await script(keys=self._keys.inbox_list(tenant, user), args=args)
@@ -323,7 +340,13 @@ class InboxStore:
         return Position(Counts(unread=c.unread, unseen=c.unseen, total=c.total), c.seq, c.epoch)
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
-        order, bound = _page_bounds(query)
+        order, bound, stop = _page_bounds(query)
+        pinned: Literal["first", "skip", "only", ""] = ""
+        if query.pinned_only:
+            pinned = "only"
+        elif order == "desc" and query.status != "archived":
+            pinned = "skip" if query.cursor else "first"
+        severity = query.severity_at_least
         args = PageArgs(
             log_max=self._limits.change_log_max,
             order=order,
@@ -332,16 +355,39 @@ class InboxStore:
             status=query.status,
             category=query.category,
             budget=self._limits.list_scan_budget,
+            stop=stop,
+            pinned=pinned,
+            tags_any=query.tags_any,
+            tags_all=query.tags_all,
+            severity_min=SEVERITY_RANK[severity] if severity else 0,
+            actor=query.actor,
         )
         paged = Paged.from_reply(await self._call(self.scripts.page, tenant, user, args.to_args()))
         items = [parse_item(content, state) for _id, content, state in paged.rows]
         return InboxPage(items=items, next_cursor=paged.next_cursor, unread=paged.unread)
 
     async def mark(
-        self, tenant: str, user: str, ids: Sequence[str], *, read: bool | None, seen: bool
+        self,
+        tenant: str,
+        user: str,
+        ids: Sequence[str],
+        *,
+        read: bool | None,
+        seen: bool,
+        archived: bool | None = None,
+        pinned: bool | None = None,
     ) -> Marked:
-        """Per id: 0 missing, 1 unchanged, 2 changed (`Marked.codes`)."""
-        args = MarkArgs(self._limits.change_log_max, read=read, seen=seen, ids=ids)
+        """Per id: 0 missing, 1 unchanged, 2 changed, 3 refused: pinning it would pass
+        `limits.pinned_per_user` (`Marked.codes`)."""
+        args = MarkArgs(
+            self._limits.change_log_max,
+            read=read,
+            seen=seen,
+            ids=ids,
+            archived=archived,
+            pinned=pinned,
+            pin_max=self._limits.pinned_per_user,
+        )
         marked = Marked.from_reply(
             await self._call(self.scripts.mark, tenant, user, args.to_args())
         )
@@ -349,9 +395,17 @@ class InboxStore:
         return marked
 
     async def mark_all(
-        self, tenant: str, user: str, *, category: str | None, before_id: str | None
+        self,
+        tenant: str,
+        user: str,
+        *,
+        category: str | None,
+        before_id: str | None,
+        action: Literal["read", "archive"] = "read",
     ) -> int:
-        args = MarkAllArgs(self._limits.change_log_max, category=category, before_id=before_id)
+        """Mark every unread item read, or archive every item (`action`); returns how
+        many changed."""
+        args = MarkAllArgs(self._limits.change_log_max, category, before_id, action)
         raw = await self._call(self.scripts.mark_all, tenant, user, args.to_args())
         marked = MarkedAll.from_reply(raw)
         await self._publish([(member(tenant, user), marked.seq)])
@@ -428,7 +482,13 @@ class InboxStore:
             await publish(channel, payload)
 
 
-def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str]:
+def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str, str]:
+    """The scan's order, start and stop (ZRANGEBYLEX forms), the created-at range
+    included (ids are ULIDs: their order is their creation order)."""
+    after, before, cursor = query.after_id, query.before_id, query.cursor
     if query.since_id is not None:
-        return "asc", f"({query.cursor}" if query.cursor else f"[{query.since_id}"
-    return "desc", f"({query.cursor}" if query.cursor else "+"
+        low = max(cursor or query.since_id, after or "")
+        start = f"({low}" if low in (cursor, after) else f"[{low}"
+        return "asc", start, f"({before}" if before else "+"
+    high = min(x for x in (cursor, before) if x) if cursor or before else None
+    return "desc", f"({high}" if high else "+", f"({after}" if after else "-"

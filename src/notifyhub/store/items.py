@@ -9,15 +9,23 @@ import orjson
 
 from notifyhub.domain.notification import InboxItem, from_ms, to_rfc3339
 
+FLAGS = b"\x1f"
+"""Where a state's flags start (lua/common.lua `format_state`): `a` archived, `p` pinned."""
+
 
 def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
-    """Join shared content and a user's `read_at_ms|seen|category|collapse_key` state."""
-    read_at_ms, seen, _ = state.split(b"|", 2)
+    """Join shared content and a user's `read_at_ms|seen|category|collapse_key` state
+    (and its flags, when it has any)."""
+    read_at_ms, seen, rest = state.split(b"|", 2)
+    flags = rest.partition(FLAGS)[2]
     read_at = int(read_at_ms)
     fields: dict[str, Any] = orjson.loads(content)
+    fields.setdefault("tags", [])  # content stored before tags existed
     fields["status"] = "read" if read_at else "unread"
     fields["seen"] = seen == b"1"
     fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
+    fields["archived"] = b"a" in flags
+    fields["pinned"] = b"p" in flags
     return fields
 
 

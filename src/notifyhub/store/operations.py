@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -54,9 +54,15 @@ class LoggedOp(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: ClassVar[Operation]
+    added_later: ClassVar[frozenset[str]] = frozenset()
+    """Fields added after the operation was first logged: left out of its JSON while at
+    their defaults, so it is logged exactly as before they existed."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, **self.model_dump(mode="json")}
+        unset = {
+            f for f in self.added_later if getattr(self, f) == type(self).model_fields[f].default
+        }
+        return {"kind": self.kind.value, **self.model_dump(mode="json", exclude=unset)}
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
         """Apply it again through the normal inbox writes (idempotent)."""
@@ -68,9 +74,20 @@ class MarkOp(LoggedOp):
     ids: list[str]
     read: bool | None
     seen: bool
+    archived: bool | None = None
+    pinned: bool | None = None
+    added_later: ClassVar[frozenset[str]] = frozenset({"archived", "pinned"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
-        await store.mark(tenant, user, self.ids, read=self.read, seen=self.seen)
+        await store.mark(
+            tenant,
+            user,
+            self.ids,
+            read=self.read,
+            seen=self.seen,
+            archived=self.archived,
+            pinned=self.pinned,
+        )
 
 
 class MarkAllOp(LoggedOp):
@@ -78,9 +95,13 @@ class MarkAllOp(LoggedOp):
     category: str | None
     before_id: str | None
     """Logged with a bound even for "everything": replayed later, it means up to then."""
+    action: Literal["read", "archive"] = "read"
+    added_later: ClassVar[frozenset[str]] = frozenset({"action"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
-        await store.mark_all(tenant, user, category=self.category, before_id=self.before_id)
+        await store.mark_all(
+            tenant, user, category=self.category, before_id=self.before_id, action=self.action
+        )
 
 
 class RemoveOp(LoggedOp):

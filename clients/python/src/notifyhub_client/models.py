@@ -69,6 +69,7 @@ class PublishRequest(Request):
     ttl: int | None = None
     expires_at: datetime | None = None
     collapse_key: str | None = None
+    tags: list[str] | None = None
     deliver_at: datetime | None = None
     delay: int | None = None
 
@@ -194,9 +195,12 @@ class Notification(Response):
     created_at: datetime
     expires_at: datetime
     collapse_key: str | None = None
+    tags: list[str] = Field(default_factory=list)
     status: str = "unread"
     seen: bool = False
     read_at: datetime | None = None
+    archived: bool = False
+    pinned: bool = False
     replaces: str | None = None
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
 
@@ -216,6 +220,8 @@ class InboxUpdate(Response):
     status: str
     seen: bool
     read_at: datetime | None = None
+    archived: bool = False
+    pinned: bool = False
 
 
 class Deleted(Response):

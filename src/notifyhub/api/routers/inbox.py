@@ -7,18 +7,20 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser
-from notifyhub.api.openapi import NOT_FOUND, USER
+from notifyhub.api.openapi import CONFLICT, NOT_FOUND, USER
 from notifyhub.api.params import NotificationIdPath
 from notifyhub.api.schemas import (
+    MAX_TAGS,
     BulkRequest,
     Category,
     PatchRequest,
     ReadAllRequest,
+    Tag,
     Time,
     Updated,
 )
-from notifyhub.domain.notification import Counts, InboxItem, InboxPage
-from notifyhub.services.inbox import ListRequest
+from notifyhub.domain.notification import PRINTABLE, Counts, InboxItem, InboxPage, Severity
+from notifyhub.services.inbox import ListRequest, StateChange
 
 router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"], responses=USER)
 ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
@@ -30,8 +32,13 @@ async def list_notifications(
     me: CurrentUser,
     state: AppState,
     status_: Annotated[
-        Literal["unread", "read", "all"],
-        Query(alias="status", description="Which notifications.", examples=["unread"]),
+        Literal["unread", "read", "all", "archived"],
+        Query(
+            alias="status",
+            description="Which notifications: `all`, `unread` and `read` leave the archived "
+            "out; `archived` lists only those.",
+            examples=["unread"],
+        ),
     ] = "all",
     category: Annotated[
         Category | None, Query(description="Only this category.", examples=["restock"])
@@ -55,11 +62,76 @@ async def list_notifications(
             examples=["2026-11-20T09:15:02.113Z"],
         ),
     ] = None,
+    pinned: Annotated[
+        bool,
+        Query(description="Only the pinned notifications.", examples=[True]),
+    ] = False,
+    tags_any: Annotated[
+        list[Tag] | None,
+        Query(
+            max_length=MAX_TAGS,
+            description="Only notifications with at least one of these tags (repeat it).",
+            examples=[["mention", "billing"]],
+        ),
+    ] = None,
+    tags_all: Annotated[
+        list[Tag] | None,
+        Query(
+            max_length=MAX_TAGS,
+            description="Only notifications with every one of these tags (repeat it).",
+            examples=[["billing"]],
+        ),
+    ] = None,
+    severity_at_least: Annotated[
+        Literal["info", "success", "warning", "error", "critical"] | None,
+        Query(
+            description="Only this severity or a higher one (info < success < warning < "
+            "error < critical).",
+            examples=["warning"],
+        ),
+    ] = None,
+    actor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            pattern=PRINTABLE,
+            description="Only notifications whose `actor.id` is this.",
+            examples=["u-7"],
+        ),
+    ] = None,
+    created_after: Annotated[
+        Time | None,
+        Query(
+            description="Only notifications created after this time (RFC 3339 or epoch ms).",
+            examples=["2026-11-20T00:00:00Z"],
+        ),
+    ] = None,
+    created_before: Annotated[
+        Time | None,
+        Query(
+            description="Only notifications created before this time (RFC 3339 or epoch ms).",
+            examples=["2026-11-21T00:00:00Z"],
+        ),
+    ] = None,
 ) -> InboxPage:
     """The user's notifications, newest first (oldest first with `since`), a page at a
-    time, with the unread count."""
+    time, with the unread count. Archived ones only with `status=archived`. In the
+    newest-first list the pinned ones lead the first page (on top of `limit` others)
+    and stay out of the pages after it. Filters combine (all must hold)."""
     request = ListRequest(
-        status=status_, category=category, limit=limit, cursor=cursor, since=since
+        status=status_,
+        category=category,
+        limit=limit,
+        cursor=cursor,
+        since=since,
+        pinned=pinned,
+        tags_any=tuple(tags_any or ()),
+        tags_all=tuple(tags_all or ()),
+        severity_at_least=Severity(severity_at_least) if severity_at_least else None,
+        actor=actor,
+        created_after=created_after,
+        created_before=created_before,
     )
     return await state["inbox"].list(me, request)
 
@@ -78,11 +150,29 @@ async def read_all(me: CurrentUser, state: AppState, body: ReadAllRequest | None
     return Updated(updated=updated)
 
 
+@router.post("/archive-all", response_model=Updated)
+async def archive_all(
+    me: CurrentUser, state: AppState, body: ReadAllRequest | None = None
+) -> Updated:
+    """Archive every notification not archived yet (optionally of a category, or older
+    ones): they leave the default list and the counts."""
+    body = body or ReadAllRequest()
+    inbox = state["inbox"]
+    updated = await inbox.read_all(me, category=body.category, before=body.before, action="archive")
+    return Updated(updated=updated)
+
+
 @router.post("/bulk", response_model=Updated)
 async def bulk(me: CurrentUser, state: AppState, body: BulkRequest) -> Updated:
-    """Mark up to 100 notifications read, unread or seen, or delete them."""
+    """Mark up to 100 notifications read, unread or seen, archive or unarchive them, or
+    delete them."""
     updated = await state["inbox"].bulk(
-        me, body.ids, read=body.read, seen=bool(body.seen), delete=bool(body.delete)
+        me,
+        body.ids,
+        read=body.read,
+        seen=bool(body.seen),
+        delete=bool(body.delete),
+        archived=body.archived,
     )
     return Updated(updated=updated)
 
@@ -95,12 +185,16 @@ async def get_notification(
     return await state["inbox"].get(me, notification_id)
 
 
-@router.patch("/{notification_id}", response_model=InboxItem, responses=NOT_FOUND)
+@router.patch("/{notification_id}", response_model=InboxItem, responses={**NOT_FOUND, **CONFLICT})
 async def patch_notification(
     notification_id: NotificationIdPath, body: PatchRequest, me: CurrentUser, state: AppState
 ) -> InboxItem:
-    """Mark the notification read, unread or seen; the answer is the updated copy."""
-    return await state["inbox"].mark(me, notification_id, read=body.read, seen=bool(body.seen))
+    """Mark the notification read, unread or seen, archive or pin it (or undo either);
+    the answer is the updated copy. Pinning past the limit (20) is a 409 naming it."""
+    change = StateChange(
+        read=body.read, seen=bool(body.seen), archived=body.archived, pinned=body.pinned
+    )
+    return await state["inbox"].mark(me, notification_id, change)
 
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)

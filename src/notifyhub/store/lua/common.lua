@@ -1,7 +1,9 @@
 -- Shared by every inbox script (prepended by store/scripts.py).
 -- One user's keys come in KEYS as 10 consecutive names (store/keys.py INBOX_FIELDS):
 -- items, state, time, exp, cnt, seq, log, ck, prefs, pend.
--- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread).
+-- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread),
+-- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned (so an
+-- unflagged state is what it always was; collapse keys hold no control characters).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
@@ -14,16 +16,43 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+local FLAGS = '\31'
+
 local function parse_state(s)
   local a = string.find(s, '|', 1, true)
   local b = string.find(s, '|', a + 1, true)
   local c = string.find(s, '|', b + 1, true)
+  local f = string.find(s, FLAGS, c + 1, true)
+  local flags = f and string.sub(s, f + 1) or ''
   return {read_at = tonumber(string.sub(s, 1, a - 1)), seen = string.sub(s, a + 1, b - 1) == '1',
-          category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1)}
+          category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1, f and f - 1 or -1),
+          archived = string.find(flags, 'a', 1, true) ~= nil,
+          pinned = string.find(flags, 'p', 1, true) ~= nil}
 end
 
 local function format_state(st)
-  return st.read_at .. '|' .. (st.seen and '1' or '0') .. '|' .. st.category .. '|' .. st.ck
+  local s = st.read_at .. '|' .. (st.seen and '1' or '0') .. '|' .. st.category .. '|' .. st.ck
+  local flags = (st.archived and 'a' or '') .. (st.pinned and 'p' or '')
+  if flags ~= '' then return s .. FLAGS .. flags end
+  return s
+end
+
+-- The user's pinned ids (cnt field `pins`, space-separated, at most the pin limit).
+local function pins(u)
+  local list = {}
+  for id in string.gmatch(redis.call('HGET', u.cnt, 'pins') or '', '%S+') do list[#list + 1] = id end
+  return list
+end
+
+local function set_pinned(u, id, on)
+  local list = {}
+  for _, pinned in ipairs(pins(u)) do
+    if pinned ~= id then list[#list + 1] = pinned end
+  end
+  if on then list[#list + 1] = id end
+  if #list == 0 then redis.call('HDEL', u.cnt, 'pins') else
+    redis.call('HSET', u.cnt, 'pins', table.concat(list, ' '))
+  end
 end
 
 local function counts(u)
@@ -31,10 +60,10 @@ local function counts(u)
   return {unread = tonumber(c[1]) or 0, unseen = tonumber(c[2]) or 0, total = tonumber(c[3]) or 0}
 end
 
--- Adjust the counters by the difference between two states (nil = absent);
--- returns the counts after the change.
+-- Adjust the counters by the difference between two states (nil = absent; an archived
+-- copy counts as absent); returns the counts after the change.
 local function vec(st)
-  if not st then return 0, 0, 0 end
+  if not st or st.archived then return 0, 0, 0 end
   return 1, (st.read_at == 0) and 1 or 0, st.seen and 0 or 1
 end
 
@@ -83,6 +112,7 @@ local function drop(u, id)
   redis.call('ZREM', u.time, id)
   redis.call('ZREM', u.exp, id)
   if st.ck ~= '' and redis.call('HGET', u.ck, st.ck) == id then redis.call('HDEL', u.ck, st.ck) end
+  if st.pinned then set_pinned(u, id, false) end
   return st, count_change(u, st, nil)
 end
 

@@ -1,39 +1,95 @@
 -- One page of one user's items, filtered, with a scan budget.
 -- ARGV: log_max, order ('desc' newest first | 'asc'), bound (ZRANGEBYLEX form),
---       limit, status ('all'|'unread'|'read'), category ('' any), budget
--- Returns {next_cursor or false, unread, id1, content1, state1, id2, ...}.
+--       limit, status ('all'|'unread'|'read'|'archived'), category ('' any), budget,
+--       stop (ZRANGEBYLEX form: where the scan ends, '-' / '+' for the end),
+--       pinned ('first': pinned items ahead of the page, out of the scan | 'skip': out
+--       of the scan (the pages after the first) | 'only' | '': in time order),
+--       tags_any (comma-separated, '' none), tags_all (same), severity_min (rank, 0 any),
+--       actor ('' any)
+-- Archived items appear only under status 'archived'. Filters on tags, severity and actor
+-- read the item's content (only the items the state filters let through).
+-- Returns {next_cursor or false, unread, id1, content1, state1, id2, ...}; with pinned
+-- 'first' the matching pinned items come first, on top of `limit` others.
 -- Codec: store/codecs.py PageArgs -> Paged; layout tested by test_script_layouts.py.
 local u = inbox(0)
 local log_max, desc, bound = tonumber(ARGV[1]), ARGV[2] == 'desc', ARGV[3]
 local limit, status, category, budget = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
+local stop, pinned = ARGV[8], ARGV[9]
+local tags_any, tags_all, severity_min, actor = ARGV[10], ARGV[11], tonumber(ARGV[12]), ARGV[13]
 purge(u, now_ms(), log_max)
 
+local RANK = {info = 1, success = 2, warning = 3, error = 4, critical = 5}
+
+local function split(list)
+  local out = {}
+  for tag in string.gmatch(list, '[^,]+') do out[#out + 1] = tag end
+  return out
+end
+local any, all = split(tags_any), split(tags_all)
+local by_content = #any > 0 or #all > 0 or severity_min > 0 or actor ~= ''
+
+local function content_matches(content)
+  local n = cjson.decode(content)
+  if severity_min > 0 and (RANK[n.severity or 'info'] or 0) < severity_min then return false end
+  if actor ~= '' and not (type(n.actor) == 'table' and n.actor.id == actor) then return false end
+  local has = {}
+  if type(n.tags) == 'table' then for _, tag in ipairs(n.tags) do has[tag] = true end end
+  for _, tag in ipairs(all) do if not has[tag] then return false end end
+  if #any == 0 then return true end
+  for _, tag in ipairs(any) do if has[tag] then return true end end
+  return false
+end
+
 local function matches(st)
+  if (status == 'archived') ~= st.archived then return false end
   if category ~= '' and st.category ~= category then return false end
+  if pinned == 'only' and not st.pinned then return false end
   if status == 'unread' then return st.read_at == 0 end
   if status == 'read' then return st.read_at ~= 0 end
   return true
 end
 
-local function chunk(from, n)
-  if desc then return redis.call('ZREVRANGEBYLEX', u.time, from, '-', 'LIMIT', 0, n) end
-  return redis.call('ZRANGEBYLEX', u.time, from, '+', 'LIMIT', 0, n)
+local found, states, contents = {}, {}, {}
+local function take(id, raw, content)
+  found[#found + 1] = id
+  states[#states + 1] = raw
+  contents[#contents + 1] = content
 end
 
-local found, states, scanned, last, exhausted = {}, {}, 0, nil, false
-while #found < limit and scanned < budget do
+local function consider(id, raw)
+  if not matches(parse_state(raw)) then return end
+  local content = redis.call('HGET', u.items, id)
+  if by_content and not content_matches(content) then return end
+  take(id, raw, content)
+end
+
+local skip = {}
+if pinned == 'first' or pinned == 'skip' then  -- pinned items lead the first page only
+  local list = pins(u)
+  table.sort(list, function(a, b) return a > b end)
+  for _, id in ipairs(list) do
+    skip[id] = true
+    local raw = pinned == 'first' and redis.call('HGET', u.state, id)
+    if raw then consider(id, raw) end
+  end
+end
+local wanted = limit + #found
+
+local function chunk(from, n)
+  if desc then return redis.call('ZREVRANGEBYLEX', u.time, from, stop, 'LIMIT', 0, n) end
+  return redis.call('ZRANGEBYLEX', u.time, from, stop, 'LIMIT', 0, n)
+end
+
+local scanned, last, exhausted = 0, nil, false
+while #found < wanted and scanned < budget do
   local ids = chunk(bound, math.min(100, budget - scanned))
   if #ids == 0 then exhausted = true; break end
   local raw = redis.call('HMGET', u.state, unpack(ids))
   for i, id in ipairs(ids) do
     scanned = scanned + 1
     last = id
-    local st = parse_state(raw[i])
-    if matches(st) then
-      found[#found + 1] = id
-      states[#states + 1] = raw[i]
-      if #found == limit then break end
-    end
+    if not skip[id] then consider(id, raw[i]) end
+    if #found == wanted then break end
   end
   bound = '(' .. last
 end
@@ -43,7 +99,7 @@ if last and not exhausted and #chunk('(' .. last, 1) > 0 then next_cursor = last
 local out = {next_cursor, counts(u).unread}
 for i, id in ipairs(found) do
   out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', u.items, id)
+  out[#out + 1] = contents[i]
   out[#out + 1] = states[i]
 end
 return out

@@ -1,0 +1,208 @@
+"""Archive, pin and tags over the REST API and the stream: what moves where, what the
+counts say, and what is refused (precise problem+json, nothing changed)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from support.sse import EventReader
+
+BASE = "/v1/me/notifications"
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _publish(hub: Any, key: str, users: list[str], **fields: Any) -> str:
+    body = {"recipients": {"users": users}, "title": fields.pop("title", "t"), **fields}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def _ids(hub: Any, headers: dict[str, str], query: str = "") -> list[str]:
+    response = await hub.client.get(f"{BASE}{query}", headers=headers)
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+async def _counts(hub: Any, headers: dict[str, str]) -> dict[str, int]:
+    return dict((await hub.client.get(f"{BASE}/counts", headers=headers)).json())
+
+
+@asynccontextmanager
+async def _stream(hub: Any, token: str) -> AsyncIterator[EventReader]:
+    headers = {**_auth(token), "Accept": "text/event-stream"}
+    async with hub.client.stream("GET", "/v1/me/stream", headers=headers) as response:
+        assert response.status_code == 200
+        yield EventReader(response)
+
+
+async def test_archive_leaves_the_list_and_the_counts_and_comes_back(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    me = _auth(make_token("arch"))
+    old = await _publish(hub, publish_key, ["arch"], title="old")
+    new = await _publish(hub, publish_key, ["arch"], title="new")
+    await hub.client.patch(f"{BASE}/{old}", json={"read": True}, headers=me)
+
+    archived = await hub.client.patch(f"{BASE}/{old}", json={"archived": True}, headers=me)
+    assert archived.status_code == 200
+    assert archived.json()["archived"] is True and archived.json()["status"] == "read"
+    assert await _ids(hub, me) == [new]
+    assert await _ids(hub, me, "?status=archived") == [old]
+    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1}
+
+    back = await hub.client.patch(f"{BASE}/{old}", json={"archived": False}, headers=me)
+    assert back.json()["archived"] is False and back.json()["status"] == "read"  # kept
+    assert await _ids(hub, me) == [new, old]
+    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 2}
+
+
+async def test_archive_all_and_bulk_archive(hub: Any, publish_key: str, make_token: Any) -> None:
+    me = _auth(make_token("archall"))
+    a = await _publish(hub, publish_key, ["archall"], category="billing")
+    b = await _publish(hub, publish_key, ["archall"], category="restock")
+    c = await _publish(hub, publish_key, ["archall"], category="billing")
+
+    done = await hub.client.post(f"{BASE}/archive-all", json={"category": "billing"}, headers=me)
+    assert done.status_code == 200 and done.json() == {"updated": 2}
+    assert await _ids(hub, me) == [b]
+    assert sorted(await _ids(hub, me, "?status=archived")) == sorted([a, c])
+
+    bulk = await hub.client.post(
+        f"{BASE}/bulk", json={"ids": [a, c], "archived": False}, headers=me
+    )
+    assert bulk.json() == {"updated": 2}
+    everything = await hub.client.post(f"{BASE}/archive-all", headers=me)
+    assert everything.json() == {"updated": 3}
+    assert await _ids(hub, me) == []
+    assert await _counts(hub, me) == {"unread": 0, "unseen": 0, "total": 0}
+
+
+async def test_pinned_lead_the_first_page_only(hub: Any, publish_key: str, make_token: Any) -> None:
+    me = _auth(make_token("pins"))
+    ids = [await _publish(hub, publish_key, ["pins"], title=f"n{i}") for i in range(5)]
+    for nid in (ids[0], ids[2]):
+        pinned = await hub.client.patch(f"{BASE}/{nid}", json={"pinned": True}, headers=me)
+        assert pinned.status_code == 200 and pinned.json()["pinned"] is True
+
+    first = (await hub.client.get(f"{BASE}?limit=2", headers=me)).json()
+    assert [i["id"] for i in first["items"]] == [ids[2], ids[0], ids[4], ids[3]]
+    second = await _ids(hub, me, f"?limit=2&cursor={first['next_cursor']}")
+    assert second == [ids[1]]  # the pinned ones are not repeated
+    assert await _ids(hub, me, "?pinned=true") == [ids[2], ids[0]]
+
+    await hub.client.patch(f"{BASE}/{ids[2]}", json={"pinned": False}, headers=me)
+    assert await _ids(hub, me, "?pinned=true") == [ids[0]]
+
+
+async def test_a_pin_past_the_limit_is_409_naming_it(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    me = _auth(make_token("pinmax"))
+    ids = [await _publish(hub, publish_key, ["pinmax"], title=f"n{i}") for i in range(21)]
+    for nid in ids[:20]:
+        assert (
+            await hub.client.patch(f"{BASE}/{nid}", json={"pinned": True}, headers=me)
+        ).status_code == 200
+    refused = await hub.client.patch(
+        f"{BASE}/{ids[20]}", json={"pinned": True, "read": True}, headers=me
+    )
+    assert refused.status_code == 409
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["limit"] == 20 and "20 pinned" in refused.json()["detail"]
+    item = (await hub.client.get(f"{BASE}/{ids[20]}", headers=me)).json()
+    assert item["pinned"] is False and item["status"] == "unread"  # none of the PATCH happened
+    # unpinning one makes room
+    await hub.client.patch(f"{BASE}/{ids[0]}", json={"pinned": False}, headers=me)
+    assert (
+        await hub.client.patch(f"{BASE}/{ids[20]}", json={"pinned": True}, headers=me)
+    ).status_code == 200
+
+
+async def test_tags_and_filters_combine(hub: Any, publish_key: str, make_token: Any) -> None:
+    me = _auth(make_token("tagger"))
+    mention = await _publish(hub, publish_key, ["tagger"], tags=["mention"], severity="info")
+    billing = await _publish(
+        hub, publish_key, ["tagger"], tags=["billing", "mention"], severity="error",
+        actor={"type": "user", "id": "u-7"},
+    )  # fmt: skip
+    plain = await _publish(hub, publish_key, ["tagger"], severity="warning")
+
+    item = (await hub.client.get(f"{BASE}/{billing}", headers=me)).json()
+    assert item["tags"] == ["billing", "mention"]
+    assert await _ids(hub, me, "?tags_any=mention") == [billing, mention]
+    assert await _ids(hub, me, "?tags_any=billing&tags_any=nope") == [billing]
+    assert await _ids(hub, me, "?tags_all=billing&tags_all=mention") == [billing]
+    assert await _ids(hub, me, "?severity_at_least=warning") == [plain, billing]
+    assert await _ids(hub, me, "?actor=u-7") == [billing]
+    assert await _ids(hub, me, "?tags_any=mention&severity_at_least=error") == [billing]
+
+    created = item["created_at"]
+    after = await _ids(hub, me, f"?created_after={created}")
+    assert after == [plain]
+    before = await _ids(hub, me, f"?created_before={created}")
+    assert before == [mention]
+    # the filters page like the plain list
+    first = (await hub.client.get(f"{BASE}?tags_any=mention&limit=1", headers=me)).json()
+    assert [i["id"] for i in first["items"]] == [billing]
+    rest = await _ids(hub, me, f"?tags_any=mention&limit=1&cursor={first['next_cursor']}")
+    assert rest == [mention]
+
+
+async def test_bad_input_is_refused_and_changes_nothing(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    me = _auth(make_token("bad"))
+    eleven = [f"t{i}" for i in range(11)]
+    for tags, why in ((eleven, "at most 10"), (["Upper"], "pattern"), (["a", "a"], "distinct")):
+        body = {"recipients": {"users": ["bad"]}, "title": "t", "tags": tags}
+        response = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+        assert response.status_code == 422, tags
+        assert response.headers["content-type"] == "application/problem+json"
+        assert "tags" in response.text and why in response.text
+    assert await _ids(hub, me) == []
+
+    mine = await _publish(hub, publish_key, ["bad"])
+    theirs = await _publish(hub, publish_key, ["other"])
+    for body in ({"archived": True}, {"pinned": True}):
+        refused = await hub.client.patch(f"{BASE}/{theirs}", json=body, headers=me)
+        assert refused.status_code == 404 and refused.json()["status"] == 404
+    other = _auth(make_token("other"))
+    item = (await hub.client.get(f"{BASE}/{theirs}", headers=other)).json()
+    assert item["archived"] is False and item["pinned"] is False
+    for body in ({"archived": "yes"}, {"pinned": None}, {"archived": True, "x": 1}, {}):
+        refused = await hub.client.patch(f"{BASE}/{mine}", json=body, headers=me)
+        assert refused.status_code == 422, body
+    many = "&".join(f"tags_any=t{i}" for i in range(11))
+    assert (await hub.client.get(f"{BASE}?{many}", headers=me)).status_code == 422
+    assert (await hub.client.get(f"{BASE}?status=snoozed", headers=me)).status_code == 422
+
+
+async def test_archive_and_pin_are_streamed_and_replayed_once(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    token = make_token("live-arch")
+    me = _auth(token)
+    async with _stream(hub, token) as stream:
+        sent = await _publish(hub, publish_key, ["live-arch"])
+        await stream.until("notification")
+        last = (await stream.next()).id
+    await hub.client.patch(f"{BASE}/{sent}", json={"pinned": True}, headers=me)
+    await hub.client.patch(f"{BASE}/{sent}", json={"archived": True}, headers=me)
+    headers = {**me, "Accept": "text/event-stream", "Last-Event-ID": str(last)}
+    async with hub.client.stream("GET", "/v1/me/stream", headers=headers) as response:
+        stream = EventReader(response)
+        first, _ = await stream.until("update")
+        second, _ = await stream.until("update")
+        assert (first.data["pinned"], first.data["archived"]) == (True, False)
+        assert (second.data["pinned"], second.data["archived"]) == (True, True)
+        await hub.client.patch(f"{BASE}/{sent}", json={"archived": False}, headers=me)
+        live, between = await stream.until("update")  # no replayed update before it
+        assert live.data["archived"] is False and live.data["id"] == sent
+        assert all(e.event == "counts" for e in between)
+        assert (live.seq or 0) > (second.seq or 0)
