@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from support.sse import EventReader
@@ -180,7 +181,7 @@ async def test_bad_input_is_refused_and_changes_nothing(
         assert refused.status_code == 422, body
     many = "&".join(f"tags_any=t{i}" for i in range(11))
     assert (await hub.client.get(f"{BASE}?{many}", headers=me)).status_code == 422
-    assert (await hub.client.get(f"{BASE}?status=snoozed", headers=me)).status_code == 422
+    assert (await hub.client.get(f"{BASE}?status=sleeping", headers=me)).status_code == 422
 
 
 async def test_archive_and_pin_are_streamed_and_replayed_once(
@@ -206,3 +207,77 @@ async def test_archive_and_pin_are_streamed_and_replayed_once(
         assert live.data["archived"] is False and live.data["id"] == sent
         assert all(e.event == "counts" for e in between)
         assert (live.seq or 0) > (second.seq or 0)
+
+
+async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Snoozed: out of the list and the counts, under `status=snoozed`; at its time the
+    delayed queue wakes it: unread again, a `notification` event with `resurfaced`."""
+    token = make_token("sleepy")
+    me = _auth(token)
+    kept = await _publish(hub, publish_key, ["sleepy"], title="kept")
+    later = await _publish(hub, publish_key, ["sleepy"], title="later")
+    await hub.client.patch(f"{BASE}/{later}", json={"read": True}, headers=me)
+    async with _stream(hub, token) as stream:
+        await stream.next()
+        snoozed = await hub.client.patch(f"{BASE}/{later}", json={"snooze": 1}, headers=me)
+        assert snoozed.status_code == 200, snoozed.text
+        assert snoozed.json()["snoozed_until"] is not None
+        update, _ = await stream.until("update")
+        assert update.data["id"] == later and update.data["snoozed_until"] is not None
+        assert await _ids(hub, me) == [kept]
+        assert await _ids(hub, me, "?status=snoozed") == [later]
+        assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1}
+
+        back, _ = await stream.until("notification", timeout=10)
+        assert back.data["id"] == later and back.data["resurfaced"] is True
+        assert back.data["status"] == "unread" and back.data["snoozed_until"] is None
+        counts, _ = await stream.until("counts")
+        assert (counts.data["unread"], counts.data["total"]) == (2, 2)
+    assert await _ids(hub, me) == [later, kept]
+    assert await _ids(hub, me, "?status=snoozed") == []
+
+
+async def test_unsnooze_and_a_later_snooze_make_the_old_wake_up_a_no_op(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    me = _auth(make_token("resnooze"))
+    nid = await _publish(hub, publish_key, ["resnooze"])
+    await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 3600}, headers=me)
+    first = (await hub.client.get(f"{BASE}/{nid}", headers=me)).json()["snoozed_until"]
+    back = await hub.client.patch(f"{BASE}/{nid}", json={"snoozed_until": None}, headers=me)
+    assert back.json()["snoozed_until"] is None
+    assert await _ids(hub, me) == [nid]
+    # the first wake-up falls due: nothing happens (the copy is not snoozed until then)
+    inbox = hub.app_state["inbox"]
+    first_ms = int(datetime.fromisoformat(first).timestamp() * 1000)
+    await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 7200}, headers=me)
+    assert await inbox.resurface("default", "resnooze", nid, first_ms) is False
+    assert await _ids(hub, me, "?status=snoozed") == [nid]
+
+
+async def test_bad_snoozes_are_422_and_change_nothing(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    me = _auth(make_token("badsnooze"))
+    nid = await _publish(hub, publish_key, ["badsnooze"])
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    far = (datetime.now(UTC) + timedelta(days=91)).isoformat()
+    for body, why in (
+        ({"snoozed_until": past}, "in the future"),
+        ({"snoozed_until": far}, "90 days"),
+        ({"snooze": 0}, "greater than or equal to 1"),
+        ({"snooze": 91 * 86400}, "less than or equal"),
+        ({"snooze": 60, "snoozed_until": far}, "not both"),
+    ):
+        refused = await hub.client.patch(f"{BASE}/{nid}", json=body, headers=me)
+        assert refused.status_code == 422, body
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert why in refused.text, (body, refused.text)
+    item = (await hub.client.get(f"{BASE}/{nid}", headers=me)).json()
+    assert item["snoozed_until"] is None and await _ids(hub, me) == [nid]
+    theirs = await hub.client.patch(
+        f"{BASE}/{nid}", json={"snooze": 60}, headers=_auth(make_token("x"))
+    )
+    assert theirs.status_code == 404

@@ -107,7 +107,8 @@ class InboxModel(RuleBasedStateMachine):
         self.redis = Redis.from_url(self.redis_url)
         keys = Keys(f"nhtest:sm:{uuid.uuid4().hex[:8]}:")
         self.store = InboxStore(self.redis, keys, Limits(pinned_per_user=PIN_MAX))
-        self.model: dict[str, dict[str, bool]] = {}
+        self.model: dict[str, dict[str, Any]] = {}
+        self.clock_ms = int(datetime.now(UTC).timestamp() * 1000)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -122,6 +123,7 @@ class InboxModel(RuleBasedStateMachine):
             "cat": category == "a",
             "archived": False,
             "pinned": False,
+            "snoozed": 0,
         }
 
     @precondition(lambda self: self.model)
@@ -170,6 +172,31 @@ class InboxModel(RuleBasedStateMachine):
         assert marked.codes == [2 if item["pinned"] != pinned else 1]
         item["pinned"] = pinned
 
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), minutes=st.integers(min_value=0, max_value=3))
+    def snooze(self, data: st.DataObject, minutes: int) -> None:
+        """Snooze for 1-3 minutes (0: unsnooze)."""
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        until = self.clock_ms + minutes * 60_000 if minutes else 0
+        mark = self.store.mark("default", "m", [nid], read=None, seen=False, snooze_until_ms=until)
+        self.run(mark)
+        self.model[nid]["snoozed"] = until
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), stale=st.booleans())
+    def resurface(self, data: st.DataObject, stale: bool) -> None:
+        """A wake-up falls due: its own snooze's (the copy comes back unread), or a stale
+        one (a snooze changed since: nothing happens)."""
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        item = self.model[nid]
+        until = item["snoozed"] + 1 if stale else item["snoozed"]
+        seq = self.run(self.store.resurface("default", "m", nid, until))
+        if item["snoozed"] and not stale:
+            assert seq > 0
+            item.update(snoozed=0, read=False, seen=False)
+        else:
+            assert seq == 0
+
     @rule(only_a=st.booleans())
     def archive_all(self, only_a: bool) -> None:
         category = "a" if only_a else None
@@ -191,7 +218,7 @@ class InboxModel(RuleBasedStateMachine):
 
     @invariant()
     def counts_match_a_recount(self) -> None:
-        shown = {nid: i for nid, i in self.model.items() if not i["archived"]}
+        shown = {n: i for n, i in self.model.items() if not (i["archived"] or i["snoozed"])}
         counts, _ = self.run(self.store.counts("default", "m"))
         assert counts.total == len(shown)
         assert counts.unread == sum(not i["read"] for i in shown.values())
@@ -199,7 +226,7 @@ class InboxModel(RuleBasedStateMachine):
 
     @invariant()
     def lists_match_the_model(self) -> None:
-        shown = {nid: i for nid, i in self.model.items() if not i["archived"]}
+        shown = {n: i for n, i in self.model.items() if not (i["archived"] or i["snoozed"])}
         pinned = sorted((nid for nid, i in shown.items() if i["pinned"]), reverse=True)
         rest = sorted((nid for nid, i in shown.items() if not i["pinned"]), reverse=True)
         page = self.run(self.store.page("default", "m", PageQuery(limit=100)))
@@ -208,8 +235,12 @@ class InboxModel(RuleBasedStateMachine):
         archived = self.run(
             self.store.page("default", "m", PageQuery(status="archived", limit=100))
         )
-        assert sorted(i.id for i in archived.items) == sorted(set(self.model) - set(shown))
+        expected = sorted(nid for nid, i in self.model.items() if i["archived"])
+        assert sorted(i.id for i in archived.items) == expected
         assert all(i.archived for i in archived.items)
+        snoozed = self.run(self.store.page("default", "m", PageQuery(status="snoozed", limit=100)))
+        expected = sorted(n for n, i in self.model.items() if i["snoozed"] and not i["archived"])
+        assert sorted(i.id for i in snoozed.items) == expected
         only = self.run(self.store.page("default", "m", PageQuery(pinned_only=True, limit=100)))
         assert [i.id for i in only.items] == pinned
 

@@ -33,6 +33,7 @@ from notifyhub.store.codecs import (
     Paged,
     Placed,
     RemoveArgs,
+    ResurfaceArgs,
     changes_from_reply,
 )
 from notifyhub.store.inbox import InboxStore
@@ -161,6 +162,35 @@ async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None
     assert isinstance(update_a, UpdateChange)
     assert (update_a.id, update_a.seen, update_a.read_at_ms > 0) == (a.id, True, True)
     assert (update_a.counts.unread, update_a.counts.total) == (2, 3)
+
+
+async def test_state_flags_and_resurface(redis: Redis, settings: Settings) -> None:
+    """archived / pinned / snoozed ride in mark's ARGV and the state's flags; a refused
+    pin is code 3; resurface answers {seq} and appends a notification entry."""
+    u = User(redis, settings, "layout-flags")
+    a, b = copy_args(), copy_args()
+    for note in (a, b):
+        await u.call("place", note.place_args())
+    await u.appended(Operation.PLACE)
+    until = int(datetime.now(UTC).timestamp() * 1000) + 60_000
+    mark = MarkArgs(LOG_MAX, None, False, [a.id], archived=True, pinned=True, pin_max=1)
+    assert Marked.from_reply(await u.call("mark", mark.to_args())) == Marked(3, [2])
+    refused = MarkArgs(LOG_MAX, None, False, [b.id], pinned=True, pin_max=1)
+    assert Marked.from_reply(await u.call("mark", refused.to_args())) == Marked(0, [3])
+    snooze = MarkArgs(LOG_MAX, None, False, [b.id], snooze_until_ms=until)
+    assert Marked.from_reply(await u.call("mark", snooze.to_args())) == Marked(4, [2])
+    assert await u.appended(Operation.MARK) == [ChangeType.UPDATE] * 2
+    states = await redis.hmget(u.keys.inbox("default", "layout-flags").state, [a.id, b.id])
+    assert states == [b"0|0||\x1fap", b"0|0||\x1fs" + str(until).encode()]
+    counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
+    assert (counted.unread, counted.total) == (0, 0)  # archived and snoozed: out
+
+    assert await u.call("resurface", ResurfaceArgs(LOG_MAX, b.id, until - 1).to_args()) == [0]
+    assert await u.call("resurface", ResurfaceArgs(LOG_MAX, b.id, until).to_args()) == [5]
+    [entry] = await u.appended(Operation.RESURFACE)
+    assert entry is ChangeType.NOTIFICATION
+    counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
+    assert (counted.unread, counted.total) == (1, 1)
 
 
 async def test_an_unknown_change_type_fails_the_read(redis: Redis, settings: Settings) -> None:

@@ -34,6 +34,7 @@ from notifyhub.store.operations import (
     Operation,
     RecallOp,
     RemoveOp,
+    ResurfaceOp,
     UnknownOperation,
     decode_logged,
 )
@@ -73,10 +74,20 @@ def test_update_and_delete_frames() -> None:
         "read_at": to_rfc3339(from_ms(read_at)),
         "archived": False,
         "pinned": False,
+        "snoozed_until": None,
     }
     assert change_frame(Change(update, None, None), "ab12") == frame("update", 7, "ab12", data)
     unread = decode_entry(
-        entry(type="update", seq=8, id="n1", read_at=0, seen=False, archived=True, pinned=True)
+        entry(
+            type="update",
+            seq=8,
+            id="n1",
+            read_at=0,
+            seen=False,
+            archived=True,
+            pinned=True,
+            snoozed=read_at,
+        )
     )
     data = {
         "id": "n1",
@@ -85,6 +96,7 @@ def test_update_and_delete_frames() -> None:
         "read_at": None,
         "archived": True,
         "pinned": True,
+        "snoozed_until": to_rfc3339(from_ms(read_at)),
     }
     assert change_frame(Change(unread, None, None), "") == frame("update", 8, "", data)
     delete = decode_entry(entry(type="delete", seq=9, id="n2"))
@@ -101,14 +113,18 @@ def test_notification_frames() -> None:
     assert isinstance(note, NotificationChange) and note.replaces == "n0" and not note.quiet
     body = (
         b'{"id":"n3","title":"t","tags":[],"status":"unread","seen":false,"read_at":null,'
-        b'"archived":false,"pinned":false,"replaces":"n0"}'
+        b'"archived":false,"pinned":false,"snoozed_until":null,"replaces":"n0"}'
     )
     assert change_frame(Change(note, content, state), "e") == (
         b"event: notification\nid: 3-e\ndata: " + body + b"\n\n"
     )
-    pinned = b"0|0|c|k\x1fap"  # flags after the collapse key (lua/common.lua)
+    pinned = b"0|0|c|k\x1faps1700000000123"  # flags after the collapse key (lua/common.lua)
     fields = orjson.loads(change_frame(Change(note, content, pinned), "e").split(b"data: ")[1])
     assert (fields["archived"], fields["pinned"]) == (True, True)
+    assert fields["snoozed_until"] == to_rfc3339(from_ms(1_700_000_000_123))
+    back = decode_entry(entry(type="notification", seq=5, id="n3", resurfaced=1))
+    fields = orjson.loads(change_frame(Change(back, content, state), "e").split(b"data: ")[1])
+    assert fields["resurfaced"] is True
     assert change_frame(Change(note, None, None), "e") is None  # deleted since
     quiet = decode_entry(entry(type="notification", seq=4, id="n4", quiet=1))
     assert change_frame(Change(quiet, content, state), "e") is None  # counts only
@@ -136,6 +152,8 @@ def test_logged_operations_keep_their_json() -> None:
             {"kind": "mark_all", "category": "c", "before_id": "01J0", "action": "archive"},
             MarkAllOp,
         ),
+        ({"kind": "mark", "ids": ["a"], "read": None, "seen": False, "snooze_until_ms": 0}, MarkOp),
+        ({"kind": "resurface", "id": "n1", "until_ms": 1_700_000_000_123}, ResurfaceOp),
     ]
     for raw, cls in logged:
         op = decode_logged(raw)

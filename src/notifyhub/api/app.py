@@ -39,7 +39,6 @@ from notifyhub.api.tracing import install_tracing
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.services.deliveries import DeliveryService
-from notifyhub.services.inbox import InboxService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.users import UserLookup
@@ -176,7 +175,7 @@ def _state(
         tokens=TokenService(settings),
         keys_cache=KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s),
         ingest=publishing.ingest,
-        inbox=InboxService(inbox.store, durable.log),
+        inbox=publishing.inbox,
         durable=durable.log,
         topics=routing.topics,
         rules=publishing.rules,

@@ -277,11 +277,17 @@ class PublishAccepted(Documented):
 
 
 class PatchRequest(Strict):
-    """Change one notification's state: read, unread or seen, archived, pinned (any
-    combination, at least one field; all of it happens, or none of it)."""
+    """Change one notification's state: read, unread or seen, archived, pinned, snoozed
+    (any combination, at least one field; all of it happens, or none of it)."""
 
     model_config = examples(
-        {"read": True}, {"seen": True}, {"archived": True}, {"pinned": True, "read": False}
+        {"read": True},
+        {"seen": True},
+        {"archived": True},
+        {"pinned": True, "read": False},
+        {"snooze": 3600},
+        {"snoozed_until": TIME_EXAMPLE},
+        {"snoozed_until": None},
     )
 
     read: StrictBool | None = None
@@ -295,11 +301,34 @@ class PatchRequest(Strict):
     """`true` pins it (first in the default list; at most 20 pinned, a 409 with the
     `limit` beyond), `false` unpins it."""
 
+    snoozed_until: Time | None = None
+    """Snooze it until this time (RFC 3339 or epoch milliseconds; in the future, at most
+    90 days ahead): out of the default list and the counts until then, when it comes
+    back unread (a `notification` event with `"resurfaced": true`). `null` unsnoozes."""
+    snooze: Annotated[int, Field(ge=1, le=90 * 24 * 3600)] | None = None
+    """Snooze it for this many seconds (instead of `snoozed_until`)."""
+
     @model_validator(mode="after")
     def _something(self) -> PatchRequest:
-        if all(v is None for v in (self.read, self.seen, self.archived, self.pinned)):
-            raise ValueError("give at least one of `read`, `seen`, `archived`, `pinned`")
+        changes = (self.read, self.seen, self.archived, self.pinned, self.snooze)
+        unsnooze = "snoozed_until" in self.model_fields_set  # null means unsnooze
+        if all(v is None for v in changes) and not unsnooze:
+            raise ValueError(
+                "give at least one of `read`, `seen`, `archived`, `pinned`, `snoozed_until`, "
+                "`snooze`"
+            )
+        if self.snooze is not None and "snoozed_until" in self.model_fields_set:
+            raise ValueError("give `snooze` or `snoozed_until`, not both")
         return self
+
+    def snooze_until_ms(self, now: datetime) -> int | None:
+        """When the snooze ends (ms); 0 unsnoozes; None leaves it as it is."""
+        if self.snooze is not None:
+            return int((now + timedelta(seconds=self.snooze)).timestamp() * 1000)
+        if "snoozed_until" not in self.model_fields_set:
+            return None
+        until = self.snoozed_until
+        return 0 if until is None else int(until.timestamp() * 1000)
 
 
 class ReadAllRequest(Strict):

@@ -89,6 +89,7 @@ _ITEM_EXAMPLE: dict[str, Any] = {
     "read_at": None,
     "archived": False,
     "pinned": False,
+    "snoozed_until": None,
 }
 """A user's copy as the inbox API and the stream's `notification` event show it."""
 
@@ -148,6 +149,9 @@ class InboxItem(Notification):
     `status=archived`."""
     pinned: bool = False
     """Pinned by this user: first in the default list."""
+    snoozed_until: Timestamp | None = None
+    """Snoozed by this user until then: out of the default list and the counts (listed by
+    `status=snoozed`), back unread at that time; null when not snoozed."""
 
 
 class Counts(BaseModel):

@@ -11,8 +11,10 @@ from notifyhub.features.delayed import DelayedQueue
 from notifyhub.features.inbox import Durable
 from notifyhub.features.routing import Routing
 from notifyhub.metrics import Metrics
+from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.rules import RuleService
+from notifyhub.services.snooze import Snoozes
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
@@ -27,7 +29,10 @@ class Publishing:
     ingest: IngestService
     rules: RuleService
     scheduled: ScheduledNotifications
-    """Delivers scheduled notifications when the delayed queue makes them ready."""
+    """Delivers scheduled notifications and snooze wake-ups when the delayed queue makes
+    them ready."""
+    inbox: InboxService
+    """Users' own inboxes (snoozes are scheduled on the delayed queue)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +65,11 @@ def publishing(
         durable=durable.log,
         tracing=tracing,
     )
-    scheduled = ScheduledNotifications(delayed.service, ingest, database.sessionmaker, tracing)
-    return Publishing(ingest, RuleService(ingest, metrics), scheduled)
+    inbox = InboxService(store, durable.log, Snoozes(delayed.service, database.sessionmaker))
+    scheduled = ScheduledNotifications(
+        delayed.service, ingest, database.sessionmaker, tracing, inbox=inbox
+    )
+    return Publishing(ingest, RuleService(ingest, metrics), scheduled, inbox)
 
 
 def producers(

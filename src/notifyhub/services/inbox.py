@@ -14,8 +14,9 @@ from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Counts, InboxItem, InboxPage, Severity, to_ms
 from notifyhub.errors import InvalidInput, LimitReached, NotFound
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
 from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
-from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp
+from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class StateChange:
     seen: bool = False
     archived: bool | None = None
     pinned: bool | None = None
+    snooze_until_ms: int | None = None
+    """Snooze until then (ms since the epoch); 0 unsnoozes."""
 
 
 def ulid_at(ms: int) -> str:
@@ -64,10 +67,17 @@ def _check_cursor(cursor: str | None) -> None:
 
 
 class InboxService:
-    def __init__(self, store: InboxStore, durable: DurableInbox | None = None) -> None:
+    def __init__(
+        self,
+        store: InboxStore,
+        durable: DurableInbox | None = None,
+        snoozes: Snoozes | None = None,
+    ) -> None:
         self._store = store
         self._durable = durable
         """Durable inbox mode's log, if on: changes are appended to it."""
+        self._snoozes = snoozes
+        """Where snooze wake-ups are scheduled (None: snoozing is refused)."""
 
     def _changed(self, me: UserPrincipal, op: LoggedOp) -> None:
         if self._durable is not None:
@@ -103,8 +113,13 @@ class InboxService:
         return item
 
     async def mark(self, me: UserPrincipal, notification_id: str, change: StateChange) -> InboxItem:
-        """Apply one PATCH atomically: all of it, or (a pin over the limit) none of it."""
+        """Apply one PATCH atomically: all of it, or (a pin over the limit) none of it. A
+        snooze's wake-up is durable in PostgreSQL before the copy is snoozed (one for a
+        copy that turns out to be missing finds nothing to do)."""
         read, seen, archived, pinned = change.read, change.seen, change.archived, change.pinned
+        snooze = change.snooze_until_ms
+        if snooze:
+            await self._schedule_wake_up(me, notification_id, snooze)
         result = await self._store.mark(
             me.tenant,
             me.user,
@@ -113,6 +128,7 @@ class InboxService:
             seen=seen,
             archived=archived,
             pinned=pinned,
+            snooze_until_ms=snooze,
         )
         if result.codes == [0]:
             raise NotFound(f"no notification {notification_id}")
@@ -123,9 +139,36 @@ class InboxService:
                 f"unpin one first",
                 limit=limit,
             )
-        op = MarkOp(ids=[notification_id], read=read, seen=seen, archived=archived, pinned=pinned)
+        op = MarkOp(
+            ids=[notification_id],
+            read=read,
+            seen=seen,
+            archived=archived,
+            pinned=pinned,
+            snooze_until_ms=snooze,
+        )
         self._changed(me, op)
         return await self.get(me, notification_id)
+
+    async def _schedule_wake_up(
+        self, me: UserPrincipal, notification_id: str, until_ms: int
+    ) -> None:
+        now_ms = to_ms(datetime.now(UTC))
+        if until_ms <= now_ms:
+            raise InvalidInput("snoozed_until: must be in the future")
+        if until_ms - now_ms > MAX_SNOOZE_S * 1000:
+            raise InvalidInput(f"snoozed_until: at most {MAX_SNOOZE_S // 86400} days ahead")
+        if self._snoozes is None:
+            raise InvalidInput("snooze: this hub has no delayed queue to wake snoozes up")
+        await self._snoozes.schedule(me.tenant, WakeUp(me.user, notification_id, until_ms))
+
+    async def resurface(self, tenant: str, user: str, notification_id: str, until_ms: int) -> bool:
+        """A snooze's wake-up fell due (workers/delayed.py): the copy is back, unread.
+        False when there was nothing to do (gone, or snoozed otherwise since)."""
+        seq = await self._store.resurface(tenant, user, notification_id, until_ms)
+        if seq and self._durable is not None:
+            self._durable.changed(tenant, user, ResurfaceOp(id=notification_id, until_ms=until_ms))
+        return bool(seq)
 
     async def delete(self, me: UserPrincipal, notification_id: str) -> None:
         if not await self._store.remove(me.tenant, me.user, [notification_id]):

@@ -51,6 +51,10 @@ class LoggedCounts:
     total: int
 
 
+def _time(ms: int) -> str | None:
+    return to_rfc3339(from_ms(ms)) if ms else None
+
+
 def _counts(raw: Mapping[str, int]) -> LoggedCounts:
     return LoggedCounts(raw["unread"], raw["unseen"], raw["total"])
 
@@ -67,6 +71,8 @@ class NotificationChange:
     counts: LoggedCounts
     quiet: bool = False
     replaces: str | None = None
+    resurfaced: bool = False
+    """A snoozed copy whose time came (lua/resurface.lua), not a new one."""
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> NotificationChange:
@@ -77,6 +83,7 @@ class NotificationChange:
             _counts(raw["counts"]),
             bool(raw.get("quiet")),
             None if replaces is None else str(replaces),
+            bool(raw.get("resurfaced")),
         )
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
@@ -84,7 +91,7 @@ class NotificationChange:
         (the counts after it are still sent)."""
         if content is None or state is None or self.quiet:
             return None
-        return item_json(content, state, replaces=self.replaces)
+        return item_json(content, state, replaces=self.replaces, resurfaced=self.resurfaced)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +107,13 @@ class UpdateChange:
     seen: bool
     archived: bool = False
     pinned: bool = False
+    snoozed_until_ms: int = 0
+    """0: not snoozed."""
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
         counts = _counts(raw["counts"])
-        flags = bool(raw.get("archived")), bool(raw.get("pinned"))
+        flags = bool(raw.get("archived")), bool(raw.get("pinned")), int(raw.get("snoozed") or 0)
         return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]), *flags)
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
@@ -116,6 +125,7 @@ class UpdateChange:
             "read_at": to_rfc3339(from_ms(read_at)) if read_at else None,
             "archived": self.archived,
             "pinned": self.pinned,
+            "snoozed_until": _time(self.snoozed_until_ms),
         }
         return orjson.dumps(data)
 

@@ -151,10 +151,25 @@ class MarkArgs:
     """True: pin; False: unpin; None: unchanged."""
     pin_max: int = 0
     """A pin that would make more pinned items than this is refused (code 3)."""
+    snooze_until_ms: int | None = None
+    """Snooze until then (ms); 0 unsnoozes; None: unchanged."""
 
     def to_args(self) -> Args:
         flags = [_tristate(self.read), _flag(self.seen), _tristate(self.archived)]
-        return [self.log_max, *flags, _tristate(self.pinned), self.pin_max, *self.ids]
+        snooze = "" if self.snooze_until_ms is None else self.snooze_until_ms
+        return [self.log_max, *flags, _tristate(self.pinned), self.pin_max, snooze, *self.ids]
+
+
+@dataclass(frozen=True, slots=True)
+class ResurfaceArgs:
+    """resurface.lua's ARGV; its reply is {seq} (0: nothing to do)."""
+
+    log_max: int
+    id: str
+    until_ms: int
+
+    def to_args(self) -> Args:
+        return [self.log_max, self.id, self.until_ms]
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +291,7 @@ class PageArgs:
     bound: str
     """ZRANGEBYLEX form: `[id`, `(id`, `+`."""
     limit: int
-    status: Literal["all", "unread", "read", "archived"]
+    status: Literal["all", "unread", "read", "archived", "snoozed"]
     category: str | None
     budget: int
     """At most this many ids scanned."""

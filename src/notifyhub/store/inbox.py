@@ -35,6 +35,7 @@ from notifyhub.store.codecs import (
     PerUser,
     Placed,
     RemoveArgs,
+    ResurfaceArgs,
     changes_from_reply,
 )
 from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
@@ -45,7 +46,7 @@ from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
 UserRef = tuple[str, str]
 """(tenant, user)."""
 
-ListStatus = Literal["all", "unread", "read", "archived"]
+ListStatus = Literal["all", "unread", "read", "archived", "snoozed"]
 SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity, start=1)}
 """lua/page.lua's RANK: a `severity_at_least` filter as a number."""
 
@@ -344,7 +345,7 @@ class InboxStore:
         pinned: Literal["first", "skip", "only", ""] = ""
         if query.pinned_only:
             pinned = "only"
-        elif order == "desc" and query.status != "archived":
+        elif order == "desc" and query.status not in ("archived", "snoozed"):
             pinned = "skip" if query.cursor else "first"
         severity = query.severity_at_least
         args = PageArgs(
@@ -376,6 +377,7 @@ class InboxStore:
         seen: bool,
         archived: bool | None = None,
         pinned: bool | None = None,
+        snooze_until_ms: int | None = None,
     ) -> Marked:
         """Per id: 0 missing, 1 unchanged, 2 changed, 3 refused: pinning it would pass
         `limits.pinned_per_user` (`Marked.codes`)."""
@@ -387,12 +389,23 @@ class InboxStore:
             archived=archived,
             pinned=pinned,
             pin_max=self._limits.pinned_per_user,
+            snooze_until_ms=snooze_until_ms,
         )
         marked = Marked.from_reply(
             await self._call(self.scripts.mark, tenant, user, args.to_args())
         )
         await self._publish([(member(tenant, user), marked.seq)])
         return marked
+
+    async def resurface(self, tenant: str, user: str, notification_id: str, until_ms: int) -> int:
+        """A snooze until `until_ms` ended: the copy is unread again, in the lists and the
+        counts (a `notification` change with `resurfaced`). Returns its seq; 0 when the
+        copy is gone or snoozed otherwise since (a later snooze, or unsnoozed)."""
+        args = ResurfaceArgs(self._limits.change_log_max, notification_id, until_ms)
+        raw = await self._call(self.scripts.resurface, tenant, user, args.to_args())
+        seq = int(raw[0])
+        await self._publish([(member(tenant, user), seq)])
+        return seq
 
     async def mark_all(
         self,

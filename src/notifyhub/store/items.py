@@ -10,7 +10,8 @@ import orjson
 from notifyhub.domain.notification import InboxItem, from_ms, to_rfc3339
 
 FLAGS = b"\x1f"
-"""Where a state's flags start (lua/common.lua `format_state`): `a` archived, `p` pinned."""
+"""Where a state's flags start (lua/common.lua `format_state`): `a` archived, `p` pinned,
+`s<ms>` snoozed until then (always the last flag)."""
 
 
 def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
@@ -26,6 +27,8 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
     fields["archived"] = b"a" in flags
     fields["pinned"] = b"p" in flags
+    snoozed = flags.partition(b"s")[2]
+    fields["snoozed_until"] = to_rfc3339(from_ms(int(snoozed))) if snoozed else None
     return fields
 
 
@@ -33,16 +36,20 @@ def parse_item(content: bytes, state: bytes) -> InboxItem:
     return InboxItem.model_validate(_item_fields(content, state))
 
 
-def item_json(content: bytes, state: bytes, *, replaces: str | None = None) -> bytes:
+def item_json(
+    content: bytes, state: bytes, *, replaces: str | None = None, resurfaced: bool = False
+) -> bytes:
     """A user's copy as JSON, straight from Redis bytes (the stream's hot path)."""
-    return _item_json(content, state, replaces)
+    return _item_json(content, state, replaces, resurfaced)
 
 
 @functools.lru_cache(maxsize=1024)
-def _item_json(content: bytes, state: bytes, replaces: str | None) -> bytes:
+def _item_json(content: bytes, state: bytes, replaces: str | None, resurfaced: bool) -> bytes:
     """Cached: a broadcast sends every stream the same content with the same fresh
     state, so 10k streams cost one parse and one dump instead of 10k."""
     fields = _item_fields(content, state)
     if replaces is not None:
         fields["replaces"] = replaces
+    if resurfaced:
+        fields["resurfaced"] = True
     return orjson.dumps(fields)

@@ -39,6 +39,7 @@ class Operation(StrEnum):
     REMOVE = "remove"
     PURGE = "purge"
     RECALL = "recall"
+    RESURFACE = "resurface"
 
 
 class LoggedOpError(NotifyhubError):
@@ -76,7 +77,9 @@ class MarkOp(LoggedOp):
     seen: bool
     archived: bool | None = None
     pinned: bool | None = None
-    added_later: ClassVar[frozenset[str]] = frozenset({"archived", "pinned"})
+    snooze_until_ms: int | None = None
+    """Snoozed until then; 0 unsnoozes; None: unchanged."""
+    added_later: ClassVar[frozenset[str]] = frozenset({"archived", "pinned", "snooze_until_ms"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
         await store.mark(
@@ -87,6 +90,7 @@ class MarkOp(LoggedOp):
             seen=self.seen,
             archived=self.archived,
             pinned=self.pinned,
+            snooze_until_ms=self.snooze_until_ms,
         )
 
 
@@ -125,6 +129,18 @@ class RecallOp(LoggedOp):
         await store.forget(self.id)
 
 
+class ResurfaceOp(LoggedOp):
+    """A snoozed copy's time came (logged, so a replay after a Redis loss does not leave it
+    snoozed for good: its wake-up was consumed)."""
+
+    kind: ClassVar[Operation] = Operation.RESURFACE
+    id: str
+    until_ms: int
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        await store.resurface(tenant, user, self.id, self.until_ms)
+
+
 @dataclass(frozen=True, slots=True)
 class OperationSpec:
     script: str
@@ -148,6 +164,7 @@ OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.REMOVE: OperationSpec("remove", (_D,), RemoveOp),
     Operation.PURGE: OperationSpec("purge", (_D,)),
     Operation.RECALL: OperationSpec("remove", (_D,), RecallOp),  # per holder
+    Operation.RESURFACE: OperationSpec("resurface", (_N,), ResurfaceOp),
 }
 
 _LOGGED: Final[Mapping[str, type[LoggedOp]]] = {

@@ -15,7 +15,9 @@ from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, Reserved
+from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import SCHEDULED_QUEUE, IngestService
+from notifyhub.services.snooze import SNOOZE_QUEUE, WakeUp
 from notifyhub.settings import DelayedSettings
 from notifyhub.store.delayed import Moved
 from notifyhub.store.keys import Queue
@@ -30,8 +32,9 @@ WAKE_MARGIN_S = 0.001
 
 
 class ScheduledNotifications:
-    """Consumes the internal `notifyhub.scheduled` queue of every tenant: publish, then ack
-    (unacked ones come back after ttl)."""
+    """Consumes the internal queues of every tenant: `notifyhub.scheduled` (publish) and
+    `notifyhub.snoozed` (resurface a snoozed copy), then acks (unacked ones come back
+    after ttl)."""
 
     def __init__(
         self,
@@ -39,15 +42,18 @@ class ScheduledNotifications:
         ingest: IngestService,
         sessionmaker: async_sessionmaker[AsyncSession],
         tracing: Tracing | None = None,
+        *,
+        inbox: InboxService | None = None,
     ) -> None:
         self._delayed = delayed
         self._ingest = ingest
         self._sessionmaker = sessionmaker
         self._tracing = tracing or Tracing()
+        self._inbox = inbox
 
     async def run_once(self) -> int:
-        """A batch from each tenant with a scheduled notification ready (one tenant's
-        burst does not hold the others' back by more than a batch)."""
+        """A batch from each tenant with a scheduled notification or a wake-up ready (one
+        tenant's burst does not hold the others' back by more than a batch)."""
         published = 0
         for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
             messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
@@ -57,7 +63,21 @@ class ScheduledNotifications:
                 else:
                     await self._publish(queue, message)
             published += len(messages)
+        if self._inbox is not None:
+            for queue in await self._delayed.ready_queues(SNOOZE_QUEUE):
+                messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
+                for message in messages:
+                    await self._wake(self._inbox, queue, message)
+                published += len(messages)
         return published
+
+    async def _wake(self, inbox: InboxService, queue: Queue, reserved: Reserved) -> None:
+        """Resurface the copy a snooze's wake-up names, then ack (a wake-up for a snooze
+        changed since does nothing)."""
+        wake_up = WakeUp.from_json(reserved.message.body)
+        await inbox.resurface(queue.tenant, wake_up.user, wake_up.id, wake_up.until_ms)
+        async with UnitOfWork(self._sessionmaker) as unit:
+            await self._delayed.ack(unit, queue, reserved.message.id, reserved.receipt)
 
     async def _traced_publish(self, queue: Queue, reserved: Reserved) -> None:
         """`_publish` as a `notifyhub.scheduled.publish` span (its publish a child)."""
@@ -163,7 +183,8 @@ class DelayedMover:
         results = await self._delayed.move(self._settings.move_batch)
         if started_ns:
             self._trace(results, started_ns)
-        if any(r.queue.name == SCHEDULED_QUEUE and (r.moved or r.reoffered) for r in results):
+        internal = (SCHEDULED_QUEUE, SNOOZE_QUEUE)
+        if any(r.queue.name in internal and (r.moved or r.reoffered) for r in results):
             self._on_scheduled_ready()
         self._observe(results)
         self._plan.after_pass(results)

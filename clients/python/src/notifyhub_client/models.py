@@ -201,6 +201,7 @@ class Notification(Response):
     read_at: datetime | None = None
     archived: bool = False
     pinned: bool = False
+    snoozed_until: datetime | None = None
     replaces: str | None = None
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
 
@@ -222,6 +223,7 @@ class InboxUpdate(Response):
     read_at: datetime | None = None
     archived: bool = False
     pinned: bool = False
+    snoozed_until: datetime | None = None
 
 
 class Deleted(Response):

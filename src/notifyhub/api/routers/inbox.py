@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
@@ -32,11 +33,11 @@ async def list_notifications(
     me: CurrentUser,
     state: AppState,
     status_: Annotated[
-        Literal["unread", "read", "all", "archived"],
+        Literal["unread", "read", "all", "archived", "snoozed"],
         Query(
             alias="status",
             description="Which notifications: `all`, `unread` and `read` leave the archived "
-            "out; `archived` lists only those.",
+            "and snoozed out; `archived` lists only the archived, `snoozed` the snoozed.",
             examples=["unread"],
         ),
     ] = "all",
@@ -189,10 +190,15 @@ async def get_notification(
 async def patch_notification(
     notification_id: NotificationIdPath, body: PatchRequest, me: CurrentUser, state: AppState
 ) -> InboxItem:
-    """Mark the notification read, unread or seen, archive or pin it (or undo either);
-    the answer is the updated copy. Pinning past the limit (20) is a 409 naming it."""
+    """Mark the notification read, unread or seen, archive, pin or snooze it (or undo
+    any); the answer is the updated copy. Pinning past the limit (20) is a 409 naming it;
+    a snooze in the past or more than 90 days ahead is a 422."""
     change = StateChange(
-        read=body.read, seen=bool(body.seen), archived=body.archived, pinned=body.pinned
+        read=body.read,
+        seen=bool(body.seen),
+        archived=body.archived,
+        pinned=body.pinned,
+        snooze_until_ms=body.snooze_until_ms(datetime.now(UTC)),
     )
     return await state["inbox"].mark(me, notification_id, change)
 

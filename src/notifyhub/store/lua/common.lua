@@ -2,8 +2,9 @@
 -- One user's keys come in KEYS as 10 consecutive names (store/keys.py INBOX_FIELDS):
 -- items, state, time, exp, cnt, seq, log, ck, prefs, pend.
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread),
--- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned (so an
--- unflagged state is what it always was; collapse keys hold no control characters).
+-- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned,
+-- "s<ms>" snoozed until then (so an unflagged state is what it always was; collapse keys
+-- hold no control characters).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
@@ -27,14 +28,21 @@ local function parse_state(s)
   return {read_at = tonumber(string.sub(s, 1, a - 1)), seen = string.sub(s, a + 1, b - 1) == '1',
           category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1, f and f - 1 or -1),
           archived = string.find(flags, 'a', 1, true) ~= nil,
-          pinned = string.find(flags, 'p', 1, true) ~= nil}
+          pinned = string.find(flags, 'p', 1, true) ~= nil,
+          snoozed = tonumber(string.match(flags, 's(%d+)')) or 0}
 end
 
 local function format_state(st)
   local s = st.read_at .. '|' .. (st.seen and '1' or '0') .. '|' .. st.category .. '|' .. st.ck
   local flags = (st.archived and 'a' or '') .. (st.pinned and 'p' or '')
+  if st.snoozed and st.snoozed > 0 then flags = flags .. 's' .. string.format('%d', st.snoozed) end
   if flags ~= '' then return s .. FLAGS .. flags end
   return s
+end
+
+-- Archived and snoozed copies are out of the default lists and every count.
+local function hidden(st)
+  return st.archived or (st.snoozed or 0) > 0
 end
 
 -- The user's pinned ids (cnt field `pins`, space-separated, at most the pin limit).
@@ -63,7 +71,7 @@ end
 -- Adjust the counters by the difference between two states (nil = absent; an archived
 -- copy counts as absent); returns the counts after the change.
 local function vec(st)
-  if not st or st.archived then return 0, 0, 0 end
+  if not st or hidden(st) then return 0, 0, 0 end
   return 1, (st.read_at == 0) and 1 or 0, st.seen and 0 or 1
 end
 

@@ -25,7 +25,8 @@ for _, id in ipairs(ids) do
     redis.call('HSET', u.state, id, format_state(new))
     local c = count_change(u, st, new)
     last = append(u, {type = 'update', id = id, read_at = new.read_at, seen = new.seen,
-                      archived = new.archived, pinned = new.pinned}, log_max, c)
+                      archived = new.archived, pinned = new.pinned,
+                      snoozed = new.snoozed}, log_max, c)
     updated = updated + 1
   end
 end

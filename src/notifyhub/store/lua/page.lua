@@ -1,12 +1,13 @@
 -- One page of one user's items, filtered, with a scan budget.
 -- ARGV: log_max, order ('desc' newest first | 'asc'), bound (ZRANGEBYLEX form),
---       limit, status ('all'|'unread'|'read'|'archived'), category ('' any), budget,
+--       limit, status ('all'|'unread'|'read'|'archived'|'snoozed'), category ('' any), budget,
 --       stop (ZRANGEBYLEX form: where the scan ends, '-' / '+' for the end),
 --       pinned ('first': pinned items ahead of the page, out of the scan | 'skip': out
 --       of the scan (the pages after the first) | 'only' | '': in time order),
 --       tags_any (comma-separated, '' none), tags_all (same), severity_min (rank, 0 any),
 --       actor ('' any)
--- Archived items appear only under status 'archived'. Filters on tags, severity and actor
+-- Archived items appear only under status 'archived', snoozed ones (not archived) only
+-- under 'snoozed'. Filters on tags, severity and actor
 -- read the item's content (only the items the state filters let through).
 -- Returns {next_cursor or false, unread, id1, content1, state1, id2, ...}; with pinned
 -- 'first' the matching pinned items come first, on top of `limit` others.
@@ -42,6 +43,7 @@ end
 
 local function matches(st)
   if (status == 'archived') ~= st.archived then return false end
+  if status ~= 'archived' and (status == 'snoozed') ~= (st.snoozed > 0) then return false end
   if category ~= '' and st.category ~= category then return false end
   if pinned == 'only' and not st.pinned then return false end
   if status == 'unread' then return st.read_at == 0 end
