@@ -84,7 +84,8 @@ async def audited(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> AsyncIterator[ServicePrincipal]:
     """Yield the principal to the handler; record a mutating request's outcome: with the
-    request's session when it succeeded (its unit commits both), apart when it failed."""
+    request's session when it succeeded (its unit commits both), apart when it failed,
+    except when it failed on a store outage (503: logged, not recorded)."""
     if request.method in READS:
         yield principal
         return
@@ -92,6 +93,15 @@ async def audited(
     try:
         yield acting
     except Exception as exc:  # (a cancelled request rolls back and records nothing)
+        if _status_of(exc) == 503:
+            # A store is down: writing the entry would wait on the same outage (a hung
+            # PostgreSQL once held the 503 past the client's 5 s). Logged instead.
+            log.warning(
+                "audit entry of %s %s not written: the action failed on an outage",
+                request.method,
+                request.url.path,
+            )
+            raise
         try:
             async with UnitOfWork(sessionmaker) as apart:
                 await audit.record(apart.session, _action(request, acting, _status_of(exc)))
