@@ -21,7 +21,13 @@ import pytest
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
 from support.streams import LiveStreamsWorkload
-from support.workloads import DelayedWorkload, DeliveriesWorkload, InboxWorkload, Workload
+from support.workloads import (
+    DelayedWorkload,
+    DeliveriesWorkload,
+    InboxWorkload,
+    SnoozeWorkload,
+    Workload,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -108,6 +114,10 @@ def _live_streams(env: FaultEnv) -> list[Workload]:
     return [LiveStreamsWorkload(env.hub.base_url, env.publish_key, env.user_token)]
 
 
+def _snoozes(env: FaultEnv) -> list[Workload]:
+    return [SnoozeWorkload(env.hub.base_url, env.publish_key, env.user_token)]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -148,9 +158,18 @@ SCENARIOS = [
         durability="postgres",
         workloads=_live_streams,
     ),
+    Scenario(
+        "durable inbox: Redis FLUSHALL under snoozes",
+        flush_redis,
+        durability="postgres",
+        workloads=_snoozes,
+    ),
+    Scenario(
+        "Redis kill -9 + restart (AOF everysec) under snoozes", kill_redis, workloads=_snoozes
+    ),
 ]
 
-ALWAYS_REQUIRED = ("delayed", "deliveries", "post-loss (SSE)", "streams reset")
+ALWAYS_REQUIRED = ("delayed", "deliveries", "post-loss (SSE)", "streams reset", "snooze (REST)")
 """Histories that may lose nothing in any scenario that has them."""
 
 

@@ -348,3 +348,103 @@ class DeliveriesWorkload:
         await self._receiver.close()
         self._collect()
         return [self.history]
+
+
+class SnoozeWorkload:
+    """A writer publishes to one user and snoozes each notification for longer than the
+    fault lasts. Right after the fault every snooze not yet due must still be hidden (a
+    snooze the fault made it forget, shown early, counts as lost); at the end each must
+    have come back: in the default list, unsnoozed, unread. One history: `snooze (REST)`;
+    an id shown early, still snoozed (its wake-up lost) or gone counts as lost."""
+
+    SNOOZE_S = 6
+    MARGIN_S = 1.0
+    """Only snoozes due this much after the check are required to be hidden."""
+
+    def __init__(self, base_url: str, publish_key: str, user_token: Callable[[str], str]) -> None:
+        self.publish = {"Authorization": f"Bearer {publish_key}"}
+        self.user = "fault-snoozer"
+        self.me = {"Authorization": f"Bearer {user_token(self.user)}"}
+        self.history = History("snooze (REST)")
+        self.due_at: dict[str, float] = {}
+        """Each acknowledged snooze's end (the loop's clock)."""
+        self.early: set[str] = set()
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
+        self._counter = itertools.count()
+
+    async def start(self) -> None:
+        pass
+
+    def after_fault(self) -> None:
+        pass
+
+    async def write(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            body = {"recipients": {"users": [self.user]}, "title": f"snooze {next(self._counter)}"}
+            try:
+                published = await self._client.post(
+                    "/v1/notifications", json=body, headers=self.publish
+                )
+                if published.status_code != 202:
+                    await asyncio.sleep(RETRY_PAUSE_S)
+                    continue
+                item_id = published.json()["id"]
+                snoozed = await self._client.patch(
+                    f"/v1/me/notifications/{item_id}",
+                    json={"snooze": self.SNOOZE_S},
+                    headers=self.me,
+                )
+            except httpx.HTTPError:
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
+            if snoozed.status_code == 200:
+                self.history.ack(item_id)
+                self.due_at[item_id] = asyncio.get_running_loop().time() + self.SNOOZE_S
+            await asyncio.sleep(0.1)
+
+    async def _back(self) -> set[str]:
+        """The ids in the default list that are unread and not snoozed."""
+        found: set[str] = set()
+        params: dict[str, str | int] = {"limit": 100}
+        while True:
+            response = await self._client.get(
+                "/v1/me/notifications", params=params, headers=self.me
+            )
+            response.raise_for_status()
+            page = response.json()
+            found.update(
+                item["id"]
+                for item in page["items"]
+                if item["snoozed_until"] is None and item["status"] == "unread"
+            )
+            if not page["next_cursor"]:
+                return found
+            params["cursor"] = page["next_cursor"]
+
+    async def drain(self, timeout_s: float) -> list[History]:
+        checked_at = asyncio.get_running_loop().time()
+        shown: set[str] = set()
+        for _ in range(50):
+            with contextlib.suppress(httpx.HTTPError):
+                shown = await self._back()
+                break
+            await asyncio.sleep(RETRY_PAUSE_S)
+        self.early = {i for i in shown if self.due_at.get(i, 0) > checked_at + self.MARGIN_S}
+        back: set[str] = set()
+
+        async def all_back() -> None:
+            nonlocal back
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    back = await self._back()
+                    if self.history.acknowledged <= back:
+                        return
+                await asyncio.sleep(0.2)
+
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await all_back()
+        for item_id in (back & self.history.acknowledged) - self.early:
+            self.history.arrived(item_id)
+        await self._client.aclose()
+        return [self.history]
