@@ -255,6 +255,7 @@ class InboxModel(RuleBasedStateMachine):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 300 x 60 steps take 1.5 min on an idle 2-core machine
 def test_counts_never_drift(settings: Any) -> None:
     InboxModel.redis_url = settings.redis_url
     in_ci = os.environ.get("CI") == "true"  # the bar; a quick look locally
