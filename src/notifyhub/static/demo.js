@@ -380,10 +380,16 @@
     client.get(id).then(
       (item) => {
         if (client !== demo.client || generation !== shown.generation) return;
-        if (shown.touched.get(id) === mark) upsert(item);
+        if (shown.touched.get(id) === mark && !beyondLoaded(item)) upsert(item);
       },
       () => {}, // deleted meanwhile: nothing to show
     );
+  }
+
+  /** Older than every loaded row while older pages are unloaded: "Load older" brings it. */
+  function beyondLoaded(item) {
+    if (shown.cursor === null) return false;
+    return [...shown.rows.keys()].every((id) => id > item.id);
   }
 
   // ---- counts and tabs -----------------------------------------------------------------
