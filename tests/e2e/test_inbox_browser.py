@@ -534,3 +534,36 @@ async def test_demo_inbox_tabs_screenshot(
     shot = await page.screenshot(path=path)
     assert shot.startswith(b"\x89PNG")
     assert tab.errors == []
+
+
+@pytest.mark.parametrize("mode", ["shared-worker"])
+async def test_a_personal_tab_added_in_one_tab_shows_in_the_other_with_its_count(
+    context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
+) -> None:
+    token = make_token("pia")
+    old = await publish(hub, publish_key, "pia", title="Invoice 7", tags=["billing"])
+    await publish(hub, publish_key, "pia", title="Unrelated")
+    tabs = await open_tabs(context, browser_hub.base_url, token, mode)
+    page = tabs[0].page
+    await page.locator("[data-testid=add-view]").click()
+    await page.locator("[data-testid=view-form] [name=name]").fill("money")
+    await page.locator("[data-testid=view-form] [name=tags]").fill("billing, invoice")
+    await page.locator("[data-testid=view-form] [type=submit]").click()
+    selected = page.locator('[data-testid=tab][data-tab="view:money"][aria-selected=true]')
+    await selected.wait_for()
+    await tabs[0].item(old).wait_for()
+    assert await row_ids(tabs[0]) == [old]
+    views = await me(browser_hub, token, "GET", "/v1/me/views")
+    assert {"name": "money", "filter": {"tags_any": ["billing", "invoice"]}}.items() <= next(
+        view for view in views["views"] if view["name"] == "money"
+    ).items()
+
+    new = await publish(hub, publish_key, "pia", title="Invoice 8", tags=["invoice"])
+    await tabs[0].item(new).wait_for()  # live into the shown view
+    count = tabs[1].page.locator('[data-tab="view:money"] [data-testid=tab-count]')
+    await count.filter(has_text="2").wait_for()  # the other tab learnt the view from counts
+
+    await page.locator("[data-testid=delete-view]").click()
+    await page.locator('[data-testid=tab][data-tab="all"][aria-selected=true]').wait_for()
+    assert await page.locator('[data-tab="view:money"]').count() == 0
+    assert [error for tab in tabs for error in tab.errors] == []

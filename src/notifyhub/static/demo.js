@@ -453,6 +453,7 @@
     }
     tabs.push(tabButton("snoozed", "Snoozed", false), tabButton("archived", "Archived", false));
     $("[data-testid=tabs]").replaceChildren(...tabs);
+    $("[data-testid=delete-view]").hidden = !personalView();
     renderCounts(demo.client && demo.client.counts);
   }
 
@@ -467,11 +468,10 @@
     }
     if (client !== demo.client) return;
     shown.views = views;
-    if (viewName() !== null && !views.some((found) => found.name === viewName())) {
-      shown.tab = "all"; // the shown view was deleted
-      loadPage(true);
-    }
+    const gone = viewName() !== null && !views.some((found) => found.name === viewName());
+    if (gone) shown.tab = "all"; // the shown view was deleted
     renderTabs();
+    if (gone) await setTab("all");
   }
 
   function renderStatus(status) {
@@ -614,13 +614,65 @@
     }
     $("[data-testid=filters]").hidden = !inboxTab();
     $("[data-testid=archive-all]").hidden = tab !== "all";
+    $("[data-testid=delete-view]").hidden = !personalView();
     const help = { archived: "Nothing archived", snoozed: "Nothing snoozed" };
     $(".empty-title").textContent = help[tab] || "You're all caught up";
     $(".empty-help").hidden = tab !== "all";
     return loadPage(true);
   }
 
+  // ---- personal views: a tab by tags --------------------------------------------------
+
+  function toggleViewForm(open) {
+    const form = $("[data-testid=view-form]");
+    form.hidden = !open;
+    $("[data-testid=add-view]").setAttribute("aria-expanded", String(open));
+    $(".view-error", form).hidden = true;
+    if (open) form.elements.name.focus();
+  }
+
+  async function addView(form) {
+    const name = form.elements.name.value.trim();
+    const tags = form.elements.tags.value.split(",").map((tag) => tag.trim()).filter(Boolean);
+    try {
+      await demo.client.saveView(name, { filter: { tags_any: tags }, label: name });
+    } catch (error) {
+      const message = $(".view-error", form);
+      message.textContent = error.message;
+      message.hidden = false;
+      return;
+    }
+    form.reset();
+    toggleViewForm(false);
+    await loadViews();
+    setTab(`view:${name}`);
+  }
+
+  function personalView() {
+    return shown.views.find((found) => found.name === viewName() && found.scope === "personal");
+  }
+
+  async function removeView() {
+    const found = personalView();
+    if (!found) return;
+    try {
+      await demo.client.deleteView(found.name);
+    } catch (error) {
+      notice(`Could not remove the tab: ${error.message}`);
+      return;
+    }
+    await loadViews(); // the shown view is gone: back to All
+  }
+
   function wireControls() {
+    $("[data-testid=add-view]").addEventListener("click", () =>
+      toggleViewForm($("[data-testid=view-form]").hidden),
+    );
+    $("[data-testid=view-form]").addEventListener("submit", (event) => {
+      event.preventDefault();
+      addView(event.target);
+    });
+    $("[data-testid=delete-view]").addEventListener("click", removeView);
     for (const list of document.querySelectorAll(".list")) list.addEventListener("click", onListClick);
     $("[data-testid=tabs]").addEventListener("click", (event) => {
       const tab = event.target.closest("[data-testid=tab]");
