@@ -461,12 +461,15 @@
   async function loadViews() {
     const client = demo.client;
     let views = [];
+    let supported = true;
     try {
       views = (await client.fetchViews()).views || [];
     } catch (error) {
       views = [];
+      supported = false; // a hub without views: no "+" to add one
     }
     if (client !== demo.client) return;
+    $("[data-testid=add-view]").hidden = !supported;
     shown.views = views;
     const gone = viewName() !== null && !views.some((found) => found.name === viewName());
     if (gone) shown.tab = "all"; // the shown view was deleted
