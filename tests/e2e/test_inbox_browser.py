@@ -182,7 +182,7 @@ async def require(hub: Any, *needs: str) -> None:
         doc = (await client.get("/openapi.json")).json()
     missing = [need for need in needs if not _has(doc, need)]
     if missing:
-        pytest.skip(f"the hub lacks issue 18's {', '.join(missing)} (branch inbox-store)")
+        pytest.skip(f"the hub lacks issue 18's {', '.join(missing)} (views are not built yet)")
 
 
 async def me(hub: Any, token: str, method: str, path: str, **kwargs: Any) -> Any:
