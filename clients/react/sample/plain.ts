@@ -7,8 +7,11 @@ import type {
   InboxPage,
   NotificationUpdate,
   NotifyHubClient,
+  SnoozePreset,
   StreamCounts,
   Updated,
+  ViewCounts,
+  ViewList,
 } from "../../../src/notifyhub/static/notifyhub.js";
 
 declare const userJwt: string;
@@ -52,6 +55,43 @@ export async function plainClient(): Promise<NotifyHubClient> {
   }
   await hub.markAllRead();
   await hub.markAllRead({ category: "orders", before: "2025-01-31T00:00:00Z" });
+
+  // Issue 18: archive, snooze, pin, views and their live counts.
+  const archived: InboxPage = await hub.list({ status: "archived" });
+  await hub.list({ view: "mentions", pinned: true, tagsAny: ["billing"], severityAtLeast: "warning" });
+  await hub.list({ tagsAll: ["a", "b"], actor: "bob", createdAfter: new Date(), createdBefore: "2025-01-31T00:00:00Z" });
+  const item = archived.items[0];
+  if (item !== undefined) {
+    const restored: InboxItem = await hub.unarchive(item.id);
+    console.log(restored.archived, restored.pinned, restored.snoozed_until, restored.tags.join());
+    await hub.archive(item.id);
+    await hub.archive(item.id, false);
+    await hub.snooze(item.id, 3600);
+    await hub.snooze(item.id, new Date(Date.now() + 60_000));
+    await hub.snooze(item.id, "2025-01-31T09:00:00.000Z");
+    for (const preset of NotifyHub.SNOOZE_PRESETS) {
+      const name: SnoozePreset = preset.name;
+      await hub.snooze(item.id, name);
+      console.log(preset.label, NotifyHub.snoozeTime(name, new Date()).getTime());
+    }
+    await hub.unsnooze(item.id);
+    await hub.pin(item.id);
+    await hub.unpin(item.id);
+    console.log(NotifyHub.matchesList(item, { status: "unread", view: "mentions" }, { tags_any: ["x"] }));
+    console.log(NotifyHub.matchesView(item, { severity_at_least: "error", categories: ["orders"] }));
+  }
+  console.log((await hub.archiveAll({ category: "orders" })).updated, NotifyHub.snoozeBody("hour"));
+  const views: ViewList = await hub.fetchViews();
+  for (const view of views.views) console.log(view.name, view.label ?? view.name, view.scope, view.filter.tags_any);
+  await hub.saveView("billing", { filter: { tags_any: ["billing"] }, label: "Billing" });
+  await hub.deleteView("billing");
+  hub.on("notification", (n) => console.log(n.resurfaced === true));
+  hub.on("update", (u) => console.log(u.archived, u.pinned, u.snoozed_until));
+  hub.on("counts", (c) => {
+    const tab: ViewCounts | undefined = c.views["billing"];
+    console.log(tab?.unread, tab?.exact);
+  });
+
   const counts: Counts = await hub.fetchCounts();
   console.log(counts.unseen, hub.counts?.seq, hub.mode, hub.status, hub.baseUrl, hub.streamUrl);
 
@@ -69,8 +109,14 @@ export async function plainClient(): Promise<NotifyHubClient> {
   hub.on("message", () => {});
   // @ts-expect-error an update carries no title
   hub.on("update", (u) => console.log(u.title));
-  // @ts-expect-error status is all | unread | read
-  await hub.list({ status: "archived" });
+  // @ts-expect-error status is all | unread | read | archived | snoozed
+  await hub.list({ status: "deleted" });
+  // @ts-expect-error not a preset
+  NotifyHub.snoozeTime("someday");
+  // @ts-expect-error views have no counts of archived copies
+  hub.counts?.views["billing"]?.archived;
+  // @ts-expect-error an update carries no tags
+  hub.on("update", (u) => console.log(u.tags));
   // @ts-expect-error counts are read-only to callers
   hub.counts = null;
   // @ts-expect-error the REST counts have no seq

@@ -50,7 +50,9 @@ export async function fetchPage(client: NotifyHubClient, query: PageQuery): Prom
   return payload as InboxPage;
 }
 
+/** In the lists this hook shows (the default inbox): archived and snoozed copies are not. */
 export function matches(item: InboxItem, filter: ListFilter): boolean {
+  if (item.archived === true || (item.snoozed_until ?? null) !== null) return false;
   if (filter.status !== "all" && item.status !== filter.status) return false;
   return filter.category === null || item.category === filter.category;
 }
@@ -67,15 +69,20 @@ export function upsert(items: InboxItem[], item: InboxItem, filter: ListFilter):
   return at === -1 ? [...rest, item] : [...rest.slice(0, at), item, ...rest.slice(at)];
 }
 
-/** A `notification` event: the new copy, minus the copy it collapsed. */
+/**
+ * A `notification` event: the new copy, minus the copy it collapsed. A resurfaced snooze
+ * goes on top, as the hub lists it.
+ */
 export function received(items: InboxItem[], event: NotificationEvent, filter: ListFilter): InboxItem[] {
-  const { replaces, ...item } = event;
-  return upsert(replaces === undefined ? items : without(items, replaces), item, filter);
+  const { replaces, resurfaced, ...item } = event;
+  const rest = without(replaces === undefined ? items : without(items, replaces), item.id);
+  if (resurfaced === true && matches(item, filter)) return [item, ...rest];
+  return upsert(rest, item, filter);
 }
 
-/** An `update` event: the item's new read state (it may leave a filtered list). */
+/** An `update` event: the item's new state (it may leave a filtered list: read, archived, snoozed). */
 export function updated(items: InboxItem[], update: NotificationUpdate, filter: ListFilter): InboxItem[] {
   const item = items.find((other) => other.id === update.id);
   if (item === undefined) return items;
-  return upsert(items, { ...item, status: update.status, seen: update.seen, read_at: update.read_at }, filter);
+  return upsert(items, { ...item, ...update }, filter);
 }

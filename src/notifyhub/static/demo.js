@@ -2,7 +2,8 @@
  * demo.js - the demo inbox on top of notifyhub.js. The user token comes from the URL
  * fragment (#token=...) or the paste box and stays in sessionStorage; the page asks the
  * hub for stream tokens itself (a real app's backend would). Everything user-supplied is
- * rendered with textContent, never as HTML.
+ * rendered with textContent, never as HTML. Tabs: All (the default inbox), one per view
+ * with its live counts, Snoozed and Archived; pinned rows sit in their own section on top.
  */
 /* global NotifyHub */
 "use strict";
@@ -27,14 +28,22 @@
   const demo = { client: null, toasts: [], tokenCalls: 0, streamTokens: [], ready: false };
   window.notifyhubDemo = demo;
 
-  const view = {
-    filter: "all",
+  /** What the page shows: one tab (All, a view, Snoozed or Archived) and its rows. */
+  const shown = {
+    tab: "all", // "all" | "view:<name>" | "snoozed" | "archived"
+    filter: "all", // the read filter of the inbox tabs: "all" | "unread"
+    views: [], // GET /v1/me/views: [{name, label, filter, ...}]
+    countedViews: null, // the view names the last counts had
     cursor: null,
     loading: false,
+    generation: 0, // one per list (re)load: late answers for an older list are dropped
     queued: [],
     rows: new Map(), // id -> <li>
     items: new Map(), // id -> notification
+    touched: new Map(), // id -> events seen for it, so a late fetch loses to a newer event
   };
+  // The state fields an `update` event carries (archived, pinned and snooze since issue 18).
+  const STATE_FIELDS = ["status", "seen", "read_at", "archived", "pinned", "snoozed_until"];
 
   // ---- token -------------------------------------------------------------------------
 
@@ -140,11 +149,51 @@
     return node;
   }
 
-  // ---- the list ------------------------------------------------------------------------
+  // ---- which list ----------------------------------------------------------------------
+
+  /** The inbox tabs (All and the views) list the default inbox: read filter, pinned section. */
+  function inboxTab() {
+    return shown.tab === "all" || shown.tab.startsWith("view:");
+  }
+
+  function viewName() {
+    return shown.tab.startsWith("view:") ? shown.tab.slice(5) : null;
+  }
+
+  /** The `list()` options of the shown tab. */
+  function query() {
+    if (!inboxTab()) return { status: shown.tab };
+    const name = viewName();
+    return name === null ? { status: shown.filter } : { status: shown.filter, view: name };
+  }
+
+  function viewFilter() {
+    const found = shown.views.find((candidate) => candidate.name === viewName());
+    return found ? found.filter : null;
+  }
+
+  function belongs(item) {
+    return NotifyHub.matchesList(item, query(), viewFilter());
+  }
+
+  function listFor(item) {
+    return $(inboxTab() && item.pinned ? "[data-testid=pinned-list]" : "[data-testid=list]");
+  }
+
+  // ---- the rows ------------------------------------------------------------------------
+
+  function untilText(iso) {
+    const options = { weekday: "short", hour: "2-digit", minute: "2-digit" };
+    return new Date(iso).toLocaleString(undefined, options);
+  }
 
   function meta(item) {
     const row = el("div", "meta");
+    if (item.pinned) row.append(el("span", "chip pin", "Pinned"));
+    if (item.resurfaced) row.append(el("span", "chip back", "Snooze ended"));
+    if (item.snoozed_until) row.append(el("span", "chip until", `Until ${untilText(item.snoozed_until)}`));
     if (item.category) row.append(el("span", "chip", item.category));
+    for (const tag of item.tags || []) row.append(el("span", "chip hash", `#${tag}`));
     if (item.source) row.append(el("span", "", `from ${item.source}`));
     const url = item.action_url ? safeUrl(item.action_url) : null;
     if (url !== null) {
@@ -157,14 +206,35 @@
     return row;
   }
 
+  function actionsFor(item) {
+    const unread = item.status === "unread";
+    const actions = el("div", "actions");
+    actions.append(button(unread ? "Mark read" : "Mark unread", "toggle-read"));
+    if (!item.archived) actions.append(button(item.pinned ? "Unpin" : "Pin", "pin"));
+    if (item.snoozed_until) {
+      actions.append(button("Unsnooze", "unsnooze"));
+    } else if (!item.archived) {
+      const wrap = el("span", "snooze-wrap");
+      const open = button("Snooze", "snooze");
+      open.setAttribute("aria-haspopup", "menu");
+      open.setAttribute("aria-expanded", "false");
+      wrap.append(open);
+      actions.append(wrap);
+    }
+    actions.append(button(item.archived ? "Unarchive" : "Archive", "archive"));
+    actions.append(button("Delete", "delete", "danger"));
+    return actions;
+  }
+
   function rowFor(item) {
     const severity = severityOf(item);
     const unread = item.status === "unread";
-    const li = el("li", `item sev-${severity}${unread ? " unread" : ""}`);
+    const li = el("li", `item sev-${severity}${unread ? " unread" : ""}${item.pinned ? " pinned" : ""}`);
     li.dataset.testid = "item";
     li.dataset.id = item.id;
     li.dataset.status = item.status;
     li.dataset.severity = severity;
+    li.dataset.pinned = String(Boolean(item.pinned));
     const main = el("div", "main");
     const titleRow = el("div", "title-row");
     titleRow.append(el("span", "title", item.title));
@@ -176,111 +246,161 @@
     const time = el("time", "time", ago(item.created_at));
     time.dateTime = item.created_at;
     time.title = new Date(item.created_at).toLocaleString();
-    const actions = el("div", "actions");
-    actions.append(button(unread ? "Mark read" : "Mark unread", "toggle-read"));
-    actions.append(button("Delete", "delete", "danger"));
-    side.append(time, actions);
+    side.append(time, actionsFor(item));
     li.append(icon(severity), main, side);
     return li;
   }
 
-  function visibleInFilter(item) {
-    return view.filter === "all" || item.status === "unread";
+  /** Put a row in its list: at the top (a new or resurfaced copy) or in id order. */
+  function place(row, item, top) {
+    const list = listFor(item);
+    if (top) {
+      list.prepend(row);
+      return;
+    }
+    const after = [...list.children].find((other) => other.dataset.id < item.id);
+    list.insertBefore(row, after === undefined ? null : after);
   }
 
-  /** Insert or refresh one row, keeping the list newest first (ULIDs sort by time). */
-  function upsert(item, { fresh = false } = {}) {
-    const old = view.rows.get(item.id);
-    if (!visibleInFilter(item)) {
+  /** Show `item` as it now is: a new row, a refreshed one, or none if it left this list. */
+  function upsert(item, { fresh = false, top = false } = {}) {
+    if (!belongs(item)) {
       remove(item.id);
       return;
     }
-    view.items.set(item.id, item);
+    const old = shown.rows.get(item.id);
+    shown.items.set(item.id, item);
     const row = rowFor(item);
     if (fresh) row.classList.add("fresh");
-    if (old) {
+    if (old && !top && old.parentNode === listFor(item)) {
       old.replaceWith(row);
     } else {
-      const after = [...view.rows.keys()].find((id) => id < item.id);
-      const list = $("[data-testid=list]");
-      list.insertBefore(row, after === undefined ? null : view.rows.get(after));
+      if (old) old.remove();
+      place(row, item, top);
     }
-    view.rows.set(item.id, row);
+    shown.rows.set(item.id, row);
     renderEmpty();
   }
 
   function remove(id) {
-    const row = view.rows.get(id);
+    const row = shown.rows.get(id);
     if (row) row.remove();
-    view.rows.delete(id);
-    view.items.delete(id);
+    shown.rows.delete(id);
+    shown.items.delete(id);
     renderEmpty();
   }
 
   function renderEmpty() {
-    const empty = view.rows.size === 0 && !view.loading;
+    const pinned = $("[data-testid=pinned-list]").children.length;
+    $("[data-testid=pinned]").hidden = pinned === 0;
+    const empty = shown.rows.size === 0 && !shown.loading;
     $("[data-testid=empty]").hidden = !empty;
-    $("[data-testid=more]").hidden = view.cursor === null;
+    $("[data-testid=more]").hidden = shown.cursor === null;
+  }
+
+  function clearRows() {
+    $("[data-testid=list]").replaceChildren();
+    $("[data-testid=pinned-list]").replaceChildren();
+    shown.rows.clear();
+    shown.items.clear();
   }
 
   async function loadPage(reset) {
     const client = demo.client;
-    view.loading = true;
+    if (reset) shown.generation += 1;
+    const generation = shown.generation;
+    shown.loading = true;
     try {
       const page = await client.list({
-        status: view.filter,
+        ...query(),
         limit: PAGE_SIZE,
-        cursor: reset ? null : view.cursor,
+        cursor: reset ? null : shown.cursor,
       });
-      if (client !== demo.client) return;
-      if (reset) {
-        $("[data-testid=list]").replaceChildren();
-        view.rows.clear();
-        view.items.clear();
-      }
-      view.cursor = page.next_cursor;
-      for (const item of page.items) if (!view.rows.has(item.id)) appendRow(item);
+      if (client !== demo.client || generation !== shown.generation) return;
+      if (reset) clearRows();
+      shown.cursor = page.next_cursor;
+      for (const item of page.items) if (!shown.rows.has(item.id)) appendRow(item);
     } finally {
-      view.loading = false;
-      for (const [event, data] of view.queued.splice(0)) apply(event, data);
-      renderEmpty();
+      if (generation === shown.generation) {
+        shown.loading = false;
+        for (const [event, data] of shown.queued.splice(0)) apply(event, data);
+        renderEmpty();
+      }
     }
   }
 
+  /** A page's rows come in the hub's order (pinned first, then newest). */
   function appendRow(item) {
     const row = rowFor(item);
-    $("[data-testid=list]").append(row);
-    view.rows.set(item.id, row);
-    view.items.set(item.id, item);
+    listFor(item).append(row);
+    shown.rows.set(item.id, row);
+    shown.items.set(item.id, item);
   }
 
   // ---- live events ---------------------------------------------------------------------
 
+  function touch(id) {
+    shown.touched.set(id, (shown.touched.get(id) || 0) + 1);
+  }
+
   function apply(event, data) {
-    if (view.loading) {
-      view.queued.push([event, data]); // the page being fetched may predate it: replay after
+    if (shown.loading) {
+      shown.queued.push([event, data]); // the page being fetched may predate it: replay after
       return;
     }
+    touch(data.id);
     if (event === "notification") {
       if (data.replaces) remove(data.replaces);
-      upsert(data, { fresh: true });
-      ringBell();
+      upsert(data, { fresh: true, top: true }); // new, or resurfaced from a snooze: on top
+      if (belongs(data)) ringBell();
     } else if (event === "update") {
-      const item = view.items.get(data.id);
-      if (item) upsert({ ...item, status: data.status, seen: data.seen, read_at: data.read_at });
-      else if (data.status === "unread" && view.filter === "unread") showAgain(data.id);
+      const item = shown.items.get(data.id);
+      if (item) upsert(withState(item, data));
+      else if (NotifyHub.matchesList({ tags: [], ...data }, { status: query().status })) fetchInto(data.id);
     } else if (event === "delete") {
       remove(data.id);
     }
   }
 
-  /** Marked unread elsewhere while this tab lists unread ones: fetch it back into view. */
-  function showAgain(id) {
+  function withState(item, update) {
+    const next = { ...item };
+    for (const field of STATE_FIELDS) if (field in update) next[field] = update[field];
+    if ("snoozed_until" in update) delete next.resurfaced;
+    return next;
+  }
+
+  /**
+   * A copy not shown here changed so that it may belong (unarchived, unsnoozed or unread
+   * elsewhere): fetch it, and show it unless a newer event about it came meanwhile.
+   */
+  function fetchInto(id) {
     const client = demo.client;
+    const generation = shown.generation;
+    const mark = shown.touched.get(id);
     client.get(id).then(
-      (item) => client === demo.client && view.filter === "unread" && upsert(item),
+      (item) => {
+        if (client !== demo.client || generation !== shown.generation) return;
+        if (shown.touched.get(id) === mark && !beyondLoaded(item)) upsert(item);
+      },
       () => {}, // deleted meanwhile: nothing to show
     );
+  }
+
+  /** Older than every loaded row while older pages are unloaded: "Load older" brings it. */
+  function beyondLoaded(item) {
+    if (shown.cursor === null) return false;
+    return [...shown.rows.keys()].every((id) => id > item.id);
+  }
+
+  // ---- counts and tabs -----------------------------------------------------------------
+
+  function setCount(node, counts) {
+    const unread = counts ? counts.unread : 0;
+    node.textContent = unread > 99 ? "99+" : String(unread);
+    node.hidden = !counts || unread === 0;
+    node.dataset.unread = String(unread);
+    node.dataset.total = String(counts ? counts.total : 0);
+    node.dataset.exact = String(!counts || counts.exact !== false);
   }
 
   function renderCounts(counts) {
@@ -292,6 +412,69 @@
       `${counts.unread} unread · ${counts.total} notification${counts.total === 1 ? "" : "s"}`;
     document.title = counts.unread ? `(${counts.unread}) notifyhub inbox` : "notifyhub inbox";
     $("[data-testid=mark-all]").disabled = counts.unread === 0;
+    $("[data-testid=archive-all]").disabled = counts.total === 0;
+    const views = counts.views || {};
+    for (const tab of document.querySelectorAll("[data-testid=tab]")) {
+      const count = $("[data-testid=tab-count]", tab);
+      if (tab.dataset.tab === "all") setCount(count, counts);
+      else if (tab.dataset.view) setCount(count, views[tab.dataset.view]);
+    }
+    const names = Object.keys(views).sort().join("\n");
+    if (names !== shown.countedViews) {
+      shown.countedViews = names; // a view was added or removed: fetch the list of views once
+      const known = new Set(shown.views.map((found) => found.name));
+      if (Object.keys(views).some((name) => !known.has(name))) loadViews();
+    }
+  }
+
+  function tabButton(tab, label, counted) {
+    const node = el("button", "tab");
+    node.type = "button";
+    node.setAttribute("role", "tab");
+    node.dataset.testid = "tab";
+    node.dataset.tab = tab;
+    node.setAttribute("aria-selected", String(tab === shown.tab));
+    node.append(el("span", "tab-label", label));
+    if (counted) {
+      const count = el("span", "count");
+      count.dataset.testid = "tab-count";
+      count.hidden = true;
+      node.append(count);
+    }
+    return node;
+  }
+
+  function renderTabs() {
+    const tabs = [tabButton("all", "All", true)];
+    for (const found of shown.views) {
+      const tab = tabButton(`view:${found.name}`, found.label || found.name, true);
+      tab.dataset.view = found.name;
+      tabs.push(tab);
+    }
+    tabs.push(tabButton("snoozed", "Snoozed", false), tabButton("archived", "Archived", false));
+    $("[data-testid=tabs]").replaceChildren(...tabs);
+    $("[data-testid=delete-view]").hidden = !personalView();
+    renderCounts(demo.client && demo.client.counts);
+  }
+
+  /** The tenant's and the user's views; a hub without views (before issue 18) has none. */
+  async function loadViews() {
+    const client = demo.client;
+    let views = [];
+    let supported = true;
+    try {
+      views = (await client.fetchViews()).views || [];
+    } catch (error) {
+      views = [];
+      supported = false; // a hub without views: no "+" to add one
+    }
+    if (client !== demo.client) return;
+    $("[data-testid=add-view]").hidden = !supported;
+    shown.views = views;
+    const gone = viewName() !== null && !views.some((found) => found.name === viewName());
+    if (gone) shown.tab = "all"; // the shown view was deleted
+    renderTabs();
+    if (gone) await setTab("all");
   }
 
   function renderStatus(status) {
@@ -334,47 +517,186 @@
     setTimeout(() => dismiss(toast), TOAST_MS[severity] || TOAST_DEFAULT_MS);
   }
 
+  /** An error the user should see (a 409 for a 21st pin, say); not a notification toast. */
+  function notice(message) {
+    const toast = el("div", "toast sev-error");
+    toast.dataset.testid = "notice";
+    toast.setAttribute("role", "alert");
+    const text = el("div", "main");
+    text.append(el("div", "title", message));
+    toast.append(icon("error"), text);
+    $("[data-testid=toasts]").append(toast);
+    setTimeout(() => dismiss(toast), TOAST_DEFAULT_MS);
+  }
+
+  // ---- the snooze menu -----------------------------------------------------------------
+
+  function closeMenus() {
+    for (const menu of document.querySelectorAll("[data-testid=snooze-menu]")) {
+      menu.closest(".item").classList.remove("menu-open");
+      menu.previousElementSibling.setAttribute("aria-expanded", "false");
+      menu.remove();
+    }
+  }
+
+  /** The presets with the local time each one ends, computed when the menu opens. */
+  function openMenu(opener) {
+    const wasOpen = opener.getAttribute("aria-expanded") === "true";
+    closeMenus();
+    if (wasOpen) return;
+    const menu = el("div", "menu");
+    menu.dataset.testid = "snooze-menu";
+    menu.setAttribute("role", "menu");
+    const now = new Date();
+    for (const preset of NotifyHub.SNOOZE_PRESETS) {
+      const choice = button("", "snooze-preset");
+      choice.setAttribute("role", "menuitem");
+      choice.dataset.preset = preset.name;
+      const until = NotifyHub.snoozeTime(preset.name, now);
+      choice.append(el("span", "", preset.label), el("span", "when", untilText(until)));
+      menu.append(choice);
+    }
+    opener.after(menu);
+    opener.setAttribute("aria-expanded", "true");
+    opener.closest(".item").classList.add("menu-open");
+    menu.querySelector("button").focus();
+  }
+
   // ---- wiring --------------------------------------------------------------------------
+
+  /** Each row action: the PATCH's answer is the copy's new state (the stream says it too). */
+  function act(action, id, item, target) {
+    const client = demo.client;
+    if (action === "delete") return client.delete(id).then(() => remove(id));
+    if (!item) return Promise.resolve();
+    const calls = {
+      "toggle-read": () => client.markRead(id, item.status === "unread"),
+      pin: () => client.pin(id, !item.pinned),
+      archive: () => client.archive(id, !item.archived),
+      unsnooze: () => client.unsnooze(id),
+      "snooze-preset": () => client.snooze(id, target.dataset.preset),
+    };
+    if (!(action in calls)) return Promise.resolve();
+    return calls[action]().then((next) => next && upsert(next));
+  }
 
   async function onListClick(event) {
     const target = event.target.closest("button[data-action]");
     if (!target) return;
+    const action = target.dataset.action;
+    if (action === "snooze") {
+      openMenu(target);
+      return;
+    }
     const id = target.closest("[data-id]").dataset.id;
-    const item = view.items.get(id);
+    if (action === "snooze-preset") closeMenus();
     target.disabled = true;
     try {
-      if (target.dataset.action === "delete") {
-        await demo.client.delete(id);
-        remove(id);
-      } else if (item) {
-        upsert(await demo.client.markRead(id, item.status === "unread"));
-      }
+      await act(action, id, shown.items.get(id), target);
     } catch (error) {
       target.disabled = false;
+      if (error.status === 409) notice(error.message);
+      else if (error.status !== 404) notice(`Could not do that: ${error.message}`);
     }
   }
 
   function setFilter(filter) {
-    view.filter = filter;
-    view.cursor = null;
+    shown.filter = filter;
+    shown.cursor = null;
     for (const tab of document.querySelectorAll("[data-filter]")) {
       tab.setAttribute("aria-selected", String(tab.dataset.filter === filter));
     }
     return loadPage(true);
   }
 
+  function setTab(tab) {
+    shown.tab = tab;
+    shown.cursor = null;
+    for (const node of document.querySelectorAll("[data-testid=tab]")) {
+      node.setAttribute("aria-selected", String(node.dataset.tab === tab));
+    }
+    $("[data-testid=filters]").hidden = !inboxTab();
+    $("[data-testid=archive-all]").hidden = tab !== "all";
+    $("[data-testid=delete-view]").hidden = !personalView();
+    const help = { archived: "Nothing archived", snoozed: "Nothing snoozed" };
+    $(".empty-title").textContent = help[tab] || "You're all caught up";
+    $(".empty-help").hidden = tab !== "all";
+    return loadPage(true);
+  }
+
+  // ---- personal views: a tab by tags --------------------------------------------------
+
+  function toggleViewForm(open) {
+    const form = $("[data-testid=view-form]");
+    form.hidden = !open;
+    $("[data-testid=add-view]").setAttribute("aria-expanded", String(open));
+    $(".view-error", form).hidden = true;
+    if (open) form.elements.name.focus();
+  }
+
+  async function addView(form) {
+    const name = form.elements.name.value.trim();
+    const tags = form.elements.tags.value.split(",").map((tag) => tag.trim()).filter(Boolean);
+    try {
+      await demo.client.saveView(name, { filter: { tags_any: tags }, label: name });
+    } catch (error) {
+      const message = $(".view-error", form);
+      message.textContent = error.message;
+      message.hidden = false;
+      return;
+    }
+    form.reset();
+    toggleViewForm(false);
+    await loadViews();
+    setTab(`view:${name}`);
+  }
+
+  function personalView() {
+    return shown.views.find((found) => found.name === viewName() && found.scope === "personal");
+  }
+
+  async function removeView() {
+    const found = personalView();
+    if (!found) return;
+    try {
+      await demo.client.deleteView(found.name);
+    } catch (error) {
+      notice(`Could not remove the tab: ${error.message}`);
+      return;
+    }
+    await loadViews(); // the shown view is gone: back to All
+  }
+
   function wireControls() {
-    $("[data-testid=list]").addEventListener("click", onListClick);
+    $("[data-testid=add-view]").addEventListener("click", () =>
+      toggleViewForm($("[data-testid=view-form]").hidden),
+    );
+    $("[data-testid=view-form]").addEventListener("submit", (event) => {
+      event.preventDefault();
+      addView(event.target);
+    });
+    $("[data-testid=delete-view]").addEventListener("click", removeView);
+    for (const list of document.querySelectorAll(".list")) list.addEventListener("click", onListClick);
+    $("[data-testid=tabs]").addEventListener("click", (event) => {
+      const tab = event.target.closest("[data-testid=tab]");
+      if (tab) setTab(tab.dataset.tab);
+    });
     $("[data-testid=more]").addEventListener("click", () => loadPage(false));
     $("[data-testid=mark-all]").addEventListener("click", () => demo.client.markAllRead());
+    $("[data-testid=archive-all]").addEventListener("click", () => demo.client.archiveAll());
     $("[data-testid=bell]").addEventListener("click", () => {
       window.scrollTo({ top: 0, behavior: "smooth" });
+      if (!inboxTab()) setTab("all");
       setFilter("unread");
     });
     $("[data-testid=signout]").addEventListener("click", () => signOut());
     for (const tab of document.querySelectorAll("[data-filter]")) {
       tab.addEventListener("click", () => setFilter(tab.dataset.filter));
     }
+    document.addEventListener("click", (event) => {
+      if (!event.target.closest(".snooze-wrap")) closeMenus();
+    });
+    document.addEventListener("keydown", (event) => event.key === "Escape" && closeMenus());
     $(".signin-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const value = new FormData(event.target).get("token").trim();
@@ -407,17 +729,21 @@
       sharedWorker: new URLSearchParams(location.search).get("transport") !== "tab",
     });
     demo.client = client;
+    shown.views = [];
+    shown.countedViews = null;
+    renderTabs();
     client.on("status", renderStatus);
     client.on("counts", renderCounts);
     client.on("reset", (counts) => {
       renderCounts(counts);
+      loadViews();
       loadPage(true);
     });
     for (const event of ["notification", "update", "delete"]) client.on(event, (d) => apply(event, d));
     client.on("toast", showToast);
     renderStatus(client.status);
     try {
-      await loadPage(true);
+      await Promise.all([setTab(new URLSearchParams(location.search).get("tab") || "all"), loadViews()]);
     } catch (error) {
       if (error.status === 401) signOut("The hub refused this token (expired or wrong secret).");
       else $("[data-testid=summary]").textContent = `Could not load the inbox: ${error.message}`;

@@ -56,19 +56,37 @@ export interface InboxItem {
   status: NotificationStatus;
   seen: boolean;
   read_at: Timestamp | null;
+  /** Archived copies leave the default list and every count (`list({status: "archived"})`). */
+  archived: boolean;
+  /** Pinned copies come first in the default list (at most 20 per user). */
+  pinned: boolean;
+  /** Hidden from the default list and the counts until then; null when not snoozed. */
+  snoozed_until: Timestamp | null;
+  /** Up to 10 slugs (`^[a-z0-9][a-z0-9_-]{0,31}$`) that views filter on. */
+  tags: string[];
 }
 
-/** The `notification` event: a new copy; `replaces` names the copy it collapsed. */
+/**
+ * The `notification` event: a new copy; `replaces` names the copy it collapsed;
+ * `resurfaced` marks a snoozed copy whose time came (unread again, at the top).
+ */
 export interface NotificationEvent extends InboxItem {
   replaces?: string;
+  resurfaced?: true;
 }
 
-/** The `update` event: a copy's read state changed (here or in another tab or device). */
+/**
+ * The `update` event: a copy's state changed (here or in another tab or device): read,
+ * seen, archived, pinned or snoozed. An archived or snoozed copy leaves the default list.
+ */
 export interface NotificationUpdate {
   id: string;
   status: NotificationStatus;
   seen: boolean;
   read_at: Timestamp | null;
+  archived: boolean;
+  pinned: boolean;
+  snoozed_until: Timestamp | null;
 }
 
 /** The `delete` event: a copy was deleted, recalled or expired. */
@@ -76,11 +94,23 @@ export interface NotificationDelete {
   id: string;
 }
 
-/** `GET /v1/me/notifications/counts` (`fetchCounts()`). */
+/** One view's counts. `exact` is false while the hub recomputes a new or changed view. */
+export interface ViewCounts {
+  unread: number;
+  unseen: number;
+  total: number;
+  exact: boolean;
+}
+
+/**
+ * `GET /v1/me/notifications/counts` (`fetchCounts()`): the default inbox's counts (no
+ * archived or snoozed copies), and each view's under its name.
+ */
 export interface Counts {
   unread: number;
   unseen: number;
   total: number;
+  views: { [name: string]: ViewCounts };
 }
 
 /** The `counts` and `reset` events: the counts as of the user's change `seq`. */
@@ -161,15 +191,73 @@ export interface ConnectOptions {
   credentials?: RequestCredentials;
 }
 
+/**
+ * Which list: "all" (default), "unread" and "read" list the default inbox (no archived or
+ * snoozed copies; pinned first, then newest); "archived" and "snoozed" list those.
+ */
+export type ListStatus = "all" | "unread" | "read" | "archived" | "snoozed";
+
 export interface ListOptions {
   /** Default "all". */
-  status?: "all" | "unread" | "read";
+  status?: ListStatus;
   /** 1 to 100, default 20. */
   limit?: number;
   /** The previous page's `next_cursor`. */
   cursor?: string | null;
   category?: string | null;
+  /** A view's name (`fetchViews()`): its filter applies; an unknown view is a 404. */
+  view?: string | null;
+  /** Only pinned copies. */
+  pinned?: boolean | null;
+  /** Copies with at least one of these tags. */
+  tagsAny?: string[] | null;
+  /** Copies with all of these tags. */
+  tagsAll?: string[] | null;
+  severityAtLeast?: Severity | null;
+  /** An actor's id (`actor.id`). */
+  actor?: string | null;
+  createdAfter?: Timestamp | Date | null;
+  createdBefore?: Timestamp | Date | null;
 }
+
+/** A view's filter: every given part must match (tags_any: one of them; tags_all: all). */
+export interface ViewFilter {
+  tags_any?: string[];
+  tags_all?: string[];
+  categories?: string[];
+  severity_at_least?: Severity;
+}
+
+/** What `saveView()` sends: the filter and an optional label to show. */
+export interface ViewDefinition {
+  filter: ViewFilter;
+  label?: string | null;
+}
+
+/** A named view (a tab), the tenant's or the user's own. */
+export interface View extends ViewDefinition {
+  name: string;
+  label: string | null;
+  /** Who defined it: the tenant's admin, or this user. */
+  scope: "tenant" | "personal";
+}
+
+/** `fetchViews()`: the tenant's views, then the user's own. */
+export interface ViewList {
+  views: View[];
+}
+
+/** The snooze menu's presets (`NotifyHub.SNOOZE_PRESETS`), resolved in local time. */
+export type SnoozePreset = "hour" | "tomorrow" | "next-week";
+
+/**
+ * `snooze(id, when)`: seconds from now (an integer, 1 to 7776000 = 90 days), a time, or a
+ * preset. A time in the past or more than 90 days ahead is a 422.
+ */
+export type SnoozeWhen = number | Date | Timestamp | SnoozePreset;
+
+/** The PATCH body `snooze()` sends. */
+export type SnoozeBody = { snooze: number } | { snoozed_until: Timestamp };
 
 export interface ReadAllFilter {
   category?: string;
@@ -229,6 +317,21 @@ export interface NotifyHubClient {
   markAllRead(filter?: ReadAllFilter): Promise<Updated>;
   delete(id: string): Promise<null>;
   fetchCounts(): Promise<Counts>;
+  /** Archive (`archived` false: restore) a copy; the stream sends the `update`. */
+  archive(id: string, archived?: boolean): Promise<InboxItem>;
+  unarchive(id: string): Promise<InboxItem>;
+  /** Archive the default inbox's copies (optionally one category, or older ones). */
+  archiveAll(filter?: ReadAllFilter): Promise<Updated>;
+  /** Snooze: it leaves the default list until then, and comes back as `resurfaced`. */
+  snooze(id: string, when: SnoozeWhen): Promise<InboxItem>;
+  unsnooze(id: string): Promise<InboxItem>;
+  /** Pin (`pinned` false: unpin); a 21st pinned copy is a 409 with `limit` in the problem. */
+  pin(id: string, pinned?: boolean): Promise<InboxItem>;
+  unpin(id: string): Promise<InboxItem>;
+  fetchViews(): Promise<ViewList>;
+  /** Create or replace one of the user's own views (at most 10). */
+  saveView(name: string, view: ViewDefinition): Promise<View>;
+  deleteView(name: string): Promise<null>;
 }
 
 export interface NotifyHubClientConstructor {
@@ -292,6 +395,26 @@ export interface NotifyHubGlobal {
   HEARTBEAT_MS: number;
   PRESENCE_STALE_MS: number;
   TOKEN_TIMEOUT_MS: number;
+  /** The snooze menu's choices, in order, with an English label each. */
+  SNOOZE_PRESETS: ReadonlyArray<{ name: SnoozePreset; label: string }>;
+  /**
+   * When a preset ends, in the browser's time zone: "hour" = now + 1 h, "tomorrow" = 9:00
+   * on the next day, "next-week" = 9:00 on the next Monday (from a Monday: a week later).
+   */
+  snoozeTime(preset: SnoozePreset, now?: Date): Date;
+  /** The PATCH body `snooze(id, when)` sends (a preset resolved with `now`). */
+  snoozeBody(when: SnoozeWhen, now?: Date): SnoozeBody;
+  /**
+   * Whether a copy belongs in the list `list(options)` returns: what a live event does to a
+   * shown list. `viewFilter` is the filter of `options.view` (from `fetchViews()`).
+   */
+  matchesList(
+    item: InboxItem,
+    options?: ListOptions,
+    viewFilter?: ViewFilter | null,
+  ): boolean;
+  /** Whether a copy passes a view's filter. */
+  matchesView(item: InboxItem, filter: ViewFilter | null | undefined): boolean;
   /** Not a stable API. */
   internal: NotifyHubInternal;
 }

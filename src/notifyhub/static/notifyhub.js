@@ -8,8 +8,10 @@
  *   });
  *   hub.on("notification", (n) => ...);           // also: update, delete, counts, reset,
  *   hub.on("toast", (n) => ...);                  //       toast, status
- *   await hub.list({ status: "unread", limit: 20 });
+ *   await hub.list({ status: "unread", limit: 20 });   // also view, pinned, tagsAny, ...
  *   await hub.markRead(id); await hub.markAllRead(); await hub.delete(id);
+ *   await hub.archive(id); await hub.pin(id); await hub.snooze(id, "tomorrow");
+ *   hub.counts.views["mentions"].unread;           // a view's (tab's) live counts
  *
  * One stream per browser and user: a SharedWorker (notifyhub-worker.js, same folder) holds
  * the EventSource and every tab talks to it; where SharedWorker is missing each tab opens
@@ -185,6 +187,101 @@
     }
   }
 
+  // ---- snooze presets and list membership: pure functions, tested in a browser --------
+
+  const DAY_MS = 86400000;
+  const MORNING_HOUR = 9;
+  const SEVERITY_RANK = { info: 0, success: 1, warning: 2, error: 3, critical: 4 };
+
+  /** The snooze menu's choices; `snoozeTime(name, now)` says when each one ends. */
+  const SNOOZE_PRESETS = [
+    { name: "hour", label: "1 hour" },
+    { name: "tomorrow", label: "Tomorrow, 9:00" },
+    { name: "next-week", label: "Next week" },
+  ];
+
+  /** `days` calendar days after `now`'s local date, at 9:00 local time (DST-safe). */
+  function localMorning(now, days) {
+    return new Date(now.getFullYear(), now.getMonth(), now.getDate() + days, MORNING_HOUR);
+  }
+
+  /**
+   * When a preset snooze ends, in the browser's time zone: "hour" is now + 1 h; "tomorrow"
+   * is 9:00 on the next calendar day; "next-week" is 9:00 on the next Monday (a Monday
+   * gives the one a week later). Calendar arithmetic, so a DST change keeps 9:00 at 9:00.
+   */
+  function snoozeTime(preset, now = new Date()) {
+    const at = new Date(now.getTime());
+    if (preset === "hour") return new Date(at.getTime() + 3600000);
+    if (preset === "tomorrow") return localMorning(at, 1);
+    if (preset === "next-week") return localMorning(at, ((8 - at.getDay()) % 7) || 7);
+    throw new RangeError(`unknown snooze preset: ${preset}`);
+  }
+
+  /**
+   * The PATCH body for `snooze(id, when)`: seconds from now (a number), a time (a Date or
+   * an RFC 3339 string) or a preset's name (resolved here, in local time).
+   */
+  function snoozeBody(when, now = new Date()) {
+    if (typeof when === "number") {
+      if (!Number.isInteger(when) || when < 1) throw new RangeError("snooze seconds: an integer >= 1");
+      return { snooze: when };
+    }
+    if (SNOOZE_PRESETS.some((preset) => preset.name === when)) {
+      return { snoozed_until: snoozeTime(when, now).toISOString() };
+    }
+    if (when instanceof Date) return { snoozed_until: when.toISOString() };
+    if (typeof when === "string" && when !== "") return { snoozed_until: when };
+    throw new TypeError("snooze: seconds, a Date, an RFC 3339 time or a preset name");
+  }
+
+  function hasTags(item, tags, every) {
+    if (!tags || tags.length === 0) return true;
+    const own = new Set(item.tags || []);
+    return every ? tags.every((tag) => own.has(tag)) : tags.some((tag) => own.has(tag));
+  }
+
+  function atLeast(item, severity) {
+    return !severity || SEVERITY_RANK[item.severity] >= SEVERITY_RANK[severity];
+  }
+
+  /** Whether `item` passes a view's filter ({tags_any, tags_all, categories, severity_at_least}). */
+  function matchesView(item, filter) {
+    if (!filter) return true;
+    if (filter.categories && filter.categories.length && !filter.categories.includes(item.category)) {
+      return false;
+    }
+    return hasTags(item, filter.tags_any, false) && hasTags(item, filter.tags_all, true) &&
+      atLeast(item, filter.severity_at_least);
+  }
+
+  function inStatus(item, status) {
+    const snoozed = Boolean(item.snoozed_until);
+    if (status === "archived") return Boolean(item.archived);
+    if (status === "snoozed") return snoozed && !item.archived;
+    if (item.archived || snoozed) return false; // the default list hides both
+    return !status || status === "all" || item.status === status;
+  }
+
+  function timeMs(value) {
+    return value instanceof Date ? value.getTime() : Date.parse(value);
+  }
+
+  /**
+   * Whether `item` belongs in the list `list(options)` returns (what a live event does to a
+   * shown list). `viewFilter` is the filter of `options.view`, which the caller knows.
+   */
+  function matchesList(item, options = {}, viewFilter = null) {
+    const o = options;
+    if (!inStatus(item, o.status) || (o.pinned && !item.pinned)) return false;
+    if (o.category && item.category !== o.category) return false;
+    if (o.actor && !(item.actor && item.actor.id === o.actor)) return false;
+    if (o.createdAfter && !(Date.parse(item.created_at) > timeMs(o.createdAfter))) return false;
+    if (o.createdBefore && !(Date.parse(item.created_at) < timeMs(o.createdBefore))) return false;
+    if (!hasTags(item, o.tagsAny, false) || !hasTags(item, o.tagsAll, true)) return false;
+    return atLeast(item, o.severityAtLeast) && (!o.view || matchesView(item, viewFilter));
+  }
+
   const internal = {
     StreamConnection,
     backoffDelay,
@@ -193,7 +290,18 @@
     wantsToast,
     STREAM_EVENTS,
   };
-  const api = { internal, NotifyHubError, HEARTBEAT_MS, PRESENCE_STALE_MS, TOKEN_TIMEOUT_MS };
+  const api = {
+    internal,
+    NotifyHubError,
+    HEARTBEAT_MS,
+    PRESENCE_STALE_MS,
+    TOKEN_TIMEOUT_MS,
+    SNOOZE_PRESETS,
+    snoozeTime,
+    snoozeBody,
+    matchesList,
+    matchesView,
+  };
 
   if (typeof document === "undefined") {
     root.NotifyHub = api; // inside the SharedWorker: only the connection machinery
@@ -358,6 +466,27 @@
     }
   }
 
+  function isoTime(value) {
+    return value instanceof Date ? value.toISOString() : String(value);
+  }
+
+  /** `list()`'s options as the hub's query string (camelCase here, snake_case there). */
+  function listQuery(options) {
+    const { status = "all", limit = 20, cursor, category, view, pinned, actor } = options;
+    const query = new URLSearchParams({ status, limit: String(limit) });
+    if (cursor) query.set("cursor", cursor);
+    if (category) query.set("category", category);
+    if (view) query.set("view", view);
+    if (pinned) query.set("pinned", "true");
+    if (actor) query.set("actor", actor);
+    if (options.severityAtLeast) query.set("severity_at_least", options.severityAtLeast);
+    if (options.createdAfter) query.set("created_after", isoTime(options.createdAfter));
+    if (options.createdBefore) query.set("created_before", isoTime(options.createdBefore));
+    for (const tag of options.tagsAny || []) query.append("tags_any", tag);
+    for (const tag of options.tagsAll || []) query.append("tags_all", tag);
+    return query;
+  }
+
   /** What `NotifyHub.connect()` returns: live events, current counts, and the REST calls. */
   class NotifyHubClient {
     constructor(options) {
@@ -429,11 +558,13 @@
       this._stop();
     }
 
-    list({ status = "all", limit = 20, cursor = null, category = null } = {}) {
-      const query = new URLSearchParams({ status, limit: String(limit) });
-      if (cursor) query.set("cursor", cursor);
-      if (category) query.set("category", category);
-      return this._request("GET", `/v1/me/notifications?${query}`);
+    /**
+     * One page of the inbox. `status` "all" | "unread" | "read" lists the default inbox
+     * (no archived or snoozed copies; pinned first, then newest); "archived" and "snoozed"
+     * list those. The other options narrow it and combine.
+     */
+    list(options = {}) {
+      return this._request("GET", `/v1/me/notifications?${listQuery(options)}`);
     }
 
     get(id) {
@@ -462,6 +593,55 @@
 
     fetchCounts() {
       return this._request("GET", "/v1/me/notifications/counts");
+    }
+
+    /** Archive (or, with false, restore) a copy: it leaves the default list and the counts. */
+    archive(id, archived = true) {
+      return this._patch(id, { archived });
+    }
+
+    unarchive(id) {
+      return this.archive(id, false);
+    }
+
+    /** Archive every copy in the default inbox (optionally one category, or older ones). */
+    archiveAll(filter = {}) {
+      return this._request("POST", "/v1/me/notifications/archive-all", filter);
+    }
+
+    /** Snooze until a time (Date or RFC 3339), for `when` seconds, or by preset name. */
+    snooze(id, when) {
+      return this._patch(id, snoozeBody(when));
+    }
+
+    unsnooze(id) {
+      return this._patch(id, { snoozed_until: null });
+    }
+
+    pin(id, pinned = true) {
+      return this._patch(id, { pinned });
+    }
+
+    unpin(id) {
+      return this.pin(id, false);
+    }
+
+    /** The views (tabs) this user has: the tenant's and their own. */
+    fetchViews() {
+      return this._request("GET", "/v1/me/views");
+    }
+
+    /** Create or replace one of this user's own views: `{filter, label?}`. */
+    saveView(name, view) {
+      return this._request("PUT", `/v1/me/views/${encodeURIComponent(name)}`, view);
+    }
+
+    deleteView(name) {
+      return this._request("DELETE", `/v1/me/views/${encodeURIComponent(name)}`);
+    }
+
+    _patch(id, body) {
+      return this._request("PATCH", `/v1/me/notifications/${encodeURIComponent(id)}`, body);
     }
 
     async _request(method, path, body) {
