@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 
@@ -66,11 +66,13 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
     return app
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.bareapp", description=__doc__)
+def serve(prog: str, description: str | None, create: Callable[[str, str], FastAPI]) -> None:
+    """Run `create(redis_url, prefix)` on `--port` in uvicorn, as the hub runs (one
+    worker; uvicorn picks httptools and uvloop when installed, as for the hub)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = create_app(os.environ["BENCH_BARE_REDIS_URL"], os.environ["BENCH_BARE_PREFIX"])
+    app = create(os.environ["BENCH_BARE_REDIS_URL"], os.environ["BENCH_BARE_PREFIX"])
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -81,6 +83,10 @@ def main() -> None:
         log_level="warning",
     )
     uvicorn.Server(config).run()
+
+
+def main() -> None:
+    serve("python -m bench.bareapp", __doc__, create_app)
 
 
 if __name__ == "__main__":

@@ -8,18 +8,17 @@ all, unlike bench/bareapp.py, which runs the hub's own place script; this is wha
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator
 
 import orjson
-import uvicorn
 from fastapi import FastAPI, status
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 from ulid import ULID
+
+from bench.bareapp import serve
 
 SCRIPT = """
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
@@ -69,21 +68,7 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.floorapp", description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    app = create_app(os.environ["BENCH_BARE_REDIS_URL"], os.environ["BENCH_BARE_PREFIX"])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        lifespan="on",
-        access_log=False,
-        log_level="warning",
-        http="httptools",
-        loop="uvloop",
-    )
-    uvicorn.Server(config).run()
+    serve("python -m bench.floorapp", __doc__, create_app)
 
 
 if __name__ == "__main__":
