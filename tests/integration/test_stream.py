@@ -65,6 +65,7 @@ async def test_live_notification_update_delete(hub: Any, publish_key: str, make_
             "read_at": update.data["read_at"],
             "archived": False,
             "pinned": False,
+            "snoozed_until": None,
         }
         await hub.client.delete(f"/v1/me/notifications/{sent}", headers=_auth(token))
         delete, _ = await stream.until("delete")
