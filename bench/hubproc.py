@@ -29,6 +29,14 @@ SERVER_URL = os.environ.get(
 )
 
 
+def rss_kib(pid: int) -> int:
+    """A process's resident memory (VmRSS); raises OSError once it is gone."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,10 +66,7 @@ class BenchHub:
             await conn.close()
 
     def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
+        return rss_kib(self.pid)
 
     @classmethod
     @contextlib.asynccontextmanager

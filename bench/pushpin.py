@@ -39,7 +39,7 @@ import orjson
 
 from bench import scenarios
 from bench.clients import RawClient, make_group, member_names
-from bench.hubproc import _free_port
+from bench.hubproc import _free_port, rss_kib
 from bench.report import Measured, Skipped
 from bench.streams import COLLECT_TIMEOUT_S, StreamFleet, _post, _spread
 
@@ -221,11 +221,11 @@ def _tree(root: int) -> list[int]:
 
 
 def _rss_kib(pid: int) -> int:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    """0 for a process that ended since the tree was read."""
+    try:
+        return rss_kib(pid)
+    except OSError:
+        return 0
 
 
 async def _pushpin_broadcast(

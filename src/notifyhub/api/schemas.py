@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from notifyhub.domain.notification import Display, Ref, Severity
+from notifyhub.domain.notification import Display, Ref, Severity, to_ms
 from notifyhub.services.delayed import Status as DelayedStatus
 
 MAX_DATA_BYTES = 16 * 1024
@@ -324,11 +324,11 @@ class PatchRequest(Strict):
     def snooze_until_ms(self, now: datetime) -> int | None:
         """When the snooze ends (ms); 0 unsnoozes; None leaves it as it is."""
         if self.snooze is not None:
-            return int((now + timedelta(seconds=self.snooze)).timestamp() * 1000)
+            return to_ms(now + timedelta(seconds=self.snooze))
         if "snoozed_until" not in self.model_fields_set:
             return None
         until = self.snoozed_until
-        return 0 if until is None else int(until.timestamp() * 1000)
+        return 0 if until is None else to_ms(until)
 
 
 class ReadAllRequest(Strict):

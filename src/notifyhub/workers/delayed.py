@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -27,6 +27,7 @@ from notifyhub.workers.runner import Loop
 log = logging.getLogger(__name__)
 
 SCHEDULED_BATCH = 50
+Handle = Callable[[Queue, Reserved], Awaitable[None]]
 WAKE_MARGIN_S = 0.001
 """Past a due instant, so Redis' millisecond clock has reached it."""
 
@@ -50,34 +51,32 @@ class ScheduledNotifications:
         self._sessionmaker = sessionmaker
         self._tracing = tracing or Tracing()
         self._inbox = inbox
+        handle = self._traced_publish if self._tracing.enabled else self._publish
+        self._queues: list[tuple[str, Handle]] = [(SCHEDULED_QUEUE, handle)]
+        """Each internal queue and what handles one of its messages (then it is acked)."""
+        if inbox is not None:
+            self._queues.append((SNOOZE_QUEUE, self._wake))
 
     async def run_once(self) -> int:
         """A batch from each tenant with a scheduled notification or a wake-up ready (one
         tenant's burst does not hold the others' back by more than a batch)."""
-        published = 0
-        for queue in await self._delayed.ready_queues(SCHEDULED_QUEUE):
-            messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
-            for message in messages:
-                if self._tracing.enabled:
-                    await self._traced_publish(queue, message)
-                else:
-                    await self._publish(queue, message)
-            published += len(messages)
-        if self._inbox is not None:
-            for queue in await self._delayed.ready_queues(SNOOZE_QUEUE):
+        handled = 0
+        for name, handle in self._queues:
+            for queue in await self._delayed.ready_queues(name):
                 messages = await self._delayed.consume(queue, 0, SCHEDULED_BATCH)
                 for message in messages:
-                    await self._wake(self._inbox, queue, message)
-                published += len(messages)
-        return published
+                    await handle(queue, message)
+                    async with UnitOfWork(self._sessionmaker) as unit:
+                        await self._delayed.ack(unit, queue, message.message.id, message.receipt)
+                handled += len(messages)
+        return handled
 
-    async def _wake(self, inbox: InboxService, queue: Queue, reserved: Reserved) -> None:
-        """Resurface the copy a snooze's wake-up names, then ack (a wake-up for a snooze
-        changed since does nothing)."""
+    async def _wake(self, queue: Queue, reserved: Reserved) -> None:
+        """Resurface the copy a snooze's wake-up names (a wake-up for a snooze changed
+        since does nothing)."""
+        assert self._inbox is not None  # only registered with an inbox
         wake_up = WakeUp.from_json(reserved.message.body)
-        await inbox.resurface(queue.tenant, wake_up.user, wake_up.id, wake_up.until_ms)
-        async with UnitOfWork(self._sessionmaker) as unit:
-            await self._delayed.ack(unit, queue, reserved.message.id, reserved.receipt)
+        await self._inbox.resurface(queue.tenant, wake_up.user, wake_up.id, wake_up.until_ms)
 
     async def _traced_publish(self, queue: Queue, reserved: Reserved) -> None:
         """`_publish` as a `notifyhub.scheduled.publish` span (its publish a child)."""
@@ -89,16 +88,13 @@ class ScheduledNotifications:
             await self._publish(queue, reserved)
 
     async def _publish(self, queue: Queue, reserved: Reserved) -> None:
-        message_id = reserved.message.id
         try:
             async with self._sessionmaker.begin() as session:
                 await self._ingest.publish_scheduled(session, reserved)
         except InvalidInput as exc:
             # Permanent (its group or topic is gone, it expired before its time): a retry
             # would fail the same way forever and stall the batch behind it. Drop it, loudly.
-            log.warning("scheduled notification %s dropped: %s", message_id, exc.detail)
-        async with UnitOfWork(self._sessionmaker) as unit:
-            await self._delayed.ack(unit, queue, message_id, reserved.receipt)
+            log.warning("scheduled notification %s dropped: %s", reserved.message.id, exc.detail)
 
 
 class MoverPlan:
