@@ -79,6 +79,9 @@ class Metrics:
     """Rebuilds of Redis state from PostgreSQL that completed (label: outcome ok/error)."""
     streams_reset_total: Counter
     """Label: reason (epoch, ahead, gap): streams told to reload (realtime/sse.py)."""
+    view_recompute_users_total: Counter
+    view_recompute_pending_users: Gauge
+    view_recompute_errors_total: Counter
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -112,6 +115,23 @@ class Metrics:
         )
         self.notification_copies_total = Counter(
             "notifyhub_notification_copies_total", "Per-recipient copies written", registry=r
+        )
+        self.view_recompute_users_total = Counter(
+            "notifyhub_view_recompute_users_total",
+            "Users whose view counts a sweep recomputed after their tenant's views changed",
+            registry=r,
+        )
+        self.view_recompute_pending_users = Gauge(
+            "notifyhub_view_recompute_pending_users",
+            "Users a running sweep found and has not recomputed yet (their tenant views' "
+            "counts are `exact: false` meanwhile)",
+            registry=r,
+        )
+        self.view_recompute_errors_total = Counter(
+            "notifyhub_view_recompute_errors_total",
+            "Sweeps of a tenant's users that stopped on an error (those left sync on their "
+            "next read)",
+            registry=r,
         )
         self.streams_open = Gauge("notifyhub_streams_open", "Open SSE streams", registry=r)
         self.stream_events_sent_total = Counter(

@@ -207,6 +207,12 @@ class Settings(BaseSettings):
     default_ttl_s: int = Field(30 * 24 * 3600, ge=1)
     max_ttl_s: int = Field(366 * 24 * 3600, ge=1)
     idempotency_ttl_s: int = Field(24 * 3600, ge=60)
+    routing_trace_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    """How long a notification's routing trace is kept
+    (`GET /v1/admin/notifications/{id}/trace`)."""
+    routing_trace_users: int = Field(10_000, ge=0)
+    """Recipients of one notification whose routing gets a line of its own in its trace
+    (the rest are counted); 0: no routing traces."""
     deliveries_allow_private_networks: bool = False
     cors_origins: list[str] = []
     fast_paths: bool = True

@@ -61,6 +61,7 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     m.EventAccepted: [("POST", "/v1/events", "202", ())],
     m.Notification: [("GET", "/v1/me/notifications/{notification_id}", "200", ())],
     m.Counts: [("GET", "/v1/me/notifications/counts", "200", ())],
+    m.ViewCount: [("GET", "/v1/me/notifications/counts", "200", ("views",))],
     m.Group: [
         ("PUT", "/v1/admin/groups/{group}", "200", ()),
         ("POST", "/v1/admin/groups/{group}/members", "200", ()),
@@ -112,7 +113,8 @@ DOCUMENT = _document()
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
-    """Follow `$ref`, drop a nullable `anyOf`'s null, and step into arrays' items."""
+    """Follow `$ref`, drop a nullable `anyOf`'s null, and step into arrays' items and
+    maps' values."""
     while True:
         if "$ref" in schema:
             schema = DOCUMENT["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
@@ -123,6 +125,10 @@ def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
             schema = options[0]
         elif schema.get("type") == "array" and "items" in schema:
             schema = schema["items"]
+        elif schema.get("type") == "object" and isinstance(
+            schema.get("additionalProperties"), dict
+        ):
+            schema = schema["additionalProperties"]
         else:
             return schema
 

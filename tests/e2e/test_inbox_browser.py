@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import random
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -195,16 +195,25 @@ async def me(hub: Any, token: str, method: str, path: str, **kwargs: Any) -> Any
     return None if response.status_code == 204 else response.json()
 
 
-async def define_view(hub: Any, admin_key: str, name: str, **view: Any) -> None:
-    """A tenant view (an admin defines it for every user of the tenant)."""
-    async with httpx.AsyncClient(base_url=hub.base_url) as client:
-        response = await client.put(
-            f"/v1/admin/views/{name}",
-            params={"tenant": "default"},
-            json=view,
-            headers={"Authorization": f"Bearer {admin_key}"},
+@pytest.fixture
+async def define_view(hub: Any, admin_key: str) -> AsyncIterator[Callable[..., Awaitable[None]]]:
+    """Define a tenant view (an admin defines it for every user of tenant "default");
+    deleted after the test, so the other tests' users do not get it."""
+    defined: list[str] = []
+    headers = {"Authorization": f"Bearer {admin_key}"}
+
+    async def define(name: str, **view: Any) -> None:
+        response = await hub.client.put(
+            f"/v1/admin/views/{name}", params={"tenant": "default"}, json=view, headers=headers
         )
-    assert response.status_code in (200, 201), response.text
+        assert response.status_code in (200, 201), response.text
+        defined.append(name)
+        await hub.app_state["views"].settled()  # every user's counts recounted
+
+    yield define
+    for name in defined:
+        await hub.client.delete(f"/v1/admin/views/{name}", headers=headers)
+    await hub.app_state["views"].settled()
 
 
 async def record_events(tab: Tab, watched: str) -> None:
@@ -399,14 +408,12 @@ async def test_tab_badges_match_their_lists_after_random_operations(
     browser_hub: Any,
     hub: Any,
     publish_key: str,
-    admin_key: str,
+    define_view: Any,
     make_token: Any,
 ) -> None:
     await require(browser_hub, *SNOOZE, *ARCHIVE, *VIEWS, *TENANT_VIEWS, *TAGS_AND_PINS)
     token = make_token("rio")
-    await define_view(
-        hub, admin_key, "urgent", filter={"severity_at_least": "error"}, label="Urgent"
-    )
+    await define_view("urgent", filter={"severity_at_least": "error"}, label="Urgent")
     await me(hub, token, "PUT", "/v1/me/views/money", json={"filter": {"tags_any": ["billing"]}})
     await me(hub, token, "PUT", "/v1/me/views/dbops", json={"filter": {"tags_all": ["ops", "db"]}})
     queries = {
@@ -462,14 +469,12 @@ async def test_demo_inbox_tabs_screenshot(
     browser_hub: Any,
     hub: Any,
     publish_key: str,
-    admin_key: str,
+    define_view: Any,
     make_token: Any,
 ) -> None:
     await require(browser_hub, *SNOOZE, *ARCHIVE, *VIEWS, *TENANT_VIEWS, *TAGS_AND_PINS)
     token = make_token("eve")
-    await define_view(
-        hub, admin_key, "alarms", filter={"severity_at_least": "error"}, label="Alarms"
-    )
+    await define_view("alarms", filter={"severity_at_least": "error"}, label="Alarms")
     await me(
         hub,
         token,

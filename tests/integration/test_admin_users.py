@@ -80,7 +80,7 @@ async def test_the_user_as_the_hub_holds_them(
         assert (await hub.client.post("/v1/notifications", json=note, headers=h)).status_code == 202
 
     found = await _lookup(hub, admin, tenant, "alice")
-    assert found["counts"] == {"unread": 2, "unseen": 2, "total": 2}
+    assert found["counts"] == {"unread": 2, "unseen": 2, "total": 2, "views": {}}
     assert found["seq"] >= 2
     assert found["streams_open"] == 0
     assert found["preferences"] == prefs

@@ -142,7 +142,7 @@ async def test_same_user_id_in_another_tenant_sees_nothing(
     page = (await hub.client.get("/v1/me/notifications", headers=away)).json()
     assert page["items"] == [] and page["unread"] == 0
     counts = (await hub.client.get("/v1/me/notifications/counts", headers=away)).json()
-    assert counts == {"unread": 0, "unseen": 0, "total": 0}
+    assert counts == {"unread": 0, "unseen": 0, "total": 0, "views": {}}
     for call, _ in ROUTES.values():
         response = await call(hub.client, away, nid)
         assert response.status_code in (200, 404)

@@ -3,12 +3,10 @@ counts say, and what is refused (precise problem+json, nothing changed)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from support.sse import EventReader
+from support.sse import EventReader, open_stream
 
 BASE = "/v1/me/notifications"
 
@@ -34,14 +32,6 @@ async def _counts(hub: Any, headers: dict[str, str]) -> dict[str, int]:
     return dict((await hub.client.get(f"{BASE}/counts", headers=headers)).json())
 
 
-@asynccontextmanager
-async def _stream(hub: Any, token: str) -> AsyncIterator[EventReader]:
-    headers = {**_auth(token), "Accept": "text/event-stream"}
-    async with hub.client.stream("GET", "/v1/me/stream", headers=headers) as response:
-        assert response.status_code == 200
-        yield EventReader(response)
-
-
 async def test_archive_leaves_the_list_and_the_counts_and_comes_back(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
@@ -55,12 +45,12 @@ async def test_archive_leaves_the_list_and_the_counts_and_comes_back(
     assert archived.json()["archived"] is True and archived.json()["status"] == "read"
     assert await _ids(hub, me) == [new]
     assert await _ids(hub, me, "?status=archived") == [old]
-    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1}
+    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1, "views": {}}
 
     back = await hub.client.patch(f"{BASE}/{old}", json={"archived": False}, headers=me)
     assert back.json()["archived"] is False and back.json()["status"] == "read"  # kept
     assert await _ids(hub, me) == [new, old]
-    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 2}
+    assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 2, "views": {}}
 
 
 async def test_archive_all_and_bulk_archive(hub: Any, publish_key: str, make_token: Any) -> None:
@@ -81,7 +71,7 @@ async def test_archive_all_and_bulk_archive(hub: Any, publish_key: str, make_tok
     everything = await hub.client.post(f"{BASE}/archive-all", headers=me)
     assert everything.json() == {"updated": 3}
     assert await _ids(hub, me) == []
-    assert await _counts(hub, me) == {"unread": 0, "unseen": 0, "total": 0}
+    assert await _counts(hub, me) == {"unread": 0, "unseen": 0, "total": 0, "views": {}}
 
 
 async def test_pinned_lead_the_first_page_only(hub: Any, publish_key: str, make_token: Any) -> None:
@@ -189,7 +179,7 @@ async def test_archive_and_pin_are_streamed_and_replayed_once(
 ) -> None:
     token = make_token("live-arch")
     me = _auth(token)
-    async with _stream(hub, token) as stream:
+    async with open_stream(hub.client, token) as stream:
         sent = await _publish(hub, publish_key, ["live-arch"])
         await stream.until("notification")
         last = (await stream.next()).id
@@ -219,7 +209,7 @@ async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
     kept = await _publish(hub, publish_key, ["sleepy"], title="kept")
     later = await _publish(hub, publish_key, ["sleepy"], title="later")
     await hub.client.patch(f"{BASE}/{later}", json={"read": True}, headers=me)
-    async with _stream(hub, token) as stream:
+    async with open_stream(hub.client, token) as stream:
         await stream.next()
         snoozed = await hub.client.patch(f"{BASE}/{later}", json={"snooze": 1}, headers=me)
         assert snoozed.status_code == 200, snoozed.text
@@ -228,7 +218,7 @@ async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
         assert update.data["id"] == later and update.data["snoozed_until"] is not None
         assert await _ids(hub, me) == [kept]
         assert await _ids(hub, me, "?status=snoozed") == [later]
-        assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1}
+        assert await _counts(hub, me) == {"unread": 1, "unseen": 1, "total": 1, "views": {}}
 
         back, _ = await stream.until("notification", timeout=10)
         assert back.data["id"] == later and back.data["resurfaced"] is True
@@ -237,6 +227,39 @@ async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
         assert (counts.data["unread"], counts.data["total"]) == (2, 2)
     assert await _ids(hub, me) == [later, kept]
     assert await _ids(hub, me, "?status=snoozed") == []
+
+
+async def test_a_resurfaced_notification_lists_and_pages_at_the_top(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Back from a snooze, the oldest notification sorts as if new: first in the list,
+    paged by the same cursors, polled again by `since`, read by a read-all before now."""
+    me = _auth(make_token("phoenix"))
+    oldest, middle, newest = [await _publish(hub, publish_key, ["phoenix"]) for _ in range(3)]
+    before_wake = datetime.now(UTC)
+    patched = await hub.client.patch(f"{BASE}/{oldest}", json={"snooze": 3600}, headers=me)
+    until = datetime.fromisoformat(patched.json()["snoozed_until"])
+    inbox = hub.app_state["inbox"]  # the wake-up falls due (the delayed worker's call)
+    assert await inbox.resurface("default", "phoenix", oldest, int(until.timestamp() * 1000))
+
+    assert await _ids(hub, me) == [oldest, newest, middle]
+    pages, cursor = [], None
+    while True:
+        query = f"?limit=1&cursor={cursor}" if cursor else "?limit=1"
+        page = (await hub.client.get(f"{BASE}{query}", headers=me)).json()
+        pages += [item["id"] for item in page["items"]]
+        if not (cursor := page["next_cursor"]):
+            break
+    assert pages == [oldest, newest, middle]
+    since = before_wake.isoformat().replace("+00:00", "Z")
+    assert await _ids(hub, me, f"?since={since}") == [oldest]  # a poller gets it again
+    item = (await hub.client.get(f"{BASE}/{oldest}", headers=me)).json()
+    assert (item["status"], item["snoozed_until"]) == ("unread", None)
+
+    # it keeps its place until it leaves: deleted, nothing of it stays in the index
+    assert (await hub.client.delete(f"{BASE}/{oldest}", headers=me)).status_code == 204
+    assert await _ids(hub, me) == [newest, middle]
+    assert await _counts(hub, me) == {"unread": 2, "unseen": 2, "total": 2, "views": {}}
 
 
 async def test_unsnooze_and_a_later_snooze_make_the_old_wake_up_a_no_op(

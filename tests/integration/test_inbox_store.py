@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,12 +18,20 @@ from redis.asyncio import Redis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ulid import ULID
 
-from notifyhub.domain.notification import Draft, Notification, Recipients
+from notifyhub.domain.notification import (
+    SEVERITY_RANK,
+    Draft,
+    Notification,
+    Recipients,
+    Severity,
+)
+from notifyhub.domain.views import View, ViewFilter, ViewSet
 from notifyhub.services.ingest import body_sha
 from notifyhub.settings import Limits
 from notifyhub.store import scripts
 from notifyhub.store.changes import ChangeType
 from notifyhub.store.client import create_redis
+from notifyhub.store.codecs import ViewsArgs
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import ChangeRead, InboxStore, PageQuery
 from notifyhub.store.keys import Keys
@@ -94,10 +103,44 @@ PIN_MAX = 3
 """Small, so the state machine meets the pin limit often."""
 
 
+VIEW_POOL = {
+    "cat-a": ViewFilter(categories=("a",)),
+    "loud": ViewFilter(severity_at_least=Severity.ERROR),
+    "bill": ViewFilter(tags_any=("billing", "invoice")),
+    "eu-bill": ViewFilter(tags_all=("billing", "eu"), severity_at_least=Severity.WARNING),
+    "every": ViewFilter(),
+}
+"""Views the state machine defines and redefines (tenant and personal, names shared)."""
+
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def sort_key(nid: str, resurfaced_ms: int) -> str:
+    """Where a resurfaced copy sorts: a ULID of when it came back, the id's random part."""
+    digits = [CROCKFORD[(resurfaced_ms >> (5 * i)) & 31] for i in reversed(range(10))]
+    return "".join(digits) + nid[10:]
+
+
+def in_view(item: dict[str, Any], f: ViewFilter) -> bool:
+    """The model's reading of a view's filter (domain/views.py ViewFilter)."""
+    if f.categories and item["category"] not in f.categories:
+        return False
+    if f.tags_any and not set(f.tags_any) & item["tags"]:
+        return False
+    if not set(f.tags_all) <= item["tags"]:
+        return False
+    return f.severity_at_least is None or (
+        SEVERITY_RANK[item["severity"]] >= SEVERITY_RANK[f.severity_at_least]
+    )
+
+
 class InboxModel(RuleBasedStateMachine):
-    """Random publish/read/unread/seen/archive/pin/delete/read-all/archive-all against a
-    plain-Python model: counts, the default list (pinned first), the archived list and
-    the pinned list always match it."""
+    """Random publish (collapsing, with tags and severities), read/unread/seen, archive,
+    pin, snooze and resurface, delete, recall, expiry, read-all, archive-all, and
+    (re)defining the tenant's and the user's views, against a plain-Python model: the
+    counts (global and every view's), the default list (pinned first), the archived,
+    snoozed, pinned and every view's lists always match it."""
 
     redis_url = "redis://127.0.0.1:6379/0"
 
@@ -105,26 +148,120 @@ class InboxModel(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.redis = Redis.from_url(self.redis_url)
-        keys = Keys(f"nhtest:sm:{uuid.uuid4().hex[:8]}:")
-        self.store = InboxStore(self.redis, keys, Limits(pinned_per_user=PIN_MAX))
+        self.keys = Keys(f"nhtest:sm:{uuid.uuid4().hex[:8]}:")
+        self.store = InboxStore(self.redis, self.keys, Limits(pinned_per_user=PIN_MAX))
         self.model: dict[str, dict[str, Any]] = {}
         self.clock_ms = int(datetime.now(UTC).timestamp() * 1000)
+        self.views: dict[str, ViewFilter] = {}
+        self.versions = [0, 0]
+        """The tenant's and the user's view versions."""
+        self.tenant_names: list[str] = []
+        self.published: list[str] = []
+        self.tenant_set = ViewSet(-1)
+        """The tenant's views the user follows (a fan-out's hint)."""
+        self.own_names: list[str] = []
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
-    @rule(category=st.sampled_from(["a", "b", None]), defer=st.booleans())
-    def publish(self, category: str | None, defer: bool) -> None:
-        n = make_notification(category=category)
-        self.run(self.store.place(n, [("default", "m")], defer=defer))
+    @rule(
+        category=st.sampled_from(["a", "b", None]),
+        defer=st.booleans(),
+        severity=st.sampled_from(list(Severity)),
+        tags=st.sets(st.sampled_from(["billing", "invoice", "eu"]), max_size=3),
+        collapse=st.sampled_from([None, None, "k1", "k2"]),
+        hint=st.sampled_from(["current", "stale", "none"]),
+    )
+    def publish(
+        self,
+        category: str | None,
+        defer: bool,
+        severity: Severity,
+        tags: set[str],
+        collapse: str | None,
+        hint: str,
+    ) -> None:
+        """`hint`: the tenant's views as the publishing process knows them (the user's
+        version: the script takes the tenant's bits from it; another version, as a stale
+        cache has: ignored; none)."""
+        n = make_notification(
+            category=category, severity=severity, tags=tuple(sorted(tags)), collapse_key=collapse
+        )
+        views = {
+            "current": self.tenant_set,
+            "stale": ViewSet(self.tenant_set.version + 1, (View("every", ViewFilter(), "tenant"),)),
+            "none": None,
+        }[hint]
+        self.run(self.store.place(n, [("default", "m")], defer=defer, views=views))
+        self.published.append(n.id)
+        if collapse is not None:  # the copy with the same collapse key is replaced
+            for nid in [nid for nid, i in self.model.items() if i["ck"] == collapse]:
+                del self.model[nid]
         self.model[n.id] = {
             "read": False,
             "seen": False,
             "cat": category == "a",
+            "category": category or "",
+            "severity": severity,
+            "tags": tags,
+            "ck": collapse,
             "archived": False,
             "pinned": False,
             "snoozed": 0,
         }
+
+    @rule(
+        tenant=st.lists(st.sampled_from(sorted(VIEW_POOL)), max_size=3, unique=True),
+        own=st.lists(st.sampled_from(sorted(VIEW_POOL)), max_size=2, unique=True),
+        change=st.sampled_from(["tenant", "own", "both"]),
+    )
+    def define_views(self, tenant: list[str], own: list[str], change: str) -> None:
+        """The tenant's views, the user's, or both, change; the user is synced (as the
+        sweep or their next read does). A personal view named like a tenant view is
+        hidden by it."""
+        versions = list(self.versions)
+        sets = []
+        for i, names in enumerate((tenant, own)):
+            if change in (("tenant", "own")[i], "both"):
+                versions[i] += 1
+            views = tuple(View(n, VIEW_POOL[n], "tenant" if i == 0 else "personal") for n in names)
+            sets.append(ViewSet(versions[i], views))
+        changed = [change in ("tenant", "both"), change in ("own", "both")]
+        args = ViewsArgs(
+            100,
+            sets[0].version if changed[0] else -2,
+            sets[0].lines(),
+            sets[1].version if changed[1] else -2,
+            sets[1].lines(),
+        )
+        synced = self.run(self.store.sync_views("default", "m", args))
+        self.versions = [synced.tenant_version, synced.personal_version]
+        if changed[0]:
+            self.tenant_set = sets[0]
+        tenant_names = list(self.tenant_names) if not changed[0] else tenant
+        own_names = list(self.own_names) if not changed[1] else own
+        self.tenant_names, self.own_names = tenant_names, own_names
+        names = [*tenant_names, *(n for n in own_names if n not in tenant_names)]
+        self.views = {n: VIEW_POOL[n] for n in names}
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def expire(self, data: st.DataObject) -> None:
+        """A copy's time is up (its expiry moved to the past, as the clock would): the
+        next script drops it."""
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        self.run(self.redis.zadd(self.keys.inbox("default", "m").exp, {nid: 1}))
+        del self.model[nid]
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def recall(self, data: st.DataObject) -> None:
+        """The producer recalls it: every holder loses it (RecallOp's replay)."""
+        nid = data.draw(st.sampled_from(sorted(self.model)))
+        for tenant, user in self.run(self.store.recipients(nid)):
+            self.run(self.store.remove(tenant, user, [nid]))
+        self.run(self.store.forget(nid))
+        del self.model[nid]
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), read=st.sampled_from([True, False, None]), seen=st.booleans())
@@ -194,6 +331,10 @@ class InboxModel(RuleBasedStateMachine):
         if item["snoozed"] and not stale:
             assert seq > 0
             item.update(snoozed=0, read=False, seen=False)
+            state = self.run(self.redis.hget(self.keys.inbox("default", "m").state, nid))
+            came_back = re.search(rb"r(\d+)", state.partition(b"\x1f")[2])
+            assert came_back is not None
+            item["key"] = sort_key(nid, int(came_back[1]))  # at the top of the lists
         else:
             assert seq == 0
 
@@ -225,10 +366,27 @@ class InboxModel(RuleBasedStateMachine):
         assert counts.unseen == sum(not i["seen"] for i in shown.values())
 
     @invariant()
+    def views_match_the_model(self) -> None:
+        """Every view's counts (kept by the same scripts as the change) and its list."""
+        shown = {n: i for n, i in self.model.items() if not (i["archived"] or i["snoozed"])}
+        position = self.run(self.store.position("default", "m"))
+        expected = {}
+        for name, f in self.views.items():
+            held = {nid: i for nid, i in shown.items() if in_view(i, f)}
+            unread = sum(not i["read"] for i in held.values())
+            unseen = sum(not i["seen"] for i in held.values())
+            expected[name] = (unread, unseen, len(held))
+            page = self.run(self.store.page("default", "m", PageQuery(view=name, limit=100)))
+            assert sorted(i.id for i in page.items) == sorted(held), name
+        got = {n: (c.unread, c.unseen, c.total) for n, c in position.counts.views.items()}
+        assert got == expected
+
+    @invariant()
     def lists_match_the_model(self) -> None:
         shown = {n: i for n, i in self.model.items() if not (i["archived"] or i["snoozed"])}
         pinned = sorted((nid for nid, i in shown.items() if i["pinned"]), reverse=True)
-        rest = sorted((nid for nid, i in shown.items() if not i["pinned"]), reverse=True)
+        unpinned = [nid for nid, i in shown.items() if not i["pinned"]]
+        rest = sorted(unpinned, key=lambda nid: shown[nid].get("key", nid), reverse=True)
         page = self.run(self.store.page("default", "m", PageQuery(limit=100)))
         assert [i.id for i in page.items] == pinned + rest
         assert all(i.pinned == (i.id in pinned) and not i.archived for i in page.items)
@@ -246,8 +404,11 @@ class InboxModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         async def clean() -> None:
-            async for key in self.redis.scan_iter(match=self.store._keys.prefix + "*"):
-                await self.redis.delete(key)
+            """Its own keys by name: a SCAN would walk whatever else Redis holds."""
+            keys = self.keys
+            mine = [*keys.inbox_list("default", "m"), keys.expiry]
+            mine += [keys.recipients(nid) for nid in self.published]
+            await self.redis.delete(*mine)
             await self.redis.aclose()
 
         self.run(clean())

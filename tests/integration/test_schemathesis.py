@@ -93,6 +93,7 @@ STRICTER_THAN_THE_SCHEMA = {
     ("POST", "/v1/me/notifications/bulk"): "one action: read/seen or delete",
     ("PUT", "/v1/admin/rules/{rule}"): "one recipient entry per relationship",
     ("POST", "/v1/deliveries"): "unknown definition",
+    ("GET", "/v1/me/notifications"): "unknown view (`view=` names one the user must have)",
     ("PUT", "/v1/admin/delivery-definitions/{name}"): "http(s) URL; lease; SSRF-blocked target",
 }
 """Where Schemathesis' `positive_data_acceptance` check does not apply, and why."""

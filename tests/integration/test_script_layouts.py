@@ -90,18 +90,18 @@ async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settin
     raw = await u.call("place", first.place_args())
     assert len(raw) == PLACED_WIDTH + 1  # one user, then the evictions in all
     delivered = Placed.from_reply(raw)
-    [(seq, dropped, unread, unseen, total, epoch)] = delivered.copies()
-    assert (seq, dropped, unread, unseen, total, delivered.evicted) == (1, 0, 1, 1, 1, 0)
+    [(seq, dropped, unread, unseen, total, epoch, views)] = delivered.copies()
+    assert (seq, dropped, unread, unseen, total, views, delivered.evicted) == (1, 0, 1, 1, 1, 0, 0)
     assert EPOCH.fullmatch(epoch)
     assert delivered.firsts == [1]
     assert await u.appended(Operation.PLACE) == [ChangeType.NOTIFICATION]
 
     again = Placed.from_reply(await u.call("place", first.place_args()))
-    assert list(again.copies()) == [(0, 0, 0, 0, 0, b"")]  # held already: nothing stored
+    assert list(again.copies()) == [(0, 0, 0, 0, 0, b"", 0)]  # held already: nothing stored
 
     # The counts are those right after the copy; the cap then evicts the first one.
     second = Placed.from_reply(await u.call("place", copy_args(cap=1).place_args()))
-    assert list(second.copies()) == [(2, 1, 2, 2, 2, epoch)]
+    assert list(second.copies()) == [(2, 1, 2, 2, 2, epoch, 0)]
     assert second.evicted == 1
     types = await u.appended(Operation.PLACE)
     assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]

@@ -785,6 +785,117 @@ async def probe_metrics(t: Tenants) -> None:
     await _no_secrets(t, "/metrics")
 
 
+# --- views: a tenant's views reach its own users only; a user's own are theirs ------------
+
+ALARMS = {"filter": {"severity_at_least": "error"}, "label": "Alarms"}
+
+
+async def _tenant_views(t: Tenants, tenant: str) -> list[str]:
+    url = f"/v1/admin/views?tenant={tenant}"
+    listed = _ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json()["views"]
+    return [view["name"] for view in listed]
+
+
+async def _user_views(t: Tenants, tenant: str) -> dict[str, Any]:
+    answer = await t.client.get("/v1/me/notifications/counts", headers=t.me(tenant))
+    return dict(_ok(answer).json()["views"])
+
+
+async def probe_view_put(t: Tenants) -> None:
+    url = f"/v1/admin/views/alarms?tenant={t.b}"
+    _refused(await t.client.put(url, json=ALARMS, headers=t.key(t.a, "admin")), 403)
+    assert await _tenant_views(t, t.b) == []
+    _ok(await t.client.put(url, json=ALARMS, headers=t.key(t.b, "admin")), 201)
+    await _publish(t, t.b, severity="critical")
+    await _publish(t, t.a, severity="critical")
+    assert (await _user_views(t, t.b))["alarms"]["total"] == 1
+    assert await _user_views(t, t.a) == {}  # the same user id in A gets none of B's views
+    url_a = f"/v1/admin/views/alarms?tenant={t.a}"
+    _ok(await t.client.put(url_a, json=ALARMS, headers=t.key(t.a, "admin")), 201)
+    assert (await _user_views(t, t.a))["alarms"]["total"] == 1  # A's own view, A's copies
+
+
+async def probe_view_list(t: Tenants) -> None:
+    _ok(
+        await t.client.put(
+            f"/v1/admin/views/alarms?tenant={t.b}", json=ALARMS, headers=t.key(t.b, "admin")
+        )
+    )
+    url = f"/v1/admin/views?tenant={t.b}"
+    _refused(await t.client.get(url, headers=t.key(t.a, "admin")), 403)
+    assert await _tenant_views(t, t.a) == []
+    assert await _tenant_views(t, t.b) == ["alarms"]
+
+
+async def probe_view_get(t: Tenants) -> None:
+    _ok(
+        await t.client.put(
+            f"/v1/admin/views/alarms?tenant={t.b}", json=ALARMS, headers=t.key(t.b, "admin")
+        )
+    )
+    url = f"/v1/admin/views/alarms?tenant={t.b}"
+    _refused(await t.client.get(url, headers=t.key(t.a, "admin")), 403)
+    url_a = f"/v1/admin/views/alarms?tenant={t.a}"
+    _refused(await t.client.get(url_a, headers=t.key(t.a, "admin")), 404)
+    assert _ok(await t.client.get(url, headers=t.key(t.b, "admin"))).json()["name"] == "alarms"
+
+
+async def probe_view_delete(t: Tenants) -> None:
+    url = f"/v1/admin/views/alarms?tenant={t.b}"
+    _ok(await t.client.put(url, json=ALARMS, headers=t.key(t.b, "admin")))
+    _refused(await t.client.delete(url, headers=t.key(t.a, "admin")), 403)
+    assert await _tenant_views(t, t.b) == ["alarms"]
+    _ok(await t.client.delete(url, headers=t.key(t.b, "admin")), 204)
+    assert await _tenant_views(t, t.b) == []
+
+
+async def probe_my_views(t: Tenants) -> None:
+    body = {"filter": {"tags_any": ["billing"]}}
+    _ok(await t.client.put("/v1/me/views/money", json=body, headers=t.me(t.b)), 201)
+    _ok(
+        await t.client.put(
+            f"/v1/admin/views/alarms?tenant={t.b}", json=ALARMS, headers=t.key(t.b, "admin")
+        )
+    )
+    mine = _ok(await t.client.get("/v1/me/views", headers=t.me(t.a))).json()["views"]
+    assert mine == []  # the same user id in A sees neither B's tenant views nor B's own
+    theirs = _ok(await t.client.get("/v1/me/views", headers=t.me(t.b))).json()["views"]
+    assert [(v["name"], v["scope"]) for v in theirs] == [
+        ("alarms", "tenant"),
+        ("money", "personal"),
+    ]
+
+
+async def probe_my_view_put(t: Tenants) -> None:
+    body = {"filter": {"tags_any": ["billing"]}}
+    _ok(await t.client.put("/v1/me/views/money", json=body, headers=t.me(t.b)), 201)
+    other = {"filter": {"tags_any": ["other"]}}
+    _ok(await t.client.put("/v1/me/views/money", json=other, headers=t.me(t.a)), 201)  # A's own
+    theirs = _ok(await t.client.get("/v1/me/views", headers=t.me(t.b))).json()["views"]
+    assert theirs[0]["filter"] == {"tags_any": ["billing"]}
+    await _publish(t, t.b, tags=["billing"])
+    assert (await _user_views(t, t.b))["money"]["total"] == 1
+    assert (await _user_views(t, t.a))["money"]["total"] == 0
+
+
+async def probe_my_view_delete(t: Tenants) -> None:
+    body = {"filter": {"tags_any": ["billing"]}}
+    _ok(await t.client.put("/v1/me/views/money", json=body, headers=t.me(t.b)), 201)
+    _refused(await t.client.delete("/v1/me/views/money", headers=t.me(t.a)), 404)
+    assert "money" in await _user_views(t, t.b)
+    _ok(await t.client.delete("/v1/me/views/money", headers=t.me(t.b)), 204)
+    assert await _user_views(t, t.b) == {}
+
+
+async def probe_routing_trace(t: Tenants) -> None:
+    nid = await _publish(t, t.b)
+    url = f"/v1/admin/notifications/{nid}/trace"
+    _refused(await t.client.get(f"{url}?tenant={t.b}", headers=t.key(t.a, "admin")), 403)
+    _refused(await t.client.get(f"{url}?tenant={t.a}", headers=t.key(t.a, "admin")), 404)
+    trace = _ok(await t.client.get(f"{url}?tenant={t.b}", headers=t.key(t.b, "admin"))).json()
+    assert trace["tenant"] == t.b and trace["lines"][0]["user"] == t.user
+
+
 Probe = Callable[[Tenants], Awaitable[None]]
 
 PROBES: dict[str, Probe] = {
@@ -798,6 +909,14 @@ PROBES: dict[str, Probe] = {
     "GET /v1/me/notifications/{notification_id}": probe_get,
     "PATCH /v1/me/notifications/{notification_id}": probe_patch,
     "DELETE /v1/me/notifications/{notification_id}": probe_delete,
+    "GET /v1/me/views": probe_my_views,
+    "PUT /v1/me/views/{name}": probe_my_view_put,
+    "DELETE /v1/me/views/{name}": probe_my_view_delete,
+    "GET /v1/admin/notifications/{notification_id}/trace": probe_routing_trace,
+    "GET /v1/admin/views": probe_view_list,
+    "GET /v1/admin/views/{name}": probe_view_get,
+    "PUT /v1/admin/views/{name}": probe_view_put,
+    "DELETE /v1/admin/views/{name}": probe_view_delete,
     "GET /v1/me/preferences": probe_preferences,
     "PUT /v1/me/preferences": probe_preferences,
     "GET /v1/me/subscriptions": probe_subscriptions,

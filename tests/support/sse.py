@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,3 +81,12 @@ class EventReader:
                 if event.event == kind:
                     return event, seen
                 seen.append(event)
+
+
+@asynccontextmanager
+async def open_stream(client: httpx.AsyncClient, token: str) -> AsyncIterator[EventReader]:
+    """The user's event stream on a hub's client, as a reader (200 asserted)."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    async with client.stream("GET", "/v1/me/stream", headers=headers) as response:
+        assert response.status_code == 200
+        yield EventReader(response)

@@ -174,11 +174,11 @@ async def test_an_unknown_logged_operation_is_an_error_never_skipped() -> None:
 def test_replies_of_several_slots_merge_in_user_order() -> None:
     """A Cluster fan-out: one reply per slot (first-seen order), users interleaved."""
     slots = [7, 3, 7]
-    seven = [1, 0, 1, 1, 1, b"e", 5, 2, 1, 1, 1, b"e", 2]  # users 0 and 2, evicted 2
-    three = [0, 0, 0, 0, 0, b"", 0]
+    seven = [1, 0, 1, 1, 1, b"e", 0, 5, 2, 1, 1, 1, b"e", 1, 2]  # users 0 and 2, evicted 2
+    three = [0, 0, 0, 0, 0, b"", 0, 0]
     merged = Placed.from_slot_replies(slots, [seven, three])
     assert merged.firsts == [1, 0, 5]
     assert merged.evicted == 2
-    assert list(merged.copies())[2] == (5, 2, 1, 1, 1, b"e")
+    assert list(merged.copies())[2] == (5, 2, 1, 1, 1, b"e", 1)
     pending = Deferred.from_slot_replies([1, 2], [[4, 0], [-1, 0]])
     assert (pending.firsts, pending.evicted) == ([4, -1], 0)

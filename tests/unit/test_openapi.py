@@ -66,6 +66,8 @@ def test_not_found_and_conflict_only_where_answered() -> None:
         ("post", "/v1/deliveries/{delivery_id}/confirm"),
         ("post", "/v1/admin/api-keys"),  # the name is taken
         ("patch", "/v1/me/notifications/{notification_id}"),  # the pin limit
+        ("put", "/v1/admin/views/{name}"),  # the view limit
+        ("put", "/v1/me/views/{name}"),  # the view limit; a tenant view's name
     }
     # User ids are the calling application's: the hub answers for any (empty when unknown).
     never_missing = {"/v1/admin/users/{tenant}/{user}"}

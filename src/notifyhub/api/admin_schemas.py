@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from notifyhub.api.delivery_schemas import DefinitionOut
 from notifyhub.api.schemas import (
@@ -344,3 +345,87 @@ class UserOut(Documented):
     topics: list[str]
     """The topics subscribing them, by name or through one of their groups (the first
     1000)."""
+
+
+class TraceLineOut(Documented):
+    """What routing decided for one recipient."""
+
+    model_config = examples(
+        {"user": "alice", "source": "group or topic", "outcome": "delivered", "seq": 42}
+    )
+
+    user: str
+    source: str
+    """How the user was named: `user` (directly), `group or topic`, `rule`, `producer`."""
+    outcome: Literal["delivered", "pending", "already_held", "dropped_by_preference"]
+    """`delivered` (stored as the user's change `seq`), `pending` (a big fan-out's copy,
+    made by the user's next read), `already_held` (a retried publish),
+    `dropped_by_preference` (the user's preferences drop its category)."""
+    seq: int | None = None
+    """The user's change seq of a delivered copy."""
+
+
+class TraceNow(Documented):
+    """`?user=`: that user's copy as it stands now."""
+
+    in_inbox: bool
+    """The copy is in the user's inbox now (false: never stored, deleted, recalled,
+    expired, evicted or replaced)."""
+    status: Literal["unread", "read"] | None
+    archived: bool | None
+    snoozed_until: datetime | None
+    expired: bool
+    """The notification's expiry has passed."""
+    streams_open: int
+    """The user's event streams open now, in every hub process."""
+
+
+class TraceOut(Documented):
+    """A notification's routing trace: who was named, how many recipients each outcome
+    had, and a line per recipient (the first `routing_trace_users`; `?user=` for one)."""
+
+    model_config = examples(
+        {
+            "id": "01JD3Q4M6T9W2Z8K5N7R1C0B3X",
+            "tenant": "default",
+            "created_at": "2026-11-20T09:15:02.113000+00:00",
+            "expires_at": "2026-12-20T09:15:02.113000+00:00",
+            "category": "restock",
+            "origin": "publish",
+            "named": {"users": 1, "groups": ["replenishers"], "topics": []},
+            "resolved": 13,
+            "outcomes": {
+                "delivered": 12,
+                "pending": 0,
+                "already_held": 0,
+                "dropped_by_preference": 1,
+            },
+            "recorded": 13,
+            "recalled_at": None,
+            "lines": [
+                {"user": "bob", "source": "group or topic", "outcome": "dropped_by_preference"}
+            ],
+            "now": None,
+        }
+    )
+
+    id: str
+    tenant: str
+    created_at: datetime
+    expires_at: datetime
+    category: str | None
+    origin: str
+    """`publish`, `rule` or `producer`."""
+    named: dict[str, Any]
+    """Who the publish named: `users` (how many), `groups`, `topics`."""
+    resolved: int
+    """Recipients after resolving groups and topics (each user once)."""
+    outcomes: dict[str, int]
+    """Recipients per outcome."""
+    recorded: int
+    """Recipients with a line of their own (the first `routing_trace_users`)."""
+    recalled_at: datetime | None
+    lines: list[TraceLineOut]
+    """By user id: the first 100, or `?user=`'s alone."""
+    now: TraceNow | None = None
+    """With `?user=`: that user's copy now."""

@@ -35,6 +35,8 @@ from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.api.routers import inbox as inbox_router
 from notifyhub.api.routers import routing as routing_router
+from notifyhub.api.routers import traces as traces_router
+from notifyhub.api.routers import views as views_router
 from notifyhub.api.tracing import install_tracing
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
@@ -88,6 +90,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             publishing = features.publishing(
                 settings, clients, db, inbox.store, routing, delayed, durable, metrics, tracing
             )
+            stack.push_async_callback(publishing.views.close)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
             outbox = features.outbox(stack, settings, db, metrics, delivery_metrics, tracing)
             runner = features.runner(
@@ -141,6 +144,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     )
     for router in (module.router for module in routers):
         app.include_router(router)
+    app.include_router(traces_router.router)
+    app.include_router(views_router.admin)
+    app.include_router(views_router.me)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
     _install_middleware(app, settings, metrics)
@@ -176,6 +182,8 @@ def _state(
         keys_cache=KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s),
         ingest=publishing.ingest,
         inbox=publishing.inbox,
+        views=publishing.views,
+        routing_traces=publishing.routing_traces,
         durable=durable.log,
         topics=routing.topics,
         rules=publishing.rules,

@@ -30,9 +30,11 @@ from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.services.users import UserLookup
+from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.ratelimit import RateLimiter
+from notifyhub.store.routing_trace import RoutingTraces
 from notifyhub.workers.dispatcher import Dispatcher
 from notifyhub.workers.runner import Runner
 
@@ -52,6 +54,8 @@ class State(TypedDict):
     keys_cache: KeyCache
     ingest: IngestService
     inbox: InboxService
+    views: Views
+    routing_traces: RoutingTraces
     durable: DurableInbox | None
     """Durable inbox mode's log; None in the default Redis-only mode."""
     topics: TopicService

@@ -292,6 +292,8 @@ class DeliveryAlert(Base):
     claims: Mapped[int] = mapped_column(Integer, default=0)
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class InboxNotification(Base):
     """Durable inbox mode: a notification's content, committed before the 202."""
 
@@ -343,3 +345,32 @@ class AuditEntry(Base):
     route: Mapped[str] = mapped_column(String(300))
     target: Mapped[str | None] = mapped_column(String(500))
     status: Mapped[int] = mapped_column(SmallInteger)
+
+
+class InboxView(Base):
+    """A named filter over the inbox (a tab): the tenant's (`owner` '') for every user of
+    the tenant, or one user's own."""
+
+    __tablename__ = "inbox_views"
+    __table_args__ = (UniqueConstraint("tenant", "owner", "name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(200))
+    """'' for a tenant view; else the user whose view it is."""
+    name: Mapped[str] = mapped_column(String(32))
+    label: Mapped[str | None] = mapped_column(String(64))
+    filter: Mapped[Any] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class InboxViewVersion(Base):
+    """Bumped by every change of a (tenant, owner)'s views in the same transaction: users'
+    Redis copies of their views say which version they follow (lua/views.lua)."""
+
+    __tablename__ = "inbox_view_versions"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)

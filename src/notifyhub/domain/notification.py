@@ -37,6 +37,10 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
+SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity, start=1)}
+"""Severities in order, as the inbox scripts compare them (lua/common.lua RANK)."""
+
+
 class Display(StrEnum):
     INBOX = "inbox"
     TOAST = "toast"
@@ -154,13 +158,38 @@ class InboxItem(Notification):
     `status=snoozed`), back unread at that time; null when not snoozed."""
 
 
+class ViewCount(BaseModel):
+    """One view's (tab's) counts: what its list holds."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    unread: int
+    """Unread notifications in the view."""
+    unseen: int
+    """Notifications in the view not yet seen."""
+    total: int
+    """Notifications in the view (archived and snoozed ones are in no count)."""
+    exact: bool = True
+    """False while the view's counts are being recomputed after its definition changed
+    (they then follow the definition before)."""
+
+
 class Counts(BaseModel):
     """The user's inbox counts."""
 
     model_config = ConfigDict(
         frozen=True,
         use_attribute_docstrings=True,
-        json_schema_extra={"examples": [{"unread": 3, "unseen": 1, "total": 17}]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "unread": 3,
+                    "unseen": 1,
+                    "total": 17,
+                    "views": {"mentions": {"unread": 1, "unseen": 0, "total": 4, "exact": True}},
+                }
+            ]
+        },
     )
 
     unread: int
@@ -168,7 +197,10 @@ class Counts(BaseModel):
     unseen: int
     """Notifications not yet seen."""
     total: int
-    """Notifications in the inbox."""
+    """Notifications in the inbox (archived and snoozed ones are in no count)."""
+    views: dict[str, ViewCount] = Field(default_factory=dict)
+    """Per view (tab) the user has, the tenant's and their own: its counts, kept in the
+    same script as every change that moves them."""
 
 
 class InboxPage(BaseModel):

@@ -69,7 +69,12 @@ async def restore_redis(settings: Settings) -> None:
         found = routing(clients, db, store)
         topics, preferences = found.topics, found.preferences
         watch = EpochWatch(
-            clients.redis, db.sessionmaker, clients.keys, topics, preferences, delayed.service,
+            clients.redis,
+            db.sessionmaker,
+            clients.keys,
+            topics,
+            preferences,
+            delayed.service,
             durable.log,
         )
         await watch.rebuild()

@@ -15,9 +15,11 @@ from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.rules import RuleService
 from notifyhub.services.snooze import Snoozes
+from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
+from notifyhub.store.routing_trace import RoutingTraces
 from notifyhub.tracing import Tracing
 from notifyhub.workers.delayed import ScheduledNotifications
 from notifyhub.workers.producers import Producer, load, loops
@@ -33,6 +35,10 @@ class Publishing:
     them ready."""
     inbox: InboxService
     """Users' own inboxes (snoozes are scheduled on the delayed queue)."""
+    views: Views
+    """Inbox views (tabs): the tenant's and users' own."""
+    routing_traces: RoutingTraces
+    """Each publish's routing, per recipient (store/routing_trace.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,13 @@ def publishing(
     """Nothing to release: the parts live on the clients and the queue."""
     tracing = tracing or Tracing()
     idempotency = IdempotencyStore(clients.redis, clients.keys, settings.idempotency_ttl_s)
+    views = Views(store, database.sessionmaker, metrics)
+    traces = RoutingTraces(
+        clients.redis,
+        clients.keys,
+        ttl_s=settings.routing_trace_ttl_s,
+        users=settings.routing_trace_users,
+    )
     ingest = IngestService(
         store,
         idempotency,
@@ -64,12 +77,15 @@ def publishing(
         metrics,
         durable=durable.log,
         tracing=tracing,
+        views=views,
+        routing=traces,
     )
-    inbox = InboxService(store, durable.log, Snoozes(delayed.service, database.sessionmaker))
+    snoozes = Snoozes(delayed.service, database.sessionmaker)
+    inbox = InboxService(store, durable.log, snoozes, views)
     scheduled = ScheduledNotifications(
         delayed.service, ingest, database.sessionmaker, tracing, inbox=inbox
     )
-    return Publishing(ingest, RuleService(ingest, metrics), scheduled, inbox)
+    return Publishing(ingest, RuleService(ingest, metrics), scheduled, inbox, views, traces)
 
 
 def producers(

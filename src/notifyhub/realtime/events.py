@@ -11,6 +11,7 @@ before; a client echoing one back is resumed only if the user's seq is still of 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,13 +70,35 @@ def notification_frame(seq: int, epoch: str, body: bytes) -> bytes:
     return b"event: notification\nid: %s\ndata: %s\n\n" % (event_id(seq, epoch), body)
 
 
-def counts_data(unread: int, unseen: int, total: int, seq: int) -> dict[str, int]:
-    """The data of a `counts` (or `reset`) event."""
-    return {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
+def counts_data(
+    unread: int,
+    unseen: int,
+    total: int,
+    seq: int,
+    views: Mapping[str, tuple[int, int, int]] | None = None,
+) -> dict[str, object]:
+    """The data of a `counts` (or `reset`) event; `views` (name -> unread, unseen, total)
+    when the user has any (their counts as the user's copy of the views has them: a
+    view's recount after its definition changed comes as a `counts` event of its own)."""
+    data: dict[str, object] = {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
+    if views:
+        data["views"] = {
+            name: {"unread": u, "unseen": s, "total": t} for name, (u, s, t) in views.items()
+        }
+    return data
 
 
-def placed_frames(body: bytes, seq: int, epoch: str, unread: int, unseen: int, total: int) -> bytes:
+def placed_frames(
+    body: bytes,
+    seq: int,
+    epoch: str,
+    unread: int,
+    unseen: int,
+    total: int,
+    views: Mapping[str, tuple[int, int, int]] | None = None,
+) -> bytes:
     """What a stream sends for a new copy at `seq`: the notification, then the counts after
-    it; the same bytes the stream's log read gives (sse.py `_catch_up`)."""
-    counts = counts_data(unread, unseen, total, seq)
+    it (with the user's views'); the same bytes the stream's log read gives (sse.py
+    `_catch_up`)."""
+    counts = counts_data(unread, unseen, total, seq, views)
     return notification_frame(seq, epoch, body) + frame("counts", seq, epoch, counts)

@@ -50,6 +50,7 @@ from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.events import placed_frames
 from notifyhub.realtime.subscriber import Subscriber
+from notifyhub.store.changes import view_counts
 from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import INLINE_MARK, TRACE_MARK, Doorbells
 from notifyhub.store.keys import member
@@ -181,9 +182,11 @@ class Hub:
             if not subs:
                 continue
             if body is not None and "," in seq:
-                n, unread, unseen, total, *rest = seq.split(",")
+                n, unread, unseen, total, *rest = seq.split(",", 5)
                 epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
-                frames = placed_frames(body, int(n), epoch, int(unread), int(unseen), int(total))
+                views = view_counts(*rest[1].split(":", 1)) if len(rest) > 1 else None
+                counts = int(unread), int(unseen), int(total)
+                frames = placed_frames(body, int(n), epoch, *counts, views)
                 for sub in subs:
                     sub.offer(int(n), epoch, frames)
             else:

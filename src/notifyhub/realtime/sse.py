@@ -219,7 +219,7 @@ class InboxStream(Response):
             frames = [f for c in changes.entries if (f := change_frame(c, epoch)) is not None]
             last = changes.entries[-1].entry
             cursor, counts = last.seq, last.counts
-            data = counts_data(counts.unread, counts.unseen, counts.total, cursor)
+            data = counts_data(counts.unread, counts.unseen, counts.total, cursor, counts.views)
             frames.append(frame("counts", cursor, epoch, data))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries)
@@ -282,10 +282,11 @@ class InboxStream(Response):
         _child(sent, "counts").inc()
 
 
-def position_data(position: Position) -> dict[str, int]:
+def position_data(position: Position) -> dict[str, object]:
     """The data of a `counts` or `reset` event for a user's position."""
     counts = position.counts
-    return counts_data(counts.unread, counts.unseen, counts.total, position.seq)
+    views = {name: (c.unread, c.unseen, c.total) for name, c in counts.views.items()}
+    return counts_data(counts.unread, counts.unseen, counts.total, position.seq, views)
 
 
 @functools.lru_cache(maxsize=64)

@@ -33,9 +33,7 @@ ALERT_BATCH = 50
 
 def _text(alert: ClaimedAlert) -> tuple[str, str]:
     kind = "finally failed" if alert.final else "failed"
-    subject = (
-        f"[notifyhub] delivery {alert.delivery_id} ({alert.tenant}/{alert.definition}) {kind}"
-    )
+    subject = f"[notifyhub] delivery {alert.delivery_id} ({alert.tenant}/{alert.definition}) {kind}"
     body = (
         f"Delivery {alert.delivery_id} of definition {alert.definition!r} "
         f"of tenant {alert.tenant!r} {kind} "

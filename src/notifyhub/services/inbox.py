@@ -15,6 +15,7 @@ from notifyhub.domain.notification import Counts, InboxItem, InboxPage, Severity
 from notifyhub.errors import InvalidInput, LimitReached, NotFound
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
+from notifyhub.services.views import Views
 from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
 from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
 
@@ -33,6 +34,8 @@ class ListRequest:
     actor: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    view: str | None = None
+    """Only the notifications in this view (the tenant's or the user's own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +75,11 @@ class InboxService:
         store: InboxStore,
         durable: DurableInbox | None = None,
         snoozes: Snoozes | None = None,
+        views: Views | None = None,
     ) -> None:
         self._store = store
+        self._views = views
+        """The user's views (None: none, counts without views' syncing)."""
         self._durable = durable
         """Durable inbox mode's log, if on: changes are appended to it."""
         self._snoozes = snoozes
@@ -99,10 +105,23 @@ class InboxService:
             actor=request.actor,
             after_id=ulid_floor(after) if after is not None else None,
             before_id=ulid_at(to_ms(before)) if before is not None else None,
+            view=request.view,
         )
+        if request.view is not None:
+            await self._check_view(me, request.view)
         return await self._store.page(me.tenant, me.user, query)
 
+    async def _check_view(self, me: UserPrincipal, name: str) -> None:
+        """A view the user has, their copy of the views synced first."""
+        counts = await self.counts(me)
+        if name not in counts.views:
+            known = ", ".join(sorted(counts.views)) or "none"
+            raise InvalidInput(f"view: you have no view {name!r} (yours: {known})")
+
     async def counts(self, me: UserPrincipal) -> Counts:
+        """The user's counts and every view's (`Views.position`)."""
+        if self._views is not None:
+            return await self._views.counts(me)
         counts, _seq = await self._store.counts(me.tenant, me.user)
         return counts
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import orjson
 from pydantic import BaseModel, JsonValue
+from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -22,14 +24,18 @@ from notifyhub.services import groups as group_service
 from notifyhub.services.delayed import DelayedService, NewMessage, Reserved
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.topics import TopicService
+from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, UserRef
 from notifyhub.store.operations import RecallOp
+from notifyhub.store.routing_trace import Route, RoutingTraces
 from notifyhub.tracing import Attributes, Tracing
 
 MEMBER_PAGE = 20_000
 SCHEDULED_QUEUE = "notifyhub.scheduled"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +76,14 @@ class IngestService:
         metrics: Metrics,
         durable: DurableInbox | None = None,
         tracing: Tracing | None = None,
+        views: Views | None = None,
+        routing: RoutingTraces | None = None,
     ) -> None:
         self._store = store
+        self._views = views
+        self._routing = routing
+        """Where each publish's routing is recorded (None: nowhere)."""
+        """The tenants' views, as a hint for fan-outs (`Views.known`)."""
         self._tracing = tracing or Tracing()
         self._topics = topics
         self._delayed = delayed
@@ -107,7 +119,8 @@ class IngestService:
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
             accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
-            accepted = await self._send(self._build(draft, record), users, pull=False)
+            notification = self._build(draft, record)
+            accepted = await self._send(notification, users, pull=False, route=Route.of(recipients))
         if idempotency_key is not None:
             self._remember_after(unit, draft.tenant, idempotency_key, record, accepted)
         return accepted
@@ -156,7 +169,8 @@ class IngestService:
         users = await self._resolve(session, draft.tenant, scheduled.recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", message.message.id, now_ms)
-        return await self._send(self._build(draft, record), users, pull=False)
+        route = Route.of(scheduled.recipients)
+        return await self._send(self._build(draft, record), users, pull=False, route=route)
 
     async def publish_internal(
         self, session: AsyncSession, draft: Draft, recipients: Recipients
@@ -165,14 +179,16 @@ class IngestService:
         users = await self._resolve(session, draft.tenant, recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
-        return await self._send(self._build(draft, record), users, pull=False)
+        route = replace(Route.of(recipients), origin="producer")
+        return await self._send(self._build(draft, record), users, pull=False, route=route)
 
     async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Published:
         """Publish a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
-        return await self._send(self._build(draft, record), targets, pull=pull)
+        route = Route(origin="rule")
+        return await self._send(self._build(draft, record), targets, pull=pull, route=route)
 
     async def recall(
         self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str
@@ -190,6 +206,8 @@ class IngestService:
         await self._store.forget(notification_id)
         if self.durable is not None:
             self.durable.changed(tenant, "", RecallOp(id=notification_id))
+        if self._routing is not None:
+            await self._routing.recalled(notification_id, int(datetime.now(UTC).timestamp() * 1000))
         return removed
 
     async def _cancel_scheduled(self, unit: UnitOfWork, tenant: str, notification_id: str) -> None:
@@ -252,12 +270,13 @@ class IngestService:
         return expires
 
     async def _send(
-        self, notification: Notification, users: list[UserRef], *, pull: bool
+        self, notification: Notification, users: list[UserRef], *, pull: bool, route: Route
     ) -> Published:
-        """`_place`; tracing on, as a `notifyhub.publish` span whose context the doorbells
-        carry to the streams (store/doorbells.py)."""
+        """`_place`, then its routing recorded (store/routing_trace.py); tracing on, as a
+        `notifyhub.publish` span whose context the doorbells carry to the streams
+        (store/doorbells.py)."""
         if not self._tracing.enabled:
-            return await self._place(notification, users, pull=pull, trace=None)
+            return await self._place(notification, users, pull=pull, trace=None, route=route)
         attributes: Attributes = {
             "notifyhub.tenant": notification.tenant,
             "notifyhub.notification.id": notification.id,
@@ -266,12 +285,18 @@ class IngestService:
         tracing = self._tracing
         with tracing.span("notifyhub.publish", attributes, kind="producer") as span:
             trace = tracing.traceparent()
-            published = await self._place(notification, users, pull=pull, trace=trace)
+            published = await self._place(notification, users, pull=pull, trace=trace, route=route)
             span.set_attribute("notifyhub.recipients", published.recipients)
         return published
 
     async def _place(
-        self, notification: Notification, users: list[UserRef], *, pull: bool, trace: bytes | None
+        self,
+        notification: Notification,
+        users: list[UserRef],
+        *,
+        pull: bool,
+        trace: bytes | None,
+        route: Route,
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap.
 
@@ -282,15 +307,18 @@ class IngestService:
         limits = self._settings.limits
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         batch = limits.defer_batch if defer else limits.fanout_batch
+        views = self._views.known(notification.tenant) if self._views is not None else None
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.place(notification, users, pull=pull, defer=defer, trace=trace)
+            seqs = await self._store.place(
+                notification, users, pull=pull, defer=defer, trace=trace, views=views
+            )
         else:
             in_flight = asyncio.Semaphore(2)
 
             async def place(chunk: list[UserRef]) -> list[int]:
                 async with in_flight:
                     return await self._store.place(
-                        notification, chunk, pull=pull, defer=defer, trace=trace
+                        notification, chunk, pull=pull, defer=defer, trace=trace, views=views
                     )
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
@@ -298,7 +326,26 @@ class IngestService:
             seqs = [seq for result in results for seq in result]
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
+        await self._record_route(notification, route, users, seqs, deferred=defer)
         return Published(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
+
+    async def _record_route(
+        self,
+        notification: Notification,
+        route: Route,
+        users: list[UserRef],
+        seqs: list[int],
+        *,
+        deferred: bool,
+    ) -> None:
+        """The routing trace, after the copies: a failure to write it is logged, never
+        the publish's (its copies are stored; a retry would publish it twice)."""
+        if self._routing is None:
+            return
+        try:
+            await self._routing.record(notification, route, users, seqs, deferred=deferred)
+        except RedisError as exc:
+            log.warning("routing trace of %s not recorded: %s", notification.id, exc)
 
 
 def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:

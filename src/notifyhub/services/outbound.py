@@ -243,9 +243,7 @@ class Connections:
             origin, ssl_context=self._ssl, keepalive_expiry=30.0, network_backend=self._backend
         )
 
-    async def give(
-        self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection
-    ) -> None:
+    async def give(self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection) -> None:
         """Keep it for the next request to `origin` if it is reusable, else close it."""
         idle = self._idle[(origin.scheme, origin.host, origin.port)]
         if connection.is_idle() and len(idle) < self._max_idle:

@@ -43,6 +43,10 @@ class UserLookup:
         self._preferences = preferences
         self._rules = rules
 
+    async def streams_open(self, tenant: str, user: str) -> int:
+        """The user's event streams open now, in every hub process."""
+        return await self._presence.count(member(tenant, user))
+
     async def lookup(self, session: AsyncSession, tenant: str, user: str) -> UserReport:
         """The user `user` of `tenant` (a user nobody has written to has empty answers:
         user ids are the calling application's, not a list the hub keeps)."""

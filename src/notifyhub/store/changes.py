@@ -32,6 +32,9 @@ class ChangeType(StrEnum):
     NOTIFICATION = "notification"
     UPDATE = "update"
     DELETE = "delete"
+    VIEWS = "views"
+    """The user's views were defined, changed or removed: only the counts after it are
+    sent (a `counts` event carrying every view's)."""
 
 
 class ChangeLogError(NotifyhubError):
@@ -49,14 +52,36 @@ class LoggedCounts:
     unread: int
     unseen: int
     total: int
+    views: Mapping[str, ViewCounts] | None = None
+    """Per view of the user's: (unread, unseen, total); None when they have none."""
+
+
+ViewCounts = tuple[int, int, int]
+"""A view's (unread, unseen, total)."""
+
+
+def view_counts(names: str, counters: str) -> dict[str, ViewCounts]:
+    """Views' counts as the scripts log them (lua/common.lua `logged_counts`): names
+    'a;b' and per view 'total,unread,unseen', ';'-separated, in slot order (a slot
+    missing: zeros)."""
+    found = [part.split(",") for part in counters.split(";") if part]
+    out: dict[str, ViewCounts] = {}
+    for i, name in enumerate(names.split(";")):
+        total, unread, unseen = found[i] if i < len(found) else ("0", "0", "0")
+        out[name] = (int(unread), int(unseen), int(total))
+    return out
 
 
 def _time(ms: int) -> str | None:
     return to_rfc3339(from_ms(ms)) if ms else None
 
 
-def _counts(raw: Mapping[str, int]) -> LoggedCounts:
-    return LoggedCounts(raw["unread"], raw["unseen"], raw["total"])
+def _counts(raw: Mapping[str, Any]) -> LoggedCounts:
+    names = raw.get("vn")
+    if not names:
+        return LoggedCounts(raw["unread"], raw["unseen"], raw["total"])
+    views = view_counts(names, raw.get("vc") or "")
+    return LoggedCounts(raw["unread"], raw["unseen"], raw["total"], views)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +172,30 @@ class DeleteChange:
         return orjson.dumps({"id": self.id})
 
 
-ChangeEntry = NotificationChange | UpdateChange | DeleteChange
+@dataclass(frozen=True, slots=True)
+class ViewsChange:
+    """The user's views changed (lua/views.lua): nothing to send but the counts after it."""
+
+    type: ClassVar[ChangeType] = ChangeType.VIEWS
+    seq: int
+    id: str
+    counts: LoggedCounts
+
+    @classmethod
+    def from_log(cls, raw: Mapping[str, Any]) -> ViewsChange:
+        return cls(raw["seq"], "", _counts(raw["counts"]))
+
+    def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
+        return None
+
+
+ChangeEntry = NotificationChange | UpdateChange | DeleteChange | ViewsChange
 
 CHANGE_TYPES: Final[Mapping[ChangeType, Callable[[Mapping[str, Any]], ChangeEntry]]] = {
     ChangeType.NOTIFICATION: NotificationChange.from_log,
     ChangeType.UPDATE: UpdateChange.from_log,
     ChangeType.DELETE: DeleteChange.from_log,
+    ChangeType.VIEWS: ViewsChange.from_log,
 }
 """How each change type is read from the log; its class says what event it becomes."""
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, Self
 
 import orjson
 
-from notifyhub.store.changes import Change, Changes, decode_entry
+from notifyhub.store.changes import Change, Changes, ViewCounts, decode_entry, view_counts
 
 Arg = str | bytes | int
 Args = list[Arg]
@@ -66,10 +66,21 @@ class CopyArgs:
     """Stored without a live `notification` event (counts still update)."""
     items_per_user: int
     """0: no cap."""
+    severity: int = 1
+    """Its severity's rank (lua/common.lua RANK: info 1 ... critical 5)."""
+    tags: Sequence[str] = ()
+    """With the category and severity: which of each user's views the copy is in."""
+    tenant_views: int | None = None
+    """The version of the tenant's views `tenant_mask` was evaluated against (None: not
+    evaluated; every user's views are then evaluated in Lua)."""
+    tenant_mask: int = 0
+    """Which of the tenant's views (at that version) the notification is in."""
 
     def place_args(self, ring: InlineRing | None = None) -> Args:
         args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
         args += [self.log_max, _flag(self.critical), _flag(self.pull), self.items_per_user]
+        version = "" if self.tenant_views is None else self.tenant_views
+        args += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         if ring is not None:
             args += [ring.channel, ring.header, *ring.members]
         return args
@@ -79,6 +90,8 @@ class CopyArgs:
         critical."""
         header = [self.id, self.category, self.collapse_key, self.expires_ms, self.log_max]
         header += [int(self.critical), int(self.pull), self.items_per_user]
+        version = -1 if self.tenant_views is None else self.tenant_views
+        header += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         entry = orjson.dumps(header) + b"\n" + self.content
         return [entry, self.category, _flag(self.critical)]
 
@@ -122,14 +135,15 @@ class Deferred(PerUser):
 @dataclass(frozen=True, slots=True)
 class Placed(PerUser):
     """place.lua's reply: per user seq (0: had it; -1: preferences drop it), dropped
-    (evictions after that seq), unread, unseen, total (after the copy), epoch."""
+    (evictions after that seq), unread, unseen, total (after the copy), epoch, and
+    whether the user has views (1: their counts are only in the log entry)."""
 
-    WIDTH: ClassVar[int] = 6
+    WIDTH: ClassVar[int] = 7
 
-    def copies(self) -> Iterator[tuple[int, int, int, int, int, bytes]]:
-        """(seq, dropped, unread, unseen, total, epoch) per user."""
+    def copies(self) -> Iterator[tuple[int, int, int, int, int, bytes, int]]:
+        """(seq, dropped, unread, unseen, total, epoch, has_views) per user."""
         v, w = self.values, self.WIDTH
-        return zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], strict=True)
+        return zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], v[6::w], strict=True)
 
 
 PLACED_WIDTH = Placed.WIDTH
@@ -275,11 +289,61 @@ class Counted:
     total: int
     seq: int
     epoch: str
+    tenant_views: int = -1
+    """The version of the tenant's views the user's view counts follow (-1: never synced)."""
+    personal_views: int = -1
+    """The version of the user's own views they follow (-1: never synced)."""
+    views: dict[str, ViewCounts] | None = None
+    """Per view (the user's, as synced): its counts; None when the user has none."""
 
     @classmethod
     def from_reply(cls, raw: list[Any]) -> Counted:
-        unread, unseen, total, seq, epoch = raw
-        return cls(int(unread), int(unseen), int(total), int(seq), sys.intern(epoch.decode()))
+        unread, unseen, total, seq, epoch, tenant_views, personal_views, names, counters = raw
+        return cls(
+            int(unread),
+            int(unseen),
+            int(total),
+            int(seq),
+            sys.intern(epoch.decode()),
+            int(tenant_views),
+            int(personal_views),
+            view_counts(names.decode(), counters.decode()) if names else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ViewsArgs:
+    """views.lua's ARGV: the tenant's and the user's view definitions, each with its
+    version (lines: store/views.py `view_lines`)."""
+
+    log_max: int
+    tenant_version: int
+    tenant_lines: str
+    personal_version: int
+    personal_lines: str
+
+    def to_args(self) -> Args:
+        return [
+            self.log_max,
+            self.tenant_version,
+            self.tenant_lines,
+            self.personal_version,
+            self.personal_lines,
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """views.lua's reply: the seq of its `views` change (0: nothing changed) and the
+    versions the user follows now."""
+
+    seq: int
+    tenant_version: int
+    personal_version: int
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Synced:
+        return cls(int(raw[0]), int(raw[1]), int(raw[2]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +369,8 @@ class PageArgs:
     severity_min: int = 0
     """Severity rank (lua/page.lua RANK: info 1 ... critical 5); 0 any."""
     actor: str | None = None
+    view: str | None = None
+    """Only the copies in this view of the user's."""
 
     def to_args(self) -> Args:
         args: Args = [self.log_max, self.order, self.bound, self.limit, self.status]
@@ -318,6 +384,7 @@ class PageArgs:
             self.pinned,
             *filters,
             self.actor or "",
+            self.view or "",
         ]
 
 

@@ -11,7 +11,8 @@ place.lua publishes such messages itself on one Redis); then a line
 `tenant/user seq,unread,unseen,total,epoch` says that copy is the user's change `seq`
 (of that epoch, lua/common.lua) and those are its counts after it, so a stream that sent
 `seq - 1` of the same epoch can send the event without reading the log (realtime/hub.py).
-A line without the epoch (a hub older than epochs) is of epoch ''.
+A line without the epoch (a hub older than epochs) is of epoch ''. A user with views gets
+their views' counts after the epoch: `,{"name":[unread,unseen,total],...}` (no spaces).
 
 When tracing is on, a publish's doorbell carries its trace: a line `~<traceparent>`
 right after the `!` line, or first (notifyhub/tracing.py). Having no space, it names no

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -11,7 +11,16 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
-from notifyhub.domain.notification import Counts, InboxItem, InboxPage, Notification, Severity
+from notifyhub.domain.notification import (
+    SEVERITY_RANK,
+    Counts,
+    InboxItem,
+    InboxPage,
+    Notification,
+    Severity,
+    ViewCount,
+)
+from notifyhub.domain.views import ViewSet
 from notifyhub.settings import Limits
 from notifyhub.store.changes import Changes
 from notifyhub.store.client import is_cluster
@@ -36,6 +45,8 @@ from notifyhub.store.codecs import (
     Placed,
     RemoveArgs,
     ResurfaceArgs,
+    Synced,
+    ViewsArgs,
     changes_from_reply,
 )
 from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
@@ -47,8 +58,6 @@ UserRef = tuple[str, str]
 """(tenant, user)."""
 
 ListStatus = Literal["all", "unread", "read", "archived", "snoozed"]
-SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity, start=1)}
-"""lua/page.lua's RANK: a `severity_at_least` filter as a number."""
 
 PENDING_PLACE_AT = 16
 """A deferred fan-out places the inboxes holding more pending copies than this."""
@@ -81,6 +90,8 @@ class PageQuery:
     """Only ids above this ULID bound (created after), exclusive."""
     before_id: str | None = None
     """Only ids below this ULID bound (created before), exclusive."""
+    view: str | None = None
+    """Only the copies in this view of the user's (as synced: lua/views.lua)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +106,14 @@ class ChangeRead:
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """A user's counts, the seq they are as of, and that seq's epoch."""
+    """A user's counts, the seq they are as of, and that seq's epoch; the versions of the
+    tenant's and their own views their view counts follow (-1: never synced)."""
 
     counts: Counts
     seq: int
     epoch: str
+    tenant_views: int = -1
+    personal_views: int = -1
 
 
 def _inline_header(content: bytes) -> bytes:
@@ -143,6 +157,7 @@ class InboxStore:
         pull: bool = False,
         defer: bool = False,
         trace: bytes | None = None,
+        views: ViewSet | None = None,
     ) -> list[int]:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
@@ -164,7 +179,9 @@ class InboxStore:
         (lists longer than PENDING_PLACE_AT are placed right away, bounding them).
 
         `trace` (a traceparent, when tracing is on) rides in the doorbell
-        (store/doorbells.py `traced`).
+        (store/doorbells.py `traced`). `views` (the tenant's, as the caller knows them):
+        which of them the notification is in is worked out here once, instead of per user
+        in the script (users whose copy of the views has another version evaluate them).
         """
         if not users:
             return []
@@ -179,7 +196,7 @@ class InboxStore:
         if plain and not self._cluster:  # the script rings, after its writes
             header = traced(_inline_header(content), trace)
             ring = InlineRing(self.doorbells.channels[0], header, members)
-        copy = self._copy_args(notification, content, expires_ms, pull=pull)
+        copy = self._copy_args(notification, content, expires_ms, pull=pull, views=views)
         script, args, fields = self._script_call(copy, ring, defer=defer)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
@@ -215,8 +232,16 @@ class InboxStore:
         return seqs
 
     def _copy_args(
-        self, notification: Notification, content: bytes, expires_ms: int, *, pull: bool
+        self,
+        notification: Notification,
+        content: bytes,
+        expires_ms: int,
+        *,
+        pull: bool,
+        views: ViewSet | None = None,
     ) -> CopyArgs:
+        n = notification
+        mask = views.mask(n.category, n.severity, n.tags) if views is not None else 0
         return CopyArgs(
             id=notification.id,
             content=content,
@@ -227,6 +252,10 @@ class InboxStore:
             critical=notification.severity is Severity.CRITICAL,
             pull=pull,
             items_per_user=self._limits.items_per_user,
+            severity=SEVERITY_RANK[notification.severity],
+            tags=notification.tags,
+            tenant_views=views.version if views is not None else None,
+            tenant_mask=mask,
         )
 
     def _script_call(
@@ -270,8 +299,11 @@ class InboxStore:
         header = b""
         if placed is not None:
             header = _inline_header(content)
-            for i, (seq, dropped, unread, unseen, total, epoch) in enumerate(placed.copies()):
-                if seq > 0 and not dropped:  # else a re-read: evictions came after it
+            for i, (seq, dropped, unread, unseen, total, epoch, views) in enumerate(
+                placed.copies()
+            ):
+                if seq > 0 and not dropped and not views:  # else a re-read: evictions came
+                    # after it, or the user's view counts are in the log
                     line = f"{seq},{unread},{unseen},{total},{epoch.decode()}"
                     changed[i] = (members[i], line)
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -338,7 +370,21 @@ class InboxStore:
         """The user's counts, the seq they are as of and its epoch (a stream's start)."""
         args = LogMaxArgs(self._limits.change_log_max).to_args()
         c = Counted.from_reply(await self._call(self.scripts.counts, tenant, user, args))
-        return Position(Counts(unread=c.unread, unseen=c.unseen, total=c.total), c.seq, c.epoch)
+        views = {
+            name: ViewCount(unread=unread, unseen=unseen, total=total)
+            for name, (unread, unseen, total) in (c.views or {}).items()
+        }
+        counts = Counts(unread=c.unread, unseen=c.unseen, total=c.total, views=views)
+        return Position(counts, c.seq, c.epoch, c.tenant_views, c.personal_views)
+
+    async def sync_views(self, tenant: str, user: str, args: ViewsArgs) -> Synced:
+        """Give the user these view definitions (unless they follow newer ones) and
+        recount their views (lua/views.lua); streams get the counts as a `views` change."""
+        synced = Synced.from_reply(
+            await self._call(self.scripts.views, tenant, user, args.to_args())
+        )
+        await self._publish([(member(tenant, user), synced.seq)])
+        return synced
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
         order, bound, stop = _page_bounds(query)
@@ -362,6 +408,7 @@ class InboxStore:
             tags_all=query.tags_all,
             severity_min=SEVERITY_RANK[severity] if severity else 0,
             actor=query.actor,
+            view=query.view,
         )
         paged = Paged.from_reply(await self._call(self.scripts.page, tenant, user, args.to_args()))
         items = [parse_item(content, state) for _id, content, state in paged.rows]
@@ -465,6 +512,29 @@ class InboxStore:
         results = await pipelined(self._bulk, build, self.scripts.all)
         return [changes_from_reply(raw) for raw in results]
 
+    async def sync_views_many(self, tenant: str, users: Sequence[str], args: ViewsArgs) -> None:
+        """`sync_views` for many users of one tenant in one pipelined round trip."""
+        script, inbox_list, raw = self.scripts.views, self._keys.inbox_list, args.to_args()
+
+        def build(pipe: Any) -> None:
+            for user in users:
+                queue_script(pipe, script, inbox_list(tenant, user), raw)
+
+        replies = await pipelined(self._bulk, build, self.scripts.all)
+        synced = [Synced.from_reply(reply).seq for reply in replies]
+        await self._publish(
+            [(member(tenant, u), seq) for u, seq in zip(users, synced, strict=True)]
+        )
+
+    async def users_of(self, tenant: str) -> AsyncIterator[str]:
+        """The users of `tenant` holding notifications (the expiry index names every
+        inbox with an item); a user may come twice."""
+        pattern = _glob_escape(f"{tenant}/") + "*"
+        async for raw, _score in self._redis.zscan_iter(
+            self._keys.expiry, match=pattern, count=500
+        ):
+            yield raw.decode().partition("/")[2]
+
     async def recipients(self, notification_id: str) -> list[UserRef]:
         """Every user holding a copy of this notification (for recall)."""
         found: list[UserRef] = []
@@ -493,6 +563,11 @@ class InboxStore:
         publish = self._redis.spublish if self.doorbells.sharded else self._redis.publish
         for channel, payload in self.doorbells.messages(changed):
             await publish(channel, payload)
+
+
+def _glob_escape(text: str) -> str:
+    """`text` matched literally by a SCAN pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str, str]:

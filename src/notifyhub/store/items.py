@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import orjson
@@ -11,7 +12,9 @@ from notifyhub.domain.notification import InboxItem, from_ms, to_rfc3339
 
 FLAGS = b"\x1f"
 """Where a state's flags start (lua/common.lua `format_state`): `a` archived, `p` pinned,
-`s<ms>` snoozed until then (always the last flag)."""
+`s<ms>` snoozed until then, `v<mask>` the views the copy is in (not shown)."""
+
+_SNOOZED = re.compile(rb"s(\d+)")
 
 
 def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
@@ -27,8 +30,8 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
     fields["archived"] = b"a" in flags
     fields["pinned"] = b"p" in flags
-    snoozed = flags.partition(b"s")[2]
-    fields["snoozed_until"] = to_rfc3339(from_ms(int(snoozed))) if snoozed else None
+    snoozed = _SNOOZED.search(flags) if flags else None
+    fields["snoozed_until"] = to_rfc3339(from_ms(int(snoozed[1]))) if snoozed else None
     return fields
 
 

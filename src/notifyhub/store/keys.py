@@ -5,9 +5,13 @@ script touches a single Cluster slot. Layout of one user's inbox:
 
     <p>u{T/U}:items   hash   id -> notification content JSON (shared fields)
     <p>u{T/U}:state   hash   id -> "read_at_ms|seen|category" (per-user state)
-    <p>u{T/U}:time    zset   id, all scores 0: ULIDs sort lexically by creation time
+    <p>u{T/U}:time    zset   id, all scores 0: ULIDs sort lexically by creation time (a
+                             resurfaced copy's member is a ULID-shaped sort key of when it
+                             came back; cnt field `k:<key>` names its id: lua/common.lua)
     <p>u{T/U}:exp     zset   id -> expires_at_ms (expiry index)
-    <p>u{T/U}:cnt     hash   total / unread / unseen counters; epoch of the seq (lua/common.lua)
+    <p>u{T/U}:cnt     hash   total / unread / unseen counters; epoch of the seq; pinned ids;
+                             the user's views (definitions, versions, counters `v<k>`)
+                             (lua/common.lua)
     <p>u{T/U}:seq     string the user's change sequence (INCR)
     <p>u{T/U}:log     zset   seq -> change entry JSON, the newest `change_log_max`
     <p>u{T/U}:ck      hash   collapse_key -> notification id
@@ -25,6 +29,7 @@ Global keys:
     <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
     <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
+    <p>n{id}:trace    hash   its routing trace (store/routing_trace.py), expires
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)
@@ -208,6 +213,9 @@ class Keys:
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"
+
+    def routing_trace(self, notification_id: str) -> str:
+        return f"{self.prefix}n{{{notification_id}}}:trace"
 
     def idempotency(self, tenant: str, key_sha: str) -> str:
         return f"{self.prefix}idem:{{{_escape(tenant)}}}:{key_sha}"

@@ -40,6 +40,7 @@ class Operation(StrEnum):
     PURGE = "purge"
     RECALL = "recall"
     RESURFACE = "resurface"
+    SYNC_VIEWS = "sync_views"
 
 
 class LoggedOpError(NotifyhubError):
@@ -153,7 +154,7 @@ class OperationSpec:
     (copies are logged whole before the 202; expiry and evictions happen again)."""
 
 
-_N, _U, _D = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE
+_N, _U, _D, _V = ChangeType.NOTIFICATION, ChangeType.UPDATE, ChangeType.DELETE, ChangeType.VIEWS
 
 OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.PLACE: OperationSpec("place", (_N, _D)),  # _D: evictions, collapse
@@ -165,6 +166,8 @@ OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.PURGE: OperationSpec("purge", (_D,)),
     Operation.RECALL: OperationSpec("remove", (_D,), RecallOp),  # per holder
     Operation.RESURFACE: OperationSpec("resurface", (_N,), ResurfaceOp),
+    # Not logged: after a Redis loss the next read syncs the user's views again.
+    Operation.SYNC_VIEWS: OperationSpec("views", (_V,)),
 }
 
 _LOGGED: Final[Mapping[str, type[LoggedOp]]] = {

@@ -54,6 +54,7 @@ from notifyhub_client.models import (
     Rule,
     RuleRecipient,
     Topic,
+    ViewCount,
 )
 
 __version__ = VERSION
@@ -105,5 +106,6 @@ __all__ = [
     "Unavailable",
     "UpdateEvent",
     "ValidationError",
+    "ViewCount",
     "__version__",
 ]

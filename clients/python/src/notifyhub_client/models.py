@@ -206,10 +206,22 @@ class Notification(Response):
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
 
 
+class ViewCount(Response):
+    """One view's (tab's) counts."""
+
+    unread: int
+    unseen: int
+    total: int
+    exact: bool = True
+    """False while the view is being recounted after its definition changed."""
+
+
 class Counts(Response):
     unread: int
     unseen: int
     total: int
+    views: dict[str, ViewCount] = Field(default_factory=dict)
+    """Per view (tab) the user has: its counts."""
     seq: int | None = None
     """Stream only: the change seq these counts are as of."""
 

@@ -19,6 +19,7 @@ from notifyhub.api.schemas import (
     Tag,
     Time,
     Updated,
+    ViewName,
 )
 from notifyhub.domain.notification import PRINTABLE, Counts, InboxItem, InboxPage, Severity
 from notifyhub.services.inbox import ListRequest, StateChange
@@ -115,11 +116,22 @@ async def list_notifications(
             examples=["2026-11-21T00:00:00Z"],
         ),
     ] = None,
+    view: Annotated[
+        ViewName | None,
+        Query(
+            description="Only the notifications in this view (tab): the tenant's or the "
+            "user's own (`GET /v1/me/views`); its counts are `counts.views[view]`. A view "
+            "the user does not have is a 422.",
+            examples=["mentions"],
+        ),
+    ] = None,
 ) -> InboxPage:
     """The user's notifications, newest first (oldest first with `since`), a page at a
     time, with the unread count. Archived ones only with `status=archived`. In the
     newest-first list the pinned ones lead the first page (on top of `limit` others)
-    and stay out of the pages after it. Filters combine (all must hold)."""
+    and stay out of the pages after it. A notification back from a snooze sorts (and
+    `since`, `created_after` and `created_before` take it) as of when it came back: at
+    the top. Filters combine (all must hold)."""
     request = ListRequest(
         status=status_,
         category=category,
@@ -133,13 +145,14 @@ async def list_notifications(
         actor=actor,
         created_after=created_after,
         created_before=created_before,
+        view=view,
     )
     return await state["inbox"].list(me, request)
 
 
 @router.get("/counts", response_model=Counts)
 async def counts(me: CurrentUser, state: AppState) -> Counts:
-    """The user's unread, unseen and total counts."""
+    """The user's unread, unseen and total counts, and each view's (`views`)."""
     return await state["inbox"].counts(me)
 
 

@@ -23,9 +23,7 @@ async def groups_of(session: AsyncSession, tenant: str, user: str) -> list[str]:
     return list(await session.scalars(query))
 
 
-async def topics_of(
-    session: AsyncSession, tenant: str, user: str, groups: list[str]
-) -> list[str]:
+async def topics_of(session: AsyncSession, tenant: str, user: str, groups: list[str]) -> list[str]:
     """Topics naming the user, or one of `groups` (the user's)."""
     named = and_(TopicMember.kind == "user", TopicMember.member == user)
     via_group = and_(TopicMember.kind == "group", TopicMember.member.in_(groups))

@@ -3,8 +3,8 @@
 -- items, state, time, exp, cnt, seq, log, ck, prefs, pend.
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread),
 -- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned,
--- "s<ms>" snoozed until then (so an unflagged state is what it always was; collapse keys
--- hold no control characters).
+-- "s<ms>" snoozed until then, "v<mask>" the views it is in (below), "r<ms>" resurfaced then
+-- (so an unflagged state is what it always was; collapse keys hold no control characters).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
@@ -29,13 +29,19 @@ local function parse_state(s)
           category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1, f and f - 1 or -1),
           archived = string.find(flags, 'a', 1, true) ~= nil,
           pinned = string.find(flags, 'p', 1, true) ~= nil,
-          snoozed = tonumber(string.match(flags, 's(%d+)')) or 0}
+          snoozed = tonumber(string.match(flags, 's(%d+)')) or 0,
+          views = tonumber(string.match(flags, 'v(%d+)')) or 0,
+          resurfaced = tonumber(string.match(flags, 'r(%d+)')) or 0}
 end
 
 local function format_state(st)
   local s = st.read_at .. '|' .. (st.seen and '1' or '0') .. '|' .. st.category .. '|' .. st.ck
   local flags = (st.archived and 'a' or '') .. (st.pinned and 'p' or '')
   if st.snoozed and st.snoozed > 0 then flags = flags .. 's' .. string.format('%d', st.snoozed) end
+  if st.views and st.views > 0 then flags = flags .. 'v' .. string.format('%d', st.views) end
+  if st.resurfaced and st.resurfaced > 0 then
+    flags = flags .. 'r' .. string.format('%d', st.resurfaced)
+  end
   if flags ~= '' then return s .. FLAGS .. flags end
   return s
 end
@@ -63,9 +69,138 @@ local function set_pinned(u, id, on)
   end
 end
 
+-- Views (tabs): each user holds a copy of the view definitions that apply to them, the
+-- tenant's then their own (cnt field `vdefs`, one line per view:
+-- "name\tcategories\tseverity_min\ttags_any\ttags_all", lists comma-separated; views.lua
+-- writes it), each copy's views as its state flag "v<mask>" (bit k-1: the k-th line,
+-- fixed when the copy is stored or the definitions change), and the counters of every
+-- view in cnt fields 'v<k>t', 'v<k>r', 'v<k>s' (below). So the same count_change that
+-- moves the user's counts moves their views' in the same script.
+local RANK = {info = 1, success = 2, warning = 3, error = 4, critical = 5}
+
+local function split(list, sep)
+  local out = {}
+  for part in string.gmatch(list, '[^' .. sep .. ']+') do out[#out + 1] = part end
+  return out
+end
+
+local function tag_set(list)
+  local set = {}
+  for tag in string.gmatch(list, '[^,]+') do set[tag] = true end
+  return set
+end
+
+local parsed_defs = {}  -- per script run: the same definitions are parsed once
+local function parse_defs(raw)
+  local defs = parsed_defs[raw]
+  if defs then return defs end
+  defs = {}
+  for line in string.gmatch(raw, '[^\n]+') do
+    local f = {}
+    for part in string.gmatch(line .. '\t', '([^\t]*)\t') do f[#f + 1] = part end
+    defs[#defs + 1] = {name = f[1], cats = split(f[2], ','), sev = tonumber(f[3]) or 0,
+                       any = split(f[4], ','), all = split(f[5], ',')}
+  end
+  parsed_defs[raw] = defs
+  return defs
+end
+
+local user_defs = {}  -- per script run and user: their parsed definitions, or false
+local function view_defs(u)
+  local defs = user_defs[u.cnt]
+  if defs == nil then
+    local raw = redis.call('HGET', u.cnt, 'vdefs')
+    defs = raw and raw ~= '' and parse_defs(raw) or false
+    user_defs[u.cnt] = defs
+  end
+  return defs
+end
+
+-- What storing a copy and logging counts need of the user's views, read once per script
+-- run: {names ('a;b', slot order), version (of the tenant's views), tenant_n (slots
+-- holding the tenant's), personal (the lines of the user's own, as included), count} or
+-- false.
+-- A copy of a fan-out that knows the tenant's views at the user's version takes its
+-- tenant slots' bits from the fan-out (one evaluation for every user) and evaluates only
+-- the user's own views here, if any.
+local user_views = {}
+local function views_of(u)
+  local v = user_views[u.cnt]
+  if v == nil then
+    local f = redis.call('HMGET', u.cnt, 'vnames', 'vt', 'vtn', 'vpx', 'vk')
+    v = f[1] and {names = f[1], version = tonumber(f[2]) or -1, tenant_n = tonumber(f[3]) or 0,
+                  personal = f[4] or '', count = tonumber(f[5]) or 0} or false
+    user_views[u.cnt] = v
+  end
+  return v
+end
+
+-- The views (of `defs`) a copy with this category, severity rank and tag set is in.
+local function view_mask(defs, category, severity, tags)
+  local mask, bit = 0, 1
+  for _, d in ipairs(defs) do
+    local ok = severity >= d.sev
+    if ok and #d.cats > 0 then
+      ok = false
+      for _, c in ipairs(d.cats) do if c == category then ok = true; break end end
+    end
+    if ok then for _, t in ipairs(d.all) do if not tags[t] then ok = false; break end end end
+    if ok and #d.any > 0 then
+      ok = false
+      for _, t in ipairs(d.any) do if tags[t] then ok = true; break end end
+    end
+    if ok then mask = mask + bit end
+    bit = bit * 2
+  end
+  return mask
+end
+
+-- A copy's views from its stored content (views.lua, and copies placed before views).
+local function content_mask(defs, category, content)
+  local n = cjson.decode(content)
+  local tags = {}
+  if type(n.tags) == 'table' then for _, tag in ipairs(n.tags) do tags[tag] = true end end
+  return view_mask(defs, category, RANK[n.severity or 'info'] or 1, tags)
+end
+
+-- Every view's counters sit in cnt field 'v<k>' (the k-th view): "total,unread,unseen",
+-- read with the user's own in one HMGET.
+local COUNTER_FIELDS = {}
+local function counter_fields(n)
+  local f = COUNTER_FIELDS[n]
+  if not f then
+    f = {'unread', 'unseen', 'total'}
+    for k = 1, n do f[#f + 1] = 'v' .. k end
+    COUNTER_FIELDS[n] = f
+  end
+  return f
+end
+
+-- The user's counts; with `views`, each view's "total,unread,unseen" in slot order when
+-- they have views.
 local function counts(u)
-  local c = redis.call('HMGET', u.cnt, 'unread', 'unseen', 'total')
-  return {unread = tonumber(c[1]) or 0, unseen = tonumber(c[2]) or 0, total = tonumber(c[3]) or 0}
+  local v = views_of(u)
+  local n = v and v.count or 0
+  local c = redis.call('HMGET', u.cnt, unpack(counter_fields(n)))
+  local out = {unread = tonumber(c[1]) or 0, unseen = tonumber(c[2]) or 0, total = tonumber(c[3]) or 0}
+  if n > 0 then
+    local views = {}
+    for k = 1, n do views[k] = c[k + 3] or '0,0,0' end
+    out.views = views
+  end
+  return out
+end
+
+-- The counts as a change entry carries them: with the user's views' names (`vn`: 'a;b')
+-- and counters (`vc`: 't,r,s;t,r,s', slot order) when they have any.
+local function logged_counts(u, c)
+  local out = {unread = c.unread, unseen = c.unseen, total = c.total}
+  local v = views_of(u)
+  if v and c.views then
+    out.vn = v.names
+    out.vc = table.concat(c.views, ';')
+  end
+  return out
 end
 
 -- Adjust the counters by the difference between two states (nil = absent; an archived
@@ -80,7 +215,26 @@ local function count_change(u, old, new)
   local t1, r1, s1 = vec(new)
   local c = counts(u)
   c.total, c.unread, c.unseen = c.total + t1 - t0, c.unread + r1 - r0, c.unseen + s1 - s0
-  redis.call('HSET', u.cnt, 'total', c.total, 'unread', c.unread, 'unseen', c.unseen)
+  local set = {'total', c.total, 'unread', c.unread, 'unseen', c.unseen}
+  local m0, m1 = old and old.views or 0, new and new.views or 0
+  if c.views and (m0 > 0 or m1 > 0) then  -- the views of either state move by the same vectors
+    local views, bit, top = c.views, 1, math.max(m0, m1)
+    local fields = counter_fields(#views)
+    for k = 1, #views do
+      if bit > top then break end
+      local in0, in1 = math.floor(m0 / bit) % 2 == 1, math.floor(m1 / bit) % 2 == 1
+      local dt = (in1 and t1 or 0) - (in0 and t0 or 0)
+      local dr = (in1 and r1 or 0) - (in0 and r0 or 0)
+      local ds = (in1 and s1 or 0) - (in0 and s0 or 0)
+      if dt ~= 0 or dr ~= 0 or ds ~= 0 then
+        local t, r, s = string.match(views[k], '(-?%d+),(-?%d+),(-?%d+)')
+        views[k] = (t + dt) .. ',' .. (r + dr) .. ',' .. (s + ds)
+        set[#set + 1], set[#set + 2] = fields[3 + k], views[k]
+      end
+      bit = bit * 2
+    end
+  end
+  redis.call('HSET', u.cnt, unpack(set))
   return c
 end
 
@@ -104,10 +258,52 @@ local function append(u, entry, log_max, c)
   local seq = redis.call('INCR', u.seq)
   if seq == 1 then new_epoch(u) end
   entry.seq = seq
-  entry.counts = c or counts(u)
+  entry.counts = logged_counts(u, c or counts(u))
   redis.call('ZADD', u.log, seq, cjson.encode(entry))
   if seq > log_max then redis.call('ZREMRANGEBYSCORE', u.log, '-inf', seq - log_max) end
   return seq
+end
+
+-- The time index orders copies by creation: its members are their ids (ULIDs), all
+-- scored 0. A resurfaced copy sorts by when it came back instead: its member is then a
+-- sort key shaped like a ULID, the resurface's ms in place of the id's and the id's random
+-- part (as unique as the id), and cnt field "k:<key>" names its id. Lists page over
+-- members (a cursor is the last member), so a resurfaced copy lists, pages and polls
+-- (`since`) as if new.
+local CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+
+local function ulid_time(ms)
+  local out = {}
+  for i = 10, 1, -1 do
+    local d = ms % 32
+    out[i] = string.sub(CROCKFORD, d + 1, d + 1)
+    ms = (ms - d) / 32
+  end
+  return table.concat(out)
+end
+
+local function sort_key(id, st)
+  if st.resurfaced > 0 then return ulid_time(st.resurfaced) .. string.sub(id, 11) end
+  return id
+end
+
+-- The id of a time index member, and its raw state (nil, nil: neither is there).
+local function member_id(u, member, raw)
+  raw = raw or redis.call('HGET', u.state, member)
+  if raw then return member, raw end
+  local id = redis.call('HGET', u.cnt, 'k:' .. member)
+  if not id then return nil, nil end
+  return id, redis.call('HGET', u.state, id)
+end
+
+-- Move a copy in the time index from `old`'s place to `new`'s (states of the same id).
+local function reindex(u, id, old, new)
+  local before, after = sort_key(id, old), sort_key(id, new)
+  if before == after then return end
+  redis.call('ZREM', u.time, before)
+  if before ~= id then redis.call('HDEL', u.cnt, 'k:' .. before) end
+  redis.call('ZADD', u.time, 0, after)
+  if after ~= id then redis.call('HSET', u.cnt, 'k:' .. after, id) end
 end
 
 -- Remove one item and its indexes; returns its state, or nil when it was not there.
@@ -117,7 +313,9 @@ local function drop(u, id)
   local st = parse_state(raw)
   redis.call('HDEL', u.items, id)
   redis.call('HDEL', u.state, id)
-  redis.call('ZREM', u.time, id)
+  local key = sort_key(id, st)
+  redis.call('ZREM', u.time, key)
+  if key ~= id then redis.call('HDEL', u.cnt, 'k:' .. key) end
   redis.call('ZREM', u.exp, id)
   if st.ck ~= '' and redis.call('HGET', u.ck, st.ck) == id then redis.call('HDEL', u.ck, st.ck) end
   if st.pinned then set_pinned(u, id, false) end
@@ -137,9 +335,11 @@ local function evict(u, cap, log_max)
   local evicted = 0
   while redis.call('ZCARD', u.time) > cap do
     local oldest = redis.call('ZRANGE', u.time, 0, 0)[1]
-    local st, c = drop(u, oldest)
+    local id = member_id(u, oldest)
+    local st, c
+    if id then st, c = drop(u, id) end
     if not st then redis.call('ZREM', u.time, oldest) else
-      append(u, {type = 'delete', id = oldest}, log_max, c)
+      append(u, {type = 'delete', id = id}, log_max, c)
       evicted = evicted + 1
     end
   end
@@ -147,7 +347,9 @@ local function evict(u, cap, log_max)
 end
 
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
--- critical, pull, cap (0: no cap)}.
+-- critical, pull, cap (0: no cap), severity (rank), tags (a set), tver and tmask (the
+-- version of the tenant's views the fan-out evaluated, and the copy's bits of them; nil:
+-- unknown)}.
 local function fresh_state(n)
   return {read_at = 0, seen = false, category = n.category, ck = n.ck}
 end
@@ -158,8 +360,25 @@ end
 local function copy(u, n)
   local keep, push = wishes(u.prefs, n.category, n.critical)
   if not keep then return -1, 0 end
-  local fresh = fresh_state(n)
-  if redis.call('HSETNX', u.state, n.id, n.state or format_state(fresh)) == 0 then return 0, 0 end
+  local fresh, state = fresh_state(n), n.state
+  local v = views_of(u)
+  if v then  -- the copy's views
+    local severity, tags = n.severity or 1, n.tags or {}
+    if n.tver and n.tver == v.version then
+      fresh.views = n.tmask
+      if v.personal ~= '' then
+        local own = view_mask(parse_defs(v.personal), n.category, severity, tags)
+        fresh.views = fresh.views + own * 2 ^ v.tenant_n
+      end
+    else  -- every view evaluated here: once per distinct set of definitions
+      local defs = view_defs(u) or {}
+      n.masks = n.masks or {}
+      fresh.views = n.masks[defs] or view_mask(defs, n.category, severity, tags)
+      n.masks[defs] = fresh.views
+    end
+    if fresh.views > 0 then state = format_state(fresh) end
+  end
+  if redis.call('HSETNX', u.state, n.id, state or format_state(fresh)) == 0 then return 0, 0 end
   local entry = {type = 'notification', id = n.id}
   if n.pull or not push then entry.quiet = 1 end
   if n.ck ~= '' then
@@ -179,7 +398,9 @@ end
 -- Copies a big fan-out left pending (defer.lua) become real ones, oldest first, before
 -- anything reads or changes the inbox, so every read sees them as if placed at once;
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
--- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap]
+-- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap,
+-- severity rank, tags (comma-separated), tenant views' version (-1: unknown), their mask]
+-- (the last four absent in entries older than views)
 -- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
 local function place_pending(u, now)
@@ -194,7 +415,8 @@ local function place_pending(u, now)
     if h[4] > now then
       local _, e = copy(u, {id = h[1], category = h[2], ck = h[3], expires_ms = h[4],
         log_max = h[5], critical = h[6] == 1, pull = h[7] == 1, cap = h[8],
-        content = string.sub(raw, nl + 1)})
+        severity = h[9], tags = tag_set(h[10] or ''), tver = h[11] ~= -1 and h[11] or nil,
+        tmask = h[12], content = string.sub(raw, nl + 1)})
       evicted = evicted + e
     end
   end

@@ -1,6 +1,6 @@
 -- Mark every unread item of one user read (action 'read'), or archive every item not yet
 -- archived (action 'archive'), optionally only one category and/or only items created
--- before a ULID bound. ARGV: log_max, category ('' any), before_id ('' none), action
+-- before a ULID bound (by list order: a resurfaced item by when it came back). ARGV: log_max, category ('' any), before_id ('' none), action
 -- ('' = 'read', for calls logged before archiving existed)
 -- Returns {last_seq, updated}.
 -- Codec: store/codecs.py MarkAllArgs -> MarkedAll; layout tested by test_script_layouts.py.
@@ -10,10 +10,10 @@ local archive = ARGV[4] == 'archive'
 local now = now_ms()
 purge(u, now, log_max)
 local upper = (before ~= '') and ('(' .. before) or '+'
-local ids = redis.call('ZRANGEBYLEX', u.time, '-', upper)
+local members = redis.call('ZRANGEBYLEX', u.time, '-', upper)
 local last, updated = 0, 0
-for _, id in ipairs(ids) do
-  local raw = redis.call('HGET', u.state, id)
+for _, member in ipairs(members) do
+  local id, raw = member_id(u, member)
   local st = parse_state(raw)
   local due = archive and not st.archived or (not archive and st.read_at == 0)
   if due and (category == '' or st.category == category) then

@@ -5,7 +5,8 @@
 --       pinned ('first': pinned items ahead of the page, out of the scan | 'skip': out
 --       of the scan (the pages after the first) | 'only' | '': in time order),
 --       tags_any (comma-separated, '' none), tags_all (same), severity_min (rank, 0 any),
---       actor ('' any)
+--       actor ('' any), view (a view's name, '' none: only the copies in it; a view
+--       the user does not have lists nothing)
 -- Archived items appear only under status 'archived', snoozed ones (not archived) only
 -- under 'snoozed'. Filters on tags, severity and actor
 -- read the item's content (only the items the state filters let through).
@@ -17,16 +18,19 @@ local log_max, desc, bound = tonumber(ARGV[1]), ARGV[2] == 'desc', ARGV[3]
 local limit, status, category, budget = tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7])
 local stop, pinned = ARGV[8], ARGV[9]
 local tags_any, tags_all, severity_min, actor = ARGV[10], ARGV[11], tonumber(ARGV[12]), ARGV[13]
+local view = ARGV[14] or ''
 purge(u, now_ms(), log_max)
 
-local RANK = {info = 1, success = 2, warning = 3, error = 4, critical = 5}
-
-local function split(list)
-  local out = {}
-  for tag in string.gmatch(list, '[^,]+') do out[#out + 1] = tag end
-  return out
+local view_bit = nil  -- the view's bit in a state's mask; 0: a view the user lacks
+if view ~= '' then
+  view_bit = 0
+  local v = views_of(u)
+  for k, name in ipairs(v and split(v.names, ';') or {}) do
+    if name == view then view_bit = 2 ^ (k - 1) end
+  end
 end
-local any, all = split(tags_any), split(tags_all)
+
+local any, all = split(tags_any, ','), split(tags_all, ',')
 local by_content = #any > 0 or #all > 0 or severity_min > 0 or actor ~= ''
 
 local function content_matches(content)
@@ -46,6 +50,9 @@ local function matches(st)
   if status ~= 'archived' and (status == 'snoozed') ~= (st.snoozed > 0) then return false end
   if category ~= '' and st.category ~= category then return false end
   if pinned == 'only' and not st.pinned then return false end
+  if view_bit and (view_bit == 0 or math.floor(st.views / view_bit) % 2 == 0) then
+    return false
+  end
   if status == 'unread' then return st.read_at == 0 end
   if status == 'read' then return st.read_at ~= 0 end
   return true
@@ -87,10 +94,11 @@ while #found < wanted and scanned < budget do
   local ids = chunk(bound, math.min(100, budget - scanned))
   if #ids == 0 then exhausted = true; break end
   local raw = redis.call('HMGET', u.state, unpack(ids))
-  for i, id in ipairs(ids) do
+  for i, member in ipairs(ids) do
     scanned = scanned + 1
-    last = id
-    if not skip[id] then consider(id, raw[i]) end
+    last = member
+    local id, state = member_id(u, member, raw[i])  -- a resurfaced copy's sort key: its id
+    if id and not skip[id] then consider(id, state) end
     if #found == wanted then break end
   end
   bound = '(' .. last

@@ -2,26 +2,34 @@
 -- slot on Cluster).
 -- ARGV: id, content_json, category, collapse_key, expires_ms, log_max, critical ('1'/''),
 --       pull ('1': store, but no live notification event), items_per_user (0: no cap),
+--       severity rank, tags (comma-separated; with the category they say which of each
+--       user's views the copy is in), the version of the tenant's views the caller
+--       evaluated ('' none) and the copy's mask of them,
 --       then optionally a doorbell channel, its header (`!<item JSON>`) and each user's
 --       `tenant/user`: the script then PUBLISHes the doorbell with every copy's event
 --       (store/doorbells.py), after its writes and in the same round trip (standalone
 --       Redis only: on a Cluster the channel may live on another node).
--- Returns six values per user: the new seq (0 when that user already has this id, a
+-- Returns seven values per user: the new seq (0 when that user already has this id, a
 -- retried fan-out; -1 when the user's preferences drop this category, inbox: false);
 -- how many oldest notifications its full inbox dropped (changes after that seq); its
 -- unread, unseen and total counts right after the copy (0s when nothing was stored); and
--- the epoch of its seq ('' when nothing was stored). Then one more value: how many
+-- the epoch of its seq ('' when nothing was stored); 1 when the user has views (their
+-- counts are then in the log entry, and in the doorbell this script rings), else 0. Then
+-- one more value: how many
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
--- `tenant/user seq,unread,unseen,total,epoch`.
+-- `tenant/user seq,unread,unseen,total,epoch`, then `,<names>:<counters>` (lua/common.lua
+-- `logged_counts`) when the user has views.
 -- Codec: store/codecs.py CopyArgs.place_args (+ InlineRing) -> Placed
 -- (layout tested by test_script_layouts.py).
 local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            expires_ms = tonumber(ARGV[5]), log_max = tonumber(ARGV[6]),
-           critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9])}
+           critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9]),
+           severity = tonumber(ARGV[10]), tags = tag_set(ARGV[11]), tver = tonumber(ARGV[12]),
+           tmask = tonumber(ARGV[13])}
 n.state = format_state(fresh_state(n))
 
-local channel = ARGV[10]
-local ring = channel and {ARGV[11]}
+local channel = ARGV[14]
+local ring = channel and {ARGV[15]}
 
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
@@ -30,10 +38,13 @@ for o = 0, #KEYS - 1, 10 do
   local seq, dropped, c = copy(u, n)
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
-    local who = ARGV[12 + o / 10]
+    local who = ARGV[16 + o / 10]
     if seq > 0 and dropped == 0 then
-      ring[#ring + 1] = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
+      local line = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
         .. ',' .. e
+      local v = views_of(u)
+      if v and c.views then line = line .. ',' .. v.names .. ':' .. table.concat(c.views, ';') end
+      ring[#ring + 1] = line
     else
       ring[#ring + 1] = who .. ' 0'
     end
@@ -50,6 +61,7 @@ for o = 0, #KEYS - 1, 10 do
     out[#out + 1] = 0
   end
   out[#out + 1] = e
+  out[#out + 1] = views_of(u) and 1 or 0
   evicted = evicted + placed + dropped
 end
 out[#out + 1] = evicted

@@ -1,5 +1,6 @@
--- A snoozed item's time came: it is unread and unseen again, back in the lists and the
--- counts, as a `notification` change with `resurfaced` (streams send the whole item).
+-- A snoozed item's time came: it is unread and unseen again, back in the lists (at the
+-- top: it sorts by when it came back, lua/common.lua `sort_key`) and the counts, as a
+-- `notification` change with `resurfaced` (streams send the whole item).
 -- ARGV: log_max, id, until_ms (the snooze this wake-up was scheduled for: a later
 -- snooze, an unsnooze or a delete since makes it a no-op).
 -- Returns {seq} (0: nothing to do).
@@ -12,7 +13,8 @@ if not raw then return {0} end
 local old = parse_state(raw)
 if old.snoozed == 0 or old.snoozed ~= until_ms then return {0} end
 local new = parse_state(raw)
-new.snoozed, new.read_at, new.seen = 0, 0, false
+new.snoozed, new.read_at, new.seen, new.resurfaced = 0, 0, false, now_ms()
 redis.call('HSET', u.state, id, format_state(new))
+reindex(u, id, old, new)  -- at the top of the lists: it sorts by when it came back
 local c = count_change(u, old, new)
 return {append(u, {type = 'notification', id = id, resurfaced = 1}, log_max, c)}

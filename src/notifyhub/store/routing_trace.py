@@ -1,0 +1,175 @@
+"""Routing traces: per notification, what routing decided for each recipient, so an
+operator can answer "why did (or didn't) user X get it?".
+
+Kept in Redis, next to the notification's recipient index, not in PostgreSQL: a trace is
+written on the fan-out's own path (one pipelined HSET per batch of recipients, in the
+round trip after the copies), where inserting 100k rows into PostgreSQL would cost more
+than the fan-out. It is bounded: the first `users` recipients each get a line, the rest
+are only counted; and it expires after `ttl_s` (7 days by default). Losing Redis loses
+the traces (they explain deliveries, they are not deliveries).
+
+    <p>n{id}:trace  hash  meta      JSON: tenant, created/expires, who was named, outcomes
+                          u:<user>  JSON: source, outcome, seq (a delivered copy's seq)
+                          recalled  ms of the recall, if any
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from notifyhub.domain.notification import Notification, Recipients
+from notifyhub.store.keys import Keys
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    """Stored in the user's inbox, as their change `seq`."""
+    PENDING = "pending"
+    """Left pending by a big fan-out: the user's next read makes the copy."""
+    ALREADY_HELD = "already_held"
+    """The user had it already (a retried publish)."""
+    DROPPED_BY_PREFERENCE = "dropped_by_preference"
+    """The user's preferences drop its category (`inbox: false`)."""
+
+
+def outcome_of(seq: int, *, deferred: bool) -> Outcome:
+    """What `InboxStore.place` answered for one user, as a trace outcome."""
+    if seq < 0:
+        return Outcome.DROPPED_BY_PREFERENCE
+    if seq == 0:
+        return Outcome.ALREADY_HELD
+    return Outcome.PENDING if deferred else Outcome.DELIVERED
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How the recipients were named: the users named directly (a user also in a named
+    group or topic counts as named directly), and which groups and topics; or, for a rule
+    or producer, its name."""
+
+    users: frozenset[str] = frozenset()
+    groups: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    origin: str = "publish"
+    """`publish`, or who resolved the users (`rule:<name>`, `producer:<name>`)."""
+
+    @classmethod
+    def of(cls, recipients: Recipients) -> Route:
+        return cls(frozenset(recipients.users), recipients.groups, recipients.topics)
+
+    def source(self, user: str) -> str:
+        if self.origin != "publish":
+            return self.origin
+        if user in self.users:
+            return "user"
+        return "group or topic"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLine:
+    user: str
+    source: str
+    outcome: Outcome
+    seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTrace:
+    meta: dict[str, Any]
+    lines: list[TraceLine]
+    recalled_ms: int | None
+
+
+class RoutingTraces:
+    def __init__(self, redis: Redis, keys: Keys, *, ttl_s: int, users: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._ttl_s = ttl_s
+        self._users = users
+
+    @property
+    def enabled(self) -> bool:
+        return self._users > 0
+
+    async def record(
+        self,
+        notification: Notification,
+        route: Route,
+        users: Sequence[tuple[str, str]],
+        seqs: Sequence[int],
+        *,
+        deferred: bool,
+    ) -> None:
+        """One trace for a publish: the outcome of every recipient (`place`'s answer),
+        lines for the first `users` of them."""
+        if not self.enabled:
+            return
+        outcomes = [outcome_of(seq, deferred=deferred) for seq in seqs]
+        counted = Counter(outcome.value for outcome in outcomes)
+        meta = {
+            "tenant": notification.tenant,
+            "created_at": notification.created_at.isoformat(),
+            "expires_at": notification.expires_at.isoformat(),
+            "category": notification.category,
+            "origin": route.origin,
+            "named": {
+                "users": len(route.users),
+                "groups": list(route.groups),
+                "topics": list(route.topics),
+            },
+            "resolved": len(users),
+            "outcomes": {outcome.value: counted.get(outcome.value, 0) for outcome in Outcome},
+            "recorded": min(len(users), self._users),
+        }
+        fields: dict[str, bytes] = {"meta": orjson.dumps(meta)}
+        for (_tenant, user), seq, outcome in zip(
+            users[: self._users], seqs, outcomes, strict=False
+        ):
+            line: dict[str, str | int] = {"source": route.source(user), "outcome": outcome.value}
+            if outcome is Outcome.DELIVERED:
+                line["seq"] = seq
+            fields[f"u:{user}"] = orjson.dumps(line)
+        key = self._keys.routing_trace(notification.id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+            pipe.expire(key, self._ttl_s)
+            await pipe.execute()
+
+    async def recalled(self, notification_id: str, at_ms: int) -> None:
+        """Note a recall in the notification's trace (if it still has one)."""
+        key = self._keys.routing_trace(notification_id)
+        if await self._redis.exists(key):
+            await self._redis.hset(key, "recalled", at_ms)
+
+    async def read(
+        self, notification_id: str, *, user: str | None = None, limit: int = 100
+    ) -> RoutingTrace | None:
+        """The trace (None: none kept); its lines: `user`'s alone, or the first `limit`
+        by user id."""
+        key = self._keys.routing_trace(notification_id)
+        raw_lines: dict[bytes, bytes]
+        if user is not None:
+            meta, line, recalled = await self._redis.hmget(key, ["meta", f"u:{user}", "recalled"])
+            raw_lines = {f"u:{user}".encode(): line} if isinstance(line, bytes) else {}
+        else:
+            found: dict[bytes, bytes] = await self._redis.hgetall(key)  # type: ignore[assignment]
+            meta, recalled = found.get(b"meta"), found.get(b"recalled")
+            raw_lines = {k: v for k, v in found.items() if k.startswith(b"u:")}
+        if meta is None:
+            return None
+        lines = [
+            _line(name.decode()[2:], orjson.loads(raw))
+            for name, raw in sorted(raw_lines.items())[:limit]
+        ]
+        return RoutingTrace(orjson.loads(meta), lines, int(recalled) if recalled else None)
+
+
+def _line(user: str, raw: dict[str, Any]) -> TraceLine:
+    return TraceLine(user, str(raw["source"]), Outcome(raw["outcome"]), raw.get("seq"))
