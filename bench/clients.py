@@ -110,10 +110,14 @@ def member_names(name: str, size: int) -> list[str]:
     return [f"{name}-u{i}" for i in range(size)]
 
 
-async def make_group(hub: BenchHub, name: str, size: int) -> None:
-    """Group `name` with `size` users (kept when it already has members), vacuumed."""
+async def make_group(hub: BenchHub, name: str, size: int, tenant: str = "default") -> None:
+    """Group `name` of `tenant` with `size` users (kept when it already has members),
+    vacuumed."""
     headers = {"Authorization": f"Bearer {hub.admin_key}"}
-    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=60) as client:
+    params = {"tenant": tenant}
+    async with httpx.AsyncClient(
+        base_url=hub.base_url, headers=headers, params=params, timeout=60
+    ) as client:
         existing = await client.get(f"/v1/admin/groups/{name}/members")
         if existing.status_code == 200 and existing.json()["members"]:
             return

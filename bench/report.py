@@ -187,7 +187,7 @@ def render(
     machines = list(dict.fromkeys(rows[n].machine for n in names))
     lines = [HEADER.format(data=data_name)]
     lines += [f"- Machine {i + 1}: {m}" for i, m in enumerate(machines)]
-    lines += ["", "## Targets (issues 7, 4, 5 and 23)", "", *table(rows), "", "## Results", ""]
+    lines += ["", "## Targets (issues 7, 4, 5, 18 and 23)", "", *table(rows), "", "## Results", ""]
     lines += ["| scenario | metric | median (± half range) | runs |", "|---|---|---|---|"]
     for name in names:
         row = rows[name]

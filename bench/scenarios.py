@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -15,10 +16,13 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from bench import ceiling, streams
-from bench.clients import RawClient, closed_loop, make_group
+from bench.clients import RawClient, closed_loop, make_group, member_names
 from bench.report import Measured
+from notifyhub.settings import Limits
 from notifyhub.store.delayed import DelayedStore
+from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import DEFAULT_TENANT, Keys, Queue
+from notifyhub.store.scripts import pipelined, queue_script
 
 if TYPE_CHECKING:
     from bench.hubproc import BenchHub
@@ -38,7 +42,15 @@ NOTES = """\
   content built the same way, one EVALSHA of the hub's own place script for one user;
   no auth, no idempotency, no doorbell). `hub / bare` is the ratio of the two rates.
 - Fan-out time is the POST's wall time: the 202 returns only after every copy is in
-  Redis and every doorbell is published.
+  Redis and every doorbell is published (a fan-out to 20,000 users or more leaves each
+  copy pending, one list push per user, which the user's next read makes a copy).
+- Views (`5 tenant views vs none`): two 100k groups in two tenants, one with 5 tenant
+  views (the notification is in 3 of them), each user's copy of the views synced by the
+  background recount after one warm-up copy (`recount 100k users seconds`: from the
+  first PUT until the recount metric stood still). Then 6 rounds, each fan-out first in
+  half of them: the POST's wall time, and Redis' main-thread CPU (INFO cpu) over the
+  POST and over making every pending copy (what users' next reads do; where the views
+  are counted), `copies made`.
 - Idle streams: a freshly restarted hub, 100 streams opened and closed (warm-up), RSS
   read, then N streams of distinct users (user JWT in the Authorization header) held by
   separate load-generator processes (`bench/streamgen.py`, uvloop, raw sockets, up to
@@ -120,9 +132,17 @@ async def _topic(hub: BenchHub, name: str, size: int) -> None:
             response.raise_for_status()
 
 
-async def _timed_post(hub: BenchHub, recipients: dict[str, list[str]], size: int) -> float:
+async def _timed_post(
+    hub: BenchHub,
+    recipients: dict[str, list[str]],
+    size: int,
+    *,
+    tenant: str = "default",
+    body: dict[str, object] | None = None,
+) -> float:
     headers = {"Authorization": f"Bearer {hub.publish_key}"}
-    body = {"recipients": recipients, "title": "to everyone", "body": "x" * 200}
+    content = body or {"title": "to everyone", "body": "x" * 200}
+    body = {"tenant": tenant, "recipients": recipients, **content}
     async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client:
         started = time.perf_counter()
         response = await client.post("/v1/notifications", json=body)
@@ -158,6 +178,123 @@ def fan_out(size: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
     return scenario
 
 
+VIEWS = {
+    "alarms": {"severity_at_least": "error"},
+    "warnings": {"severity_at_least": "warning"},
+    "money": {"tags_any": ["billing", "invoice"]},
+    "ops": {"categories": ["ops", "infra"]},
+    "eu-billing": {"tags_all": ["billing", "eu"]},
+}
+"""The 5 tenant views of the views fan-out (the notification is in 3 of them)."""
+
+
+async def _recounted_so_far(hub: BenchHub) -> tuple[float, float]:
+    """The hub's (users recounted, users pending) view recount metrics."""
+
+    def value(body: str, name: str) -> float:
+        line = next(x for x in body.splitlines() if x.startswith(name + " "))
+        return float(line.split()[1])
+
+    async with httpx.AsyncClient(base_url=hub.base_url, timeout=30) as client:
+        body = (await client.get("/metrics")).text
+    done = value(body, "notifyhub_view_recompute_users_total")
+    return done, value(body, "notifyhub_view_recompute_pending_users")
+
+
+async def _recounted(hub: BenchHub, target: float, timeout_s: float = 300) -> float:
+    """Wait until the hub has recounted `target` users in all, none is pending and the
+    count stood still for a second (a view changed during a sweep reruns it); returns
+    when (perf_counter) the count last moved."""
+    deadline = time.monotonic() + timeout_s
+    last, moved = -1.0, time.perf_counter()
+    while time.monotonic() < deadline:
+        done, pending = await _recounted_so_far(hub)
+        if done != last:
+            last, moved = done, time.perf_counter()
+        elif done >= target and not pending and time.perf_counter() - moved >= 1.0:
+            return moved
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"the views' recount did not reach {target:,.0f} users in {timeout_s} s")
+
+
+class _Tenants:
+    """The views fan-out's two tenants' groups, and Redis to read its CPU and to make the
+    pending copies as users' next reads would."""
+
+    def __init__(self, hub: BenchHub, size: int) -> None:
+        self.hub, self.size = hub, size
+        self.redis = Redis.from_url(str(hub.settings.redis_url))
+        self.keys = Keys(hub.settings.redis_prefix)
+        self.store = InboxStore(self.redis, self.keys, Limits())
+        self.body = {"title": "Invoice 2026-118 overdue", "body": "x" * 200}
+        self.body |= {"severity": "warning", "tags": ["billing", "eu"]}  # in 3 of the views
+
+    async def redis_cpu_s(self) -> float:
+        cpu = await self.redis.info("cpu")
+        return float(cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"])
+
+    async def place_pending(self, tenant: str, group: str) -> None:
+        users = member_names(group, self.size)
+        script = self.store.scripts.place_pending
+        for start in range(0, self.size, 2000):
+
+            def build(pipe: Any, batch: list[str] = users[start : start + 2000]) -> None:
+                for user in batch:
+                    queue_script(pipe, script, self.keys.inbox_list(tenant, user), [])
+
+            await pipelined(self.redis, build, self.store.scripts.all, timeout_s=30)
+
+    async def post(self, tenant: str, group: str) -> tuple[float, float]:
+        """The POST's wall time, and Redis' main-thread CPU over it and over making its
+        copies (a 100k fan-out leaves them pending: the users' next reads make them, and
+        count their views then)."""
+        cpu = await self.redis_cpu_s()
+        recipients = {"groups": [group]}
+        wall = await _timed_post(self.hub, recipients, self.size, tenant=tenant, body=self.body)
+        await self.place_pending(tenant, group)
+        return wall, await self.redis_cpu_s() - cpu
+
+
+async def views_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> dict[str, float]:
+    """A 100k fan-out to users of a tenant with 5 views (each user's copy of them synced)
+    against the same fan-out in a tenant with none, alternating which goes first; and
+    how long the background recount of 100k users took when the views were defined."""
+    plain, viewed = ("default", "gv-plain"), ("viewbench", "gv-views")
+    tenants = _Tenants(hub, size)
+    for tenant, group in (plain, viewed):
+        await make_group(hub, group, size, tenant=tenant)
+        await tenants.post(tenant, group)  # every inbox holds a copy: the sweep visits all
+    headers = {"Authorization": f"Bearer {hub.admin_key}"}
+    before, _ = await _recounted_so_far(hub)
+    async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=60) as client:
+        started = time.perf_counter()
+        for name, view in VIEWS.items():  # a change during a sweep runs it once more after
+            url = f"/v1/admin/views/{name}?tenant={viewed[0]}"
+            (await client.put(url, json={"filter": view})).raise_for_status()
+    recount_s = await _recounted(hub, before + size) - started
+    runs: dict[str, list[tuple[float, float]]] = {"none": [], "views": []}
+    for i in range(rounds):
+        pair = [("none", plain), ("views", viewed)]
+        for name, (tenant, group) in pair[:: -1 if i % 2 else 1]:
+            runs[name].append(await tenants.post(tenant, group))
+    await tenants.redis.aclose()
+
+    def median(name: str, i: int) -> float:
+        return statistics.median(run[i] for run in runs[name])
+
+    none, views = median("none", 0), median("views", 0)
+    none_cpu, views_cpu = median("none", 1), median("views", 1)
+    return {
+        "no views seconds": none,
+        "5 views seconds": views,
+        "5 views / none": views / none,
+        "copies made, Redis CPU s, no views": none_cpu,
+        "copies made, Redis CPU s, 5 views": views_cpu,
+        "copies made, Redis CPU 5 views / none": views_cpu / none_cpu,
+        "recount 100k users seconds": recount_s,
+    }
+
+
 Scenario = Callable[["BenchHub"], Awaitable[dict[str, float] | Measured]]
 
 
@@ -173,6 +310,7 @@ ALL: list[tuple[str, Scenario]] = [
     ("fan-out to a 10k group", fan_out(10_000)),
     ("fan-out to a 100k group", fan_out(100_000)),
     ("100k fan-out, topic vs group", topic_vs_group),
+    ("100k fan-out, 5 tenant views vs none", views_fan_out),
     *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
     ("broadcast to 10k streams", streams.broadcast),
     ("steady 500/s to 1k streams", streams.steady),
