@@ -134,6 +134,14 @@ class Metrics:
             registry=r,
         )
         self.streams_open = Gauge("notifyhub_streams_open", "Open SSE streams", registry=r)
+        self.publish_to_stream_seconds = Histogram(
+            "notifyhub_publish_to_stream_seconds",
+            "From a notification's acceptance (its id's time) to its events being handed to "
+            "this process's streams; one observation per doorbell message that carried the "
+            "notification to at least one local stream",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+            registry=r,
+        )
         self.stream_events_sent_total = Counter(
             "notifyhub_stream_events_sent_total", "SSE events sent", ["type"], registry=r
         )

@@ -664,6 +664,64 @@ async def probe_user_lookup(t: Tenants) -> None:
     assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
 
 
+async def probe_user_inbox(t: Tenants) -> None:
+    nid = await _publish(t, t.b)
+    attacker = t.key(t.a, "admin")
+    answer = await t.client.get(f"/v1/admin/inbox?tenant={t.b}&user={t.user}", headers=attacker)
+    _refused(answer, 403)
+    assert "secret-of" not in answer.text
+    own = await t.client.get(f"/v1/admin/inbox?tenant={t.a}&user={t.user}", headers=attacker)
+    assert _ok(own).json()["items"] == []
+    owner = t.key(t.b, "admin")
+    found = await t.client.get(f"/v1/admin/inbox?tenant={t.b}&user={t.user}", headers=owner)
+    assert [i["id"] for i in _ok(found).json()["items"]] == [nid]
+
+
+async def _tail(t: Tenants, tenant: str, headers: Headers) -> EventReader:
+    url = f"/v1/admin/tail?tenant={tenant}&user={t.user}"
+    request = t.client.build_request("GET", url, headers=headers)
+    response = await t.client.send(request, stream=True)
+    return EventReader(response)
+
+
+async def probe_user_tail(t: Tenants) -> None:
+    url = f"/v1/admin/tail?tenant={t.b}&user={t.user}"
+    refused = await t.client.get(url, headers=t.key(t.a, "admin"))
+    _refused(refused, 403)
+    own = await _tail(t, t.a, t.key(t.a, "admin"))
+    owner = await _tail(t, t.b, t.key(t.b, "admin"))
+    try:
+        assert own.response.status_code == owner.response.status_code == 200
+        assert (await own.next()).event == (await owner.next()).event == "counts"
+        nid = await _publish(t, t.b)
+        event, _ = await owner.until("notification")
+        assert event.data["id"] == nid
+        mine = await _publish(t, t.a)  # A's tail sees A's user's next event, never B's
+        event, seen = await own.until("notification")
+        assert event.data["id"] == mine and all(e.data.get("id") != nid for e in seen)
+    finally:
+        await own.response.aclose()
+        await owner.response.aclose()
+
+
+async def probe_recipients_preview(t: Tenants) -> None:
+    _ok(await t.client.put(f"/v1/admin/groups/g?tenant={t.b}", headers=t.key(t.b, "admin")))
+    change = {"add": [t.user, "v2"]}
+    url = f"/v1/admin/groups/g/members?tenant={t.b}"
+    _ok(await t.client.post(url, json=change, headers=t.key(t.b, "admin")))
+    body = {"tenant": t.b, "recipients": {"groups": ["g"]}}
+    attacker = t.key(t.a, "admin")
+    answer = await t.client.post("/v1/admin/recipients", json=body, headers=attacker)
+    _refused(answer, 403)
+    assert "v2" not in answer.text
+    own = {"tenant": t.a, "recipients": {"groups": ["g"]}}
+    unknown = await t.client.post("/v1/admin/recipients", json=own, headers=attacker)
+    _refused(unknown, 422)
+    assert "v2" not in unknown.text
+    found = await t.client.post("/v1/admin/recipients", json=body, headers=t.key(t.b, "admin"))
+    assert _ok(found).json() == {"tenant": t.b, "users": 2, "sample": [t.user, "v2"]}
+
+
 # --- the delayed queue ---------------------------------------------------------------------
 
 
@@ -939,6 +997,9 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/queues": probe_queue_list,
     "GET /v1/admin/deliveries": probe_delivery_list,
     "GET /v1/admin/users/{tenant}/{user}": probe_user_lookup,
+    "GET /v1/admin/inbox": probe_user_inbox,
+    "GET /v1/admin/tail": probe_user_tail,
+    "POST /v1/admin/recipients": probe_recipients_preview,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

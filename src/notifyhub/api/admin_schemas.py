@@ -14,6 +14,7 @@ from notifyhub.api.schemas import (
     Documented,
     Name,
     PreferencesIn,
+    RecipientsIn,
     RuleOut,
     Strict,
     SubscriptionOut,
@@ -429,3 +430,27 @@ class TraceOut(Documented):
     """By user id: the first 100, or `?user=`'s alone."""
     now: TraceNow | None = None
     """With `?user=`: that user's copy now."""
+
+
+class RecipientsPreviewIn(Strict):
+    """Recipients to resolve without sending anything (the console's broadcast composer
+    shows the count before the operator confirms)."""
+
+    model_config = examples({"tenant": "default", "recipients": {"groups": ["replenishers"]}})
+
+    tenant: Tenant = "default"
+    """The tenant whose users, groups and topics are meant."""
+    recipients: RecipientsIn
+    """Users, groups and topics, as in `POST /v1/notifications`."""
+
+
+class RecipientsPreviewOut(Documented):
+    """How many users a publish to these recipients would reach now (before preferences,
+    which may drop a category), and the first of them."""
+
+    model_config = examples({"tenant": "default", "users": 13, "sample": ["alice", "bob"]})
+
+    tenant: str
+    users: int
+    sample: list[str]
+    """The first 20 user ids, in resolution order (users named, then groups, then topics)."""

@@ -30,6 +30,7 @@ from notifyhub.api.routers import (
     ops,
     stream,
 )
+from notifyhub.api.routers import broadcast as broadcast_router
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
@@ -145,6 +146,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     for router in (module.router for module in routers):
         app.include_router(router)
     app.include_router(traces_router.router)
+    app.include_router(broadcast_router.router)
     app.include_router(views_router.admin)
     app.include_router(views_router.me)
     app.include_router(browser_router.router)

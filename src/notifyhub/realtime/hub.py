@@ -45,6 +45,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from ulid import ULID
 
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
@@ -61,6 +62,8 @@ log = logging.getLogger(__name__)
 _POLL_S = 1.0
 _IDLE_PING_S = 10.0
 _PONG_DEADLINE_S = 5.0
+ID_FIELD = b'{"id":"'
+"""How an item's JSON starts (the notification model's first field is its id)."""
 TRACES_KEPT = 8
 """Traces a stream keeps for its next write: doorbells that coalesce into one write are
 its links (the first its parent); more are dropped."""
@@ -176,12 +179,14 @@ class Hub:
     def _ring(self, body: bytes | None, payload: bytes, rung: list[Subscriber] | None) -> None:
         """Ring (or offer the copy to) the streams of each line's user; adds them to
         `rung` if given."""
+        offered = False
         for line in payload.split(b"\n"):
             name, _, seq = line.decode(errors="replace").rpartition(" ")
             subs = self._subs.get(name)
             if not subs:
                 continue
             if body is not None and "," in seq:
+                offered = True
                 n, unread, unseen, total, *rest = seq.split(",", 5)
                 epoch = sys.intern(rest[0]) if rest else ""  # streams keep it: one copy
                 views = view_counts(*rest[1].split(":", 1)) if len(rest) > 1 else None
@@ -194,6 +199,19 @@ class Hub:
                     sub.ring(int(seq) if seq.isdigit() else 0)
             if rung is not None:
                 rung.extend(subs)
+        if offered and body is not None:
+            self._observe_latency(body)
+
+    def _observe_latency(self, body: bytes) -> None:
+        """Publish-to-stream time of an inline doorbell's notification: its id (the item
+        JSON's first field) is a ULID of its acceptance's millisecond."""
+        if body[:7] == ID_FIELD:
+            try:
+                accepted_ms = ULID.from_str(body[7:33].decode()).milliseconds
+            except ValueError:
+                return
+            latency_s = max(time.time() - accepted_ms / 1000, 0.0)
+            self._metrics.publish_to_stream_seconds.observe(latency_s)
 
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when

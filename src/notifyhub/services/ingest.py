@@ -221,6 +221,15 @@ class IngestService:
             raise NotFound(f"no notification {notification_id} in tenant {tenant}")
         await self._delayed.cancel(unit, tenant, notification_id)
 
+    async def resolve(
+        self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, recipients: Recipients
+    ) -> list[str]:
+        """The users a publish to `recipients` would reach now, sending nothing (the same
+        resolution and checks as `publish`: unknown groups or topics, the recipient cap)."""
+        _check_tenant(principal, tenant)
+        session = unit.session if recipients.groups or recipients.topics else None
+        return [user for _tenant, user in await self._resolve(session, tenant, recipients)]
+
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients
     ) -> list[UserRef]:

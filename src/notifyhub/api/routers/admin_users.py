@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from notifyhub.api.admin_schemas import UserOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
+from notifyhub.api.params import TenantQuery
+from notifyhub.api.routers.inbox import ULID_CURSOR
+from notifyhub.api.routers.stream import STREAM_CONTENT
 from notifyhub.api.schemas import (
     CategoryPreferenceIn,
     PreferencesIn,
@@ -16,12 +19,20 @@ from notifyhub.api.schemas import (
     Tenant,
     UserId,
 )
+from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.notification import InboxPage
+from notifyhub.realtime.sse import InboxStream
+from notifyhub.services.inbox import ListRequest
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
 
 TenantPath = Annotated[
     Tenant,
     Path(description="The user's tenant; a key bound to another gets 403.", examples=["default"]),
+]
+UserQuery = Annotated[
+    UserId,
+    Query(description="The user id, as the calling application knows it.", examples=["alice"]),
 ]
 UserPath = Annotated[
     UserId,
@@ -58,4 +69,66 @@ async def lookup_user(
         ],
         groups=found.groups,
         topics=found.topics,
+    )
+
+
+@router.get("/inbox", response_model=InboxPage)
+async def user_inbox(
+    user: UserQuery,
+    principal: Admin,
+    state: AppState,
+    tenant: TenantQuery = "default",
+    status_: Annotated[
+        Literal["unread", "read", "all", "archived", "snoozed"],
+        Query(alias="status", description="As `GET /v1/me/notifications`.", examples=["all"]),
+    ] = "all",
+    limit: Annotated[
+        int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
+    ] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            pattern=ULID_CURSOR,
+            description="The previous page's `next_cursor`; omit for the first page.",
+            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
+        ),
+    ] = None,
+) -> InboxPage:
+    """The user's inbox as they see it in `GET /v1/me/notifications` (pinned first, then
+    newest first), read without changing it: nothing is marked seen or read."""
+    me = UserPrincipal(principal.own(tenant), user)
+    request = ListRequest(status=status_, limit=limit, cursor=cursor)
+    return await state["inbox"].list(me, request)
+
+
+@router.get(
+    "/tail",
+    response_class=InboxStream,
+    status_code=200,
+    responses={
+        200: {
+            "description": "The user's event stream, as `GET /v1/me/stream` sends it.",
+            "content": STREAM_CONTENT,
+        }
+    },
+)
+async def user_tail(
+    user: UserQuery, principal: Admin, state: AppState, tenant: TenantQuery = "default"
+) -> InboxStream:
+    """A live tail of the user's events (Server-Sent Events, the same events their own
+    streams get, from now on: a `counts` event first). It counts as one of the user's open
+    streams (429 at their cap), so a tail cannot be used to open unbounded streams."""
+    tenant = principal.own(tenant)
+    sub = state["hub"].attach(tenant, user)
+    return InboxStream(
+        store=state["store"],
+        reader=state["reader"],
+        hub=state["hub"],
+        clock=state["clock"],
+        sub=sub,
+        settings=state["settings"].stream,
+        metrics=state["metrics"],
+        tenant=tenant,
+        user=user,
+        last_event_id=None,
     )

@@ -1,5 +1,5 @@
-"""The browser side: `/static` (notifyhub.js, its types, its SharedWorker, the demo assets) and
-`/demo`."""
+"""The browser side: `/static` (notifyhub.js, its types, its SharedWorker, the demo and
+console assets), `/demo` and `/console`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from starlette.types import Scope
 router = APIRouter(tags=["browser"])
 
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-# The demo loads only its own files: no inline script, no CDN, no framing.
-DEMO_CSP = (
+# The demo and the console load only their own files: no inline script, no CDN, no framing.
+PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
@@ -46,16 +46,27 @@ class Assets(StaticFiles):
 router.mount("/static", Assets(directory=STATIC_DIR, check_dir=False), name="static")
 
 
-@router.get("/demo", include_in_schema=False)
-async def demo() -> FileResponse:
-    """The demo inbox; it reads the user token from `#token=...` or a paste box."""
+def _page(name: str) -> FileResponse:
     return FileResponse(
-        STATIC_DIR / "demo.html",
+        STATIC_DIR / name,
         media_type="text/html; charset=utf-8",
         headers={
             "cache-control": "no-cache",
-            "content-security-policy": DEMO_CSP,
+            "content-security-policy": PAGE_CSP,
             "referrer-policy": "no-referrer",
             "x-content-type-options": "nosniff",
         },
     )
+
+
+@router.get("/demo", include_in_schema=False)
+async def demo() -> FileResponse:
+    """The demo inbox; it reads the user token from `#token=...` or a paste box."""
+    return _page("demo.html")
+
+
+@router.get("/console", include_in_schema=False)
+async def console() -> FileResponse:
+    """The operator console (static/console.js): it calls the admin API with the key the
+    operator logs in with, kept in the tab's sessionStorage and sent only in headers."""
+    return _page("console.html")

@@ -104,23 +104,22 @@ _EVENT_REFS = {
 }
 
 
+STREAM_CONTENT = {
+    "text/event-stream": {
+        "schema": {"type": "string", "x-sse-events": _EVENT_REFS},
+        "example": STREAM_EXAMPLE,
+    }
+}
+"""A user's event stream in OpenAPI (also the admin API's live tail of one)."""
+
+
 # The status is declared because InboxStream takes none: FastAPI could not build the
 # OpenAPI document (GET /openapi.json was a 500) without it.
 @router.get(
     "/stream",
     response_class=InboxStream,
     status_code=200,
-    responses={
-        200: {
-            "description": STREAM_DESCRIPTION,
-            "content": {
-                "text/event-stream": {
-                    "schema": {"type": "string", "x-sse-events": _EVENT_REFS},
-                    "example": STREAM_EXAMPLE,
-                }
-            },
-        }
-    },
+    responses={200: {"description": STREAM_DESCRIPTION, "content": STREAM_CONTENT}},
 )
 async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream:
     """The user's live inbox events (Server-Sent Events), resumed after the last event id

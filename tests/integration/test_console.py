@@ -1,0 +1,111 @@
+"""What the operator console calls besides the admin API it shares: a user's inbox read by
+an admin, the live tail of a user's events, the recipients preview, the page itself, and
+the publish-to-stream latency its overview shows (tests/e2e/test_console_browser.py drives
+the page in Chromium)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from support.sse import EventReader
+
+
+def _auth(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+async def _publish(hub: Any, key: str, **body: Any) -> str:
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def test_an_admin_reads_a_users_inbox_without_changing_it(
+    hub: Any, admin_key: str, make_token: Any
+) -> None:
+    user = f"ivy-{secrets.token_hex(3)}"
+    first = await _publish(hub, admin_key, recipients={"users": [user]}, title="one")
+    second = await _publish(hub, admin_key, recipients={"users": [user]}, title="two")
+    token = _auth(make_token(user))
+    patched = await hub.client.patch(
+        f"/v1/me/notifications/{first}", json={"pinned": True}, headers=token
+    )
+    assert patched.status_code == 200
+    answer = await hub.client.get(f"/v1/admin/inbox?user={user}&limit=1", headers=_auth(admin_key))
+    assert answer.status_code == 200
+    page = answer.json()
+    assert [i["id"] for i in page["items"]] == [first, second]  # pinned first, as they see it
+    own = (await hub.client.get("/v1/me/notifications", headers=token)).json()
+    assert [i["id"] for i in own["items"]] == [first, second]
+    counts = (await hub.client.get("/v1/me/notifications/counts", headers=token)).json()
+    assert (counts["unread"], counts["unseen"]) == (2, 2)  # nothing marked seen or read
+    refused = await hub.client.get(f"/v1/admin/inbox?user={user}", headers=_auth(make_token(user)))
+    assert refused.status_code == 401  # a user token is not an admin key
+
+
+async def test_the_tail_streams_a_users_events_and_counts_as_one_of_their_streams(
+    start_hub: Any, settings: Any, admin_key: str, make_token: Any
+) -> None:
+    limits = settings.limits.model_copy(update={"streams_per_user": 1})
+    user = f"jay-{secrets.token_hex(3)}"
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        url = f"/v1/admin/tail?user={user}"
+        async with hub.client.stream("GET", url, headers=_auth(admin_key)) as response:
+            assert response.status_code == 200
+            tail = EventReader(response)
+            assert (await tail.next()).event == "counts"
+            sent = await _publish(hub, admin_key, recipients={"users": [user]}, title="hi")
+            event, _ = await tail.until("notification")
+            assert event.data["id"] == sent and event.data["title"] == "hi"
+            counts = await tail.next()
+            assert counts.event == "counts" and counts.data["unread"] == 1
+            own = await hub.client.get("/v1/me/stream", headers=_auth(make_token(user)))
+            assert own.status_code == 429  # the tail holds the user's only stream
+        metrics = (await hub.client.get("/metrics")).text
+        observed = re.search(r"^notifyhub_publish_to_stream_seconds_count (\S+)$", metrics, re.M)
+        assert observed is not None and float(observed[1]) >= 1
+
+
+async def test_the_recipients_preview_counts_without_sending(
+    hub: Any, admin_key: str, make_token: Any
+) -> None:
+    run = secrets.token_hex(3)
+    group, users = f"crew-{run}", [f"u{i}-{run}" for i in range(3)]
+    admin = _auth(admin_key)
+    assert (await hub.client.put(f"/v1/admin/groups/{group}", headers=admin)).is_success
+    change = {"add": users}
+    added = await hub.client.post(f"/v1/admin/groups/{group}/members", json=change, headers=admin)
+    assert added.is_success
+    body = {"recipients": {"users": [users[0], "outsider"], "groups": [group]}}
+    answer = await hub.client.post("/v1/admin/recipients", json=body, headers=admin)
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "tenant": "default",
+        "users": 4,
+        "sample": [users[0], "outsider", *users[1:]],
+    }
+    counts = await hub.client.get(
+        "/v1/me/notifications/counts", headers=_auth(make_token(users[0]))
+    )
+    assert counts.json()["total"] == 0  # nothing was sent
+    unknown = {"recipients": {"groups": [f"nobody-{run}"]}}
+    refused = await hub.client.post("/v1/admin/recipients", json=unknown, headers=admin)
+    assert refused.status_code == 422
+    assert f"nobody-{run}" in refused.json()["detail"]
+    empty = await hub.client.post("/v1/admin/recipients", json={"recipients": {}}, headers=admin)
+    assert empty.status_code == 422
+
+
+async def test_the_console_page_loads_only_its_own_files(hub: Any) -> None:
+    page = await hub.client.get("/console")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "unsafe" not in csp and "frame-ancestors 'none'" in csp
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assets = re.findall(r'(?:src|href)="(/[^"]+)"', page.text)
+    assert sorted(assets) == ["/static/console.css", "/static/console.js"]
+    for asset in assets:
+        assert (await hub.client.get(asset)).status_code == 200
+    assert "<script>" not in page.text and "style=" not in page.text
