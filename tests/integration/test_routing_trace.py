@@ -57,6 +57,8 @@ async def test_the_trace_says_who_got_it_and_why_not(
         "source": "group or topic",
         "outcome": "dropped_by_preference",
         "seq": None,
+        "replaced": None,
+        "evicted": [],
     }
 
     bob = (await hub.client.get(f"{url}&user=bob", headers=_auth(admin_key))).json()
@@ -95,3 +97,42 @@ async def test_a_trace_keeps_lines_for_the_first_recipients_only(
         trace = (await hub.client.get(url, headers=_auth(admin_key))).json()
     assert (trace["resolved"], trace["recorded"], len(trace["lines"])) == (3, 2, 2)
     assert sum(trace["outcomes"].values()) == 3  # every recipient is counted
+
+
+async def _publish(hub: Any, key: str, tenant: str, users: list[str], **fields: Any) -> str:
+    body = {"tenant": tenant, "recipients": {"users": users}, "title": "t", **fields}
+    published = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert published.status_code == 202, published.text
+    return str(published.json()["id"])
+
+
+async def _lines(hub: Any, admin_key: str, tenant: str, nid: str) -> dict[str, Any]:
+    url = f"/v1/admin/notifications/{nid}/trace?tenant={tenant}"
+    trace = (await hub.client.get(url, headers=_auth(admin_key))).json()
+    return {line["user"]: line for line in trace["lines"]}
+
+
+async def test_a_trace_names_the_copy_a_collapse_key_replaced(
+    hub: Any, admin_key: str, publish_key: str
+) -> None:
+    tenant = f"trace-{secrets.token_hex(4)}"
+    old = await _publish(hub, publish_key, tenant, ["ann"], collapse_key="build-7")
+    new = await _publish(hub, publish_key, tenant, ["ann", "ben"], collapse_key="build-7")
+    lines = await _lines(hub, admin_key, tenant, new)
+    assert lines["ann"]["outcome"] == "delivered" and lines["ann"]["replaced"] == old
+    assert lines["ben"]["replaced"] is None  # ben had no copy with that key
+    assert (await _lines(hub, admin_key, tenant, old))["ann"]["replaced"] is None
+
+
+async def test_a_trace_names_what_a_full_inbox_evicted(
+    settings: Settings, start_hub: Any, admin_key: str, publish_key: str
+) -> None:
+    limits = settings.limits.model_copy(update={"items_per_user": 2})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        tenant = f"trace-{secrets.token_hex(4)}"
+        first = await _publish(hub, publish_key, tenant, ["cy"])
+        await _publish(hub, publish_key, tenant, ["cy"])
+        third = await _publish(hub, publish_key, tenant, ["cy", "di"])
+        lines = await _lines(hub, admin_key, tenant, third)
+    assert lines["cy"]["evicted"] == [first]  # the oldest made room for it
+    assert lines["di"]["evicted"] == []

@@ -364,6 +364,12 @@ class TraceLineOut(Documented):
     `dropped_by_preference` (the user's preferences drop its category)."""
     seq: int | None = None
     """The user's change seq of a delivered copy."""
+    replaced: str | None = None
+    """Collapsed: the id of the user's earlier copy with the same `collapse_key`, which
+    this one replaced."""
+    evicted: list[str] = []
+    """Capped: the ids of the oldest notifications the user's full inbox
+    (`limits.items_per_user`) dropped to make room for this one."""
 
 
 class TraceNow(Documented):

@@ -27,7 +27,7 @@ from notifyhub.services.topics import TopicService
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
-from notifyhub.store.inbox import InboxStore, UserRef
+from notifyhub.store.inbox import InboxStore, Placement, UserRef
 from notifyhub.store.operations import RecallOp
 from notifyhub.store.routing_trace import Route, RoutingTraces
 from notifyhub.tracing import Attributes, Tracing
@@ -318,24 +318,28 @@ class IngestService:
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
         if len(users) <= batch:  # the common case: one round trip, no tasks
-            seqs = await self._store.place(
+            placement = await self._store.placement(
                 notification, users, pull=pull, defer=defer, trace=trace, views=views
             )
         else:
             in_flight = asyncio.Semaphore(2)
 
-            async def place(chunk: list[UserRef]) -> list[int]:
+            async def place(chunk: list[UserRef]) -> Placement:
                 async with in_flight:
-                    return await self._store.place(
+                    return await self._store.placement(
                         notification, chunk, pull=pull, defer=defer, trace=trace, views=views
                     )
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
             results = await asyncio.gather(*map(place, chunks))
-            seqs = [seq for result in results for seq in result]
+            placement = Placement(
+                [seq for result in results for seq in result.seqs],
+                [n for result in results for n in result.dropped],
+            )
+        seqs = placement.seqs
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))
-        await self._record_route(notification, route, users, seqs, deferred=defer)
+        await self._record_route(notification, route, users, placement, deferred=defer)
         return Published(id=notification.id, recipients=sum(1 for seq in seqs if seq >= 0))
 
     async def _record_route(
@@ -343,7 +347,7 @@ class IngestService:
         notification: Notification,
         route: Route,
         users: list[UserRef],
-        seqs: list[int],
+        placement: Placement,
         *,
         deferred: bool,
     ) -> None:
@@ -352,7 +356,7 @@ class IngestService:
         if self._routing is None:
             return
         try:
-            await self._routing.record(notification, route, users, seqs, deferred=deferred)
+            await self._routing.record(notification, route, users, placement, deferred=deferred)
         except RedisError as exc:
             log.warning("routing trace of %s not recorded: %s", notification.id, exc)
 

@@ -375,9 +375,14 @@ async function trace(screen, params) {
     `; resolved to ${found.resolved} user(s). `,
     Object.entries(found.outcomes).filter(([, n]) => n).map(([o, n]) => [badge(o), ` ${n} `]),
     found.recalled_at ? h("strong", {}, ` Recalled ${when(found.recalled_at)}.`) : ""));
-  const lines = table(["User", "Named as", "Outcome", "Seq"], found.lines.map((line) => h("tr", {},
+  const pushedOut = (line) => [
+    line.replaced ? `collapsed: replaced ${line.replaced}` : "",
+    line.evicted.length ? `inbox full: evicted ${line.evicted.join(", ")}` : "",
+  ].filter(Boolean).join("; ");
+  const lines = table(["User", "Named as", "Outcome", "Seq", "Pushed out"], found.lines.map((line) => h("tr", {},
     h("td", {}, h("a", { href: `#/users?${q({ user: line.user })}` }, line.user)),
-    h("td", {}, line.source), h("td", {}, badge(line.outcome)), h("td", { class: "num" }, line.seq ?? ""))));
+    h("td", {}, line.source), h("td", {}, badge(line.outcome)), h("td", { class: "num" }, line.seq ?? ""),
+    h("td", { class: "mono" }, pushedOut(line)))));
   lines.id = "trace-lines";
   screen.append(lines);
   if (found.now) {

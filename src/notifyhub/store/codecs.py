@@ -125,6 +125,11 @@ class PerUser:
         """The first value of each user (place: the seq; defer: the pending count)."""
         return self.values[:: self.WIDTH]
 
+    @property
+    def dropped(self) -> list[int]:
+        """Per user, the oldest notifications their full inbox dropped (none here)."""
+        return [0] * (len(self.values) // self.WIDTH)
+
 
 @dataclass(frozen=True, slots=True)
 class Deferred(PerUser):
@@ -139,6 +144,10 @@ class Placed(PerUser):
     whether the user has views (1: their counts are only in the log entry)."""
 
     WIDTH: ClassVar[int] = 7
+
+    @property
+    def dropped(self) -> list[int]:
+        return self.values[1 :: self.WIDTH]
 
     def copies(self) -> Iterator[tuple[int, int, int, int, int, bytes, int]]:
         """(seq, dropped, unread, unseen, total, epoch, has_views) per user."""

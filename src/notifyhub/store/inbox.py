@@ -95,6 +95,18 @@ class PageQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """What `InboxStore.placement` did, per user in the callers' order."""
+
+    seqs: list[int]
+    """The copy's seq (0: the user had it; -1: their preferences drop it); a deferred
+    placement's pending count."""
+    dropped: list[int]
+    """How many oldest notifications the user's full inbox dropped for the copy (their
+    `delete` changes follow the copy's seq in the log); 0 for a deferred placement."""
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeRead:
     """One stream's question: what changed for (tenant, user) after `after_seq`?"""
 
@@ -159,6 +171,22 @@ class InboxStore:
         trace: bytes | None = None,
         views: ViewSet | None = None,
     ) -> list[int]:
+        """`placement`'s seqs."""
+        placed = await self.placement(
+            notification, users, pull=pull, defer=defer, trace=trace, views=views
+        )
+        return placed.seqs
+
+    async def placement(
+        self,
+        notification: Notification,
+        users: Sequence[UserRef],
+        *,
+        pull: bool = False,
+        defer: bool = False,
+        trace: bytes | None = None,
+        views: ViewSet | None = None,
+    ) -> Placement:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
         One round trip: the recipient index is written before the copies (so a recall
@@ -168,9 +196,10 @@ class InboxStore:
         Redis the place script publishes it, on a Cluster a second round trip does (for
         INLINE_MIN_USERS users or more; smaller ones ring in the writes'). Returns the new
         seq per user, 0 where the user already had this id, -1 where the user's
-        preferences drop its category. `pull` copies are stored without a live
-        `notification` event (counts still update). An inbox past
-        `limits.items_per_user` drops its oldest notifications (delete changes).
+        preferences drop its category (`Placement.seqs`). `pull` copies are stored
+        without a live `notification` event (counts still update). An inbox past
+        `limits.items_per_user` drops its oldest notifications (delete changes; how many
+        in `Placement.dropped`).
 
         `defer` (big fan-outs) leaves each copy pending instead: one list push per user,
         which the next script touching that inbox (a read, a stream's read, a change)
@@ -184,7 +213,7 @@ class InboxStore:
         in the script (users whose copy of the views has another version evaluate them).
         """
         if not users:
-            return []
+            return Placement([], [])
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
@@ -229,7 +258,7 @@ class InboxStore:
             evicted += await self._place_long(users, seqs)
         if evicted:
             self._on_evicted(evicted)
-        return seqs
+        return Placement(seqs, reply.dropped)
 
     def _copy_args(
         self,

@@ -9,8 +9,14 @@ are only counted; and it expires after `ttl_s` (7 days by default). Losing Redis
 the traces (they explain deliveries, they are not deliveries).
 
     <p>n{id}:trace  hash  meta      JSON: tenant, created/expires, who was named, outcomes
-                          u:<user>  JSON: source, outcome, seq (a delivered copy's seq)
+                          u:<user>  JSON: source, outcome, seq (a delivered copy's seq),
+                                    replaced (the id its collapse key replaced), evicted
+                                    (the ids its full inbox dropped for it)
                           recalled  ms of the recall, if any
+
+What a copy pushed out is read back from the user's change log, where those `delete`
+changes follow the copy's seq: only for copies that replaced or evicted something (a
+collapse key, or an inbox at `limits.items_per_user`), so a plain fan-out reads nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import orjson
 from redis.asyncio import Redis
 
 from notifyhub.domain.notification import Notification, Recipients
+from notifyhub.store.changes import DeleteChange, NotificationChange
+from notifyhub.store.inbox import ChangeRead, InboxStore, Placement
 from notifyhub.store.keys import Keys
 
 
@@ -78,6 +86,10 @@ class TraceLine:
     source: str
     outcome: Outcome
     seq: int | None
+    replaced: str | None = None
+    """The id of the user's copy with the same collapse key that this one replaced."""
+    evicted: tuple[str, ...] = ()
+    """The ids of the oldest notifications the user's full inbox dropped for this one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +100,15 @@ class RoutingTrace:
 
 
 class RoutingTraces:
-    def __init__(self, redis: Redis, keys: Keys, *, ttl_s: int, users: int) -> None:
+    def __init__(
+        self, redis: Redis, keys: Keys, *, ttl_s: int, users: int, store: InboxStore | None = None
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._ttl_s = ttl_s
         self._users = users
+        self._store = store
+        """Where what a copy replaced or evicted is read back from (None: not read)."""
 
     @property
     def enabled(self) -> bool:
@@ -103,14 +119,16 @@ class RoutingTraces:
         notification: Notification,
         route: Route,
         users: Sequence[tuple[str, str]],
-        seqs: Sequence[int],
+        placement: Placement,
         *,
         deferred: bool,
     ) -> None:
-        """One trace for a publish: the outcome of every recipient (`place`'s answer),
+        """One trace for a publish: the outcome of every recipient (`placement`'s answer),
         lines for the first `users` of them."""
         if not self.enabled:
             return
+        seqs = placement.seqs
+        pushed_out = {} if deferred else await self._pushed_out(notification, users, placement)
         outcomes = [outcome_of(seq, deferred=deferred) for seq in seqs]
         counted = Counter(outcome.value for outcome in outcomes)
         meta = {
@@ -135,12 +153,45 @@ class RoutingTraces:
             line: dict[str, str | int] = {"source": route.source(user), "outcome": outcome.value}
             if outcome is Outcome.DELIVERED:
                 line["seq"] = seq
+            line.update(pushed_out.get(user, {}))
             fields[f"u:{user}"] = orjson.dumps(line)
         key = self._keys.routing_trace(notification.id)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             pipe.expire(key, self._ttl_s)
             await pipe.execute()
+
+    async def _pushed_out(
+        self, notification: Notification, users: Sequence[tuple[str, str]], placement: Placement
+    ) -> dict[str, dict[str, Any]]:
+        """Per traced user whose copy replaced or evicted something: `replaced` and
+        `evicted`, read back from their log (one pipelined read for all of them)."""
+        if self._store is None:
+            return {}
+        reads = [
+            ChangeRead(tenant, user, seq - 1, 1 + dropped)
+            for (tenant, user), seq, dropped in zip(
+                users[: self._users], placement.seqs, placement.dropped, strict=False
+            )
+            if seq > 0 and (dropped or notification.collapse_key)
+        ]
+        if not reads:
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        for read, changes in zip(reads, await self._store.changes_many(reads), strict=True):
+            entries = [change.entry for change in changes.entries]
+            first = entries[0] if entries else None
+            if not (isinstance(first, NotificationChange) and first.id == notification.id):
+                continue  # the log moved on past it (trimmed): nothing to say
+            detail: dict[str, Any] = {}
+            if first.replaces:
+                detail["replaced"] = first.replaces
+            evicted = [e.id for e in entries[1:] if isinstance(e, DeleteChange)]
+            if evicted:
+                detail["evicted"] = evicted
+            if detail:
+                found[read.user] = detail
+        return found
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
         """Note a recall in the notification's trace (if it still has one)."""
@@ -172,4 +223,11 @@ class RoutingTraces:
 
 
 def _line(user: str, raw: dict[str, Any]) -> TraceLine:
-    return TraceLine(user, str(raw["source"]), Outcome(raw["outcome"]), raw.get("seq"))
+    return TraceLine(
+        user,
+        str(raw["source"]),
+        Outcome(raw["outcome"]),
+        raw.get("seq"),
+        raw.get("replaced"),
+        tuple(raw.get("evicted") or ()),
+    )

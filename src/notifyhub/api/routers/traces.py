@@ -32,8 +32,11 @@ async def get_trace(
     ] = None,
 ) -> TraceOut:
     """What routing decided for each recipient of a notification of the tenant: named
-    directly or through a group or topic, delivered (with the user's change seq), left
-    pending, already held, or dropped by the user's preferences; a recall. Kept for
+    directly or through a group or topic, delivered (with the user's change seq, and the
+    copy it replaced by collapse key or the oldest ones a full inbox evicted for it), left
+    pending, already held, or dropped by the user's preferences; a recall; with `?user=`,
+    that user's copy now (in the inbox, read, archived, snoozed, expired) and their open
+    streams. Kept for
     `routing_trace_ttl_s` (7 days), in Redis; a notification of another tenant, or none,
     is a 404."""
     tenant = principal.own(tenant)
@@ -42,7 +45,14 @@ async def get_trace(
         raise NotFound(f"no routing trace of notification {notification_id} in tenant {tenant}")
     meta = trace.meta
     lines = [
-        TraceLineOut(user=line.user, source=line.source, outcome=line.outcome.value, seq=line.seq)
+        TraceLineOut(
+            user=line.user,
+            source=line.source,
+            outcome=line.outcome.value,
+            seq=line.seq,
+            replaced=line.replaced,
+            evicted=list(line.evicted),
+        )
         for line in trace.lines
     ]
     expires_at = datetime.fromisoformat(meta["expires_at"])
