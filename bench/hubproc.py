@@ -8,7 +8,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +52,9 @@ class BenchHub:
     publish_key: str
     consume_key: str
     tokens: TokenService
-    restart: Callable[[], Awaitable[int]] = field(repr=False, default=lambda: _never())
+    restart: Callable[..., Awaitable[int]] = field(repr=False, default=lambda **_: _never())
+    """Restart the process (a fresh heap); `env=` sets (a value) or unsets (None) its
+    environment variables from then on."""
 
     async def vacuum(self) -> None:
         """VACUUM ANALYZE the run's database, as autovacuum does within a minute of a bulk
@@ -110,7 +112,12 @@ class BenchHub:
     def _of(cls, process: _Process, settings: Settings, keys: tuple[str, str, str]) -> BenchHub:
         hub = cls(process.base_url, process.pid, settings, *keys, TokenService(settings))
 
-        async def restart() -> int:
+        async def restart(env: Mapping[str, str | None] | None = None) -> int:
+            for name, value in (env or {}).items():
+                if value is None:
+                    process.env.pop(name, None)
+                else:
+                    process.env[name] = value
             hub.pid = await process.restart()
             return hub.pid
 

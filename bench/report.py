@@ -187,7 +187,8 @@ def render(
     machines = list(dict.fromkeys(rows[n].machine for n in names))
     lines = [HEADER.format(data=data_name)]
     lines += [f"- Machine {i + 1}: {m}" for i, m in enumerate(machines)]
-    lines += ["", "## Targets (issues 7, 4, 5, 18 and 23)", "", *table(rows), "", "## Results", ""]
+    targets = "## Targets (issues 7, 4, 5, 18, 20 and 23)"
+    lines += ["", targets, "", *table(rows), "", "## Results", ""]
     lines += ["| scenario | metric | median (± half range) | runs |", "|---|---|---|---|"]
     for name in names:
         row = rows[name]

@@ -51,6 +51,18 @@ NOTES = """\
   half of them: the POST's wall time, and Redis' main-thread CPU (INFO cpu) over the
   POST and over making every pending copy (what users' next reads do; where the views
   are counted), `copies made`.
+- Routing traces (`routing traces on vs off`): one 100k group; blocks of 3 POSTs with
+  traces on (the default: a line for each of the first 10,000 recipients), off
+  (`NOTIFYHUB_ROUTING_TRACE_USERS=0`), off, on, the hub restarted between blocks and a
+  warm-up POST after each restart; the POST's wall time and Redis' main-thread CPU over
+  it (the trace is written inside the POST, after the copies). The copies a POST leaves
+  pending are made after it, untimed.
+- Console (`bench/console.py`): a 10k group, 100 fan-outs to it (1M notifications
+  stored), then each screen (overview, a user with their inbox, the last notification's
+  trace with 10k recipients, deliveries, queues, groups, keys, audit) loaded 11 times in
+  a fresh headless Chromium page with the key in its tab; the first round is a warm-up.
+  Time from navigation start to the screen's data on the page (console.js stamps
+  `performance.now()` when the screen is ready).
 - Idle streams: a freshly restarted hub, 100 streams opened and closed (warm-up), RSS
   read, then N streams of distinct users (user JWT in the Authorization header) held by
   separate load-generator processes (`bench/streamgen.py`, uvloop, raw sockets, up to
@@ -295,6 +307,50 @@ async def views_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> 
     }
 
 
+TRACE_USERS = "NOTIFYHUB_ROUTING_TRACE_USERS"
+
+
+async def trace_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 3) -> dict[str, float]:
+    """A 100k fan-out with routing traces on (the default: a line for each of the first
+    10,000 recipients, the rest counted) against the same with them off, in blocks of
+    `rounds` POSTs: on, off, off, on (the hub restarts between blocks). Each POST's wall
+    time and Redis' main-thread CPU over it; the pending copies are made after each
+    (untimed), so every POST finds the inboxes alike."""
+    group = "gt-trace"
+    await make_group(hub, group, size)
+    await hub.vacuum()
+    tenants = _Tenants(hub, size)
+    body = {"title": "to everyone", "body": "x" * 200}
+    runs: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    try:
+        for block in ("on", "off", "off", "on"):
+            await hub.restart(env={TRACE_USERS: None if block == "on" else "0"})
+            await _timed_post(hub, {"groups": [group]}, size, body=body)  # warm-up
+            await tenants.place_pending(DEFAULT_TENANT, group)
+            for _ in range(rounds):
+                cpu = await tenants.redis_cpu_s()
+                wall = await _timed_post(hub, {"groups": [group]}, size, body=body)
+                runs[block].append((wall, await tenants.redis_cpu_s() - cpu))
+                await tenants.place_pending(DEFAULT_TENANT, group)
+    finally:
+        await hub.restart(env={TRACE_USERS: None})
+        await tenants.redis.aclose()
+
+    def median(name: str, i: int) -> float:
+        return statistics.median(run[i] for run in runs[name])
+
+    on, off = median("on", 0), median("off", 0)
+    on_cpu, off_cpu = median("on", 1), median("off", 1)
+    return {
+        "traces off seconds": off,
+        "traces on seconds": on,
+        "on / off": on / off,
+        "Redis CPU s over the POST, off": off_cpu,
+        "Redis CPU s over the POST, on": on_cpu,
+        "Redis CPU on / off": on_cpu / off_cpu,
+    }
+
+
 Scenario = Callable[["BenchHub"], Awaitable[dict[str, float] | Measured]]
 
 
@@ -311,6 +367,7 @@ ALL: list[tuple[str, Scenario]] = [
     ("fan-out to a 100k group", fan_out(100_000)),
     ("100k fan-out, topic vs group", topic_vs_group),
     ("100k fan-out, 5 tenant views vs none", views_fan_out),
+    ("100k fan-out, routing traces on vs off", trace_fan_out),
     *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
     ("broadcast to 10k streams", streams.broadcast),
     ("steady 500/s to 1k streams", streams.steady),

@@ -8,6 +8,7 @@ reports no error (a CSP violation is one), and the key never appears in a URL.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -182,6 +183,20 @@ async def test_console_login_user_trace_delivery_and_keys(
         await page.locator("#broadcast-count").filter(has_text="Reaches 2 user(s)").wait_for()
         await page.click("#broadcast-send")
         await page.locator("#broadcast-sent").wait_for()
+
+        # a rule's templates against sample data
+        await screen(page, "#/rules")
+        rule = {
+            "target_type": "post",
+            "recipients": [{"relationship": "author", "title": "{{ actor.id }} commented"}],
+        }
+        await page.fill("input[name=name]", f"rule-{run}")
+        await page.fill("textarea[name=body]", json.dumps(rule))
+        await page.fill("input[name=actor]", "zoe")
+        await page.click("#rule-preview >> xpath=preceding-sibling::div[1]//button")
+        await page.locator("#rule-preview").filter(has_text="zoe commented").wait_for()
+        listed = await api.get(f"/v1/admin/rules/rule-{run}", headers=admin)
+        assert listed.status_code == 404  # a preview stores nothing
 
         # the overview while dan's stream is open and notifications arrive
         await screen(page, "#/overview")

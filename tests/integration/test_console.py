@@ -109,3 +109,42 @@ async def test_the_console_page_loads_only_its_own_files(hub: Any) -> None:
     for asset in assets:
         assert (await hub.client.get(asset)).status_code == 200
     assert "<script>" not in page.text and "style=" not in page.text
+
+
+RULE = {
+    "target_type": "post",
+    "recipients": [
+        {"relationship": "author", "title": "{{ actor.id }} commented on {{ target.id }}"},
+        {"relationship": "follower", "obtain": "pull", "title": "t", "body": "{{ 1 // 0 }}"},
+    ],
+}
+
+
+async def test_a_rule_preview_renders_its_templates_and_stores_nothing(
+    hub: Any, admin_key: str
+) -> None:
+    name = f"preview-{secrets.token_hex(3)}"
+    body = {
+        "rule": RULE,
+        "name": name,
+        "actor": {"type": "user", "id": "alice"},
+        "target": {"type": "post", "id": "p-9"},
+        "data": {"excerpt": "hi"},
+    }
+    admin = _auth(admin_key)
+    answer = await hub.client.post("/v1/admin/rules/preview", json=body, headers=admin)
+    assert answer.status_code == 200, answer.text
+    author, follower = answer.json()["recipients"]
+    assert author == {
+        "relationship": "author",
+        "obtain": "push",
+        "title": "alice commented on p-9",
+        "body": "",
+        "error": None,
+    }
+    assert follower["relationship"] == "follower" and follower["error"]  # division by zero
+    stored = await hub.client.get(f"/v1/admin/rules/{name}", headers=admin)
+    assert stored.status_code == 404
+    broken = {**body, "rule": {**RULE, "recipients": [{"relationship": "x", "title": "{{ a"}]}}
+    refused = await hub.client.post("/v1/admin/rules/preview", json=broken, headers=admin)
+    assert refused.status_code == 422 and "recipients.0.title" in refused.json()["detail"]

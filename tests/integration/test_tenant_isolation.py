@@ -722,6 +722,21 @@ async def probe_recipients_preview(t: Tenants) -> None:
     assert _ok(found).json() == {"tenant": t.b, "users": 2, "sample": [t.user, "v2"]}
 
 
+async def probe_rule_preview(t: Tenants) -> None:
+    await _rule_of_b(t)  # B's rule r1 exists; a preview by A renders A's body only
+    body = {
+        "rule": {"target_type": "post", "recipients": [{"relationship": "f", "title": "x"}]},
+        "name": "r1",
+        "actor": {"type": "user", "id": "a"},
+        "target": {"type": "post", "id": "p"},
+    }
+    answer = await t.client.post("/v1/admin/rules/preview", json=body, headers=t.key(t.a, "admin"))
+    assert _ok(answer).json()["recipients"][0]["title"] == "x"
+    assert "secret-of" not in answer.text
+    assert [x["name"] for x in await _listed(t, "/v1/admin/rules", "rules", t.a)] == []
+    assert await _rule_title(t, t.b) == "hi"
+
+
 # --- the delayed queue ---------------------------------------------------------------------
 
 
@@ -1000,6 +1015,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/inbox": probe_user_inbox,
     "GET /v1/admin/tail": probe_user_tail,
     "POST /v1/admin/recipients": probe_recipients_preview,
+    "POST /v1/admin/rules/preview": probe_rule_preview,
     "PUT /v1/admin/topics/{topic}": probe_topic_put,
     "PATCH /v1/admin/topics/{topic}": probe_topic_patch,
     "GET /v1/admin/topics/{topic}": probe_topic_get,

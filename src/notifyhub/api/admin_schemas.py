@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
 from notifyhub.api.delivery_schemas import DefinitionOut
 from notifyhub.api.schemas import (
     RULE_EXAMPLE,
@@ -15,7 +17,9 @@ from notifyhub.api.schemas import (
     Name,
     PreferencesIn,
     RecipientsIn,
+    RuleIn,
     RuleOut,
+    SmallJson,
     Strict,
     SubscriptionOut,
     Tenant,
@@ -24,7 +28,7 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.domain.auth import Scope
 from notifyhub.domain.delivery import DeliveryStatus
-from notifyhub.domain.notification import Counts
+from notifyhub.domain.notification import Counts, Ref
 
 _KEY_OUT = {
     "name": "wms-consumer",
@@ -460,3 +464,58 @@ class RecipientsPreviewOut(Documented):
     users: int
     sample: list[str]
     """The first 20 user ids, in resolution order (users named, then groups, then topics)."""
+
+
+class RulePreviewIn(Strict):
+    """A rule (saved or not) and a sample event to render its templates against."""
+
+    model_config = examples(
+        {
+            "rule": RULE_EXAMPLE,
+            "actor": {"type": "user", "id": "alice"},
+            "target": {"type": "post", "id": "p-981"},
+            "data": {"excerpt": "Looks good to me"},
+        }
+    )
+
+    rule: RuleIn
+    """The rule's definition, as `PUT /v1/admin/rules/{rule}` takes it."""
+    name: Name = "preview"
+    """The rule's name (a title that renders empty falls back to it)."""
+    actor: Ref
+    """The sample event's actor."""
+    target: Ref
+    """The sample event's target."""
+    data: SmallJson = Field(default_factory=dict)
+    """The sample event's data."""
+
+
+class RenderedOut(Documented):
+    """One relationship's message for the sample event."""
+
+    relationship: str
+    obtain: Literal["push", "pull"]
+    title: str
+    body: str
+    error: str | None
+    """Why its templates failed at render time (the event would skip these recipients)."""
+
+
+class RulePreviewOut(Documented):
+    """Each relationship's message, rendered as `POST /v1/events` would; nothing stored."""
+
+    model_config = examples(
+        {
+            "recipients": [
+                {
+                    "relationship": "author",
+                    "obtain": "push",
+                    "title": "alice commented on your post",
+                    "body": "Looks good to me",
+                    "error": None,
+                }
+            ]
+        }
+    )
+
+    recipients: list[RenderedOut]

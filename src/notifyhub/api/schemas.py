@@ -102,6 +102,10 @@ def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return value
 
 
+SmallJson = Annotated[dict[str, JsonValue], AfterValidator(_small_json)]
+"""Any JSON object, up to 16 KiB serialized."""
+
+
 Line = Annotated[str, Field(pattern=NO_CONTROL), AfterValidator(_single_line)]
 Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
 UserId = Annotated[Line, Field(min_length=1, max_length=200)]
@@ -217,7 +221,7 @@ class PublishRequest(Strict):
     """Which system sent it (e.g. `wms-picking`)."""
     display: Display = Display.BOTH
     """Where clients show it: in the inbox list, as a toast, or both."""
-    data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+    data: SmallJson = Field(default_factory=dict)
     """Any JSON object for the client, up to 16 KiB serialized."""
     action_url: (
         Annotated[
@@ -621,7 +625,7 @@ class EventIn(Strict):
     """Who did it (never notified of their own action unless a rule says `self`)."""
     target: Ref
     """What it was done to: its subscribers are the recipients."""
-    data: Annotated[dict[str, JsonValue], AfterValidator(_small_json)] = Field(default_factory=dict)
+    data: SmallJson = Field(default_factory=dict)
     """Any JSON object, for the templates (and the notifications' `data`)."""
 
 

@@ -71,9 +71,7 @@ class RuleService:
 
     async def put(self, session: AsyncSession, tenant: str, definition: RuleDefinition) -> bool:
         """Create or replace a rule; every template must compile (else 422)."""
-        for i, spec in enumerate(definition.recipients):
-            templates.check(spec.title, f"recipients.{i}.title")
-            templates.check(spec.body, f"recipients.{i}.body")
+        _check_templates(definition)
         rule_id, created = await repo.upsert(
             session, tenant, definition.name, definition.target_type
         )
@@ -195,6 +193,43 @@ class RuleService:
         rule = await repo.find(session, me.tenant, rule_name)
         assert rule is not None
         await repo.opt_out(session, me.tenant, me.user, rule.id, target.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One relationship's message for a sample event, or why its template failed."""
+
+    relationship: str
+    obtain: Literal["push", "pull"]
+    title: str
+    body: str
+    error: str | None = None
+
+
+def preview(definition: RuleDefinition, event: Event) -> list[Rendered]:
+    """Each relationship's message for a sample event, as `fire` renders it (the same
+    sandbox and budget; a title rendering empty falls back to the rule's name), stored
+    and sent nowhere. A template that does not compile is a 422, as on save."""
+    _check_templates(definition)
+    context = {"actor": event.actor.model_dump(), "target": event.target.model_dump()}
+    context["data"] = event.data
+    budget = templates.Budget()
+    rendered = []
+    for spec in definition.recipients:
+        try:
+            title = templates.render(spec.title, context, budget)[:200] or definition.name
+            body = templates.render(spec.body, context, budget)[:4000]
+        except templates.RenderError as exc:
+            rendered.append(Rendered(spec.relationship, spec.obtain, "", "", str(exc)))
+            continue
+        rendered.append(Rendered(spec.relationship, spec.obtain, title, body))
+    return rendered
+
+
+def _check_templates(definition: RuleDefinition) -> None:
+    for i, spec in enumerate(definition.recipients):
+        templates.check(spec.title, f"recipients.{i}.title")
+        templates.check(spec.body, f"recipients.{i}.body")
 
 
 def relationship_row(tenant: str, user: str, relationship: str, target: Ref) -> Relationship:

@@ -253,6 +253,7 @@ async function show() {
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 401)) screen.append(errorLine(err));
   }
+  screen.dataset.readyMs = String(Math.round(performance.now())); // read by bench/console.py
   screen.dataset.ready = "1";
 }
 
@@ -523,7 +524,7 @@ async function queues(screen) {
 }
 
 // An editor for named JSON objects: a list, and a textarea that PUTs (and DELETEs) one.
-async function editor(screen, { list, path, fields, example, rows }) {
+async function editor(screen, { list, path, fields, example, rows, extra }) {
   const t = tenant();
   const items = await list(t);
   const name = h("input", { name: "name", placeholder: "name", required: true });
@@ -548,7 +549,37 @@ async function editor(screen, { list, path, fields, example, rows }) {
     rows.cells(item).map((cell) => h("td", {}, cell))))),
   h("div", { class: "card" }, h("div", { class: "row" }, h("label", {}, "Name", name),
     h("button", { type: "button", onclick: send("PUT") }, "Save"),
-    h("button", { type: "button", class: "danger", onclick: send("DELETE") }, "Delete")), text, out));
+    h("button", { type: "button", class: "danger", onclick: send("DELETE") }, "Delete")), text, out,
+    extra ? extra({ name, text }) : null));
+}
+
+// A rule's templates rendered against a sample event (nothing stored or sent).
+function rulePreview({ name, text }) {
+  const actor = h("input", { name: "actor", value: "alice" });
+  const target = h("input", { name: "target", value: "p-1" });
+  const data = h("input", { name: "data", value: '{"excerpt": "Looks good to me"}', size: 36 });
+  const result = h("div", { id: "rule-preview" });
+  const run = async () => {
+    try {
+      const rule = JSON.parse(text.value);
+      const answer = await api("POST", "/v1/admin/rules/preview", {
+        rule,
+        name: name.value.trim() || "preview",
+        actor: { type: "user", id: actor.value.trim() },
+        target: { type: rule.target_type, id: target.value.trim() },
+        data: JSON.parse(data.value || "{}"),
+      });
+      result.replaceChildren(table(["Relationship", "Obtain", "Title", "Body"], answer.recipients.map((r) =>
+        h("tr", {}, h("td", {}, r.relationship), h("td", {}, r.obtain),
+          h("td", {}, r.error ? h("span", { class: "error" }, r.error) : r.title), h("td", {}, h("pre", {}, r.body))))));
+    } catch (err) {
+      result.replaceChildren(errorLine(err instanceof SyntaxError ? `the JSON does not parse: ${err.message}` : err));
+    }
+  };
+  return [h("h3", {}, "Preview against sample data"),
+    h("div", { class: "row" }, h("label", {}, "Actor (user)", actor), h("label", {}, "Target id", target),
+      h("label", {}, "Data (JSON)", data), h("button", { type: "button", class: "plain", onclick: run }, "Preview")),
+    result];
 }
 
 async function groups(screen) {
@@ -608,6 +639,7 @@ async function rules(screen) {
     fields: ["target_type", "recipients"],
     example: { target_type: "post", recipients: [{ relationship: "author", obtain: "push", title: "{{ actor.id }} commented" }] },
     rows: { headers: ["Rule", "Target type", "Recipients"], cells: (r) => [r.target_type, JSON.stringify(r.recipients)] },
+    extra: rulePreview,
   });
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
+from notifyhub.api.admin_schemas import RenderedOut, RulePreviewIn, RulePreviewOut
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import RulePath, TenantQuery, TopicPath
@@ -17,7 +18,13 @@ from notifyhub.api.schemas import (
     TopicOut,
     TopicPatch,
 )
-from notifyhub.services.rules import Event, RecipientSpec, RuleDefinition, relationship_row
+from notifyhub.services.rules import (
+    Event,
+    RecipientSpec,
+    RuleDefinition,
+    preview,
+    relationship_row,
+)
 from notifyhub.services.topics import TopicMembers
 
 router = APIRouter(tags=["routing"], responses=SERVICE)
@@ -88,6 +95,28 @@ async def delete_topic(
     """Delete the topic."""
     await state["topics"].delete(unit, principal.own(tenant), topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/v1/admin/rules/preview", response_model=RulePreviewOut)
+async def preview_rule(body: RulePreviewIn, principal: Admin) -> RulePreviewOut:
+    """Render a rule's templates against a sample event, as `POST /v1/events` would (the
+    same sandbox and budget), storing and sending nothing: a template that does not
+    compile is a 422 naming it, one that fails at render time has its `error`."""
+    specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.rule.recipients]
+    definition = RuleDefinition(body.name, body.rule.target_type, specs)
+    sample = Event("", body.name, body.actor, body.target, body.data)
+    return RulePreviewOut(
+        recipients=[
+            RenderedOut(
+                relationship=r.relationship,
+                obtain=r.obtain,
+                title=r.title,
+                body=r.body,
+                error=r.error,
+            )
+            for r in preview(definition, sample)
+        ]
+    )
 
 
 @router.put(
