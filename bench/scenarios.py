@@ -75,6 +75,14 @@ NOTES = """\
   title stamped with CLOCK_MONOTONIC just before the request is written; latency is
   receipt of that stream's `notification` event minus the stamp (one clock for all
   processes of the machine). max = the last stream.
+- Reconnect storm: every member of a 10k group holds a stream (two generator
+  processes); the hub restarts, which cuts every stream; the group gets 5 notifications;
+  then each generator reopens all its streams at once (512 in flight each, from a fresh
+  source address) with the last event id each saw. `all answered s`: until the last
+  reopened stream's first byte; `new streams/s`: reconnected / that; `last caught up s`:
+  until the last stream had 5 distinct notification events; `duplicated`: notification
+  events a stream got twice; `healthz max ms`: the slowest of `/healthz` polled every
+  20 ms meanwhile.
 - Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
   its scheduled time on one of 32 keep-alive connections), to random users among them;
   latency as for the broadcast. `sent/s` is the rate the publisher achieved. The same
@@ -371,6 +379,7 @@ ALL: list[tuple[str, Scenario]] = [
     *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
     ("broadcast to 10k streams", streams.broadcast),
     ("steady 500/s to 1k streams", streams.steady),
+    ("reconnect storm: 10k streams, 5 missed each", streams.reconnect_storm),
 ]
 
 

@@ -6,6 +6,11 @@ It reads one JSON command per line on stdin and answers one JSON line on stdout:
         -> opened, failed, retries (streams the hub dropped while opening, reopened), seconds
     {"cmd": "collect", "expect", "timeout_s"}  -> latencies_us of the `notification` events
     {"cmd": "status"}                          -> alive (streams still open)
+    {"cmd": "resume", "host", "port", "src", "parallel", "expect", "timeout_s"}
+        -> every stream (the hub cut them) reopened with `Last-Event-ID` = the last event
+           id it saw: reconnected, failed, first_byte_ns (when each answered), caught_up
+           (streams that got `expect` distinct notification events), caught_up_ns (when
+           the last of them did), duplicates, extra (notifications beyond `expect`)
     {"cmd": "close"}                           -> closed (then the process exits)
 
 `path` defaults to the hub's `/v1/me/stream`, each token sent as a bearer token; a path
@@ -65,6 +70,9 @@ class Stream(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.tail = b""
         self.dead = False
+        self.token = ""
+        self.last_id = b""
+        """The id of the last event seen (a resume's `Last-Event-ID`)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast("asyncio.Transport", transport)  # uvloop's is no subclass
@@ -80,6 +88,8 @@ class Stream(asyncio.Protocol):
         buf = self.tail + data if self.tail else data
         if not self.ready.done() and b"event: counts" in buf:
             self.ready.set_result(None)
+        if (i := buf.rfind(b"\nid: ")) >= 0 and (j := buf.find(b"\n", i + 5)) >= 0:
+            self.last_id = buf[i + 5 : j]
         self.tail = buf[self._scan(buf, now) :]
 
     def _scan(self, buf: bytes, now: int) -> int:
@@ -95,12 +105,50 @@ class Stream(asyncio.Protocol):
         return max(start, len(buf) - KEEP)
 
 
+class Resumed(asyncio.Protocol):
+    """A stream reopened after a cut: the distinct notification events it replays, and
+    when it has `expect` of them (parsed frame by frame: the storm is about correctness)."""
+
+    def __init__(self, request: bytes, expect: int) -> None:
+        self.request = request
+        self.expect = expect
+        self.buffer = b""
+        self.seqs: list[int] = []
+        self.first_byte_ns = 0
+        self.caught_up_ns = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast("asyncio.Transport", transport)
+        self.transport.write(self.request)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic_ns()
+        self.first_byte_ns = self.first_byte_ns or now
+        frames = (self.buffer + data).split(b"\n\n")
+        self.buffer = frames.pop()
+        for frame in frames:  # a frame may follow a chunk-size line (chunked encoding)
+            if (i := frame.find(b"event: notification")) < 0:
+                continue
+            j = frame.find(b"\nid: ", i)
+            self.seqs.append(int(frame[j + 5 : frame.find(b"-", j)]))
+        if not self.caught_up_ns and len(set(self.seqs)) >= self.expect:
+            self.caught_up_ns = now
+            self.done.set_result(None)
+
+
 class Fleet:
     """Every stream this process holds."""
 
     def __init__(self) -> None:
         self.recorder = Recorder()
         self.streams: list[Stream] = []
+        self.resumed: list[Resumed] = []
 
     async def open(self, cmd: dict[str, object]) -> dict[str, object]:
         """Open a stream per token; reopen (up to ROUNDS times) those the hub dropped."""
@@ -158,6 +206,7 @@ class Fleet:
             transport, stream = await loop.create_connection(
                 lambda: Stream(request, self.recorder), host, port, local_addr=(src, 0)
             )
+            stream.token = token
             try:
                 async with asyncio.timeout(60):
                     await stream.ready
@@ -165,6 +214,44 @@ class Fleet:
                 transport.close()
                 raise
             return stream
+
+    async def resume(self, cmd: dict[str, object]) -> dict[str, object]:
+        """Reopen every stream at once with its last event id; wait until each has
+        `expect` distinct notifications (or `timeout_s`)."""
+        host, port, src = str(cmd["host"]), int(cmd["port"]), str(cmd["src"])  # type: ignore[call-overload]
+        expect, gate = int(cmd["expect"]), asyncio.Semaphore(int(cmd["parallel"]))  # type: ignore[call-overload]
+        loop = asyncio.get_running_loop()
+
+        async def reopen(stream: Stream) -> Resumed | None:
+            head = (
+                f"GET /v1/me/stream HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {stream.token}\r\n"
+                f"Last-Event-ID: {stream.last_id.decode()}\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            async with gate:
+                try:
+                    _, resumed = await loop.create_connection(
+                        lambda: Resumed(head.encode(), expect), host, port, local_addr=(src, 0)
+                    )
+                except OSError:
+                    return None
+            return resumed
+
+        opened = [r for r in await asyncio.gather(*map(reopen, self.streams)) if r is not None]
+        self.resumed = opened
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(float(cmd["timeout_s"])):  # type: ignore[arg-type]
+                await asyncio.gather(*(r.done for r in opened))
+        caught = [r for r in opened if r.caught_up_ns]
+        return {
+            "reconnected": sum(1 for r in opened if r.first_byte_ns),
+            "failed": len(self.streams) - len(opened),
+            "first_byte_ns": max((r.first_byte_ns for r in opened), default=0),
+            "caught_up": len(caught),
+            "caught_up_ns": max((r.caught_up_ns for r in caught), default=0),
+            "duplicates": sum(len(r.seqs) - len(set(r.seqs)) for r in opened),
+            "extra": sum(max(len(set(r.seqs)) - expect, 0) for r in opened),
+        }
 
     async def collect(self, cmd: dict[str, object]) -> dict[str, object]:
         self.recorder.expect = int(cmd["expect"])  # type: ignore[call-overload]
@@ -177,7 +264,7 @@ class Fleet:
         return {"latencies_us": [ns // 1000 for ns in self.recorder.take()]}
 
     def close(self) -> dict[str, object]:
-        for stream in self.streams:
+        for stream in [*self.streams, *self.resumed]:
             if stream.transport is not None:
                 stream.transport.close()
         return {"closed": len(self.streams)}
@@ -201,6 +288,8 @@ async def serve() -> None:
             answer = await fleet.open(cmd)
         elif cmd["cmd"] == "collect":
             answer = await fleet.collect(cmd)
+        elif cmd["cmd"] == "resume":
+            answer = await fleet.resume(cmd)
         elif cmd["cmd"] == "status":
             answer = {"alive": sum(not stream.dead for stream in fleet.streams)}
         else:

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import httpx
 import orjson
 
 from bench.clients import RawClient, make_group, member_names, quantile
@@ -36,6 +37,9 @@ WARM_UP = 100
 # hub drops while opening are reopened and counted as `open retries`.
 OPEN_PARALLEL = 32
 COLLECT_TIMEOUT_S = 20  # an event not received by then counts as lost
+STORM_PARALLEL = 512
+"""Reconnections in flight per generator in a reconnect storm (all at once, as browsers
+whose hub restarted would)."""
 WARM_UP_S = 1.0
 """Steady load before a measured window (connections, pools and caches warm up)."""
 _SOURCES = iter(f"127.{random.randint(1, 250)}.{random.randint(1, 250)}.{i}" for i in range(1, 255))
@@ -101,20 +105,22 @@ class StreamFleet:
 
     @classmethod
     def open(
-        cls, hub: BenchHub, users: list[str]
+        cls, hub: BenchHub, users: list[str], processes: int = 0
     ) -> contextlib.AbstractAsyncContextManager[StreamFleet]:
         """A stream per user on the hub, each with its user token."""
         parts = urlsplit(hub.base_url)
         tokens = [hub.tokens.mint_user_token(u, ttl_s=3 * 3600) for u in users]
-        return cls.open_at(str(parts.hostname), int(parts.port or 80), "/v1/me/stream", tokens)
+        host, port = str(parts.hostname), int(parts.port or 80)
+        return cls.open_at(host, port, "/v1/me/stream", tokens, processes)
 
     @classmethod
     @contextlib.asynccontextmanager
     async def open_at(
-        cls, host: str, port: int, path: str, tokens: list[str]
+        cls, host: str, port: int, path: str, tokens: list[str], processes: int = 0
     ) -> AsyncIterator[StreamFleet]:
-        """A stream per token on any server (`path` as bench/streamgen.py takes it)."""
-        count = math.ceil(len(tokens) / PER_PROCESS)
+        """A stream per token on any server (`path` as bench/streamgen.py takes it), over
+        `processes` generators (0: as few as hold them)."""
+        count = processes or math.ceil(len(tokens) / PER_PROCESS)
         chunks = [tokens[i::count] for i in range(count)]
         fleet = cls([await Generator.spawn() for _ in chunks], [len(c) for c in chunks])
         try:
@@ -139,6 +145,28 @@ class StreamFleet:
         """How many of the streams are still open (the hub may have dropped some)."""
         answers = await asyncio.gather(*(g.ask({"cmd": "status"}) for g in self.generators))
         return sum(a["alive"] for a in answers)
+
+    async def resume(
+        self, host: str, port: int, expect: int, timeout_s: float
+    ) -> list[dict[str, Any]]:
+        """Every generator reopens its (cut) streams at once with their last event ids,
+        from a fresh source address (bench/streamgen.py `resume`)."""
+        return await asyncio.gather(
+            *(
+                g.ask(
+                    {
+                        "cmd": "resume",
+                        "host": host,
+                        "port": port,
+                        "src": next(_SOURCES),
+                        "parallel": STORM_PARALLEL,
+                        "expect": expect,
+                        "timeout_s": timeout_s,
+                    }
+                )
+                for g in self.generators
+            )
+        )
 
     async def collect(self, expect: int, timeout_s: float) -> list[float]:
         """Latencies (ms) of the next `expect` notification events, sorted."""
@@ -361,3 +389,57 @@ async def steady(
         "open retries": float(fleet.open_retries),
     }
     return Measured(metrics, {"latency ms": _cdf(latencies)})
+
+
+async def _healthz_worst(hub: BenchHub, stop: asyncio.Event) -> float:
+    """The slowest `/healthz` answer (ms) while `stop` is unset, one every 20 ms."""
+    worst = 0.0
+    async with httpx.AsyncClient(base_url=hub.base_url, timeout=10) as client:
+        while not stop.is_set():
+            started = time.perf_counter()
+            (await client.get("/healthz")).raise_for_status()
+            worst = max(worst, (time.perf_counter() - started) * 1000)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.02)
+    return worst
+
+
+async def reconnect_storm(hub: BenchHub, size: int = 10_000, missed: int = 5) -> dict[str, float]:
+    """Every member of a 10k group holds a stream; the hub restarts (every stream cut), the
+    group gets `missed` notifications, then every stream reconnects at once with its
+    `Last-Event-ID`: how fast the hub takes them back, when the last one has every missed
+    notification, and none lost or doubled; `/healthz` polled throughout."""
+    name = f"storm{size}"
+    await make_group(hub, name, size)
+    parts = urlsplit(hub.base_url)
+    host, port = str(parts.hostname), int(parts.port or 80)
+    async with StreamFleet.open(hub, member_names(name, size), processes=2) as fleet:
+        await asyncio.sleep(1.0)
+        await hub.restart()  # every stream is cut
+        headers = {"Authorization": f"Bearer {hub.publish_key}"}
+        async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=60) as api:
+            for n in range(missed):
+                body = {"recipients": {"groups": [name]}, "title": f"missed {n}"}
+                (await api.post("/v1/notifications", json=body)).raise_for_status()
+        stop = asyncio.Event()
+        health = asyncio.create_task(_healthz_worst(hub, stop))
+        started = time.monotonic_ns()
+        answers = await fleet.resume(host, port, missed, timeout_s=COLLECT_TIMEOUT_S)
+        stop.set()
+        healthz_ms = await health
+    reconnected = sum(a["reconnected"] for a in answers)
+    caught_up = sum(a["caught_up"] for a in answers)
+    answered_s = (max(a["first_byte_ns"] for a in answers) - started) / 1e9
+    caught_ns = [a["caught_up_ns"] for a in answers if a["caught_up_ns"]]
+    return {
+        "streams": float(size),
+        "reconnected": float(reconnected),
+        "refused or failed": float(size - reconnected),
+        "all answered s": answered_s,
+        "new streams/s": reconnected / answered_s if answered_s > 0 else math.nan,
+        "caught up": float(caught_up),
+        "last caught up s": (max(caught_ns) - started) / 1e9 if caught_ns else math.nan,
+        "not caught up": float(size - caught_up),
+        "duplicated": float(sum(a["duplicates"] for a in answers)),
+        "healthz max ms": healthz_ms,
+    }

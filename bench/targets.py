@@ -154,6 +154,37 @@ TARGETS = [
         for n in (5, 10)
     ),
     Target(
+        "reconnect storm: 10k streams caught up within 2 s",
+        "reconnect storm: 10k streams, 5 missed each",
+        "last caught up s",
+        2.0,
+    ),
+    Target(
+        "reconnect storm: >= 1,000 new streams/s",
+        "reconnect storm: 10k streams, 5 missed each",
+        "new streams/s",
+        1000,
+        at_most=False,
+    ),
+    Target(
+        "reconnect storm: /healthz within 100 ms throughout",
+        "reconnect storm: 10k streams, 5 missed each",
+        "healthz max ms",
+        100,
+    ),
+    Target(
+        "reconnect storm: nothing lost (every stream caught up)",
+        "reconnect storm: 10k streams, 5 missed each",
+        "not caught up",
+        0,
+    ),
+    Target(
+        "reconnect storm: nothing doubled",
+        "reconnect storm: 10k streams, 5 missed each",
+        "duplicated",
+        0,
+    ),
+    Target(
         "ingest >= 0.80x the minimal floor (wrk -c32)",
         "ingest vs the minimal floor, wrk -c32",
         "hub / floor",

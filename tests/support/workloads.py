@@ -448,3 +448,110 @@ class SnoozeWorkload:
             self.history.arrived(item_id)
         await self._client.aclose()
         return [self.history]
+
+
+class BroadcastWorkload:
+    """Writers broadcast to one big group (5,000 members: a publish writes its copies in
+    ten batches, so a hub killed while writers run is likely killed mid-broadcast), each
+    broadcast with its own Idempotency-Key, retried with that key until it is
+    acknowledged; a few members follow their streams (resuming with Last-Event-ID) and
+    list their inboxes at the end. A broadcast is known by its title, so the same one
+    under two ids counts twice. Histories `broadcast (REST)` and `broadcast (SSE)`, keyed
+    `<member>/<title>`."""
+
+    group = "fault-crowd"
+
+    def __init__(
+        self,
+        base_url: str,
+        publish_key: str,
+        admin_key: str,
+        user_token: Callable[[str], str],
+        *,
+        members: int = 5000,
+        followed: int = 3,
+        writers: int = 2,
+    ) -> None:
+        self.publish = {"Authorization": f"Bearer {publish_key}"}
+        self.admin = {"Authorization": f"Bearer {admin_key}"}
+        self.members = [f"crowd-{n}" for n in range(members)]
+        self.followed = self.members[:: members // followed][:followed]
+        self.tokens = {u: {"Authorization": f"Bearer {user_token(u)}"} for u in self.followed}
+        self.writers = writers
+        self.rest = History("broadcast (REST)")
+        self.stream = History("broadcast (SSE)")
+        self._readers: list[asyncio.Task[None]] = []
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
+
+    async def start(self) -> None:
+        url = f"/v1/admin/groups/{self.group}"
+        (await self._client.put(url, headers=self.admin)).raise_for_status()
+        add = {"add": self.members}
+        (await self._client.post(f"{url}/members", json=add, headers=self.admin)).raise_for_status()
+        opened = [asyncio.Event() for _ in self.followed]
+        self._readers = [
+            asyncio.create_task(self._read(user, ready))
+            for user, ready in zip(self.followed, opened, strict=True)
+        ]
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(ready.wait() for ready in opened))
+
+    async def write(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
+
+    def after_fault(self) -> None:
+        pass
+
+    async def _writer(self, stop: asyncio.Event, n: int) -> None:
+        for i in itertools.count():
+            if stop.is_set():
+                return
+            title = f"crowd {n}-{i}"
+            body = {"recipients": {"groups": [self.group]}, "title": title}
+            headers = {**self.publish, "Idempotency-Key": f"crowd-{n}-{i}"}
+            while not stop.is_set():  # the same key until acknowledged: never a second id
+                with contextlib.suppress(httpx.HTTPError):
+                    response = await self._client.post(
+                        "/v1/notifications", json=body, headers=headers
+                    )
+                    if response.status_code == 202:
+                        for user in self.followed:
+                            self.rest.ack(f"{user}/{title}")
+                            self.stream.ack(f"{user}/{title}")
+                        await asyncio.sleep(WRITE_PAUSE_S)
+                        break
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _read(self, user: str, ready: asyncio.Event) -> None:
+        on_event = functools.partial(self._on_event, user)
+        await follow_stream(self._client, self.tokens[user], ready, on_event)
+
+    async def _on_event(self, user: str, kind: str, data: Any) -> None:
+        if kind == "notification":
+            self.stream.arrived(f"{user}/{data['title']}")
+
+    async def _titles(self, user: str) -> list[str]:
+        titles: list[str] = []
+        params: dict[str, str | int] = {"status": "all", "limit": 100}
+        while True:
+            response = await self._client.get(
+                "/v1/me/notifications", params=params, headers=self.tokens[user]
+            )
+            response.raise_for_status()
+            page = response.json()
+            titles += [item["title"] for item in page["items"]]
+            if not page["next_cursor"]:
+                return titles
+            params["cursor"] = page["next_cursor"]
+
+    async def drain(self, timeout_s: float) -> list[History]:
+        def streamed() -> bool:
+            return all(self.stream.arrivals[key] for key in self.stream.acknowledged)
+
+        await _until_quiet(streamed, lambda: self.stream.arrivals.total(), 3.0, timeout_s)
+        await _cancel(self._readers)
+        for user in self.followed:
+            for title in await self._titles(user):
+                self.rest.arrived(f"{user}/{title}")
+        await self._client.aclose()
+        return [self.rest, self.stream]
