@@ -200,6 +200,42 @@ async def test_an_idle_stream_pings_without_reading(hub: Any, make_token: Any) -
     assert reads.count("idle") == 1  # the catch-up on open, none per ping
 
 
+async def test_a_resumed_stream_opens_with_one_read(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Resuming reads the changes after the cursor once, before the 200, and no position
+    besides (a reconnect storm is made of these opens)."""
+    token = make_token("rhea")
+    async with open_stream(hub, token) as stream:
+        opened = await stream.next()
+    sent = await send(hub, publish_key, ["rhea"], title="missed")
+    store, reader = hub.app_state["store"], hub.app_state["reader"]
+    positions: list[Any] = []
+    reads: list[Any] = []
+    position, changes = store.position, reader.changes
+
+    async def counted_position(*args: Any) -> Any:
+        positions.append(args)
+        return await position(*args)
+
+    async def counted_changes(*args: Any) -> Any:
+        reads.append(args)
+        return await changes(*args)
+
+    store.position, reader.changes = counted_position, counted_changes
+    try:
+        assert opened.id is not None
+        async with open_stream(hub, token, **{"Last-Event-ID": opened.id}) as stream:
+            event, _ = await stream.until("notification")
+            assert event.data["id"] == sent
+            counts = await stream.next()
+            assert counts.event == "counts" and counts.data["unread"] == 1
+    finally:
+        del store.position, reader.changes
+    assert positions == []
+    assert [args[2] for args in reads] == [opened.seq]
+
+
 async def test_shutdown_ends_streams_cleanly(hub: Any, make_token: Any) -> None:
     async with open_stream(hub, make_token("zed")) as stream:
         await stream.next()

@@ -94,6 +94,8 @@ class InboxStream(Response):
         self._client_left = False
         self._epoch = ""
         """The epoch of the seqs this stream sent (lua/common.lua)."""
+        self._prefetched: Changes | None = None
+        """A resumed stream's first read, made before its 200 (`_open`)."""
         self.status_code = 200
         self.background = None
         self.on_start: Callable[[int], None] | None = None
@@ -101,7 +103,7 @@ class InboxStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
-            opening = await self._store.position(self._tenant, self._user)
+            opening = await self._open()
         except BaseException:
             self._hub.detach(self._sub)
             raise
@@ -123,7 +125,19 @@ class InboxStream(Response):
                 await watcher
             self._hub.detach(self._sub)
 
-    async def _run(self, send: Send, opening: Position) -> StreamEnd:
+    async def _open(self) -> Position | None:
+        """The first read: a new stream's position (its opening `counts`), or, for a
+        resumed one, the changes after its cursor, kept for its first catch-up (one
+        round trip instead of two: a reconnect storm is made of these)."""
+        if self._cursor is None:
+            return await self._store.position(self._tenant, self._user)
+        after = self._cursor.seq
+        self._prefetched = await self._reader.changes(
+            self._tenant, self._user, after, CATCH_UP_BATCH
+        )
+        return None
+
+    async def _run(self, send: Send, opening: Position | None) -> StreamEnd:
         """Serve the stream until it ends; why it ended."""
         try:
             if self.on_start is not None:
@@ -148,8 +162,9 @@ class InboxStream(Response):
         self._client_left = True
         self._sub.close()
 
-    async def _serve(self, send: Send, opening: Position) -> None:
+    async def _serve(self, send: Send, opening: Position | None) -> None:
         if self._cursor is None:
+            assert opening is not None
             cursor, self._epoch = opening.seq, opening.epoch
             data = position_data(opening)
             await self._write(send, frame("counts", cursor, self._epoch, data))
@@ -209,7 +224,11 @@ class InboxStream(Response):
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
         while True:
-            changes = await self._reader.changes(self._tenant, self._user, cursor, CATCH_UP_BATCH)
+            changes, self._prefetched = self._prefetched, None
+            if changes is None:
+                changes = await self._reader.changes(
+                    self._tenant, self._user, cursor, CATCH_UP_BATCH
+                )
             lost = self._lost(changes, cursor)
             if lost is not None:
                 return await self._reset(send, lost)
