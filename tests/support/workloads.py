@@ -55,6 +55,20 @@ async def follow_stream(
         await asyncio.sleep(RETRY_PAUSE_S)
 
 
+async def list_inbox(client: httpx.AsyncClient, auth: dict[str, str]) -> list[dict[str, Any]]:
+    """Every item of the user's list (`status=all`), page by page."""
+    items: list[dict[str, Any]] = []
+    params: dict[str, str | int] = {"status": "all", "limit": 100}
+    while True:
+        response = await client.get("/v1/me/notifications", params=params, headers=auth)
+        response.raise_for_status()
+        page = response.json()
+        items += page["items"]
+        if not page["next_cursor"]:
+            return items
+        params["cursor"] = page["next_cursor"]
+
+
 class Workload(Protocol):
     async def start(self) -> None: ...
 
@@ -168,18 +182,7 @@ class InboxWorkload:
                 self.seen[user].add(item_id)
 
     async def _list(self, user: str) -> set[str]:
-        found: set[str] = set()
-        params: dict[str, str | int] = {"status": "all", "limit": 100}
-        while True:
-            response = await self._client.get(
-                "/v1/me/notifications", params=params, headers=self.tokens[user]
-            )
-            response.raise_for_status()
-            page = response.json()
-            found.update(item["id"] for item in page["items"])
-            if not page["next_cursor"]:
-                return found
-            params["cursor"] = page["next_cursor"]
+        return {item["id"] for item in await list_inbox(self._client, self.tokens[user])}
 
     async def _list_retrying(self, user: str, attempts: int = 50) -> set[str]:
         for _ in range(attempts - 1):
@@ -531,18 +534,7 @@ class BroadcastWorkload:
             self.stream.arrived(f"{user}/{data['title']}")
 
     async def _titles(self, user: str) -> list[str]:
-        titles: list[str] = []
-        params: dict[str, str | int] = {"status": "all", "limit": 100}
-        while True:
-            response = await self._client.get(
-                "/v1/me/notifications", params=params, headers=self.tokens[user]
-            )
-            response.raise_for_status()
-            page = response.json()
-            titles += [item["title"] for item in page["items"]]
-            if not page["next_cursor"]:
-                return titles
-            params["cursor"] = page["next_cursor"]
+        return [item["title"] for item in await list_inbox(self._client, self.tokens[user])]
 
     async def drain(self, timeout_s: float) -> list[History]:
         def streamed() -> bool:

@@ -10,8 +10,8 @@ from notifyhub.api.admin_schemas import UserOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.params import TenantQuery
-from notifyhub.api.routers.inbox import ULID_CURSOR
-from notifyhub.api.routers.stream import STREAM_CONTENT
+from notifyhub.api.routers.inbox import PageCursor, PageLimit
+from notifyhub.api.routers.stream import STREAM_CONTENT, open_stream
 from notifyhub.api.schemas import (
     CategoryPreferenceIn,
     PreferencesIn,
@@ -82,17 +82,8 @@ async def user_inbox(
         Literal["unread", "read", "all", "archived", "snoozed"],
         Query(alias="status", description="As `GET /v1/me/notifications`.", examples=["all"]),
     ] = "all",
-    limit: Annotated[
-        int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
-    ] = 20,
-    cursor: Annotated[
-        str | None,
-        Query(
-            pattern=ULID_CURSOR,
-            description="The previous page's `next_cursor`; omit for the first page.",
-            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
-        ),
-    ] = None,
+    limit: PageLimit = 20,
+    cursor: PageCursor = None,
 ) -> InboxPage:
     """The user's inbox as they see it in `GET /v1/me/notifications` (pinned first, then
     newest first), read without changing it: nothing is marked seen or read."""
@@ -118,17 +109,4 @@ async def user_tail(
     """A live tail of the user's events (Server-Sent Events, the same events their own
     streams get, from now on: a `counts` event first). It counts as one of the user's open
     streams (429 at their cap), so a tail cannot be used to open unbounded streams."""
-    tenant = principal.own(tenant)
-    sub = state["hub"].attach(tenant, user)
-    return InboxStream(
-        store=state["store"],
-        reader=state["reader"],
-        hub=state["hub"],
-        clock=state["clock"],
-        sub=sub,
-        settings=state["settings"].stream,
-        metrics=state["metrics"],
-        tenant=tenant,
-        user=user,
-        last_event_id=None,
-    )
+    return open_stream(state, principal.own(tenant), user, None)

@@ -27,6 +27,18 @@ from notifyhub.services.inbox import ListRequest, StateChange
 router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"], responses=USER)
 ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 """Cursors are the ULID of the last item of the previous page."""
+PageLimit = Annotated[
+    int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
+]
+PageCursor = Annotated[
+    str | None,
+    Query(
+        pattern=ULID_CURSOR,
+        description="The previous page's `next_cursor`; omit for the first page.",
+        examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
+    ),
+]
+"""An inbox list's paging (`GET /v1/me/notifications`, and an admin's read of it)."""
 
 
 @router.get("", response_model=InboxPage)
@@ -45,17 +57,8 @@ async def list_notifications(
     category: Annotated[
         Category | None, Query(description="Only this category.", examples=["restock"])
     ] = None,
-    limit: Annotated[
-        int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
-    ] = 20,
-    cursor: Annotated[
-        str | None,
-        Query(
-            pattern=ULID_CURSOR,
-            description="The previous page's `next_cursor`; omit for the first page.",
-            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
-        ),
-    ] = None,
+    limit: PageLimit = 20,
+    cursor: PageCursor = None,
     since: Annotated[
         Time | None,
         Query(

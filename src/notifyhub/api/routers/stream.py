@@ -126,17 +126,21 @@ async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream
     seen. Authenticated by a user JWT, or by `?access_token=` with a stream token
     (`POST /v1/me/stream-tokens`) where EventSource cannot send headers; 429 past the
     per-user cap of open streams."""
-    sub = state["hub"].attach(me.tenant, me.user)
+    return open_stream(state, me.tenant, me.user, cursor)
+
+
+def open_stream(state: State, tenant: str, user: str, cursor: EventId | None) -> InboxStream:
+    """The user's event stream, attached as one of their streams (429 at their cap)."""
     return InboxStream(
         store=state["store"],
         reader=state["reader"],
         hub=state["hub"],
         clock=state["clock"],
-        sub=sub,
+        sub=state["hub"].attach(tenant, user),
         settings=state["settings"].stream,
         metrics=state["metrics"],
-        tenant=me.tenant,
-        user=me.user,
+        tenant=tenant,
+        user=user,
         last_event_id=cursor,
     )
 
