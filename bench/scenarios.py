@@ -275,6 +275,11 @@ class _Tenants:
         return wall, await self.redis_cpu_s() - cpu
 
 
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median wall time and the median Redis CPU of one arm's (wall, CPU) runs."""
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
 async def views_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> dict[str, float]:
     """A 100k fan-out to users of a tenant with 5 views (each user's copy of them synced)
     against the same fan-out in a tenant with none, alternating which goes first; and
@@ -298,12 +303,7 @@ async def views_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> 
         for name, (tenant, group) in pair[:: -1 if i % 2 else 1]:
             runs[name].append(await tenants.post(tenant, group))
     await tenants.redis.aclose()
-
-    def median(name: str, i: int) -> float:
-        return statistics.median(run[i] for run in runs[name])
-
-    none, views = median("none", 0), median("views", 0)
-    none_cpu, views_cpu = median("none", 1), median("views", 1)
+    (none, none_cpu), (views, views_cpu) = _medians(runs["none"]), _medians(runs["views"])
     return {
         "no views seconds": none,
         "5 views seconds": views,
@@ -343,12 +343,7 @@ async def trace_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 3) -> 
     finally:
         await hub.restart(env={TRACE_USERS: None})
         await tenants.redis.aclose()
-
-    def median(name: str, i: int) -> float:
-        return statistics.median(run[i] for run in runs[name])
-
-    on, off = median("on", 0), median("off", 0)
-    on_cpu, off_cpu = median("on", 1), median("off", 1)
+    (on, on_cpu), (off, off_cpu) = _medians(runs["on"]), _medians(runs["off"])
     return {
         "traces off seconds": off,
         "traces on seconds": on,

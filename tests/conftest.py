@@ -34,6 +34,7 @@ from notifyhub.process.server import HubServer
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
+from support.receiver import Receiver
 
 RUN_ID = secrets.token_hex(4)
 _counter = itertools.count()
@@ -230,6 +231,14 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
 def start_hub() -> Callable[[Settings], AbstractAsyncContextManager[RunningHub]]:
     """`serve_hub`, for a test that needs hubs of other settings (several at once)."""
     return serve_hub
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real local webhook receiver (support/receiver.py) for one test."""
+    r = await Receiver().start()
+    yield r
+    await r.close()
 
 
 @pytest.fixture

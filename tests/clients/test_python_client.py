@@ -52,13 +52,6 @@ def settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
-
-
-@pytest.fixture
 async def proxy(hub: Any) -> AsyncIterator[CuttableProxy]:
     p = await CuttableProxy(int(hub.base_url.rsplit(":", 1)[1])).start()
     yield p

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from notifyhub.settings import DeliverySettings, Settings
-from support.deliveries import define, post, wait_status
+from notifyhub.settings import Settings
+from support.deliveries import define, post, reaching_localhost, wait_status
 from support.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.slow
@@ -31,16 +31,7 @@ SHOW = "h => { document.getElementById('screen').dataset.ready = ''; location.ha
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """Deliveries may reach the test's receiver on 127.0.0.1."""
-    deliveries = DeliverySettings(allow_networks=["127.0.0.1/32"])
-    return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
+    return reaching_localhost(settings)
 
 
 @pytest.fixture

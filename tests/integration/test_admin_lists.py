@@ -4,15 +4,15 @@ one tenant, a page at a time, with their filters; another tenant's never appear.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 import pytest
 
 from notifyhub.api.routers.admin_lists import StatusName
 from notifyhub.domain.delivery import DeliveryStatus
-from notifyhub.settings import DeliverySettings, Settings
-from support.deliveries import define, post, wait_status
+from notifyhub.settings import Settings
+from support.deliveries import define, post, reaching_localhost, wait_status
 from support.receiver import Receiver, Reply
 
 CreateKey = Callable[..., Awaitable[str]]
@@ -24,15 +24,7 @@ def _auth(token: str) -> dict[str, str]:
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    deliveries = DeliverySettings(allow_networks=["127.0.0.1/32"])
-    return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
+    return reaching_localhost(settings)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -33,13 +33,6 @@ def settings(settings: Settings, smtp: SmtpSink) -> Settings:
         max_timeout_s=4,
     )
     return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
 
 
 def _verified(secret: str, received: list[object]) -> bool:

@@ -32,13 +32,6 @@ LOCAL = TargetCheck(AddressGuard(allow=["127.0.0.1/32"]))
 """The local receivers' address is allowed, as in every test hub's settings."""
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
-
-
 @contextlib.asynccontextmanager
 async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[DeliverySender]:
     """A sender as one hub process would have it (its own HTTP client and metrics)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,18 +11,11 @@ from notifyhub.db.repositories import deliveries as repo
 from notifyhub.services import signing
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.targets import ALLOW_NETWORKS_ENV, ALLOW_PRIVATE_ENV
-from notifyhub.settings import DeliverySettings, Settings
-from support.deliveries import define, post, unique, wait_status
+from notifyhub.settings import Settings
+from support.deliveries import define, post, reaching_localhost, unique, wait_status
 from support.receiver import Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
 
 
 def _vectors(port: int) -> list[str]:
@@ -192,8 +184,7 @@ async def test_a_definition_stored_past_the_put_check_is_still_refused_at_connec
 class TestAllowList:
     @pytest.fixture
     def settings(self, settings: Settings) -> Settings:
-        deliveries = DeliverySettings(allow_networks=["127.0.0.1/32"])
-        return settings.model_copy(update={"deliveries": deliveries})
+        return reaching_localhost(settings)
 
     async def test_loopback_is_accepted_when_the_allow_list_covers_it(
         self, hub: Any, admin_key: str, receiver: Receiver

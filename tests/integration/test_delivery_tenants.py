@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +47,6 @@ def settings(settings: Settings) -> Settings:
         allow_networks=["127.0.0.1/32"], dispatcher_interval_s=0.05, jitter=0.0
     )
     return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
 
 
 @dataclass(frozen=True)

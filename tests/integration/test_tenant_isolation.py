@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
+from support.deliveries import reaching_localhost
 from support.receiver import Receiver
 from support.sse import EventReader
 
@@ -63,16 +64,7 @@ def _auth(secret: str) -> Headers:
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """Deliveries may reach the test's own receiver on 127.0.0.1."""
-    deliveries = DeliverySettings(allow_networks=["127.0.0.1/32"])
-    return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.close()
+    return reaching_localhost(settings)
 
 
 @pytest.fixture

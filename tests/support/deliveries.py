@@ -8,6 +8,14 @@ from typing import Any
 
 import httpx
 
+from notifyhub.settings import DeliverySettings, Settings
+
+
+def reaching_localhost(settings: Settings) -> Settings:
+    """`settings` whose deliveries may reach a test's own receiver on 127.0.0.1."""
+    deliveries = DeliverySettings(allow_networks=["127.0.0.1/32"])
+    return settings.model_copy(update={"deliveries": deliveries})
+
 
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"

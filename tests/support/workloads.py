@@ -69,6 +69,25 @@ async def list_inbox(client: httpx.AsyncClient, auth: dict[str, str]) -> list[di
         params["cursor"] = page["next_cursor"]
 
 
+async def follow_streams(
+    client: httpx.AsyncClient,
+    tokens: dict[str, dict[str, str]],
+    on_event: Callable[[str, str, Any], Awaitable[None]],
+) -> list[asyncio.Task[None]]:
+    """`follow_stream` for each user of `tokens` (user -> auth headers), handing
+    `on_event(user, kind, data)` each event; returns once every stream has opened."""
+    opened = {user: asyncio.Event() for user in tokens}
+    readers = [
+        asyncio.create_task(
+            follow_stream(client, auth, opened[user], functools.partial(on_event, user))
+        )
+        for user, auth in tokens.items()
+    ]
+    async with asyncio.timeout(30):
+        await asyncio.gather(*(ready.wait() for ready in opened.values()))
+    return readers
+
+
 class Workload(Protocol):
     async def start(self) -> None: ...
 
@@ -133,13 +152,7 @@ class InboxWorkload:
         self._counter = itertools.count()
 
     async def start(self) -> None:
-        opened = [asyncio.Event() for _ in self.users]
-        self._readers = [
-            asyncio.create_task(self._read(user, ready))
-            for user, ready in zip(self.users, opened, strict=True)
-        ]
-        async with asyncio.timeout(30):
-            await asyncio.gather(*(ready.wait() for ready in opened))
+        self._readers = await follow_streams(self._client, self.tokens, self._on_event)
 
     async def write(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
@@ -167,10 +180,6 @@ class InboxWorkload:
                 await asyncio.sleep(WRITE_PAUSE_S)
             else:
                 await asyncio.sleep(RETRY_PAUSE_S)
-
-    async def _read(self, user: str, ready: asyncio.Event) -> None:
-        on_event = functools.partial(self._on_event, user)
-        await follow_stream(self._client, self.tokens[user], ready, on_event)
 
     async def _on_event(self, user: str, kind: str, data: Any) -> None:
         if kind == "notification":
@@ -491,13 +500,7 @@ class BroadcastWorkload:
         (await self._client.put(url, headers=self.admin)).raise_for_status()
         add = {"add": self.members}
         (await self._client.post(f"{url}/members", json=add, headers=self.admin)).raise_for_status()
-        opened = [asyncio.Event() for _ in self.followed]
-        self._readers = [
-            asyncio.create_task(self._read(user, ready))
-            for user, ready in zip(self.followed, opened, strict=True)
-        ]
-        async with asyncio.timeout(30):
-            await asyncio.gather(*(ready.wait() for ready in opened))
+        self._readers = await follow_streams(self._client, self.tokens, self._on_event)
 
     async def write(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._writer(stop, n) for n in range(self.writers)))
@@ -524,10 +527,6 @@ class BroadcastWorkload:
                         await asyncio.sleep(WRITE_PAUSE_S)
                         break
                 await asyncio.sleep(RETRY_PAUSE_S)
-
-    async def _read(self, user: str, ready: asyncio.Event) -> None:
-        on_event = functools.partial(self._on_event, user)
-        await follow_stream(self._client, self.tokens[user], ready, on_event)
 
     async def _on_event(self, user: str, kind: str, data: Any) -> None:
         if kind == "notification":

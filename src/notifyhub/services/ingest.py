@@ -81,9 +81,9 @@ class IngestService:
     ) -> None:
         self._store = store
         self._views = views
+        """The tenants' views, as a hint for fan-outs (`Views.known`)."""
         self._routing = routing
         """Where each publish's routing is recorded (None: nowhere)."""
-        """The tenants' views, as a hint for fan-outs (`Views.known`)."""
         self._tracing = tracing or Tracing()
         self._topics = topics
         self._delayed = delayed
@@ -114,8 +114,7 @@ class IngestService:
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Published(**record.response)
-        session = unit.session if recipients.groups or recipients.topics else None
-        users = await self._resolve(session, draft.tenant, recipients)
+        users = await self._resolve_in(unit, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
             accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
@@ -227,8 +226,15 @@ class IngestService:
         """The users a publish to `recipients` would reach now, sending nothing (the same
         resolution and checks as `publish`: unknown groups or topics, the recipient cap)."""
         _check_tenant(principal, tenant)
+        return [user for _tenant, user in await self._resolve_in(unit, tenant, recipients)]
+
+    async def _resolve_in(
+        self, unit: UnitOfWork, tenant: str, recipients: Recipients
+    ) -> list[UserRef]:
+        """`_resolve` in the unit of work, whose session opens only when groups or topics
+        are named (users alone need no PostgreSQL)."""
         session = unit.session if recipients.groups or recipients.topics else None
-        return [user for _tenant, user in await self._resolve(session, tenant, recipients)]
+        return await self._resolve(session, tenant, recipients)
 
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients

@@ -118,11 +118,7 @@ class RuleService:
             raise InvalidInput(f"unknown rule: {event.rule}")
         if event.target.type != rule.target_type:
             raise InvalidInput(f"target.type: rule {rule.name} applies to {rule.target_type}")
-        context = {
-            "actor": event.actor.model_dump(),
-            "target": event.target.model_dump(),
-            "data": event.data,
-        }
+        context = _context(event)
         reached: set[str] = set()
         notifications, recipients, errors = 0, 0, []
         budget = templates.Budget()  # one for the event's templates: its loop time is bounded
@@ -160,8 +156,7 @@ class RuleService:
         context: dict[str, Any],
         budget: templates.Budget,
     ) -> Draft:
-        title = templates.render(spec.title, context, budget)[:200] or rule
-        body = templates.render(spec.body, context, budget)[:4000]
+        title, body = _render(rule, spec.title, spec.body, context, budget)
         return Draft(
             tenant=event.tenant,
             title=title,
@@ -211,19 +206,34 @@ def preview(definition: RuleDefinition, event: Event) -> list[Rendered]:
     sandbox and budget; a title rendering empty falls back to the rule's name), stored
     and sent nowhere. A template that does not compile is a 422, as on save."""
     _check_templates(definition)
-    context = {"actor": event.actor.model_dump(), "target": event.target.model_dump()}
-    context["data"] = event.data
-    budget = templates.Budget()
+    context, budget = _context(event), templates.Budget()
     rendered = []
     for spec in definition.recipients:
         try:
-            title = templates.render(spec.title, context, budget)[:200] or definition.name
-            body = templates.render(spec.body, context, budget)[:4000]
+            title, body = _render(definition.name, spec.title, spec.body, context, budget)
         except templates.RenderError as exc:
             rendered.append(Rendered(spec.relationship, spec.obtain, "", "", str(exc)))
             continue
         rendered.append(Rendered(spec.relationship, spec.obtain, title, body))
     return rendered
+
+
+def _context(event: Event) -> dict[str, Any]:
+    """What a rule's templates see of an event."""
+    return {
+        "actor": event.actor.model_dump(),
+        "target": event.target.model_dump(),
+        "data": event.data,
+    }
+
+
+def _render(
+    rule: str, title: str, body: str, context: dict[str, Any], budget: templates.Budget
+) -> tuple[str, str]:
+    """A relationship's title and body for an event (a title rendering empty is the rule's
+    name); RenderError when a template fails."""
+    rendered_title = templates.render(title, context, budget)[:200] or rule
+    return rendered_title, templates.render(body, context, budget)[:4000]
 
 
 def _check_templates(definition: RuleDefinition) -> None:

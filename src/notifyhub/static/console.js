@@ -47,6 +47,16 @@ function problemText(err) {
   return err instanceof ApiError ? `${err.status}: ${err.message}` : String(err);
 }
 
+// A problem from parsing the operator's JSON, or any other.
+function jsonProblem(err) {
+  return err instanceof SyntaxError ? `the JSON does not parse: ${err.message}` : err;
+}
+
+// The names typed in a comma-separated input.
+function names(input) {
+  return input.value.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
 function errorLine(err) {
   return h("p", { class: "error", role: "alert" }, problemText(err));
 }
@@ -409,8 +419,7 @@ async function broadcast(screen) {
     severity: h("select", { name: "severity" }, ["info", "success", "warning", "error", "critical"].map((s) => h("option", {}, s))),
     category: field("category", { placeholder: "(none)" }),
   };
-  const list = (input) => input.value.split(",").map((s) => s.trim()).filter(Boolean);
-  const recipients = () => ({ users: list(form.users), groups: list(form.groups), topics: list(form.topics) });
+  const recipients = () => ({ users: names(form.users), groups: names(form.groups), topics: names(form.topics) });
   const result = h("div", { id: "broadcast-result" });
   const send = h("button", { type: "button", disabled: true, id: "broadcast-send" }, "Send");
   let previewed = null;
@@ -541,7 +550,7 @@ async function editor(screen, { list, path, fields, example, rows, extra }) {
       await api(method, `${path}/${encodeURIComponent(name.value.trim())}?${q({ tenant: t })}`, body);
       await show();
     } catch (err) {
-      out.replaceChildren(errorLine(err instanceof SyntaxError ? `the JSON does not parse: ${err.message}` : err));
+      out.replaceChildren(errorLine(jsonProblem(err)));
     }
   };
   screen.append(table(rows.headers, items.map((item) => h("tr", {},
@@ -573,7 +582,7 @@ function rulePreview({ name, text }) {
         h("tr", {}, h("td", {}, r.relationship), h("td", {}, r.obtain),
           h("td", {}, r.error ? h("span", { class: "error" }, r.error) : r.title), h("td", {}, h("pre", {}, r.body))))));
     } catch (err) {
-      result.replaceChildren(errorLine(err instanceof SyntaxError ? `the JSON does not parse: ${err.message}` : err));
+      result.replaceChildren(errorLine(jsonProblem(err)));
     }
   };
   return [h("h3", {}, "Preview against sample data"),
@@ -589,13 +598,12 @@ async function groups(screen) {
   const add = h("input", { name: "add", placeholder: "alice, bob" });
   const remove = h("input", { name: "remove", placeholder: "carol" });
   const out = h("p");
-  const list = (input) => input.value.split(",").map((s) => s.trim()).filter(Boolean);
   const save = async () => {
     try {
       const g = encodeURIComponent(name.value.trim());
       await api("PUT", `/v1/admin/groups/${g}?${q({ tenant: t })}`);
-      if (list(add).length || list(remove).length) {
-        await api("POST", `/v1/admin/groups/${g}/members?${q({ tenant: t })}`, { add: list(add), remove: list(remove) });
+      if (names(add).length || names(remove).length) {
+        await api("POST", `/v1/admin/groups/${g}/members?${q({ tenant: t })}`, { add: names(add), remove: names(remove) });
       }
       await show();
     } catch (err) {
