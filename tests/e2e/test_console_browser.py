@@ -139,6 +139,17 @@ async def test_console_login_user_trace_delivery_and_keys(
         dan_line = page.locator("#trace-lines tr").filter(has_text=dan)
         assert "delivered" in await dan_line.text_content()
         await shot(page, "console-trace.png")
+        # a screen asked for while another still loads: the first never lands in the page
+        stale = f"user={dan}"
+        async with page.expect_request(lambda r: "/trace?" in r.url and stale in r.url):
+            await page.evaluate(SHOW, f"#/trace?id={nid}&user={dan}")
+        async with page.expect_response(lambda r: stale in r.url) as reply:
+            await page.evaluate(SHOW, f"#/trace?id={nid}")
+        await (await reply.value).finished()
+        await page.wait_for_function(READY)
+        await page.wait_for_timeout(200)  # the stale render's last step, had it one to take
+        assert await page.locator("#trace-lines").count() == 1
+        assert await page.locator("#trace-lines tr").filter(has_text=cara).count() == 1
 
         # the failed delivery, retried from the console
         await screen(page, f"#/deliveries?id={failed}")

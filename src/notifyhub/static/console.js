@@ -6,7 +6,7 @@ const KEY = "notifyhub.console.key";
 const TENANT = "notifyhub.console.tenant";
 const $ = (id) => document.getElementById(id);
 
-let screenStop = null; // what the shown screen must stop when another is shown
+let shown = 0; // which call of show() owns the screen: an older one still loading is stale
 
 // --- DOM ------------------------------------------------------------------------------
 
@@ -247,22 +247,37 @@ function go(name, params = {}) {
   else location.hash = hash;
 }
 
+// A screen renders into its own view, so a render still waiting on the hub when the
+// next one starts (two hash changes in a row) fills a view no longer shown, never the
+// page; what it started (a timer, a tail) stops with it, through onLeave.
+function leaveView() {
+  const view = $("screen").querySelector(":scope > .view");
+  if (view && view.leave) view.leave();
+}
+
+function onLeave(view, stop) {
+  if (view.isConnected) view.leave = stop;
+  else stop(); // the screen was left while it loaded
+}
+
 async function show() {
-  if (screenStop) screenStop();
-  screenStop = null;
+  const mine = ++shown;
+  leaveView();
   const { name, params } = route();
   for (const link of $("nav").children) {
     link.classList.toggle("active", link.dataset.screen === name);
   }
   const screen = $("screen");
-  screen.replaceChildren(h("h2", {}, SCREENS[name][0]));
+  const view = h("div", { class: "view" });
+  screen.replaceChildren(h("h2", {}, SCREENS[name][0]), view);
   screen.dataset.screen = name;
   screen.dataset.ready = "";
   try {
-    await SCREENS[name][1](screen, params);
+    await SCREENS[name][1](view, params);
   } catch (err) {
-    if (!(err instanceof ApiError && err.status === 401)) screen.append(errorLine(err));
+    if (!(err instanceof ApiError && err.status === 401)) view.append(errorLine(err));
   }
+  if (mine !== shown) return; // a newer show() owns the screen and says when it is ready
   screen.dataset.readyMs = String(Math.round(performance.now())); // read by bench/console.py
   screen.dataset.ready = "1";
 }
@@ -310,7 +325,7 @@ async function overview(screen) {
   };
   await tick();
   const timer = setInterval(() => tick().catch(() => {}), 2000);
-  screenStop = () => clearInterval(timer);
+  onLeave(screen, () => clearInterval(timer));
 }
 
 async function users(screen, params) {
@@ -349,7 +364,7 @@ async function users(screen, params) {
     h("section", {}, h("h3", {}, "Inbox, as they see it"), inbox),
     h("section", {}, h("h3", {}, "Live tail"), tailState, h("div", { class: "card" }, tail))));
   const abort = new AbortController();
-  screenStop = () => abort.abort();
+  onLeave(screen, () => abort.abort());
   readEvents(`/v1/admin/tail?${q({ tenant: t, user })}`, abort.signal, (event, id, data) => {
     tailState.textContent = "live";
     const what = event === "counts" || event === "reset"
@@ -704,8 +719,7 @@ async function audit(screen, params) {
 
 function logout(message = "") {
   sessionStorage.removeItem(KEY);
-  if (screenStop) screenStop();
-  screenStop = null;
+  leaveView();
   $("app").hidden = true;
   $("logout").hidden = true;
   $("tenant-box").hidden = true;
