@@ -5,7 +5,8 @@ NotifyhubError
 ├── PermissionDenied           403  valid credentials, wrong scope or tenant
 ├── NotFound                   404  no such thing (or not yours: never say which)
 ├── Conflict                   409  the thing is in a state that forbids the change
-│   └── LimitReached           409  one more would pass a per-user limit (`limit` in the problem)
+│   ├── LimitReached           409  one more would pass a per-user limit (`limit` in the problem)
+│   └── AlreadyDone            409  it happens once and has (the outcome in the problem)
 ├── InvalidInput               422  well-formed request that names unknown things
 │   ├── IdempotencyMismatch    422  same Idempotency-Key, different body
 │   └── BlockedTarget          422  a webhook URL the SSRF guard would always refuse
@@ -27,6 +28,10 @@ class NotifyhubError(Exception):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+    def extensions(self) -> dict[str, object] | None:
+        """Members the problem+json carries beside the standard ones."""
+        return None
 
 
 class AuthenticationError(NotifyhubError):
@@ -57,6 +62,22 @@ class LimitReached(Conflict):
     def __init__(self, detail: str, *, limit: int) -> None:
         super().__init__(detail)
         self.limit = limit
+
+    def extensions(self) -> dict[str, object] | None:
+        return {"limit": self.limit}
+
+
+class AlreadyDone(Conflict):
+    """It happens once and has happened (an action completed); the problem says how."""
+
+    title = "Already done"
+
+    def __init__(self, detail: str, **outcome: object) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+
+    def extensions(self) -> dict[str, object] | None:
+        return dict(self.outcome)
 
 
 class InvalidInput(NotifyhubError):

@@ -39,6 +39,11 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     m.PublishRequest: [(*PUBLISH, "request", ())],
     m.Recipients: [(*PUBLISH, "request", ("recipients",))],
     m.Ref: [(*PUBLISH, "request", ("actor",)), ("POST", "/v1/events", "request", ("target",))],
+    m.Action: [
+        (*PUBLISH, "request", ("actions",)),
+        ("GET", "/v1/me/notifications/{notification_id}", "200", ("actions",)),
+    ],
+    m.Completed: [("GET", "/v1/me/notifications/{notification_id}", "200", ("completed",))],
     m.EventRequest: [("POST", "/v1/events", "request", ())],
     m.RelationshipRequest: [
         ("POST", "/v1/relationships", "request", ()),

@@ -101,6 +101,39 @@ async def test_inboxes_are_rebuilt_with_their_state(
     assert essentials(after_items) == essentials(before_items)
 
 
+async def test_a_completed_action_survives_a_rebuild(
+    hub: Any,
+    settings: Settings,
+    redis: Redis,
+    publish_key: str,
+    make_token: Any,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """The completion is replayed with its first time: the same outcome, still once."""
+    token = make_token("dora-act")
+    actions = [{"id": "approve", "label": "Approve"}, {"id": "reject", "label": "Reject"}]
+    nid = await _publish(hub, publish_key, "dora-act", "expense", actions=actions)
+    path = f"/v1/me/notifications/{nid}/actions/reject"
+    done = await hub.client.post(path, headers=_auth(token))
+    assert done.status_code == 200, done.text
+    async with asyncio.timeout(10):
+        while await _count(sessionmaker, InboxChange, user_id="dora-act") < 1:
+            await asyncio.sleep(0.05)
+
+    await _lose_redis(redis, settings.redis_prefix)
+    epoch = Keys(settings.redis_prefix).epoch
+    async with asyncio.timeout(10):
+        while not await redis.exists(epoch):
+            await asyncio.sleep(0.05)
+    [item], counts = await _inbox(hub, token)
+    assert item["completed"] == done.json()["completed"] and item["status"] == "read"
+    assert counts["unread"] == 0
+    again = await hub.client.post(
+        f"/v1/me/notifications/{nid}/actions/approve", headers=_auth(token)
+    )
+    assert again.status_code == 409 and again.json()["completed"]["action"] == "reject"
+
+
 async def test_concurrent_publishes_share_commits(
     hub: Any, publish_key: str, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:

@@ -17,6 +17,8 @@ from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import ChangeType, UnknownChangeType, UpdateChange
 from notifyhub.store.codecs import (
     PLACED_WIDTH,
+    ActArgs,
+    Acted,
     ChangesArgs,
     CopyArgs,
     Counted,
@@ -191,6 +193,31 @@ async def test_state_flags_and_resurface(redis: Redis, settings: Settings) -> No
     assert entry is ChangeType.NOTIFICATION
     counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
     assert (counted.unread, counted.total) == (1, 1)
+
+
+async def test_act_completes_once(redis: Redis, settings: Settings) -> None:
+    """act answers {seq, code, "k@ms"}: the first completion marks the copy read and
+    logs an update naming the action; a second is code 1 with the first's outcome; the
+    flag survives a later mark; a missing copy is code 0."""
+    u = User(redis, settings, "layout-act")
+    a = copy_args()
+    await u.call("place", a.place_args())
+    await u.appended(Operation.PLACE)
+    at = 1_700_000_000_123
+    first = Acted.from_reply(await u.call("act", ActArgs(LOG_MAX, a.id, 2, "no", at).to_args()))
+    assert first == Acted(2, 2, (2, at))
+    [entry] = await u.appended(Operation.ACT)
+    assert entry is ChangeType.UPDATE
+    again = ActArgs(LOG_MAX, a.id, 1, "yes").to_args()
+    assert Acted.from_reply(await u.call("act", again)) == Acted(0, 1, (2, at))
+    missing = ActArgs(LOG_MAX, str(ULID()), 1, "yes").to_args()
+    assert Acted.from_reply(await u.call("act", missing)) == Acted(0, 0, None)
+    pin = MarkArgs(LOG_MAX, False, False, [a.id], pinned=True, pin_max=5)
+    assert Marked.from_reply(await u.call("mark", pin.to_args())) == Marked(3, [2])
+    state = await redis.hget(u.keys.inbox("default", "layout-act").state, a.id)
+    assert state == b"0|1||\x1fpc2@" + str(at).encode()
+    counted = Counted.from_reply(await u.call("counts", LogMaxArgs(LOG_MAX).to_args()))
+    assert (counted.unread, counted.total) == (1, 1)  # marked unread again, still done
 
 
 async def test_an_unknown_change_type_fails_the_read(redis: Redis, settings: Settings) -> None:

@@ -28,6 +28,7 @@ from notifyhub.store.codecs import Deferred, Placed
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.operations import (
     OPERATIONS,
+    ActOp,
     LoggedOpError,
     MarkAllOp,
     MarkOp,
@@ -99,6 +100,22 @@ def test_update_and_delete_frames() -> None:
         "snoozed_until": to_rfc3339(from_ms(read_at)),
     }
     assert change_frame(Change(unread, None, None), "") == frame("update", 8, "", data)
+    done = decode_entry(
+        entry(
+            type="update",
+            seq=10,
+            id="n1",
+            read_at=read_at,
+            seen=True,
+            action="ok",
+            completed=f"1@{read_at}",
+        )
+    )
+    fields = orjson.loads(change_frame(Change(done, None, None), "").split(b"data: ")[1])
+    assert fields["completed"] == {"action": "ok", "completed_at": to_rfc3339(from_ms(read_at))}
+    assert "completed" not in orjson.loads(
+        change_frame(Change(unread, None, None), "").split(b"data: ")[1]
+    )  # other updates leave it as it was
     delete = decode_entry(entry(type="delete", seq=9, id="n2"))
     assert isinstance(delete, DeleteChange) and delete.counts.total == 3
     assert (
@@ -113,7 +130,8 @@ def test_notification_frames() -> None:
     assert isinstance(note, NotificationChange) and note.replaces == "n0" and not note.quiet
     body = (
         b'{"id":"n3","title":"t","tags":[],"status":"unread","seen":false,"read_at":null,'
-        b'"archived":false,"pinned":false,"snoozed_until":null,"replaces":"n0"}'
+        b'"archived":false,"pinned":false,"snoozed_until":null,"actions":[],"completed":null,'
+        b'"replaces":"n0"}'
     )
     assert change_frame(Change(note, content, state), "e") == (
         b"event: notification\nid: 3-e\ndata: " + body + b"\n\n"
@@ -125,6 +143,10 @@ def test_notification_frames() -> None:
     back = decode_entry(entry(type="notification", seq=5, id="n3", resurfaced=1))
     fields = orjson.loads(change_frame(Change(back, content, state), "e").split(b"data: ")[1])
     assert fields["resurfaced"] is True
+    buttons = b'{"id":"n3","title":"t","actions":[{"id":"yes"},{"id":"no"}]}'
+    done = b"0|0||\x1fc2@1700000000123"
+    fields = orjson.loads(change_frame(Change(note, buttons, done), "e").split(b"data: ")[1])
+    assert fields["completed"] == {"action": "no", "completed_at": "2023-11-14T22:13:20.123Z"}
     assert change_frame(Change(note, None, None), "e") is None  # deleted since
     quiet = decode_entry(entry(type="notification", seq=4, id="n4", quiet=1))
     assert change_frame(Change(quiet, content, state), "e") is None  # counts only
@@ -154,6 +176,7 @@ def test_logged_operations_keep_their_json() -> None:
         ),
         ({"kind": "mark", "ids": ["a"], "read": None, "seen": False, "snooze_until_ms": 0}, MarkOp),
         ({"kind": "resurface", "id": "n1", "until_ms": 1_700_000_000_123}, ResurfaceOp),
+        ({"kind": "act", "id": "n1", "index": 2, "action": "no", "at_ms": 1}, ActOp),
     ]
     for raw, cls in logged:
         op = decode_logged(raw)

@@ -65,6 +65,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("delayed.py", "transactions"): "TransitionLog: a flush is a batch of its own, retried whole",
     ("epoch.py", "transactions"): "EpochWatch: a worker loop step rebuilding Redis",
     ("snooze.py", "transactions"): "a snoozing PATCH (else Redis-only) commits its wake-up alone",
+    ("actions.py", "transactions"): "an action's webhook (else Redis-only) commits alone",
     ("views.py", "transactions"): "Redis-only inbox reads look up views (cached) on their own",
 }
 

@@ -66,6 +66,7 @@ def test_not_found_and_conflict_only_where_answered() -> None:
         ("post", "/v1/deliveries/{delivery_id}/confirm"),
         ("post", "/v1/admin/api-keys"),  # the name is taken
         ("patch", "/v1/me/notifications/{notification_id}"),  # the pin limit
+        ("post", "/v1/me/notifications/{notification_id}/actions/{action_id}"),  # done once
         ("put", "/v1/admin/views/{name}"),  # the view limit
         ("put", "/v1/me/views/{name}"),  # the view limit; a tenant view's name
     }

@@ -41,6 +41,7 @@ from notifyhub.api.routers import views as views_router
 from notifyhub.api.tracing import install_tracing
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
+from notifyhub.services.actions import ActionService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.tokens import TokenService
@@ -197,6 +198,7 @@ def _state(
         dispatcher=outbox.dispatcher,
         limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
         users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
+        actions=ActionService(inbox.store, db.sessionmaker, outbox.sender, durable.log),
     )
 
 

@@ -19,6 +19,7 @@ from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.services import apikeys
+from notifyhub.services.actions import ActionService
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.durable import DurableInbox
@@ -68,6 +69,7 @@ class State(TypedDict):
     dispatcher: Dispatcher
     limiter: RateLimiter
     users: UserLookup
+    actions: ActionService
 
 
 async def _state(request: Request) -> State:

@@ -17,7 +17,6 @@ from notifyhub.errors import (
     AuthenticationError,
     Conflict,
     InvalidInput,
-    LimitReached,
     NotFound,
     NotifyhubError,
     PermissionDenied,
@@ -103,11 +102,8 @@ def domain_problem(exc: NotifyhubError) -> Response:
         headers["Retry-After"] = str(math.ceil(retry_after_s))
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    extensions: dict[str, object] | None = None
-    if isinstance(exc, LimitReached):
-        extensions = {"limit": exc.limit}
     return problem_response(
-        exc.status, exc.title, exc.detail, headers=headers or None, extensions=extensions
+        exc.status, exc.title, exc.detail, headers=headers or None, extensions=exc.extensions()
     )
 
 

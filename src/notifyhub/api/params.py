@@ -46,3 +46,13 @@ DeliveryIdPath = Annotated[
 NotificationIdPath = Annotated[
     NotificationId, Path(description="The notification's id (a ULID).", examples=[ULID_EXAMPLE])
 ]
+ActionIdPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=32,
+        pattern=r"^[a-z0-9][a-z0-9_-]*$",
+        description="One of the notification's actions, by its `id`.",
+        examples=["approve"],
+    ),
+]

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from notifyhub.domain.notification import Display, Ref, Severity, to_ms
+from notifyhub.domain.notification import MAX_ACTIONS, Action, Display, Ref, Severity, to_ms
 from notifyhub.services.delayed import Status as DelayedStatus
 
 MAX_DATA_BYTES = 16 * 1024
@@ -122,6 +122,15 @@ def _distinct(tags: list[str]) -> list[str]:
 
 
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
+
+
+def _distinct_ids(actions: list[Action]) -> list[Action]:
+    if len({action.id for action in actions}) != len(actions):
+        raise ValueError("action ids must be distinct")
+    return actions
+
+
+Actions = Annotated[list[Action], Field(max_length=MAX_ACTIONS), AfterValidator(_distinct_ids)]
 CollapseKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 NotificationId = Annotated[
     str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
@@ -246,6 +255,10 @@ class PublishRequest(Strict):
     tags: Tags = Field(default_factory=list)
     """Up to 10 distinct labels (lowercase slugs, e.g. `mention`, `billing`) that lists
     (`tags_any`, `tags_all`) filter by."""
+    actions: Actions = Field(default_factory=list)
+    """Up to 3 buttons with distinct ids; the user completes one of them once
+    (`POST /v1/me/notifications/{id}/actions/{action_id}`), optionally calling a delivery
+    definition (`webhook`)."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None

@@ -71,6 +71,66 @@ class Ref(BaseModel):
         return value
 
 
+MAX_ACTIONS = 3
+"""Buttons one notification may carry."""
+
+
+class ActionStyle(StrEnum):
+    PRIMARY = "primary"
+    SECONDARY = "secondary"
+    DANGER = "danger"
+
+
+class Action(BaseModel):
+    """A button on a notification. A user completes one of their copy's actions once (an
+    approve-or-reject choice): `POST /v1/me/notifications/{id}/actions/{action_id}`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [
+                {"id": "approve", "label": "Approve", "style": "primary", "webhook": "approvals"}
+            ]
+        },
+    )
+
+    id: str = Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    """Unique within the notification: a lowercase slug (`approve`, `snooze-1h`)."""
+    label: str = Field(min_length=1, max_length=60, pattern=PRINTABLE)
+    """The button's text."""
+    url: str | None = Field(
+        default=None, max_length=2000, pattern=r"^(https?://|/)[^\x00-\x1F\x7F-\x9F]*$"
+    )
+    """Where the client goes after completing it: an http(s) URL or an absolute path."""
+    webhook: str | None = Field(
+        default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$"
+    )
+    """A delivery definition of the tenant: completing the action enqueues one signed
+    delivery to it (`type: "action.completed"`, the user, notification and action)."""
+    style: ActionStyle = ActionStyle.SECONDARY
+    """How the client draws it: primary, secondary or danger."""
+
+    @field_validator("label")
+    @classmethod
+    def _no_surrogates(cls, value: str) -> str:
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise ValueError("must not contain lone surrogates")
+        return value
+
+
+class Completed(BaseModel):
+    """Which of a copy's actions its user completed, and when."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    action: str
+    """The action's id."""
+    completed_at: Timestamp
+    """When the user completed it."""
+
+
 _ITEM_EXAMPLE: dict[str, Any] = {
     "id": "01JD3Q4M6T9W2Z8K5N7R1C0B3X",
     "tenant": "default",
@@ -94,6 +154,8 @@ _ITEM_EXAMPLE: dict[str, Any] = {
     "archived": False,
     "pinned": False,
     "snoozed_until": None,
+    "actions": [],
+    "completed": None,
 }
 """A user's copy as the inbox API and the stream's `notification` event show it."""
 
@@ -135,6 +197,13 @@ class Notification(BaseModel):
     """A later notification with this key replaces it."""
     tags: tuple[str, ...] = ()
     """Up to 10 short labels (slugs) that lists and views filter by."""
+    actions: tuple[Action, ...] = ()
+    """Up to 3 buttons; the user completes one of them once."""
+
+    def content(self) -> dict[str, Any]:
+        """What every copy stores as its content: without `actions` when it has none, so
+        content stays as it was before actions existed."""
+        return self.model_dump(mode="json", exclude=None if self.actions else {"actions"})
 
 
 class InboxItem(Notification):
@@ -156,6 +225,8 @@ class InboxItem(Notification):
     snoozed_until: Timestamp | None = None
     """Snoozed by this user until then: out of the default list and the counts (listed by
     `status=snoozed`), back unread at that time; null when not snoozed."""
+    completed: Completed | None = None
+    """The action this user completed (its other actions are closed); null before."""
 
 
 class ViewCount(BaseModel):
@@ -249,6 +320,7 @@ class Draft(BaseModel):
     target: Ref | None = None
     collapse_key: str | None = None
     tags: tuple[str, ...] = ()
+    actions: tuple[Action, ...] = ()
     ttl_s: int | None = None
     expires_at: datetime | None = None
     deliver_at: datetime | None = None

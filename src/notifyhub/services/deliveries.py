@@ -99,6 +99,33 @@ async def enqueue(
     return delivery_id
 
 
+async def enqueue_once(
+    session: AsyncSession,
+    delivery_id: str,
+    definition: str,
+    payload: dict[str, Any],
+    description: str | None = None,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    sender: Kicker | None = None,
+) -> bool:
+    """`enqueue` under an id the caller derives from what it reports (say, one action's
+    completion), so asking again adds nothing: True added, False already there."""
+    added = await repo.add_once(session, delivery_id, tenant, definition, payload, description)
+    if added is None:
+        await _refuse(session, tenant, definition)
+    if added and sender is not None:
+        _after_commit(session, sender, (delivery_id, 0))
+    return bool(added)
+
+
+async def _refuse(session: AsyncSession, tenant: str, definition: str) -> None:
+    """Why `tenant`'s `definition` takes no delivery: missing, or disabled."""
+    if await repo.definition(session, tenant, definition) is None:
+        raise InvalidInput(f"definition: no delivery definition {definition!r}")
+    raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
+
+
 async def _add(
     session: AsyncSession,
     tenant: str,
@@ -108,10 +135,7 @@ async def _add(
 ) -> str:
     delivery_id = str(ULID())
     if not await repo.add(session, delivery_id, tenant, definition, payload, description):
-        found = await repo.definition(session, tenant, definition)
-        if found is None:
-            raise InvalidInput(f"definition: no delivery definition {definition!r}")
-        raise Conflict(f"definition {definition!r} is disabled (its receiver answered 410)")
+        await _refuse(session, tenant, definition)
     return delivery_id
 
 

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
+from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.notification import Draft, Notification, Recipients, from_ms
@@ -56,11 +57,25 @@ class _Scheduled(BaseModel):
 
 def body_sha(draft: Draft, recipients: Recipients) -> str:
     """A stable hash of what was asked, to tell an honest retry from a key reused."""
-    # Without tags when it has none: the hash a retry made before tags existed still matches.
-    exclude = None if draft.tags else {"tags"}
+    # Without tags or actions when it has none: the hash a retry made before they existed
+    # still matches.
+    exclude = {field for field in ("tags", "actions") if not getattr(draft, field)}
     asked = draft.model_dump(mode="json", exclude=exclude)
     canonical = {"draft": asked, "to": recipients.model_dump(mode="json")}
     return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+async def _check_webhooks(session: AsyncSession, draft: Draft) -> None:
+    """Each action's `webhook` names a delivery definition of the tenant (a disabled one
+    too: it may be enabled again before the click)."""
+    named = {(draft.tenant, a.webhook) for a in draft.actions if a.webhook is not None}
+    found = await deliveries_repo.definitions(session, named)
+    for i, action in enumerate(draft.actions):
+        if action.webhook is not None and (draft.tenant, action.webhook) not in found:
+            raise InvalidInput(
+                f"actions.{i}.webhook: tenant {draft.tenant!r} has no delivery definition "
+                f"{action.webhook!r} (PUT /v1/admin/delivery-definitions/{action.webhook})"
+            )
 
 
 class IngestService:
@@ -114,6 +129,8 @@ class IngestService:
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Published(**record.response)
+        if any(action.webhook for action in draft.actions):
+            await _check_webhooks(unit.session, draft)
         users = await self._resolve_in(unit, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
             accepted = await self._schedule(unit, draft, recipients, record, len(users))

@@ -122,7 +122,8 @@ class NotificationChange:
 @dataclass(frozen=True, slots=True)
 class UpdateChange:
     """An item's state changed: read/seen (mark, read-all), archived or pinned (entries
-    logged before archiving existed have neither: false)."""
+    logged before archiving existed have neither: false), or an action was completed (the
+    event then carries `completed`)."""
 
     type: ClassVar[ChangeType] = ChangeType.UPDATE
     seq: int
@@ -134,16 +135,31 @@ class UpdateChange:
     pinned: bool = False
     snoozed_until_ms: int = 0
     """0: not snoozed."""
+    action: str | None = None
+    """Set by the entry of an action's completion (lua/act.lua): the action's id."""
+    completed_ms: int = 0
+    """... and when it was completed."""
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
         counts = _counts(raw["counts"])
         flags = bool(raw.get("archived")), bool(raw.get("pinned")), int(raw.get("snoozed") or 0)
-        return cls(raw["seq"], raw["id"], counts, int(raw["read_at"]), bool(raw["seen"]), *flags)
+        action = raw.get("action")
+        completed_ms = int(str(raw["completed"]).partition("@")[2]) if action else 0
+        return cls(
+            raw["seq"],
+            raw["id"],
+            counts,
+            int(raw["read_at"]),
+            bool(raw["seen"]),
+            *flags,
+            None if action is None else str(action),
+            completed_ms,
+        )
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
         read_at = self.read_at_ms
-        data = {
+        data: dict[str, Any] = {
             "id": self.id,
             "status": "read" if read_at else "unread",
             "seen": self.seen,
@@ -152,6 +168,8 @@ class UpdateChange:
             "pinned": self.pinned,
             "snoozed_until": _time(self.snoozed_until_ms),
         }
+        if self.action is not None:  # other updates leave `completed` as it was
+            data["completed"] = {"action": self.action, "completed_at": _time(self.completed_ms)}
         return orjson.dumps(data)
 
 

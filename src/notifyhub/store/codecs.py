@@ -196,6 +196,40 @@ class ResurfaceArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class ActArgs:
+    """act.lua's ARGV."""
+
+    log_max: int
+    id: str
+    index: int
+    """The action's place in the content's `actions`, from 1."""
+    action: str
+    at_ms: int | None = None
+    """When it was completed (a replay); None: now."""
+
+    def to_args(self) -> Args:
+        at = "" if self.at_ms is None else self.at_ms
+        return [self.log_max, self.id, self.index, self.action, at]
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """act.lua's reply: the seq of its `update` (0 when nothing changed), a code (0 missing,
+    1 already completed, 2 completed now) and the completion, (index, ms) (of the first,
+    when already completed; None when missing)."""
+
+    seq: int
+    code: int
+    done: tuple[int, int] | None
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Acted:
+        done = raw[2].decode() if isinstance(raw[2], bytes) else str(raw[2])
+        index, _, at = done.partition("@")
+        return cls(int(raw[0]), int(raw[1]), (int(index), int(at)) if done else None)
+
+
+@dataclass(frozen=True, slots=True)
 class Marked:
     """mark.lua's reply: the last seq, and per id 0 missing, 1 unchanged, 2 changed,
     3 refused (the pin limit)."""

@@ -25,6 +25,8 @@ from notifyhub.settings import Limits
 from notifyhub.store.changes import Changes
 from notifyhub.store.client import is_cluster
 from notifyhub.store.codecs import (
+    ActArgs,
+    Acted,
     Args,
     ChangesArgs,
     CopyArgs,
@@ -214,7 +216,7 @@ class InboxStore:
         """
         if not users:
             return Placement([], [])
-        content = orjson.dumps(notification.model_dump(mode="json"))
+        content = orjson.dumps(notification.content())
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
         # The doorbell carries the copies' events when every copy is a plain new
@@ -482,6 +484,25 @@ class InboxStore:
         seq = int(raw[0])
         await self._publish([(member(tenant, user), seq)])
         return seq
+
+    async def act(
+        self,
+        tenant: str,
+        user: str,
+        notification_id: str,
+        index: int,
+        action: str,
+        *,
+        at_ms: int | None = None,
+    ) -> Acted:
+        """Complete the `index`-th action (from 1; its id `action`) of the user's copy,
+        once (lua/act.lua): `Acted.code` 2 now, 1 already (`Acted.done` the first), 0 the
+        copy is missing."""
+        args = ActArgs(self._limits.change_log_max, notification_id, index, action, at_ms)
+        acted = Acted.from_reply(await self._call(self.scripts.act, tenant, user, args.to_args()))
+        if acted.seq:
+            await self._publish([(member(tenant, user), acted.seq)])
+        return acted
 
     async def mark_all(
         self,

@@ -12,9 +12,11 @@ from notifyhub.domain.notification import InboxItem, from_ms, to_rfc3339
 
 FLAGS = b"\x1f"
 """Where a state's flags start (lua/common.lua `format_state`): `a` archived, `p` pinned,
-`s<ms>` snoozed until then, `v<mask>` the views the copy is in (not shown)."""
+`s<ms>` snoozed until then, `v<mask>` the views the copy is in (not shown), `r<ms>`
+resurfaced then, `c<k>@<ms>` its k-th action completed then."""
 
 _SNOOZED = re.compile(rb"s(\d+)")
+_COMPLETED = re.compile(rb"c(\d+)@(\d+)")
 
 
 def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
@@ -32,7 +34,18 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     fields["pinned"] = b"p" in flags
     snoozed = _SNOOZED.search(flags) if flags else None
     fields["snoozed_until"] = to_rfc3339(from_ms(int(snoozed[1]))) if snoozed else None
+    actions = fields.setdefault("actions", [])  # content without actions stores none
+    done = _COMPLETED.search(flags) if actions else None
+    fields["completed"] = completion(actions, int(done[1]), int(done[2])) if done else None
     return fields
+
+
+def completion(actions: list[dict[str, Any]], index: int, at_ms: int) -> dict[str, Any] | None:
+    """A copy's completed action as items show it: its id (the `index`-th, from 1) and
+    when; None when the content has no such action."""
+    if not 1 <= index <= len(actions):
+        return None
+    return {"action": actions[index - 1]["id"], "completed_at": to_rfc3339(from_ms(at_ms))}
 
 
 def parse_item(content: bytes, state: bytes) -> InboxItem:

@@ -40,6 +40,7 @@ class Operation(StrEnum):
     PURGE = "purge"
     RECALL = "recall"
     RESURFACE = "resurface"
+    ACT = "act"
     SYNC_VIEWS = "sync_views"
 
 
@@ -142,6 +143,20 @@ class ResurfaceOp(LoggedOp):
         await store.resurface(tenant, user, self.id, self.until_ms)
 
 
+class ActOp(LoggedOp):
+    """A user completed one of their copy's actions (the `index`-th, `action`) at `at_ms`:
+    replayed with that time, so the copy shows the same outcome after a rebuild."""
+
+    kind: ClassVar[Operation] = Operation.ACT
+    id: str
+    index: int
+    action: str
+    at_ms: int
+
+    async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
+        await store.act(tenant, user, self.id, self.index, self.action, at_ms=self.at_ms)
+
+
 @dataclass(frozen=True, slots=True)
 class OperationSpec:
     script: str
@@ -166,6 +181,7 @@ OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.PURGE: OperationSpec("purge", (_D,)),
     Operation.RECALL: OperationSpec("remove", (_D,), RecallOp),  # per holder
     Operation.RESURFACE: OperationSpec("resurface", (_N,), ResurfaceOp),
+    Operation.ACT: OperationSpec("act", (_U,), ActOp),
     # Not logged: after a Redis loss the next read syncs the user's views again.
     Operation.SYNC_VIEWS: OperationSpec("views", (_V,)),
 }

@@ -97,6 +97,7 @@ class InboxScripts:
         self.defer: AsyncScript = loaded["defer"]
         self.place_pending: AsyncScript = loaded["place_pending"]
         self.resurface: AsyncScript = loaded["resurface"]
+        self.act: AsyncScript = loaded["act"]
         self.views: AsyncScript = loaded["views"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
         self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))

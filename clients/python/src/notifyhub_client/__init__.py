@@ -39,7 +39,9 @@ from notifyhub_client.errors import (
 )
 from notifyhub_client.models import (
     Accepted,
+    Action,
     Alert,
+    Completed,
     Counts,
     DelayedAccepted,
     DelayedMessage,
@@ -63,6 +65,7 @@ __all__ = [
     "NO_RETRIES",
     "QUEUE_MESSAGES_PATH",
     "Accepted",
+    "Action",
     "Alert",
     "AsyncClient",
     "AsyncEventStream",
@@ -70,6 +73,7 @@ __all__ = [
     "AsyncQueue",
     "BadRequest",
     "Client",
+    "Completed",
     "Conflict",
     "Counts",
     "CountsEvent",

@@ -111,6 +111,8 @@ class Operations:
         ttl: int | None = None,
         expires_at: datetime | None = None,
         collapse_key: str | None = None,
+        tags: Sequence[str] = (),
+        actions: Sequence[m.Action] = (),
         deliver_at: datetime | None = None,
         delay: int | None = None,
         idempotency_key: str | None = None,
@@ -136,6 +138,8 @@ class Operations:
             ttl=ttl,
             expires_at=expires_at,
             collapse_key=collapse_key,
+            tags=list(tags) or None,
+            actions=list(actions) or None,
             deliver_at=deliver_at,
             delay=delay,
         )

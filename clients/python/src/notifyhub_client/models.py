@@ -44,6 +44,26 @@ class Ref(Response):
     id: str
 
 
+class Action(Response):
+    """A button on a notification: `{"id": "approve", "label": "Approve"}`; the user
+    completes one of a notification's actions once."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    label: str
+    url: str | None = None
+    webhook: str | None = None
+    """A delivery definition told of the completion (`type: "action.completed"`)."""
+    style: Literal["primary", "secondary", "danger"] = "secondary"
+
+
+class Completed(Response):
+    """Which action the user completed, and when."""
+
+    action: str
+    completed_at: datetime
+
+
 # --- Requests ----------------------------------------------------------------------
 
 
@@ -70,6 +90,7 @@ class PublishRequest(Request):
     expires_at: datetime | None = None
     collapse_key: str | None = None
     tags: list[str] | None = None
+    actions: list[Action] | None = None
     deliver_at: datetime | None = None
     delay: int | None = None
 
@@ -202,6 +223,9 @@ class Notification(Response):
     archived: bool = False
     pinned: bool = False
     snoozed_until: datetime | None = None
+    actions: list[Action] = Field(default_factory=list)
+    completed: Completed | None = None
+    """The action this user completed; null before."""
     replaces: str | None = None
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
 
@@ -236,6 +260,8 @@ class InboxUpdate(Response):
     archived: bool = False
     pinned: bool = False
     snoozed_until: datetime | None = None
+    completed: Completed | None = None
+    """Set only by the update of an action's completion; other updates leave it as it was."""
 
 
 class Deleted(Response):

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, USER
-from notifyhub.api.params import NotificationIdPath
+from notifyhub.api.params import ActionIdPath, NotificationIdPath
 from notifyhub.api.schemas import (
     MAX_TAGS,
     BulkRequest,
@@ -217,6 +217,27 @@ async def patch_notification(
         snooze_until_ms=body.snooze_until_ms(datetime.now(UTC)),
     )
     return await state["inbox"].mark(me, notification_id, change)
+
+
+@router.post(
+    "/{notification_id}/actions/{action_id}",
+    response_model=InboxItem,
+    responses={**NOT_FOUND, **CONFLICT},
+)
+async def complete_action(
+    notification_id: NotificationIdPath,
+    action_id: ActionIdPath,
+    me: CurrentUser,
+    state: AppState,
+) -> InboxItem:
+    """Complete one of the notification's actions: the answer is the copy, read, with
+    `completed` set, and every stream of the user gets an `update` carrying it. The
+    actions are one choice: once one is completed, any further call is a 409 whose
+    `completed` names the first (`action`, `completed_at`, `completed_by`). An action
+    with a `webhook` enqueues one signed delivery to that definition
+    (`type: "action.completed"`, with the user, notification and action). An action the
+    notification does not have is a 404."""
+    return await state["actions"].complete(me, notification_id, action_id)
 
 
 @router.delete("/{notification_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)

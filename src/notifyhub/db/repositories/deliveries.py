@@ -37,6 +37,22 @@ WHERE tenant = :tenant AND name = :definition AND disabled_at IS NULL
 RETURNING id
 """).bindparams(bindparam("payload", type_=JSONB))
 
+_ADD_ONCE = text("""
+INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
+                        failures, next_attempt_at)
+SELECT :id, tenant, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
+FROM delivery_definitions
+WHERE tenant = :tenant AND name = :definition AND disabled_at IS NULL
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+""").bindparams(bindparam("payload", type_=JSONB))
+
+_KNOWN = text("""
+SELECT 1 FROM deliveries WHERE id = :id
+UNION ALL SELECT 1 FROM delivery_history WHERE id = :id
+LIMIT 1
+""")
+
 _CLAIM_DUE = text(f"""
 UPDATE deliveries d
 SET attempt = d.attempt + 1,
@@ -235,6 +251,30 @@ async def add(
         "description": description,
     }
     return (await session.execute(_ADD, params)).first() is not None
+
+
+async def add_once(
+    session: AsyncSession,
+    delivery_id: str,
+    tenant: str,
+    definition: str,
+    payload: Any,
+    description: str | None,
+) -> bool | None:
+    """`add` for an id that may already be there: True added, False it already was
+    (in the outbox or its history), None `tenant` has no enabled `definition`."""
+    params = {
+        "id": delivery_id,
+        "tenant": tenant,
+        "definition": definition,
+        "payload": payload,
+        "description": description,
+    }
+    if (await session.execute(_ADD_ONCE, params)).first() is not None:
+        return True
+    if (await session.execute(_KNOWN, {"id": delivery_id})).first() is not None:
+        return False
+    return None
 
 
 async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Claimed]:

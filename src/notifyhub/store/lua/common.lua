@@ -3,8 +3,9 @@
 -- items, state, time, exp, cnt, seq, log, ck, prefs, pend.
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread),
 -- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned,
--- "s<ms>" snoozed until then, "v<mask>" the views it is in (below), "r<ms>" resurfaced then
--- (so an unflagged state is what it always was; collapse keys hold no control characters).
+-- "s<ms>" snoozed until then, "v<mask>" the views it is in (below), "r<ms>" resurfaced then,
+-- "c<k>@<ms>" its k-th action completed then (so an unflagged state is what it always
+-- was; collapse keys hold no control characters).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
@@ -31,7 +32,8 @@ local function parse_state(s)
           pinned = string.find(flags, 'p', 1, true) ~= nil,
           snoozed = tonumber(string.match(flags, 's(%d+)')) or 0,
           views = tonumber(string.match(flags, 'v(%d+)')) or 0,
-          resurfaced = tonumber(string.match(flags, 'r(%d+)')) or 0}
+          resurfaced = tonumber(string.match(flags, 'r(%d+)')) or 0,
+          done = string.match(flags, 'c(%d+@%d+)') or ''}
 end
 
 local function format_state(st)
@@ -42,6 +44,7 @@ local function format_state(st)
   if st.resurfaced and st.resurfaced > 0 then
     flags = flags .. 'r' .. string.format('%d', st.resurfaced)
   end
+  if st.done and st.done ~= '' then flags = flags .. 'c' .. st.done end
   if flags ~= '' then return s .. FLAGS .. flags end
   return s
 end
