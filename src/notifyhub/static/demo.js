@@ -43,7 +43,7 @@
     touched: new Map(), // id -> events seen for it, so a late fetch loses to a newer event
   };
   // The state fields an `update` event carries (archived, pinned and snooze since issue 18).
-  const STATE_FIELDS = ["status", "seen", "read_at", "archived", "pinned", "snoozed_until"];
+  const STATE_FIELDS = ["status", "seen", "read_at", "archived", "pinned", "snoozed_until", "completed"];
 
   // ---- token -------------------------------------------------------------------------
 
@@ -226,6 +226,24 @@
     return actions;
   }
 
+  /** The notification's own buttons: one choice, done once (then shown done, in every tab). */
+  function choicesFor(item) {
+    const row = el("div", "choices");
+    row.dataset.testid = "choices";
+    for (const action of item.actions) {
+      const done = item.completed !== null && item.completed.action === action.id;
+      const node = button(done ? `✓ ${action.label}` : action.label, "complete", `choice ${action.style}`);
+      node.dataset.choice = action.id;
+      node.disabled = item.completed !== null;
+      if (done) {
+        node.classList.add("done");
+        node.title = `Done ${new Date(item.completed.completed_at).toLocaleString()}`;
+      }
+      row.append(node);
+    }
+    return row;
+  }
+
   function rowFor(item) {
     const severity = severityOf(item);
     const unread = item.status === "unread";
@@ -241,6 +259,7 @@
     if (severity === "critical") titleRow.append(el("span", "tag", "critical"));
     main.append(titleRow);
     if (item.body) main.append(el("p", "body", item.body));
+    if (item.actions && item.actions.length) main.append(choicesFor({ completed: null, ...item }));
     main.append(meta(item));
     const side = el("div", "side");
     const time = el("time", "time", ago(item.created_at));
@@ -575,6 +594,12 @@
       archive: () => client.archive(id, !item.archived),
       unsnooze: () => client.unsnooze(id),
       "snooze-preset": () => client.snooze(id, target.dataset.preset),
+      complete: () => client.completeAction(id, target.dataset.choice).then((next) => {
+        const chosen = item.actions.find((a) => a.id === target.dataset.choice);
+        const url = chosen && chosen.url ? safeUrl(chosen.url) : null;
+        if (url !== null) window.open(url, "_blank", "noopener,noreferrer");
+        return next;
+      }),
     };
     if (!(action in calls)) return Promise.resolve();
     return calls[action]().then((next) => next && upsert(next));
@@ -595,7 +620,11 @@
       await act(action, id, shown.items.get(id), target);
     } catch (error) {
       target.disabled = false;
-      if (error.status === 409) notice(error.message);
+      if (action === "complete" && error.status === 409) {
+        // done already (another tab or device): show it as the hub has it
+        demo.client.get(id).then((next) => upsert(next), () => {});
+        notice(error.message);
+      } else if (error.status === 409) notice(error.message);
       else if (error.status !== 404) notice(`Could not do that: ${error.message}`);
     }
   }

@@ -35,6 +35,24 @@ export interface Ref {
   id: string;
 }
 
+/** A button on a notification; the user completes one of a notification's actions once. */
+export interface Action {
+  /** Unique within the notification: a lowercase slug. */
+  id: string;
+  label: string;
+  /** Where to go after completing it (http(s) URL or absolute path). */
+  url: string | null;
+  /** The delivery definition the hub tells of the completion (a signed webhook). */
+  webhook: string | null;
+  style: "primary" | "secondary" | "danger";
+}
+
+/** Which action the user completed, and when. */
+export interface Completed {
+  action: string;
+  completed_at: Timestamp;
+}
+
 /** A user's copy of a notification: the shared content plus that user's read state. */
 export interface InboxItem {
   /** A ULID: ids sort by creation time, so newest first is descending id order. */
@@ -64,6 +82,10 @@ export interface InboxItem {
   snoozed_until: Timestamp | null;
   /** Up to 10 slugs (`^[a-z0-9][a-z0-9_-]{0,31}$`) that views filter on. */
   tags: string[];
+  /** Up to 3 buttons (`completeAction`). */
+  actions: Action[];
+  /** The action this user completed (the others are closed); null before. */
+  completed: Completed | null;
 }
 
 /**
@@ -77,7 +99,8 @@ export interface NotificationEvent extends InboxItem {
 
 /**
  * The `update` event: a copy's state changed (here or in another tab or device): read,
- * seen, archived, pinned or snoozed. An archived or snoozed copy leaves the default list.
+ * seen, archived, pinned or snoozed, or an action completed. An archived or snoozed copy
+ * leaves the default list.
  */
 export interface NotificationUpdate {
   id: string;
@@ -87,6 +110,8 @@ export interface NotificationUpdate {
   archived: boolean;
   pinned: boolean;
   snoozed_until: Timestamp | null;
+  /** Only in the update of an action's completion; other updates leave it as it was. */
+  completed?: Completed;
 }
 
 /** The `delete` event: a copy was deleted, recalled or expired. */
@@ -328,6 +353,11 @@ export interface NotifyHubClient {
   /** Pin (`pinned` false: unpin); a 21st pinned copy is a 409 with `limit` in the problem. */
   pin(id: string, pinned?: boolean): Promise<InboxItem>;
   unpin(id: string): Promise<InboxItem>;
+  /**
+   * Complete one of the notification's actions (once; 503s and lost connections are
+   * retried `retries` times, 3 by default); a 409's `problem.completed` names the first.
+   */
+  completeAction(id: string, actionId: string, options?: { retries?: number }): Promise<InboxItem>;
   fetchViews(): Promise<ViewList>;
   /** Create or replace one of the user's own views (at most 10). */
   saveView(name: string, view: ViewDefinition): Promise<View>;

@@ -11,6 +11,7 @@
  *   await hub.list({ status: "unread", limit: 20 });   // also view, pinned, tagsAny, ...
  *   await hub.markRead(id); await hub.markAllRead(); await hub.delete(id);
  *   await hub.archive(id); await hub.pin(id); await hub.snooze(id, "tomorrow");
+ *   await hub.completeAction(id, "approve");       // one of its buttons, once
  *   hub.counts.views["mentions"].unread;           // a view's (tab's) live counts
  *
  * One stream per browser and user: a SharedWorker (notifyhub-worker.js, same folder) holds
@@ -624,6 +625,26 @@
 
     unpin(id) {
       return this.pin(id, false);
+    }
+
+    /**
+     * Complete one of the notification's actions (its buttons are one choice, completed
+     * once): the answer is the copy with `completed` set, and every tab hears an `update`.
+     * A 503 or a lost connection is retried (the hub keeps the first completion, so a
+     * retry never completes twice and lets the hub send the action's webhook); a 409
+     * means one was completed already: its problem's `completed` names it.
+     */
+    async completeAction(id, actionId, { retries = 3 } = {}) {
+      const path = `/v1/me/notifications/${encodeURIComponent(id)}/actions/${encodeURIComponent(actionId)}`;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await this._request("POST", path);
+        } catch (error) {
+          const transient = error instanceof TypeError || (error instanceof NotifyHubError && error.status === 503);
+          if (!transient || attempt >= retries) throw error;
+          await new Promise((resolve) => setTimeout(resolve, backoffDelay(attempt, 250, 4000)));
+        }
+      }
     }
 
     /** The views (tabs) this user has: the tenant's and their own. */
