@@ -38,7 +38,12 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     # requests
     m.PublishRequest: [(*PUBLISH, "request", ())],
     m.Recipients: [(*PUBLISH, "request", ("recipients",))],
-    m.Ref: [(*PUBLISH, "request", ("actor",)), ("POST", "/v1/events", "request", ("target",))],
+    m.Ref: [(*PUBLISH, "request", ("target",)), ("POST", "/v1/events", "request", ("target",))],
+    m.Actor: [
+        (*PUBLISH, "request", ("actor",)),
+        ("POST", "/v1/events", "request", ("actor",)),
+        ("GET", "/v1/me/notifications/{notification_id}", "200", ("actor",)),
+    ],
     m.Action: [
         (*PUBLISH, "request", ("actions",)),
         ("GET", "/v1/me/notifications/{notification_id}", "200", ("actions",)),

@@ -202,6 +202,14 @@ async def probe_patch(t: Tenants) -> None:
     assert patched["status"] == "read"
 
 
+async def probe_action(t: Tenants) -> None:
+    nid = await _publish(t, t.b, actions=[{"id": "ok", "label": "OK"}])
+    url = f"/v1/me/notifications/{nid}/actions/ok"
+    _refused(await t.client.post(url, headers=t.me(t.a)), 404)
+    assert (await _item(t, t.b, nid))["completed"] is None
+    assert _ok(await t.client.post(url, headers=t.me(t.b))).json()["completed"]["action"] == "ok"
+
+
 async def probe_delete(t: Tenants) -> None:
     nid = await _publish(t, t.b)
     url = f"/v1/me/notifications/{nid}"
@@ -974,6 +982,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/me/notifications/{notification_id}": probe_get,
     "PATCH /v1/me/notifications/{notification_id}": probe_patch,
     "DELETE /v1/me/notifications/{notification_id}": probe_delete,
+    "POST /v1/me/notifications/{notification_id}/actions/{action_id}": probe_action,
     "GET /v1/me/views": probe_my_views,
     "PUT /v1/me/views/{name}": probe_my_view_put,
     "DELETE /v1/me/views/{name}": probe_my_view_delete,

@@ -28,7 +28,7 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.domain.auth import Scope
 from notifyhub.domain.delivery import DeliveryStatus
-from notifyhub.domain.notification import Counts, Ref
+from notifyhub.domain.notification import Actor, Counts, Ref
 
 _KEY_OUT = {
     "name": "wms-consumer",
@@ -482,7 +482,7 @@ class RulePreviewIn(Strict):
     """The rule's definition, as `PUT /v1/admin/rules/{rule}` takes it."""
     name: Name = "preview"
     """The rule's name (a title that renders empty falls back to it)."""
-    actor: Ref
+    actor: Actor
     """The sample event's actor."""
     target: Ref
     """The sample event's target."""

@@ -19,7 +19,15 @@ from pydantic import (
     model_validator,
 )
 
-from notifyhub.domain.notification import MAX_ACTIONS, Action, Display, Ref, Severity, to_ms
+from notifyhub.domain.notification import (
+    MAX_ACTIONS,
+    Action,
+    Actor,
+    Display,
+    Ref,
+    Severity,
+    to_ms,
+)
 from notifyhub.services.delayed import Status as DelayedStatus
 
 MAX_DATA_BYTES = 16 * 1024
@@ -198,7 +206,7 @@ PUBLISH_EXAMPLE: dict[str, Any] = {
     "display": "inbox",
     "data": {"location": "A-12", "qty": -4},
     "action_url": "https://wms.example/locations/A-12",
-    "actor": {"type": "user", "id": "u-7"},
+    "actor": {"type": "user", "id": "u-7", "name": "Ana Lima"},
     "target": {"type": "location", "id": "A-12"},
     "ttl": 1800,
     "collapse_key": "restock:A-12",
@@ -241,8 +249,9 @@ class PublishRequest(Strict):
         | None
     ) = None
     """Where a click leads: an http(s) URL or an absolute path."""
-    actor: Ref | None = None
-    """Who or what caused it."""
+    actor: Actor | None = None
+    """Who or what caused it: `{id, name?, avatar_url?, type?}` (type `user` by default);
+    clients show the name and avatar."""
     target: Ref | None = None
     """What it is about."""
     # Bounded so date arithmetic cannot overflow; `max_ttl_s` (a setting) is checked later.
@@ -634,8 +643,9 @@ class EventIn(Strict):
     """The tenant of the rule and the recipients."""
     rule: Name
     """The rule to apply (an unknown one is a 422)."""
-    actor: Ref
-    """Who did it (never notified of their own action unless a rule says `self`)."""
+    actor: Actor
+    """Who did it (never notified of their own action unless a rule says `self`); its
+    name and avatar reach the notifications."""
     target: Ref
     """What it was done to: its subscribers are the recipients."""
     data: SmallJson = Field(default_factory=dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -68,6 +69,53 @@ class Ref(BaseModel):
         # Stored in PostgreSQL, which refuses NUL (the pattern) and lone surrogates.
         if any("\ud800" <= ch <= "\udfff" for ch in value):
             raise ValueError("must not contain lone surrogates")
+        return value
+
+
+MAX_AVATAR_URL = 2048
+"""An avatar URL's most characters: a `data:` one is stored in every recipient's copy, so
+a small image (about 1.5 KB)."""
+_AVATAR_DATA = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$")
+_AVATAR_HTTPS = re.compile(r"^https://[^\s\x00-\x1F\x7F-\x9F\"'<>\\]+$")
+
+
+class Actor(Ref):
+    """Who caused it, as a client shows them: a name and an avatar beside the reference."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"id": "ana", "name": "Ana Lima", "avatar_url": "https://example.com/ana.png"}
+            ]
+        }
+    )
+
+    type: str = Field(default="user", min_length=1, max_length=64, pattern=PRINTABLE)
+    """What kind of actor: `user` (the default), `service`, `bot`..."""
+    name: str | None = Field(default=None, min_length=1, max_length=100, pattern=PRINTABLE)
+    """How a client names them."""
+    avatar_url: str | None = Field(default=None, max_length=MAX_AVATAR_URL)
+    """Their picture: an https URL, or a small `data:image/(png|jpeg|gif|webp);base64,...`
+    URL (either at most 2048 characters; no SVG, which can carry script)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_surrogates(cls, value: str | None) -> str | None:
+        if value is not None and any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise ValueError("must not contain lone surrogates")
+        return value
+
+    @field_validator("avatar_url")
+    @classmethod
+    def _avatar(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith("data:"):
+            if not _AVATAR_DATA.match(value):
+                raise ValueError("a data: avatar must be data:image/(png|jpeg|gif|webp);base64,...")
+            return value
+        if not _AVATAR_HTTPS.match(value):
+            raise ValueError("must be an https:// URL (or a small data:image URL)")
         return value
 
 
@@ -185,8 +233,8 @@ class Notification(BaseModel):
     """The publisher's JSON object, as sent."""
     action_url: str | None = None
     """Where a click leads."""
-    actor: Ref | None = None
-    """Who or what caused it."""
+    actor: Actor | None = None
+    """Who or what caused it (a name and an avatar for clients to show)."""
     target: Ref | None = None
     """What it is about."""
     created_at: Timestamp
@@ -316,7 +364,7 @@ class Draft(BaseModel):
     display: Display = Display.BOTH
     data: dict[str, JsonValue] = Field(default_factory=dict)
     action_url: str | None = None
-    actor: Ref | None = None
+    actor: Actor | None = None
     target: Ref | None = None
     collapse_key: str | None = None
     tags: tuple[str, ...] = ()

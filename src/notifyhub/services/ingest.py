@@ -61,6 +61,8 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     # still matches.
     exclude = {field for field in ("tags", "actions") if not getattr(draft, field)}
     asked = draft.model_dump(mode="json", exclude=exclude)
+    if asked["actor"] is not None:  # an actor's name and avatar, likewise
+        asked["actor"] = {k: v for k, v in asked["actor"].items() if v is not None}
     canonical = {"draft": asked, "to": recipients.model_dump(mode="json")}
     return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
 

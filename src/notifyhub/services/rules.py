@@ -13,7 +13,7 @@ from ulid import ULID
 from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
-from notifyhub.domain.notification import Draft, Ref
+from notifyhub.domain.notification import Actor, Draft, Ref
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
 from notifyhub.services import templates
@@ -43,7 +43,7 @@ class RuleDefinition:
 class Event:
     tenant: str
     rule: str
-    actor: Ref
+    actor: Actor
     target: Ref
     data: dict[str, JsonValue] = field(default_factory=dict)
 

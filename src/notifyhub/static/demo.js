@@ -121,6 +121,31 @@
     return box;
   }
 
+  /** An actor's face: their avatar, else their initials (also when the image fails). */
+  function avatar(actor) {
+    const name = actor.name || actor.id;
+    const box = el("span", "avatar");
+    box.title = name;
+    const initials = () => {
+      const words = name.trim().split(/\s+/).filter(Boolean);
+      box.replaceChildren(words.slice(0, 2).map((w) => [...w][0].toUpperCase()).join(""));
+    };
+    const url = actor.avatar_url && /^(https:|data:image\/(png|jpeg|gif|webp);)/.test(actor.avatar_url)
+      ? actor.avatar_url
+      : null;
+    if (url === null) {
+      initials();
+      return box;
+    }
+    const img = document.createElement("img");
+    img.alt = name;
+    img.referrerPolicy = "no-referrer";
+    img.addEventListener("error", initials);
+    img.src = url;
+    box.append(img);
+    return box;
+  }
+
   function severityOf(item) {
     return SEVERITIES.includes(item.severity) ? item.severity : "info";
   }
@@ -255,6 +280,7 @@
     li.dataset.pinned = String(Boolean(item.pinned));
     const main = el("div", "main");
     const titleRow = el("div", "title-row");
+    if (item.actor && item.actor.type === "user") titleRow.append(avatar(item.actor));
     titleRow.append(el("span", "title", item.title));
     if (severity === "critical") titleRow.append(el("span", "tag", "critical"));
     main.append(titleRow);

@@ -35,6 +35,15 @@ export interface Ref {
   id: string;
 }
 
+/** Who caused a notification, with what a client shows of them. */
+export interface Actor extends Ref {
+  /** `user` unless the publisher said otherwise. */
+  type: string;
+  name: string | null;
+  /** An https URL or a small `data:image/...;base64` URL. */
+  avatar_url: string | null;
+}
+
 /** A button on a notification; the user completes one of a notification's actions once. */
 export interface Action {
   /** Unique within the notification: a lowercase slug. */
@@ -66,7 +75,7 @@ export interface InboxItem {
   display: Display;
   data: { [key: string]: JsonValue };
   action_url: string | null;
-  actor: Ref | null;
+  actor: Actor | null;
   target: Ref | null;
   created_at: Timestamp;
   expires_at: Timestamp;

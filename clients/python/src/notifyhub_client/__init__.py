@@ -40,6 +40,7 @@ from notifyhub_client.errors import (
 from notifyhub_client.models import (
     Accepted,
     Action,
+    Actor,
     Alert,
     Completed,
     Counts,
@@ -66,6 +67,7 @@ __all__ = [
     "QUEUE_MESSAGES_PATH",
     "Accepted",
     "Action",
+    "Actor",
     "Alert",
     "AsyncClient",
     "AsyncEventStream",

@@ -34,6 +34,7 @@ the hub's deprecated `/v1/topics/...` spelling is not used)."""
 IDEMPOTENCY_KEY = "Idempotency-Key"
 
 RefLike = m.Ref | Mapping[str, str]
+ActorLike = m.Actor | m.Ref | Mapping[str, str]
 
 
 class Operation(Generic[P, T]):
@@ -80,6 +81,18 @@ def _required_ref(value: RefLike) -> m.Ref:
     return value if isinstance(value, m.Ref) else m.Ref.model_validate(value)
 
 
+def _actor(value: ActorLike | None) -> m.Actor | None:
+    return None if value is None else _required_actor(value)
+
+
+def _required_actor(value: ActorLike) -> m.Actor:
+    if isinstance(value, m.Actor):
+        return value
+    if isinstance(value, m.Ref):
+        return m.Actor(type=value.type, id=value.id)
+    return m.Actor.model_validate(value)
+
+
 class Operations:
     """The API, shared by `Client` and `AsyncClient`. `tenant` defaults to the client's."""
 
@@ -106,7 +119,7 @@ class Operations:
         display: m.Display | None = None,
         data: Mapping[str, JsonValue] | None = None,
         action_url: str | None = None,
-        actor: RefLike | None = None,
+        actor: ActorLike | None = None,
         target: RefLike | None = None,
         ttl: int | None = None,
         expires_at: datetime | None = None,
@@ -133,7 +146,7 @@ class Operations:
             display=display,
             data=dict(data) if data is not None else None,
             action_url=action_url,
-            actor=_ref(actor),
+            actor=_actor(actor),
             target=_ref(target),
             ttl=ttl,
             expires_at=expires_at,
@@ -163,7 +176,7 @@ class Operations:
         self,
         rule: str,
         *,
-        actor: RefLike,
+        actor: ActorLike,
         target: RefLike,
         data: Mapping[str, JsonValue] | None = None,
         tenant: str | None = None,
@@ -173,7 +186,7 @@ class Operations:
         request = m.EventRequest(
             tenant=tenant or self.tenant,
             rule=rule,
-            actor=_required_ref(actor),
+            actor=_required_actor(actor),
             target=_required_ref(target),
             data=dict(data) if data is not None else None,
         )

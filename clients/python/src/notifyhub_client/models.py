@@ -44,6 +44,17 @@ class Ref(Response):
     id: str
 
 
+class Actor(Response):
+    """Who caused it: `{"id": "ana", "name": "Ana Lima", "avatar_url": "https://..."}`
+    (`type` is `user` unless given)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str = "user"
+    id: str
+    name: str | None = None
+    avatar_url: str | None = None
+
+
 class Action(Response):
     """A button on a notification: `{"id": "approve", "label": "Approve"}`; the user
     completes one of a notification's actions once."""
@@ -84,7 +95,7 @@ class PublishRequest(Request):
     display: Display | None = None
     data: dict[str, JsonValue] | None = None
     action_url: str | None = None
-    actor: Ref | None = None
+    actor: Actor | None = None
     target: Ref | None = None
     ttl: int | None = None
     expires_at: datetime | None = None
@@ -98,7 +109,7 @@ class PublishRequest(Request):
 class EventRequest(Request):
     tenant: str | None = None
     rule: str
-    actor: Ref
+    actor: Actor
     target: Ref
     data: dict[str, JsonValue] | None = None
 
@@ -211,7 +222,7 @@ class Notification(Response):
     display: Display = "both"
     data: dict[str, JsonValue] = Field(default_factory=dict)
     action_url: str | None = None
-    actor: Ref | None = None
+    actor: Actor | None = None
     target: Ref | None = None
     created_at: datetime
     expires_at: datetime
