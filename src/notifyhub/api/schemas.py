@@ -132,6 +132,31 @@ def _distinct(tags: list[str]) -> list[str]:
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
 
 
+_HTML = re.compile(r"<[A-Za-z!/?]")
+_LINK_TARGET = re.compile(r"\]\(\s*<?\s*([^\s)>]*)")
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:", re.MULTILINE)
+_AUTOLINK_SCHEMES = re.compile(r"(?i)\b(javascript|vbscript|data|file):")
+
+
+def safe_markdown(body: str) -> str | None:
+    """Why `body` is not in the markdown subset clients render (emphasis, code, http(s)
+    links, lists); None when it is. Clients sanitise what they render as well: this
+    refuses what would only ever be an attack or a surprise."""
+    if found := _HTML.search(body):
+        return (
+            f"markdown may not contain HTML (found {body[found.start() : found.start() + 12]!r}); "
+            "write `&lt;` for a literal '<'"
+        )
+    if found := _REFERENCE.search(body):
+        return "markdown reference links ([name]: url) are not in the subset; use [text](url)"
+    for target in _LINK_TARGET.findall(body):
+        if not target.lower().startswith(("https://", "http://")):
+            return f"markdown links must be http(s) URLs (found {target[:40]!r})"
+    if found := _AUTOLINK_SCHEMES.search(body):
+        return f"markdown may not name a {found[1].lower()}: URL"
+    return None
+
+
 def _distinct_ids(actions: list[Action]) -> list[Action]:
     if len({action.id for action in actions}) != len(actions):
         raise ValueError("action ids must be distinct")
@@ -230,6 +255,10 @@ class PublishRequest(Strict):
         str, Field(max_length=4000, pattern=NO_CONTROL_BUT_WHITESPACE), AfterValidator(_multi_line)
     ] = ""
     """Longer text; line breaks allowed."""
+    body_format: Literal["text", "markdown"] = "text"
+    """`text` (the default), or `markdown`: the subset clients render (emphasis, `code`,
+    [links](https://...) to http(s) only, lists). HTML, other link schemes and reference
+    links are a 422."""
     severity: Severity = Severity.INFO
     """How urgent: `critical` also overrides a user's `inbox: false` preference."""
     category: Category | None = None
@@ -272,6 +301,12 @@ class PublishRequest(Strict):
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
     """Deliver later, after this many seconds; not with `deliver_at`."""
+
+    @model_validator(mode="after")
+    def _markdown_subset(self) -> PublishRequest:
+        if self.body_format == "markdown" and (why := safe_markdown(self.body)):
+            raise ValueError(f"body: {why}")
+        return self
 
     @model_validator(mode="after")
     def _one_schedule(self) -> PublishRequest:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
 NotificationStatus = Literal["unread", "read"]
+BodyFormat = Literal["text", "markdown"]
+"""How clients render `body`: as plain text, or as the safe markdown subset."""
 PRINTABLE = r"^[^\x00-\x1F\x7F-\x9F]*$"
 """No control characters (Unicode Cc)."""
 
@@ -221,6 +223,9 @@ class Notification(BaseModel):
     """One line, 1..200 characters."""
     body: str = ""
     """Longer text, up to 4000 characters."""
+    body_format: BodyFormat = "text"
+    """`text`, or `markdown`: emphasis, code, http(s) links and lists, rendered by the
+    client (notifyhub.js `renderBody`) through a sanitiser."""
     severity: Severity = Severity.INFO
     """info, success, warning, error or critical."""
     category: str | None = None
@@ -249,9 +254,18 @@ class Notification(BaseModel):
     """Up to 3 buttons; the user completes one of them once."""
 
     def content(self) -> dict[str, Any]:
-        """What every copy stores as its content: without `actions` when it has none, so
-        content stays as it was before actions existed."""
-        return self.model_dump(mode="json", exclude=None if self.actions else {"actions"})
+        """What every copy stores as its content: without `actions` and `body_format` at
+        their defaults, so content stays as it was before they existed."""
+        return self.model_dump(mode="json", exclude=_defaults_left_out(self))
+
+
+def _defaults_left_out(notification: Notification) -> set[str] | None:
+    left_out = {
+        name
+        for name, default in (("actions", ()), ("body_format", "text"))
+        if getattr(notification, name) == default
+    }
+    return left_out or None
 
 
 class InboxItem(Notification):
@@ -358,6 +372,7 @@ class Draft(BaseModel):
     tenant: str = "default"
     title: str
     body: str = ""
+    body_format: BodyFormat = "text"
     severity: Severity = Severity.INFO
     category: str | None = None
     source: str | None = None

@@ -60,6 +60,8 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     # Without tags or actions when it has none: the hash a retry made before they existed
     # still matches.
     exclude = {field for field in ("tags", "actions") if not getattr(draft, field)}
+    if draft.body_format == "text":
+        exclude.add("body_format")
     asked = draft.model_dump(mode="json", exclude=exclude)
     if asked["actor"] is not None:  # an actor's name and avatar, likewise
         asked["actor"] = {k: v for k, v in asked["actor"].items() if v is not None}

@@ -284,7 +284,11 @@
     titleRow.append(el("span", "title", item.title));
     if (severity === "critical") titleRow.append(el("span", "tag", "critical"));
     main.append(titleRow);
-    if (item.body) main.append(el("p", "body", item.body));
+    if (item.body) {
+      const body = el("div", `body ${item.body_format === "markdown" ? "markdown" : "text"}`);
+      body.append(NotifyHub.renderBody(item));
+      main.append(body);
+    }
     if (item.actions && item.actions.length) main.append(choicesFor({ completed: null, ...item }));
     main.append(meta(item));
     const side = el("div", "side");

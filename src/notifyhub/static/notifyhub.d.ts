@@ -69,6 +69,8 @@ export interface InboxItem {
   tenant: string;
   title: string;
   body: string;
+  /** How to render `body`: plain text, or the markdown subset (`renderBody`). */
+  body_format: "text" | "markdown";
   severity: Severity;
   category: string | null;
   source: string | null;
@@ -454,6 +456,12 @@ export interface NotifyHubGlobal {
   ): boolean;
   /** Whether a copy passes a view's filter. */
   matchesView(item: InboxItem, filter: ViewFilter | null | undefined): boolean;
+  /**
+   * `item.body` as DOM nodes: text as text; markdown through markdown-it and DOMPurify
+   * (load /static/vendor/markdown-it.min.js and purify.min.js first; without them it is
+   * shown as text), only the subset's tags and http(s) links.
+   */
+  renderBody(item: Pick<InboxItem, "body" | "body_format">, doc?: Document): DocumentFragment;
   /** Not a stable API. */
   internal: NotifyHubInternal;
 }

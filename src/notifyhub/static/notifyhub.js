@@ -12,6 +12,7 @@
  *   await hub.markRead(id); await hub.markAllRead(); await hub.delete(id);
  *   await hub.archive(id); await hub.pin(id); await hub.snooze(id, "tomorrow");
  *   await hub.completeAction(id, "approve");       // one of its buttons, once
+ *   node.append(NotifyHub.renderBody(item));        // text, or sanitised markdown
  *   hub.counts.views["mentions"].unread;           // a view's (tab's) live counts
  *
  * One stream per browser and user: a SharedWorker (notifyhub-worker.js, same folder) holds
@@ -283,6 +284,52 @@
     return atLeast(item, o.severityAtLeast) && (!o.view || matchesView(item, viewFilter));
   }
 
+  // ---- bodies: plain text, or the safe markdown subset ----------------------------------
+
+  const MARKDOWN_TAGS = ["p", "em", "strong", "code", "pre", "a", "ul", "ol", "li", "br"];
+  const HTTP_URL = /^https?:\/\//i;
+  let markdown = null;
+
+  /** markdown-it (vendor/markdown-it.min.js) with only the subset's rules; null without it. */
+  function markdownRenderer() {
+    if (markdown === null && typeof root.markdownit === "function") {
+      markdown = root.markdownit("zero", { html: false, linkify: false, breaks: true }).enable([
+        "emphasis", "backticks", "link", "escape", "entity", "newline", "list", "code", "fence",
+      ]);
+    }
+    return markdown;
+  }
+
+  /**
+   * `item.body` as DOM nodes. Text stays text. Markdown (`body_format: "markdown"`) goes
+   * through markdown-it (no HTML, the subset's rules only) and then DOMPurify (only the
+   * subset's tags, only `href` attributes, only http(s) URLs), and links open in a new tab
+   * without a referrer. Both scripts ship in /static/vendor/; a page without them shows the
+   * markdown as its text, never as HTML.
+   */
+  function renderBody(item, doc = root.document) {
+    const fragment = doc.createDocumentFragment();
+    const md = item.body_format === "markdown" ? markdownRenderer() : null;
+    const purify = root.DOMPurify;
+    if (md === null || !purify || !purify.isSupported) {
+      fragment.append(doc.createTextNode(item.body || ""));
+      return fragment;
+    }
+    const clean = purify.sanitize(md.render(item.body || ""), {
+      ALLOWED_TAGS: MARKDOWN_TAGS,
+      ALLOWED_ATTR: ["href"],
+      ALLOWED_URI_REGEXP: HTTP_URL,
+      RETURN_DOM_FRAGMENT: true,
+    });
+    for (const link of clean.querySelectorAll("a")) {
+      if (!HTTP_URL.test(link.getAttribute("href") || "")) link.removeAttribute("href");
+      link.target = "_blank";
+      link.rel = "noopener noreferrer nofollow";
+    }
+    fragment.append(clean);
+    return fragment;
+  }
+
   const internal = {
     StreamConnection,
     backoffDelay,
@@ -302,6 +349,7 @@
     snoozeBody,
     matchesList,
     matchesView,
+    renderBody,
   };
 
   if (typeof document === "undefined") {

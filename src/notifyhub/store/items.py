@@ -27,6 +27,7 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     read_at = int(read_at_ms)
     fields: dict[str, Any] = orjson.loads(content)
     fields.setdefault("tags", [])  # content stored before tags existed
+    fields.setdefault("body_format", "text")  # (stored only when markdown)
     fields["status"] = "read" if read_at else "unread"
     fields["seen"] = seen == b"1"
     fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None

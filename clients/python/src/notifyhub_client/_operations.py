@@ -14,7 +14,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import JsonValue
 
@@ -113,6 +113,7 @@ class Operations:
         topics: Sequence[str] = (),
         tenant: str | None = None,
         body: str | None = None,
+        body_format: Literal["text", "markdown"] | None = None,
         severity: m.Severity | None = None,
         category: str | None = None,
         source: str | None = None,
@@ -140,6 +141,7 @@ class Operations:
             recipients=m.Recipients(users=list(users), groups=list(groups), topics=list(topics)),
             title=title,
             body=body,
+            body_format=body_format,
             severity=severity,
             category=category,
             source=source,

@@ -89,6 +89,7 @@ class PublishRequest(Request):
     recipients: Recipients
     title: str
     body: str | None = None
+    body_format: Literal["text", "markdown"] | None = None
     severity: Severity | None = None
     category: str | None = None
     source: str | None = None
@@ -216,6 +217,7 @@ class Notification(Response):
     tenant: str
     title: str
     body: str = ""
+    body_format: Literal["text", "markdown"] = "text"
     severity: Severity = "info"
     category: str | None = None
     source: str | None = None
