@@ -49,6 +49,7 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
         ("GET", "/v1/me/notifications/{notification_id}", "200", ("actions",)),
     ],
     m.Completed: [("GET", "/v1/me/notifications/{notification_id}", "200", ("completed",))],
+    m.Thread: [("GET", "/v1/me/notifications/{notification_id}", "200", ("thread",))],
     m.EventRequest: [("POST", "/v1/events", "request", ())],
     m.RelationshipRequest: [
         ("POST", "/v1/relationships", "request", ()),

@@ -164,6 +164,7 @@ def _distinct_ids(actions: list[Action]) -> list[Action]:
 
 
 Actions = Annotated[list[Action], Field(max_length=MAX_ACTIONS), AfterValidator(_distinct_ids)]
+ThreadKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 CollapseKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/@-]+$")]
 NotificationId = Annotated[
     str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
@@ -293,6 +294,13 @@ class PublishRequest(Strict):
     tags: Tags = Field(default_factory=list)
     """Up to 10 distinct labels (lowercase slugs, e.g. `mention`, `billing`) that lists
     (`tags_any`, `tags_all`) filter by."""
+    thread_key: ThreadKey | None = None
+    """Copies with this key join each user's open thread with it (one item per
+    conversation: its `thread` counts the activities and their actors, it shows the latest
+    and comes back unread on top) instead of adding items; not with `collapse_key`."""
+    thread_window_s: Annotated[int, Field(ge=1, le=30 * 86400)] | None = None
+    """How long after a thread's first activity this notification may still join it
+    (default 86400, a day); later, it starts a new thread."""
     actions: Actions = Field(default_factory=list)
     """Up to 3 buttons with distinct ids; the user completes one of them once
     (`POST /v1/me/notifications/{id}/actions/{action_id}`), optionally calling a delivery
@@ -301,6 +309,14 @@ class PublishRequest(Strict):
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
     """Deliver later, after this many seconds; not with `deliver_at`."""
+
+    @model_validator(mode="after")
+    def _thread(self) -> PublishRequest:
+        if self.thread_key is not None and self.collapse_key is not None:
+            raise ValueError("give `thread_key` or `collapse_key`, not both")
+        if self.thread_window_s is not None and self.thread_key is None:
+            raise ValueError("`thread_window_s` needs a `thread_key`")
+        return self
 
     @model_validator(mode="after")
     def _markdown_subset(self) -> PublishRequest:

@@ -170,6 +170,27 @@ class Action(BaseModel):
         return value
 
 
+DEFAULT_THREAD_WINDOW_S = 86400
+
+
+class Thread(BaseModel):
+    """One conversation in one user's inbox: every notification with its key within the
+    window of its first, counted once."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    key: str
+    """The notifications' `thread_key`."""
+    activity_count: int
+    """How many notifications joined it (the first included)."""
+    actors: list[Actor]
+    """Who caused them: the latest 10 distinct, the latest first."""
+    first_at: Timestamp
+    """When its first activity was created."""
+    last_at: Timestamp
+    """When its latest activity was created."""
+
+
 class Completed(BaseModel):
     """Which of a copy's actions its user completed, and when."""
 
@@ -206,6 +227,7 @@ _ITEM_EXAMPLE: dict[str, Any] = {
     "snoozed_until": None,
     "actions": [],
     "completed": None,
+    "thread": None,
 }
 """A user's copy as the inbox API and the stream's `notification` event show it."""
 
@@ -252,6 +274,11 @@ class Notification(BaseModel):
     """Up to 10 short labels (slugs) that lists and views filter by."""
     actions: tuple[Action, ...] = ()
     """Up to 3 buttons; the user completes one of them once."""
+    thread_key: str | None = None
+    """Copies with the same key join each user's open thread instead of adding items."""
+    thread_window_s: int | None = None
+    """How long after a thread's first activity this one may still join it (default a
+    day)."""
 
     def content(self) -> dict[str, Any]:
         """What every copy stores as its content: without `actions` and `body_format` at
@@ -262,7 +289,12 @@ class Notification(BaseModel):
 def _defaults_left_out(notification: Notification) -> set[str] | None:
     left_out = {
         name
-        for name, default in (("actions", ()), ("body_format", "text"))
+        for name, default in (
+            ("actions", ()),
+            ("body_format", "text"),
+            ("thread_key", None),
+            ("thread_window_s", None),
+        )
         if getattr(notification, name) == default
     }
     return left_out or None
@@ -289,6 +321,9 @@ class InboxItem(Notification):
     `status=snoozed`), back unread at that time; null when not snoozed."""
     completed: Completed | None = None
     """The action this user completed (its other actions are closed); null before."""
+    thread: Thread | None = None
+    """When it is a thread (a `thread_key`): its activities so far; the item shows the
+    latest one's content. Null for a single notification."""
 
 
 class ViewCount(BaseModel):
@@ -354,6 +389,18 @@ class InboxPage(BaseModel):
     """The user's unread count."""
 
 
+class ActivityPage(BaseModel):
+    """A page of one item's activities, the latest first: a thread's (the latest 100 are
+    kept), or a single notification's one."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    items: list[Notification]
+    """Each activity as it was published."""
+    next_cursor: str | None
+    """Pass as `cursor` for the next (older) page; null on the last."""
+
+
 class Recipients(BaseModel):
     """Who should get a notification; a user named by several routes gets one copy."""
 
@@ -384,6 +431,8 @@ class Draft(BaseModel):
     collapse_key: str | None = None
     tags: tuple[str, ...] = ()
     actions: tuple[Action, ...] = ()
+    thread_key: str | None = None
+    thread_window_s: int | None = None
     ttl_s: int | None = None
     expires_at: datetime | None = None
     deliver_at: datetime | None = None

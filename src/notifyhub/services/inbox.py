@@ -11,13 +11,23 @@ from typing import Literal
 from ulid import ULID
 
 from notifyhub.domain.auth import UserPrincipal
-from notifyhub.domain.notification import Counts, InboxItem, InboxPage, Severity, to_ms
+from notifyhub.domain.notification import (
+    ActivityPage,
+    Counts,
+    InboxItem,
+    InboxPage,
+    Notification,
+    Severity,
+    to_ms,
+)
 from notifyhub.errors import InvalidInput, LimitReached, NotFound
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
 from notifyhub.services.views import Views
 from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
 from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
+
+NOTIFICATION_FIELDS = set(Notification.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +140,27 @@ class InboxService:
         if item is None:
             raise NotFound(f"no notification {notification_id}")
         return item
+
+    async def activities(
+        self, me: UserPrincipal, notification_id: str, *, cursor: str | None, limit: int
+    ) -> ActivityPage:
+        """A thread's activities, the latest first, `limit` per page after `cursor` (the
+        last id of the previous page); a single notification's one."""
+        found = await self._store.activities(me.tenant, me.user, notification_id)
+        if found is None:
+            raise NotFound(f"no notification {notification_id}")
+        if not found:  # no thread: the notification itself
+            item = await self.get(me, notification_id)
+            found = [Notification.model_validate(item.model_dump(include=NOTIFICATION_FIELDS))]
+        newest = found[::-1]
+        if cursor is not None:
+            ids = [activity.id for activity in newest]
+            if cursor not in ids:
+                raise InvalidInput("cursor: not an activity of this notification")
+            newest = newest[ids.index(cursor) + 1 :]
+        page = newest[:limit]
+        more = len(newest) > limit
+        return ActivityPage(items=page, next_cursor=page[-1].id if more else None)
 
     async def mark(self, me: UserPrincipal, notification_id: str, change: StateChange) -> InboxItem:
         """Apply one PATCH atomically: all of it, or (a pin over the limit) none of it. A

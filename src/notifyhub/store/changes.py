@@ -139,6 +139,9 @@ class UpdateChange:
     """Set by the entry of an action's completion (lua/act.lua): the action's id."""
     completed_ms: int = 0
     """... and when it was completed."""
+    thread: bool = False
+    """An activity joined the thread (lua/common.lua `join`): the event is the whole item,
+    as it now is (content and summary changed, not only its state)."""
 
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
@@ -155,9 +158,12 @@ class UpdateChange:
             *flags,
             None if action is None else str(action),
             completed_ms,
+            bool(raw.get("thread")),
         )
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:
+        if self.thread:  # None when the thread was deleted since (its delete follows)
+            return None if content is None or state is None else item_json(content, state)
         read_at = self.read_at_ms
         data: dict[str, Any] = {
             "id": self.id,

@@ -51,6 +51,19 @@ class InlineRing:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadArgs:
+    """A threaded notification's part of `CopyArgs` (lua/common.lua `join`)."""
+
+    key: str
+    window_ms: int
+    created_ms: int
+    actor: bytes
+    """"<actor id>\t<actor JSON>", or empty."""
+    prefix: int
+    """The length of the content's thread prefix (`{"thread":{...},`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class CopyArgs:
     """A notification as lua/common.lua `copy` takes it: place.lua's ARGV, and (all but
     the content) the header of a pending entry that defer.lua stores and `place_pending` reads."""
@@ -75,12 +88,20 @@ class CopyArgs:
     evaluated; every user's views are then evaluated in Lua)."""
     tenant_mask: int = 0
     """Which of the tenant's views (at that version) the notification is in."""
+    thread: ThreadArgs | None = None
+    """Set when it has a thread key (lua/common.lua `join`)."""
 
     def place_args(self, ring: InlineRing | None = None) -> Args:
         args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
         args += [self.log_max, _flag(self.critical), _flag(self.pull), self.items_per_user]
         version = "" if self.tenant_views is None else self.tenant_views
         args += [self.severity, ",".join(self.tags), version, self.tenant_mask]
+        t = self.thread
+        args += (
+            ["", 0, 0, "", 0]
+            if t is None
+            else [t.key, t.window_ms, t.created_ms, t.actor, t.prefix]
+        )
         if ring is not None:
             args += [ring.channel, ring.header, *ring.members]
         return args
@@ -92,6 +113,8 @@ class CopyArgs:
         header += [int(self.critical), int(self.pull), self.items_per_user]
         version = -1 if self.tenant_views is None else self.tenant_views
         header += [self.severity, ",".join(self.tags), version, self.tenant_mask]
+        if (t := self.thread) is not None:
+            header += [t.key, t.window_ms, t.created_ms, t.actor.decode(), t.prefix]
         entry = orjson.dumps(header) + b"\n" + self.content
         return [entry, self.category, _flag(self.critical)]
 

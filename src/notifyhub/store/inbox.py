@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -12,6 +12,7 @@ from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
 from notifyhub.domain.notification import (
+    DEFAULT_THREAD_WINDOW_S,
     SEVERITY_RANK,
     Counts,
     InboxItem,
@@ -48,6 +49,7 @@ from notifyhub.store.codecs import (
     RemoveArgs,
     ResurfaceArgs,
     Synced,
+    ThreadArgs,
     ViewsArgs,
     changes_from_reply,
 )
@@ -128,6 +130,41 @@ class Position:
     epoch: str
     tenant_views: int = -1
     personal_views: int = -1
+
+
+def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
+    """What each copy stores as its content, and its thread's part of `CopyArgs`."""
+    content = orjson.dumps(notification.content())
+    if not notification.thread_key:
+        return content, None
+    return thread_start(notification, content)
+
+
+def thread_start(notification: Notification, content: bytes) -> tuple[bytes, ThreadArgs]:
+    """A threaded notification's content as a new thread's item shows it (its summary
+    first, as lua/common.lua `thread_content` writes it when others join), and its
+    `ThreadArgs`."""
+    n = notification
+    assert n.thread_key is not None
+    created_ms = int(n.created_at.timestamp() * 1000)
+    actor = b"" if n.actor is None else orjson.dumps(n.actor.model_dump(mode="json"))
+    summary = orjson.dumps(
+        {
+            "id": n.id,
+            "key": n.thread_key,
+            "count": 1,
+            "first_ms": created_ms,
+            "last_ms": created_ms,
+            "actors": [],
+        }
+    )
+    if actor:
+        summary = summary[: -len(b"[]}")] + b"[" + actor + b"]}"
+    prefix = b'{"thread":' + summary + b","
+    window_s = n.thread_window_s or DEFAULT_THREAD_WINDOW_S
+    line = b"" if n.actor is None else n.actor.id.encode() + b"\t" + actor
+    args = ThreadArgs(n.thread_key, window_s * 1000, created_ms, line, len(prefix))
+    return prefix + content[1:], args
 
 
 def _inline_header(content: bytes) -> bytes:
@@ -216,18 +253,20 @@ class InboxStore:
         """
         if not users:
             return Placement([], [])
-        content = orjson.dumps(notification.content())
+        content, thread = copy_content(notification)
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
         # The doorbell carries the copies' events when every copy is a plain new
         # notification (no collapse key, no category that preferences may silence).
-        plain = not (pull or notification.category or notification.collapse_key or defer)
+        n = notification
+        plain = not (pull or n.category or n.collapse_key or n.thread_key or defer)
         inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
         ring = None
         if plain and not self._cluster:  # the script rings, after its writes
             header = traced(_inline_header(content), trace)
             ring = InlineRing(self.doorbells.channels[0], header, members)
         copy = self._copy_args(notification, content, expires_ms, pull=pull, views=views)
+        copy = replace(copy, thread=thread)
         script, args, fields = self._script_call(copy, ring, defer=defer)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
@@ -484,6 +523,17 @@ class InboxStore:
         seq = int(raw[0])
         await self._publish([(member(tenant, user), seq)])
         return seq
+
+    async def activities(
+        self, tenant: str, user: str, notification_id: str
+    ) -> list[Notification] | None:
+        """A thread's kept activities, oldest first (lua/activities.lua); [] when the
+        item is no thread, None when the user has no such item."""
+        args = [*LogMaxArgs(self._limits.change_log_max).to_args(), notification_id]
+        raw = await self._call(self.scripts.activities, tenant, user, args)
+        if raw is None:
+            return None
+        return [Notification.model_validate_json(content) for content in raw]
 
     async def act(
         self,

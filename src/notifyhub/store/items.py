@@ -26,6 +26,18 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     flags = rest.partition(FLAGS)[2]
     read_at = int(read_at_ms)
     fields: dict[str, Any] = orjson.loads(content)
+    thread = fields.pop("thread", None)  # a thread's summary (lua/common.lua `join`)
+    if thread is not None:
+        fields["id"] = thread["id"]  # the content is its latest activity's
+        fields["thread"] = {
+            "key": thread["key"],
+            "activity_count": thread["count"],
+            "actors": thread["actors"],
+            "first_at": to_rfc3339(from_ms(thread["first_ms"])),
+            "last_at": to_rfc3339(from_ms(thread["last_ms"])),
+        }
+    else:
+        fields["thread"] = None
     fields.setdefault("tags", [])  # content stored before tags existed
     fields.setdefault("body_format", "text")  # (stored only when markdown)
     fields["status"] = "read" if read_at else "unread"

@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from notifyhub.store.client import SOCKET_TIMEOUT_S
 from notifyhub.store.operations import OPERATIONS
 
-READ_SCRIPTS = ("get", "counts", "page", "changes")
+READ_SCRIPTS = ("get", "counts", "page", "changes", "activities")
 """Inbox scripts that read (after placing and purging); the writing ones are
 store/operations.py's."""
 
@@ -98,6 +98,7 @@ class InboxScripts:
         self.place_pending: AsyncScript = loaded["place_pending"]
         self.resurface: AsyncScript = loaded["resurface"]
         self.act: AsyncScript = loaded["act"]
+        self.activities: AsyncScript = loaded["activities"]
         self.views: AsyncScript = loaded["views"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
         self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))

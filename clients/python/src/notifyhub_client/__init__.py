@@ -56,6 +56,7 @@ from notifyhub_client.models import (
     Ref,
     Rule,
     RuleRecipient,
+    Thread,
     Topic,
     ViewCount,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "ServerError",
     "StreamEvent",
     "StreamProtocolError",
+    "Thread",
     "Topic",
     "Unauthorized",
     "Unavailable",

@@ -68,6 +68,16 @@ class Action(Response):
     style: Literal["primary", "secondary", "danger"] = "secondary"
 
 
+class Thread(Response):
+    """A thread item's activities: how many, who (latest 10 distinct), when."""
+
+    key: str
+    activity_count: int
+    actors: list[Actor]
+    first_at: datetime
+    last_at: datetime
+
+
 class Completed(Response):
     """Which action the user completed, and when."""
 
@@ -102,6 +112,8 @@ class PublishRequest(Request):
     expires_at: datetime | None = None
     collapse_key: str | None = None
     tags: list[str] | None = None
+    thread_key: str | None = None
+    thread_window_s: int | None = None
     actions: list[Action] | None = None
     deliver_at: datetime | None = None
     delay: int | None = None
@@ -230,6 +242,8 @@ class Notification(Response):
     expires_at: datetime
     collapse_key: str | None = None
     tags: list[str] = Field(default_factory=list)
+    thread_key: str | None = None
+    thread_window_s: int | None = None
     status: str = "unread"
     seen: bool = False
     read_at: datetime | None = None
@@ -239,6 +253,8 @@ class Notification(Response):
     actions: list[Action] = Field(default_factory=list)
     completed: Completed | None = None
     """The action this user completed; null before."""
+    thread: Thread | None = None
+    """Set when it is a thread (a `thread_key`)."""
     replaces: str | None = None
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
 

@@ -21,7 +21,14 @@ from notifyhub.api.schemas import (
     Updated,
     ViewName,
 )
-from notifyhub.domain.notification import PRINTABLE, Counts, InboxItem, InboxPage, Severity
+from notifyhub.domain.notification import (
+    PRINTABLE,
+    ActivityPage,
+    Counts,
+    InboxItem,
+    InboxPage,
+    Severity,
+)
 from notifyhub.services.inbox import ListRequest, StateChange
 
 router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"], responses=USER)
@@ -217,6 +224,26 @@ async def patch_notification(
         snooze_until_ms=body.snooze_until_ms(datetime.now(UTC)),
     )
     return await state["inbox"].mark(me, notification_id, change)
+
+
+@router.get("/{notification_id}/activities", response_model=ActivityPage, responses=NOT_FOUND)
+async def list_activities(
+    notification_id: NotificationIdPath,
+    me: CurrentUser,
+    state: AppState,
+    limit: PageLimit = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$",
+            description="The previous page's `next_cursor`; omit for the latest activities.",
+            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
+        ),
+    ] = None,
+) -> ActivityPage:
+    """Every activity of a thread (the latest 100 are kept), the latest first, each as it
+    was published; a single notification's is itself."""
+    return await state["inbox"].activities(me, notification_id, cursor=cursor, limit=limit)
 
 
 @router.post(

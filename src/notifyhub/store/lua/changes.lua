@@ -3,7 +3,8 @@
 -- Stops after the entry that brings the reply to max_bytes (at least one entry), so a
 -- read of a large backlog, and a pipeline of many such reads, stays small.
 -- Returns {seq, oldest_logged_seq or 0, epoch, entry1, content1 or false, state1 or false,
--- ...}; content/state are filled for notification entries whose item still exists.
+-- ...}; content/state are filled for notification entries, and the updates of a thread
+-- an activity joined, whose item still exists.
 -- Codec: store/codecs.py ChangesArgs -> changes_from_reply (test_script_layouts.py).
 local u = inbox(0)
 place_pending(u)
@@ -18,7 +19,7 @@ for _, e in ipairs(entries) do
   out[#out + 1] = e
   bytes = bytes + #e
   local decoded = cjson.decode(e)
-  if decoded.type == 'notification' then
+  if decoded.type == 'notification' or decoded.thread then
     local content = redis.call('HGET', u.items, decoded.id)
     out[#out + 1] = content
     out[#out + 1] = redis.call('HGET', u.state, decoded.id)

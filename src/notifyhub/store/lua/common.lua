@@ -4,8 +4,8 @@
 -- A user's state string is "read_at_ms|seen|category|collapse_key" (read_at_ms 0 = unread),
 -- then, only when the copy has any, "\31" and its flags: "a" archived, "p" pinned,
 -- "s<ms>" snoozed until then, "v<mask>" the views it is in (below), "r<ms>" resurfaced then,
--- "c<k>@<ms>" its k-th action completed then (so an unflagged state is what it always
--- was; collapse keys hold no control characters).
+-- "c<k>@<ms>" its k-th action completed then, "h" it is a thread (below) (so an unflagged
+-- state is what it always was; collapse keys hold no control characters).
 
 local function inbox(o)
   return {items = KEYS[o + 1], state = KEYS[o + 2], time = KEYS[o + 3], exp = KEYS[o + 4],
@@ -33,12 +33,13 @@ local function parse_state(s)
           snoozed = tonumber(string.match(flags, 's(%d+)')) or 0,
           views = tonumber(string.match(flags, 'v(%d+)')) or 0,
           resurfaced = tonumber(string.match(flags, 'r(%d+)')) or 0,
-          done = string.match(flags, 'c(%d+@%d+)') or ''}
+          done = string.match(flags, 'c(%d+@%d+)') or '',
+          thread = string.find(flags, 'h', 1, true) ~= nil}
 end
 
 local function format_state(st)
   local s = st.read_at .. '|' .. (st.seen and '1' or '0') .. '|' .. st.category .. '|' .. st.ck
-  local flags = (st.archived and 'a' or '') .. (st.pinned and 'p' or '')
+  local flags = (st.archived and 'a' or '') .. (st.pinned and 'p' or '') .. (st.thread and 'h' or '')
   if st.snoozed and st.snoozed > 0 then flags = flags .. 's' .. string.format('%d', st.snoozed) end
   if st.views and st.views > 0 then flags = flags .. 'v' .. string.format('%d', st.views) end
   if st.resurfaced and st.resurfaced > 0 then
@@ -309,6 +310,56 @@ local function reindex(u, id, old, new)
   if after ~= id then redis.call('HSET', u.cnt, 'k:' .. after, id) end
 end
 
+-- Threads. A copy with a thread key joins the user's open thread with that key instead
+-- of adding an item: ck field "t:<key>" = "<thread id> <first activity's ms>" names it
+-- while a joining copy was created within its window of that first activity. The thread
+-- item (flag "h") keeps the first copy's id; its content is the latest activity's,
+-- prefixed with the thread's summary ({"thread":{id,key,count,first_ms,last_ms,actors},
+-- ...}: store/items.py unfolds it). Its record, items field "T:<id>", holds
+-- "count first_ms last_ms\n<key>\n<activity ids, space-separated>" then one line per actor
+-- ("<actor id>\t<actor JSON>", the latest first, at most MAX_ACTORS distinct); each of
+-- the latest MAX_ACTIVITIES activities' own content is items field "a:<activity id>".
+local MAX_ACTIVITIES = 100
+local MAX_ACTORS = 10
+
+local function parse_record(raw)
+  local lines = split(raw, '\n')
+  local head = split(lines[1], ' ')
+  local rec = {count = tonumber(head[1]), first_ms = tonumber(head[2]),
+               last_ms = tonumber(head[3]), key = lines[2], ids = split(lines[3] or '', ' '),
+               actors = {}}
+  for i = 4, #lines do rec.actors[#rec.actors + 1] = lines[i] end
+  return rec
+end
+
+local function format_record(rec)
+  local head = string.format('%d %d %d', rec.count, rec.first_ms, rec.last_ms)
+  local out = {head, rec.key, table.concat(rec.ids, ' ')}
+  for _, actor in ipairs(rec.actors) do out[#out + 1] = actor end
+  return table.concat(out, '\n')
+end
+
+-- The thread item's content: the summary, then the latest activity's content.
+local function thread_content(id, rec, plain)
+  local actors = {}
+  for i, line in ipairs(rec.actors) do
+    actors[i] = string.sub(line, string.find(line, '\t', 1, true) + 1)
+  end
+  return string.format('{"thread":{"id":"%s","key":"%s","count":%d,"first_ms":%d,' ..
+    '"last_ms":%d,"actors":[%s]},', id, rec.key, rec.count, rec.first_ms, rec.last_ms,
+    table.concat(actors, ',')) .. string.sub(plain, 2)
+end
+
+local function drop_thread(u, id)
+  local raw = redis.call('HGET', u.items, 'T:' .. id)
+  if not raw then return end
+  local rec = parse_record(raw)
+  for _, activity in ipairs(rec.ids) do redis.call('HDEL', u.items, 'a:' .. activity) end
+  redis.call('HDEL', u.items, 'T:' .. id)
+  local open = redis.call('HGET', u.ck, 't:' .. rec.key)
+  if open and string.sub(open, 1, #id) == id then redis.call('HDEL', u.ck, 't:' .. rec.key) end
+end
+
 -- Remove one item and its indexes; returns its state, or nil when it was not there.
 local function drop(u, id)
   local raw = redis.call('HGET', u.state, id)
@@ -322,6 +373,7 @@ local function drop(u, id)
   redis.call('ZREM', u.exp, id)
   if st.ck ~= '' and redis.call('HGET', u.ck, st.ck) == id then redis.call('HDEL', u.ck, st.ck) end
   if st.pinned then set_pinned(u, id, false) end
+  if st.thread then drop_thread(u, id) end
   return st, count_change(u, st, nil)
 end
 
@@ -352,9 +404,48 @@ end
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
 -- critical, pull, cap (0: no cap), severity (rank), tags (a set), tver and tmask (the
 -- version of the tenant's views the fan-out evaluated, and the copy's bits of them; nil:
--- unknown)}.
+-- unknown), thread ('' none), window_ms, created_ms, actor ('' none) and prefix (a
+-- thread's content prefix length)}.
 local function fresh_state(n)
-  return {read_at = 0, seen = false, category = n.category, ck = n.ck}
+  return {read_at = 0, seen = false, category = n.category, ck = n.ck,
+          thread = (n.thread or '') ~= ''}
+end
+
+-- `n` (with a thread key) joins the thread `tid`, whose state is `raw`: the thread item is
+-- unread again, on top (it sorts by the activity's time), shows the activity, counts it
+-- and its actor; one `update` entry (`thread`: streams send the whole item). Returns as
+-- `copy` does; nil when `tid` holds no thread (a new one is started instead).
+local function join(u, n, tid, raw)
+  local rec_raw = redis.call('HGET', u.items, 'T:' .. tid)
+  if not rec_raw then return nil end
+  local rec = parse_record(rec_raw)
+  for _, id in ipairs(rec.ids) do
+    if id == n.id then return 0, 0 end  -- a retried fan-out
+  end
+  local plain = '{' .. string.sub(n.content, n.prefix + 1)
+  rec.count, rec.last_ms = rec.count + 1, math.max(rec.last_ms, n.created_ms)
+  rec.ids[#rec.ids + 1] = n.id
+  if #rec.ids > MAX_ACTIVITIES then redis.call('HDEL', u.items, 'a:' .. table.remove(rec.ids, 1)) end
+  if n.actor ~= '' then
+    local actors, prefix = {n.actor}, string.sub(n.actor, 1, string.find(n.actor, '\t', 1, true))
+    for _, line in ipairs(rec.actors) do
+      if #actors < MAX_ACTORS and string.sub(line, 1, #prefix) ~= prefix then
+        actors[#actors + 1] = line
+      end
+    end
+    rec.actors = actors
+  end
+  redis.call('HSET', u.items, 'a:' .. n.id, plain, 'T:' .. tid, format_record(rec),
+             tid, thread_content(tid, rec, plain))
+  local old, new = parse_state(raw), parse_state(raw)
+  new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
+  redis.call('HSET', u.state, tid, format_state(new))
+  reindex(u, tid, old, new)
+  redis.call('ZADD', u.exp, 'GT', n.expires_ms, tid)
+  local c = count_change(u, old, new)
+  local entry = {type = 'update', id = tid, read_at = 0, seen = false, archived = new.archived,
+                 pinned = new.pinned, snoozed = new.snoozed, thread = 1}
+  return append(u, entry, n.log_max, c), 0, c
 end
 
 -- Store one user's copy of `n`. Returns the new seq (0 when the user already has this
@@ -381,7 +472,29 @@ local function copy(u, n)
     end
     if fresh.views > 0 then state = format_state(fresh) end
   end
+  local topic = nil
+  if n.thread ~= '' then
+    topic = 't:' .. n.thread
+    local open = redis.call('HGET', u.ck, topic)
+    if open then
+      local space = string.find(open, ' ', 1, true)
+      local tid, first = string.sub(open, 1, space - 1), tonumber(string.sub(open, space + 1))
+      local raw = tid ~= n.id and n.created_ms < first + n.window_ms
+        and redis.call('HGET', u.state, tid)
+      if raw then
+        local seq, dropped, c = join(u, n, tid, raw)
+        if seq then return seq, dropped, c end
+      end
+    end
+  end
   if redis.call('HSETNX', u.state, n.id, state or format_state(fresh)) == 0 then return 0, 0 end
+  if topic then  -- a new thread: its record, and its first activity
+    redis.call('HSET', u.ck, topic, n.id .. ' ' .. n.created_ms)
+    local rec = {count = 1, first_ms = n.created_ms, last_ms = n.created_ms, key = n.thread,
+                 ids = {n.id}, actors = {n.actor ~= '' and n.actor or nil}}
+    redis.call('HSET', u.items, 'T:' .. n.id, format_record(rec),
+               'a:' .. n.id, '{' .. string.sub(n.content, n.prefix + 1))
+  end
   local entry = {type = 'notification', id = n.id}
   if n.pull or not push then entry.quiet = 1 end
   if n.ck ~= '' then
@@ -402,8 +515,10 @@ end
 -- anything reads or changes the inbox, so every read sees them as if placed at once;
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
 -- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap,
--- severity rank, tags (comma-separated), tenant views' version (-1: unknown), their mask]
--- (the last four absent in entries older than views)
+-- severity rank, tags (comma-separated), tenant views' version (-1: unknown), their mask,
+-- thread key, window ms, created ms, actor line, thread prefix length]
+-- (the last nine absent in entries older than views, the last five in those older than
+-- threads)
 -- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
 local function place_pending(u, now)
@@ -419,7 +534,8 @@ local function place_pending(u, now)
       local _, e = copy(u, {id = h[1], category = h[2], ck = h[3], expires_ms = h[4],
         log_max = h[5], critical = h[6] == 1, pull = h[7] == 1, cap = h[8],
         severity = h[9], tags = tag_set(h[10] or ''), tver = h[11] ~= -1 and h[11] or nil,
-        tmask = h[12], content = string.sub(raw, nl + 1)})
+        tmask = h[12], thread = h[13] or '', window_ms = h[14], created_ms = h[15],
+        actor = h[16] or '', prefix = h[17], content = string.sub(raw, nl + 1)})
       evicted = evicted + e
     end
   end

@@ -1,0 +1,212 @@
+"""Threads: one item per conversation. Notifications with the same `thread_key` join the
+user's open thread (within its window) instead of adding items: counted once, unread
+again and on top, latest activity shown, actors gathered, one event each, replayed once
+on resume; read/archive/delete act on the whole thread; activities page every one."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from ulid import ULID
+
+from notifyhub.domain.notification import Notification
+from notifyhub.settings import Limits, Settings
+from notifyhub.store.inbox import InboxStore
+from notifyhub.store.keys import Keys
+from support.deliveries import unique
+from support.sse import EventReader, open_stream
+
+BASE = "/v1/me/notifications"
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _publish(hub: Any, key: str, users: list[str], **fields: Any) -> str:
+    body = {"recipients": {"users": users}, "title": fields.pop("title", "t"), **fields}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def _comment(hub: Any, key: str, users: list[str], actor: str, n: int, **extra: Any) -> str:
+    return await _publish(
+        hub,
+        key,
+        users,
+        title=f"{actor} commented on Launch plan",
+        body=f"comment {n}",
+        actor={"id": actor, "name": actor.title()},
+        thread_key="post:p1:comments",
+        **extra,
+    )
+
+
+def make_notification(**fields: Any) -> Notification:
+    now = datetime.now(UTC)
+    return Notification(
+        id=str(ULID()),
+        tenant="default",
+        title="t",
+        created_at=now,
+        expires_at=now + timedelta(seconds=600),
+        **fields,
+    )
+
+
+async def _items(hub: Any, me: dict[str, str], query: str = "") -> list[dict[str, Any]]:
+    response = await hub.client.get(f"{BASE}{query}", headers=me)
+    assert response.status_code == 200, response.text
+    return list(response.json()["items"])
+
+
+async def test_comments_make_one_thread_item_counted_once(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    user = unique("th")
+    me = _auth(make_token(user))
+    other = await _publish(hub, publish_key, [user], title="unrelated")
+    actors = ["ana", "bo", "cy", "di", "ed"]
+    sent = [await _comment(hub, publish_key, [user], actors[i % 5], i) for i in range(20)]
+    items = await _items(hub, me)
+    assert [i["id"] for i in items] == [sent[0], other]  # the thread, on top
+    thread = items[0]
+    assert thread["title"] == "ed commented on Launch plan" and thread["body"] == "comment 19"
+    assert thread["thread"]["activity_count"] == 20
+    assert thread["thread"]["key"] == "post:p1:comments"
+    assert [a["id"] for a in thread["thread"]["actors"]] == ["ed", "di", "cy", "bo", "ana"]
+    assert thread["thread"]["actors"][0] == {
+        "type": "user",
+        "id": "ed",
+        "name": "Ed",
+        "avatar_url": None,
+    }
+    counts = (await hub.client.get(f"{BASE}/counts", headers=me)).json()
+    assert (counts["unread"], counts["total"]) == (2, 2)
+
+    # read: the whole thread; a new comment makes it unread again, on top
+    await hub.client.patch(f"{BASE}/{sent[0]}", json={"read": True}, headers=me)
+    await hub.client.patch(f"{BASE}/{other}", json={"read": True}, headers=me)
+    newer = await _publish(hub, publish_key, [user], title="newer")
+    # the thread sorts by its latest activity (after `other`), before `newer`
+    assert [i["id"] for i in await _items(hub, me)] == [newer, sent[0], other]
+    await _comment(hub, publish_key, [user], "fay", 20)
+    items = await _items(hub, me)
+    assert items[0]["id"] == sent[0] and items[0]["status"] == "unread"
+    assert items[0]["thread"]["activity_count"] == 21
+    assert [a["id"] for a in items[0]["thread"]["actors"]][:2] == ["fay", "ed"]
+    counts = (await hub.client.get(f"{BASE}/counts", headers=me)).json()
+    assert (counts["unread"], counts["total"]) == (2, 3)
+
+    # every activity, the latest first, paged
+    first = (await hub.client.get(f"{BASE}/{sent[0]}/activities?limit=15", headers=me)).json()
+    assert [a["body"] for a in first["items"]] == [f"comment {n}" for n in range(20, 5, -1)]
+    rest = (
+        await hub.client.get(
+            f"{BASE}/{sent[0]}/activities?limit=15&cursor={first['next_cursor']}", headers=me
+        )
+    ).json()
+    assert [a["body"] for a in rest["items"]] == [f"comment {n}" for n in range(5, -1, -1)]
+    assert rest["next_cursor"] is None
+    single = (await hub.client.get(f"{BASE}/{other}/activities", headers=me)).json()
+    assert [a["id"] for a in single["items"]] == [other]
+
+    # delete: the whole thread; the next comment starts a new one
+    assert (await hub.client.delete(f"{BASE}/{sent[0]}", headers=me)).status_code == 204
+    again = await _comment(hub, publish_key, [user], "gus", 21)
+    items = await _items(hub, me)
+    assert items[0]["id"] == again and items[0]["thread"]["activity_count"] == 1
+    gone = await hub.client.get(f"{BASE}/{sent[0]}/activities", headers=me)
+    assert gone.status_code == 404
+
+
+async def test_the_window_closes_a_thread(hub: Any, publish_key: str, make_token: Any) -> None:
+    user = unique("th-win")
+    me = _auth(make_token(user))
+    first = await _comment(hub, publish_key, [user], "ana", 0, thread_window_s=1)
+    await _comment(hub, publish_key, [user], "bo", 1, thread_window_s=1)
+    assert [i["thread"]["activity_count"] for i in await _items(hub, me)] == [2]
+    await asyncio.sleep(1.1)  # the window is the first activity's creation + 1 s
+    later = await _comment(hub, publish_key, [user], "cy", 2, thread_window_s=1)
+    items = await _items(hub, me)
+    assert [(i["id"], i["thread"]["activity_count"]) for i in items] == [(later, 1), (first, 2)]
+
+
+async def test_a_fan_out_joins_every_users_thread_and_streams_one_event_each(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    users = [unique("th-fan") for _ in range(3)]
+    tokens = [make_token(u) for u in users]
+    first = await _comment(hub, publish_key, users, "ana", 0)
+    async with open_stream(hub.client, tokens[0]) as stream:
+        await stream.next()  # the opening counts
+        await _comment(hub, publish_key, users, "bo", 1)
+        event, before = await stream.until("update")
+        assert [e.event for e in before] == []
+        assert event.data["id"] == first and event.data["thread"]["activity_count"] == 2
+        assert event.data["body"] == "comment 1" and event.data["status"] == "unread"
+        last = event.id
+        counts, _ = await stream.until("counts")
+        assert counts.data["total"] == 1
+    for token in tokens:
+        [item] = await _items(hub, _auth(token))
+        assert item["id"] == first and item["thread"]["activity_count"] == 2
+
+    # resume: the comment made while away arrives once, then live ones
+    me = _auth(tokens[0])
+    await _comment(hub, publish_key, users, "cy", 2)
+    headers = {**me, "Accept": "text/event-stream", "Last-Event-ID": str(last)}
+    async with hub.client.stream("GET", "/v1/me/stream", headers=headers) as response:
+        stream = EventReader(response)
+        replayed, _ = await stream.until("update")
+        assert replayed.data["thread"]["activity_count"] == 3
+        await _comment(hub, publish_key, users, "di", 3)
+        live, between = await stream.until("update")
+        assert live.data["thread"]["activity_count"] == 4
+        assert all(e.event == "counts" for e in between)
+
+
+async def test_a_retried_fan_out_joins_once(redis: Redis, settings: Settings) -> None:
+    """The same notification placed twice (a fan-out retried after a crash) is one
+    activity; a deferred (pending) copy joins as a placed one does."""
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
+    users = [("default", unique("th-retry")) for _ in range(2)]
+    first = make_notification(thread_key="k")
+    assert await store.place(first, users) == [1, 1]
+    join = make_notification(thread_key="k")
+    assert await store.place(join, users[:1]) == [2]  # the crash came here
+    assert await store.place(join, users) == [0, 2]  # the retry fills the gap only
+    later = make_notification(thread_key="k")
+    await store.placement(later, users, defer=True)
+    for tenant, user in users:
+        item = await store.get(tenant, user, first.id)
+        assert item is not None and item.thread is not None
+        assert item.thread.activity_count == 3 and item.id == first.id
+        activities = await store.activities(tenant, user, first.id)
+        assert [a.id for a in activities or []] == [first.id, join.id, later.id]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"thread_key": "x" * 201}, "thread_key"),
+        ({"thread_key": "has space"}, "thread_key"),
+        ({"thread_key": "k", "collapse_key": "k"}, "not both"),
+        ({"thread_window_s": 60}, "needs a `thread_key`"),
+        ({"thread_key": "k", "thread_window_s": 0}, "thread_window_s"),
+    ],
+)
+async def test_bad_thread_input_is_refused(
+    hub: Any, publish_key: str, make_token: Any, extra: dict[str, Any], needle: str
+) -> None:
+    user = unique("th-bad")
+    body = {"recipients": {"users": [user]}, "title": "t", **extra}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    assert response.status_code == 422, response.text
+    assert needle in response.text
+    assert await _items(hub, _auth(make_token(user))) == []
