@@ -210,6 +210,15 @@ async def probe_action(t: Tenants) -> None:
     assert _ok(await t.client.post(url, headers=t.me(t.b))).json()["completed"]["action"] == "ok"
 
 
+async def probe_activities(t: Tenants) -> None:
+    nid = await _publish(t, t.b, thread_key="post:1")
+    url = f"/v1/me/notifications/{nid}/activities"
+    _refused(await t.client.get(url, headers=t.me(t.a)), 404)
+    assert [a["id"] for a in _ok(await t.client.get(url, headers=t.me(t.b))).json()["items"]] == [
+        nid
+    ]
+
+
 async def probe_delete(t: Tenants) -> None:
     nid = await _publish(t, t.b)
     url = f"/v1/me/notifications/{nid}"
@@ -983,6 +992,7 @@ PROBES: dict[str, Probe] = {
     "PATCH /v1/me/notifications/{notification_id}": probe_patch,
     "DELETE /v1/me/notifications/{notification_id}": probe_delete,
     "POST /v1/me/notifications/{notification_id}/actions/{action_id}": probe_action,
+    "GET /v1/me/notifications/{notification_id}/activities": probe_activities,
     "GET /v1/me/views": probe_my_views,
     "PUT /v1/me/views/{name}": probe_my_view_put,
     "DELETE /v1/me/views/{name}": probe_my_view_delete,
