@@ -136,11 +136,11 @@ def in_view(item: dict[str, Any], f: ViewFilter) -> bool:
 
 
 class InboxModel(RuleBasedStateMachine):
-    """Random publish (collapsing, with tags and severities), read/unread/seen, archive,
-    pin, snooze and resurface, delete, recall, expiry, read-all, archive-all, and
-    (re)defining the tenant's and the user's views, against a plain-Python model: the
-    counts (global and every view's), the default list (pinned first), the archived,
-    snoozed, pinned and every view's lists always match it."""
+    """Random publish (collapsing, with tags and severities; joining threads),
+    read/unread/seen, archive, pin, snooze and resurface, delete, recall, expiry,
+    read-all, archive-all, and (re)defining the tenant's and the user's views, against a
+    plain-Python model: the counts (global and every view's), the default list (pinned
+    first), the archived, snoozed, pinned and every view's lists always match it."""
 
     redis_url = "redis://127.0.0.1:6379/0"
 
@@ -208,6 +208,43 @@ class InboxModel(RuleBasedStateMachine):
             "archived": False,
             "pinned": False,
             "snoozed": 0,
+        }
+
+    @rule(
+        thread=st.sampled_from(["t1", "t2"]),
+        category=st.sampled_from(["a", "b", None]),
+        defer=st.booleans(),
+        severity=st.sampled_from(list(Severity)),
+        tags=st.sets(st.sampled_from(["billing", "invoice", "eu"]), max_size=3),
+    )
+    def publish_to_thread(
+        self, thread: str, category: str | None, defer: bool, severity: Severity, tags: set[str]
+    ) -> None:
+        """A notification with a thread key joins the open thread with that key (unread
+        again, on top, now showing its category, severity and tags; archived, pinned and
+        snoozed as it was), or starts one."""
+        n = make_notification(
+            category=category, severity=severity, tags=tuple(sorted(tags)), thread_key=thread
+        )
+        self.run(self.store.place(n, [("default", "m")], defer=defer, views=self.tenant_set))
+        self.published.append(n.id)
+        shown = {"cat": category == "a", "category": category or "", "severity": severity}
+        shown["tags"] = tags
+        open_ = [nid for nid, i in self.model.items() if i.get("thread") == thread]
+        if open_:
+            item = self.model[open_[0]]
+            item.update(shown, read=False, seen=False)
+            item["key"] = sort_key(open_[0], int(n.created_at.timestamp() * 1000))
+            return
+        self.model[n.id] = {
+            **shown,
+            "read": False,
+            "seen": False,
+            "ck": None,
+            "archived": False,
+            "pinned": False,
+            "snoozed": 0,
+            "thread": thread,
         }
 
     @rule(
@@ -384,7 +421,8 @@ class InboxModel(RuleBasedStateMachine):
     @invariant()
     def lists_match_the_model(self) -> None:
         shown = {n: i for n, i in self.model.items() if not (i["archived"] or i["snoozed"])}
-        pinned = sorted((nid for nid, i in shown.items() if i["pinned"]), reverse=True)
+        pinned = [nid for nid, i in shown.items() if i["pinned"]]
+        pinned.sort(key=lambda nid: shown[nid].get("key", nid), reverse=True)
         unpinned = [nid for nid, i in shown.items() if not i["pinned"]]
         rest = sorted(unpinned, key=lambda nid: shown[nid].get("key", nid), reverse=True)
         page = self.run(self.store.page("default", "m", PageQuery(limit=100)))

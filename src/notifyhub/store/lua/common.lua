@@ -411,10 +411,32 @@ local function fresh_state(n)
           thread = (n.thread or '') ~= ''}
 end
 
+-- Which of the user's views a copy of `n` is in (nil: the user has none).
+local function copy_views(u, n)
+  local v = views_of(u)
+  if not v then return nil end
+  local severity, tags = n.severity or 1, n.tags or {}
+  if n.tver and n.tver == v.version then
+    local mask = n.tmask
+    if v.personal ~= '' then
+      local own = view_mask(parse_defs(v.personal), n.category, severity, tags)
+      mask = mask + own * 2 ^ v.tenant_n
+    end
+    return mask
+  end
+  -- every view evaluated here: once per distinct set of definitions
+  local defs = view_defs(u) or {}
+  n.masks = n.masks or {}
+  local mask = n.masks[defs] or view_mask(defs, n.category, severity, tags)
+  n.masks[defs] = mask
+  return mask
+end
+
 -- `n` (with a thread key) joins the thread `tid`, whose state is `raw`: the thread item is
--- unread again, on top (it sorts by the activity's time), shows the activity, counts it
--- and its actor; one `update` entry (`thread`: streams send the whole item). Returns as
--- `copy` does; nil when `tid` holds no thread (a new one is started instead).
+-- unread again, on top (it sorts by the activity's time), shows the activity (its
+-- category and views are the activity's), counts it and its actor; one `update` entry
+-- (`thread`: streams send the whole item). Returns as `copy` does; nil when `tid` holds
+-- no thread (a new one is started instead).
 local function join(u, n, tid, raw)
   local rec_raw = redis.call('HGET', u.items, 'T:' .. tid)
   if not rec_raw then return nil end
@@ -439,6 +461,8 @@ local function join(u, n, tid, raw)
              tid, thread_content(tid, rec, plain))
   local old, new = parse_state(raw), parse_state(raw)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
+  new.category = n.category  -- it shows the latest activity: lists and views filter by it
+  new.views = copy_views(u, n) or new.views
   redis.call('HSET', u.state, tid, format_state(new))
   reindex(u, tid, old, new)
   redis.call('ZADD', u.exp, 'GT', n.expires_ms, tid)
@@ -455,23 +479,8 @@ local function copy(u, n)
   local keep, push = wishes(u.prefs, n.category, n.critical)
   if not keep then return -1, 0 end
   local fresh, state = fresh_state(n), n.state
-  local v = views_of(u)
-  if v then  -- the copy's views
-    local severity, tags = n.severity or 1, n.tags or {}
-    if n.tver and n.tver == v.version then
-      fresh.views = n.tmask
-      if v.personal ~= '' then
-        local own = view_mask(parse_defs(v.personal), n.category, severity, tags)
-        fresh.views = fresh.views + own * 2 ^ v.tenant_n
-      end
-    else  -- every view evaluated here: once per distinct set of definitions
-      local defs = view_defs(u) or {}
-      n.masks = n.masks or {}
-      fresh.views = n.masks[defs] or view_mask(defs, n.category, severity, tags)
-      n.masks[defs] = fresh.views
-    end
-    if fresh.views > 0 then state = format_state(fresh) end
-  end
+  fresh.views = copy_views(u, n)
+  if fresh.views and fresh.views > 0 then state = format_state(fresh) end
   local topic = nil
   if n.thread ~= '' then
     topic = 't:' .. n.thread
@@ -479,8 +488,9 @@ local function copy(u, n)
     if open then
       local space = string.find(open, ' ', 1, true)
       local tid, first = string.sub(open, 1, space - 1), tonumber(string.sub(open, space + 1))
+      local expires = tonumber(redis.call('ZSCORE', u.exp, tid) or '0')
       local raw = tid ~= n.id and n.created_ms < first + n.window_ms
-        and redis.call('HGET', u.state, tid)
+        and expires > n.created_ms and redis.call('HGET', u.state, tid)
       if raw then
         local seq, dropped, c = join(u, n, tid, raw)
         if seq then return seq, dropped, c end

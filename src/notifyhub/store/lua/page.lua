@@ -74,13 +74,14 @@ end
 
 local skip = {}
 if pinned == 'first' or pinned == 'skip' then  -- pinned items lead the first page only
-  local list = pins(u)
-  table.sort(list, function(a, b) return a > b end)
-  for _, id in ipairs(list) do
+  local list = {}  -- newest first by list order, as `pinned=only` lists them (a thread
+  for _, id in ipairs(pins(u)) do  -- or a resurfaced copy by when it came back)
     skip[id] = true
     local raw = pinned == 'first' and redis.call('HGET', u.state, id)
-    if raw then consider(id, raw) end
+    if raw then list[#list + 1] = {id, raw, sort_key(id, parse_state(raw))} end
   end
+  table.sort(list, function(a, b) return a[3] > b[3] end)
+  for _, pin in ipairs(list) do consider(pin[1], pin[2]) end
 end
 local wanted = limit + #found
 
