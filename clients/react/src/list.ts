@@ -5,6 +5,7 @@ import type {
   InboxPage,
   NotificationEvent,
   NotificationUpdate,
+  ThreadUpdate,
   NotifyHubClient,
   Problem,
 } from "./notifyhub.js";
@@ -80,8 +81,16 @@ export function received(items: InboxItem[], event: NotificationEvent, filter: L
   return upsert(rest, item, filter);
 }
 
-/** An `update` event: the item's new state (it may leave a filtered list: read, archived, snoozed). */
+/**
+ * An `update` event: the item's new state (it may leave a filtered list: read, archived,
+ * snoozed); or, with `thread` set, the whole thread item an activity joined: on top.
+ */
 export function updated(items: InboxItem[], update: NotificationUpdate, filter: ListFilter): InboxItem[] {
+  if (update.thread !== undefined) {
+    const whole = update as ThreadUpdate;
+    const rest = without(items, whole.id);
+    return matches(whole, filter) ? [whole, ...rest] : rest;
+  }
   const item = items.find((other) => other.id === update.id);
   if (item === undefined) return items;
   return upsert(items, { ...item, ...update }, filter);

@@ -146,6 +146,15 @@
     return box;
   }
 
+  /** A thread's actors as stacked avatars: the latest first, five at most, then "+n". */
+  function faces(actors) {
+    const stack = el("span", "faces");
+    stack.dataset.testid = "faces";
+    for (const actor of actors.slice(0, 5)) stack.append(avatar(actor));
+    if (actors.length > 5) stack.append(el("span", "avatar more", `+${actors.length - 5}`));
+    return stack;
+  }
+
   function severityOf(item) {
     return SEVERITIES.includes(item.severity) ? item.severity : "info";
   }
@@ -280,8 +289,15 @@
     li.dataset.pinned = String(Boolean(item.pinned));
     const main = el("div", "main");
     const titleRow = el("div", "title-row");
-    if (item.actor && item.actor.type === "user") titleRow.append(avatar(item.actor));
+    if (item.thread) titleRow.append(faces(item.thread.actors));
+    else if (item.actor && item.actor.type === "user") titleRow.append(avatar(item.actor));
     titleRow.append(el("span", "title", item.title));
+    if (item.thread && item.thread.activity_count > 1) {
+      const count = el("span", "chip count", `${item.thread.activity_count}`);
+      count.dataset.testid = "activity-count";
+      count.title = `${item.thread.activity_count} in this thread`;
+      titleRow.append(count);
+    }
     if (severity === "critical") titleRow.append(el("span", "tag", "critical"));
     main.append(titleRow);
     if (item.body) {
@@ -401,6 +417,9 @@
     if (event === "notification") {
       if (data.replaces) remove(data.replaces);
       upsert(data, { fresh: true, top: true }); // new, or resurfaced from a snooze: on top
+      if (belongs(data)) ringBell();
+    } else if (event === "update" && data.thread) {
+      upsert(data, { fresh: true, top: true }); // an activity joined the thread: the whole item
       if (belongs(data)) ringBell();
     } else if (event === "update") {
       const item = shown.items.get(data.id);

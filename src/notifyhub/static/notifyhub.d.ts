@@ -56,6 +56,16 @@ export interface Action {
   style: "primary" | "secondary" | "danger";
 }
 
+/** A thread item's activities: every notification with its key, counted once. */
+export interface Thread {
+  key: string;
+  activity_count: number;
+  /** The latest 10 distinct actors, the latest first. */
+  actors: Actor[];
+  first_at: Timestamp;
+  last_at: Timestamp;
+}
+
 /** Which action the user completed, and when. */
 export interface Completed {
   action: string;
@@ -97,6 +107,9 @@ export interface InboxItem {
   actions: Action[];
   /** The action this user completed (the others are closed); null before. */
   completed: Completed | null;
+  /** A thread (its notifications had a `thread_key`): the item shows its latest activity. */
+  thread: Thread | null;
+  thread_key?: string | null;
 }
 
 /**
@@ -106,6 +119,14 @@ export interface InboxItem {
 export interface NotificationEvent extends InboxItem {
   replaces?: string;
   resurfaced?: true;
+}
+
+/**
+ * An `update` event whose `thread` is set: an activity joined the thread, and the event is
+ * the whole item as it now is (unread again, on top, showing the latest activity).
+ */
+export interface ThreadUpdate extends InboxItem {
+  thread: Thread;
 }
 
 /**
@@ -123,6 +144,8 @@ export interface NotificationUpdate {
   snoozed_until: Timestamp | null;
   /** Only in the update of an action's completion; other updates leave it as it was. */
   completed?: Completed;
+  /** Set when an activity joined the thread: the event is then the whole `ThreadUpdate`. */
+  thread?: Thread;
 }
 
 /** The `delete` event: a copy was deleted, recalled or expired. */
