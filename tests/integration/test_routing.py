@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import httpx
@@ -289,3 +290,54 @@ async def test_preferences_push_inbox_and_critical(hub: Any, publish_key: str) -
         for i in (await hub.client.get("/v1/me/notifications", headers=me)).json()["items"]
     ]
     assert titles == ["promo", "restock"]
+
+
+async def test_a_rule_threads_a_posts_comments(hub: Any, admin_key: str, publish_key: str) -> None:
+    """The social comment case, threaded: every comment on one post is one item for its
+    author, counting the comments and their commenters; another post is another thread.
+    A thread key template rendering something that is no key is that relationship's error."""
+    admin, pub = _auth(admin_key), _auth(publish_key)
+    rule = {
+        "target_type": "post",
+        "recipients": [
+            {
+                "relationship": "author",
+                "title": "{{ actor.name or actor.id }} commented on your post",
+                "body": "{{ data.text }}",
+                "thread_key": "{{ target.type }}:{{ target.id }}:comments",
+            },
+            {"relationship": "editor", "title": "t", "thread_key": "{{ data.text }}"},
+        ],
+    }
+    put = await hub.client.put("/v1/admin/rules/threaded_comment", json=rule, headers=admin)
+    assert put.status_code in (200, 201), put.text
+    got = (await hub.client.get("/v1/admin/rules/threaded_comment", headers=admin)).json()
+    assert got["recipients"][0]["thread_key"] == "{{ target.type }}:{{ target.id }}:comments"
+    writer, editor = f"tw-{uuid.uuid4().hex[:6]}", f"te-{uuid.uuid4().hex[:6]}"
+    for post_id in ("p1", "p2"):
+        for user, rel in ((writer, "author"), (editor, "editor")):
+            body = {"user": user, "relationship": rel, "target": {"type": "post", "id": post_id}}
+            assert (
+                await hub.client.post("/v1/relationships", json=body, headers=pub)
+            ).status_code == 204
+    for n, (who, post_id) in enumerate([("ana", "p1"), ("bo", "p1"), ("ana", "p1"), ("cy", "p2")]):
+        event = {
+            "rule": "threaded_comment",
+            "actor": {"id": who, "name": who.title()},
+            "target": {"type": "post", "id": post_id},
+            "data": {"text": f"comment {n} has spaces"},
+        }
+        fired = await hub.client.post("/v1/events", json=event, headers=pub)
+        assert fired.status_code == 202
+        assert fired.json()["errors"][0].startswith("editor: thread_key rendered")
+    items = (
+        await hub.client.get(
+            "/v1/me/notifications", headers=_auth(hub.tokens.mint_user_token(writer))
+        )
+    ).json()["items"]
+    assert [(i["thread"]["key"], i["thread"]["activity_count"]) for i in items] == [
+        ("post:p2:comments", 1),
+        ("post:p1:comments", 3),
+    ]
+    assert [a["id"] for a in items[1]["thread"]["actors"]] == ["ana", "bo"]
+    assert items[1]["title"] == "Ana commented on your post"

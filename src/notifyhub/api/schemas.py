@@ -632,6 +632,10 @@ class RuleRecipientIn(Strict):
     """The title's template: sandboxed Jinja2 over `actor`, `target` and `data`."""
     body: Annotated[MultiLine, Field(max_length=8000)] = ""
     """The body's template, like `title`."""
+    thread_key: Annotated[Line, Field(min_length=1, max_length=1000)] | None = None
+    """The notifications' thread key, a template like `title` (e.g.
+    `{{ target.type }}:{{ target.id }}`): the target's activities become one thread item
+    per user. Rendering to something that is no thread key is an error of the event."""
 
 
 RULE_EXAMPLE: dict[str, Any] = {

@@ -109,6 +109,8 @@ class RuleRecipient(Base):
     obtain: Mapped[str] = mapped_column(String(8))  # push | pull
     title: Mapped[str] = mapped_column(String(1000))
     body: Mapped[str] = mapped_column(String(8000), default="")
+    thread_key: Mapped[str | None] = mapped_column(String(1000))
+    """A template: the notifications' thread key (migration 0011)."""
 
 
 class Relationship(Base):

@@ -389,11 +389,22 @@ class InboxPage(BaseModel):
     """The user's unread count."""
 
 
+_ACTIVITY_EXAMPLE: dict[str, Any] = {
+    **{k: v for k, v in _ITEM_EXAMPLE.items() if k in Notification.model_fields},
+    "title": "Ana commented on your post",
+    "actor": {"type": "user", "id": "ana", "name": "Ana Lima", "avatar_url": None},
+    "thread_key": "post:p1:comments",
+}
+
+
 class ActivityPage(BaseModel):
     """A page of one item's activities, the latest first: a thread's (the latest 100 are
     kept), or a single notification's one."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        use_attribute_docstrings=True,
+        json_schema_extra={"examples": [{"items": [_ACTIVITY_EXAMPLE], "next_cursor": None}]},
+    )
 
     items: list[Notification]
     """Each activity as it was published."""

@@ -5,7 +5,7 @@ for one item more than it shows, to know whether another page follows."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,10 +42,6 @@ async def topics(
     return page(found, limit, lambda t: t.name)
 
 
-def _obtain(value: str) -> Literal["push", "pull"]:
-    return "pull" if value == "pull" else "push"
-
-
 async def rules(
     session: AsyncSession, tenant: str, cursor: str | None, limit: int
 ) -> Page[RuleDefinition]:
@@ -53,7 +49,7 @@ async def rules(
         RuleDefinition(
             rule.name,
             rule.target_type,
-            [RecipientSpec(r.relationship, _obtain(r.obtain), r.title, r.body) for r in recipients],
+            [RecipientSpec.of(r) for r in recipients],
         )
         for rule, recipients in await repo.rules(session, tenant, cursor, limit + 1)
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +31,23 @@ class RecipientSpec:
     obtain: Literal["push", "pull"]
     title: str
     body: str = ""
+    thread_key: str | None = None
+    """A template: the notifications' thread key (e.g. `{{ target.type }}:{{ target.id }}`)."""
+
+    @classmethod
+    def of(cls, source: Any) -> RecipientSpec:
+        """From anything with the same attributes: a request's, or a stored row."""
+        obtain: Literal["push", "pull"] = "pull" if source.obtain == "pull" else "push"
+        return cls(source.relationship, obtain, source.title, source.body, source.thread_key)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "relationship": self.relationship,
+            "obtain": self.obtain,
+            "title": self.title,
+            "body": self.body,
+            "thread_key": self.thread_key,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +100,7 @@ class RuleService:
                 obtain=s.obtain,
                 title=s.title,
                 body=s.body,
+                thread_key=s.thread_key,
             )
             for s in definition.recipients
         ]
@@ -92,10 +111,7 @@ class RuleService:
         rule = await repo.find(session, tenant, name)
         if rule is None:
             raise NotFound(f"no rule {name} in tenant {tenant}")
-        specs = [
-            RecipientSpec(s.relationship, "pull" if s.obtain == "pull" else "push", s.title, s.body)
-            for s in await repo.recipients(session, rule.id)
-        ]
+        specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
         return RuleDefinition(rule.name, rule.target_type, specs)
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
@@ -157,10 +173,12 @@ class RuleService:
         budget: templates.Budget,
     ) -> Draft:
         title, body = _render(rule, spec.title, spec.body, context, budget)
+        thread_key = _render_thread_key(spec.thread_key, context, budget)
         return Draft(
             tenant=event.tenant,
             title=title,
             body=body,
+            thread_key=thread_key,
             category=rule,
             source=f"rule:{rule}",
             actor=event.actor,
@@ -236,10 +254,28 @@ def _render(
     return rendered_title, templates.render(body, context, budget)[:4000]
 
 
+THREAD_KEY = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
+
+
+def _render_thread_key(
+    template: str | None, context: dict[str, Any], budget: templates.Budget
+) -> str | None:
+    """The rendered thread key (None: no template, or it rendered empty); RenderError when
+    it is not a thread key (1-200 of A-Z a-z 0-9 . _ : / @ -)."""
+    if not template:
+        return None
+    key = templates.render(template, context, budget).strip()
+    if key and not THREAD_KEY.match(key):
+        raise templates.RenderError(f"thread_key rendered {key[:60]!r}: not a thread key")
+    return key or None
+
+
 def _check_templates(definition: RuleDefinition) -> None:
     for i, spec in enumerate(definition.recipients):
         templates.check(spec.title, f"recipients.{i}.title")
         templates.check(spec.body, f"recipients.{i}.body")
+        if spec.thread_key:
+            templates.check(spec.thread_key, f"recipients.{i}.thread_key")
 
 
 def relationship_row(tenant: str, user: str, relationship: str, target: Ref) -> Relationship:

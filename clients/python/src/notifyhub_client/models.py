@@ -175,6 +175,8 @@ class RuleRecipient(Request):
     obtain: Obtain = "push"
     title: str
     body: str = ""
+    thread_key: str | None = None
+    """A template: the notifications' thread key (`{{ target.type }}:{{ target.id }}`)."""
 
 
 class RuleRequest(Request):

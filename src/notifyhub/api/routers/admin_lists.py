@@ -63,15 +63,7 @@ async def list_rules(
                 "name": r.name,
                 "tenant": tenant,
                 "target_type": r.target_type,
-                "recipients": [
-                    {
-                        "relationship": s.relationship,
-                        "obtain": s.obtain,
-                        "title": s.title,
-                        "body": s.body,
-                    }
-                    for s in r.recipients
-                ],
+                "recipients": [s.as_json() for s in r.recipients],
             }
         )
         for r in found

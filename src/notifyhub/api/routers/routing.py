@@ -102,7 +102,7 @@ async def preview_rule(body: RulePreviewIn, principal: Admin) -> RulePreviewOut:
     """Render a rule's templates against a sample event, as `POST /v1/events` would (the
     same sandbox and budget), storing and sending nothing: a template that does not
     compile is a 422 naming it, one that fails at render time has its `error`."""
-    specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.rule.recipients]
+    specs = [RecipientSpec.of(r) for r in body.rule.recipients]
     definition = RuleDefinition(body.name, body.rule.target_type, specs)
     sample = Event("", body.name, body.actor, body.target, body.data)
     return RulePreviewOut(
@@ -134,7 +134,7 @@ async def put_rule(
     tenant: TenantQuery = "default",
 ) -> RuleOut:
     """Create (201) or replace (200) a rule (Design 3)."""
-    specs = [RecipientSpec(r.relationship, r.obtain, r.title, r.body) for r in body.recipients]
+    specs = [RecipientSpec.of(r) for r in body.recipients]
     definition = RuleDefinition(rule, body.target_type, specs)
     created = await state["rules"].put(session, principal.own(tenant), definition)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -151,10 +151,7 @@ async def get_rule(
 ) -> RuleOut:
     """The rule."""
     found = await state["rules"].get(session, principal.own(tenant), rule)
-    recipients = [
-        {"relationship": s.relationship, "obtain": s.obtain, "title": s.title, "body": s.body}
-        for s in found.recipients
-    ]
+    recipients = [s.as_json() for s in found.recipients]
     return RuleOut.model_validate(
         {"name": rule, "tenant": tenant, "target_type": found.target_type, "recipients": recipients}
     )
