@@ -129,9 +129,8 @@ def test_notification_frames() -> None:
     note = decode_entry(entry(type="notification", seq=3, id="n3", replaces="n0"))
     assert isinstance(note, NotificationChange) and note.replaces == "n0" and not note.quiet
     body = (
-        b'{"id":"n3","title":"t","thread":null,"tags":[],"body_format":"text","status":"unread",'
-        b'"seen":false,'
-        b'"read_at":null,'
+        b'{"id":"n3","title":"t","thread":null,"tags":[],"body_format":"text","thread_key":null,'
+        b'"thread_window_s":null,"status":"unread","seen":false,"read_at":null,'
         b'"archived":false,"pinned":false,"snoozed_until":null,"actions":[],"completed":null,'
         b'"replaces":"n0"}'
     )

@@ -40,6 +40,8 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
         fields["thread"] = None
     fields.setdefault("tags", [])  # content stored before tags existed
     fields.setdefault("body_format", "text")  # (stored only when markdown)
+    fields.setdefault("thread_key", None)  # (stored only when set)
+    fields.setdefault("thread_window_s", None)
     fields["status"] = "read" if read_at else "unread"
     fields["seen"] = seen == b"1"
     fields["read_at"] = to_rfc3339(from_ms(read_at)) if read_at else None
