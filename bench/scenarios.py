@@ -264,13 +264,16 @@ class _Tenants:
 
             await pipelined(self.redis, build, self.store.scripts.all, timeout_s=30)
 
-    async def post(self, tenant: str, group: str) -> tuple[float, float]:
+    async def post(
+        self, tenant: str, group: str, body: dict[str, object] | None = None
+    ) -> tuple[float, float]:
         """The POST's wall time, and Redis' main-thread CPU over it and over making its
         copies (a 100k fan-out leaves them pending: the users' next reads make them, and
-        count their views then)."""
+        count their views, or join their threads, then)."""
         cpu = await self.redis_cpu_s()
         recipients = {"groups": [group]}
-        wall = await _timed_post(self.hub, recipients, self.size, tenant=tenant, body=self.body)
+        content = body or self.body
+        wall = await _timed_post(self.hub, recipients, self.size, tenant=tenant, body=content)
         await self.place_pending(tenant, group)
         return wall, await self.redis_cpu_s() - cpu
 
@@ -312,6 +315,36 @@ async def views_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> 
         "copies made, Redis CPU s, 5 views": views_cpu,
         "copies made, Redis CPU 5 views / none": views_cpu / none_cpu,
         "recount 100k users seconds": recount_s,
+    }
+
+
+async def threads_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 6) -> dict[str, float]:
+    """A 100k fan-out whose every recipient already has its thread open (each copy joins
+    it: the thread item is rewritten, its activity kept) against a plain 100k fan-out to
+    the same group, alternating which goes first. Each: the POST's wall time, and Redis'
+    main-thread CPU over the POST and over making its copies (pending after a 100k POST;
+    made here as the users' next reads would make them)."""
+    group = "gth-threads"
+    await make_group(hub, group, size)
+    tenants = _Tenants(hub, size)
+    plain = {"title": "to everyone", "body": "x" * 200}
+    actor = {"id": "ana", "name": "Ana Lima"}
+    threaded = {**plain, "thread_key": "post:bench:comments", "actor": actor}
+    await tenants.post(DEFAULT_TENANT, group, threaded)  # every user's thread is open
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "thread": []}
+    for i in range(rounds):
+        pair = [("plain", plain), ("thread", threaded)]
+        for name, body in pair[:: -1 if i % 2 else 1]:
+            runs[name].append(await tenants.post(DEFAULT_TENANT, group, body))
+    await tenants.redis.aclose()
+    (flat, flat_cpu), (joined, joined_cpu) = _medians(runs["plain"]), _medians(runs["thread"])
+    return {
+        "plain seconds": flat,
+        "joining open threads seconds": joined,
+        "threads / plain": joined / flat,
+        "POST + copies made, Redis CPU s, plain": flat_cpu,
+        "POST + copies made, Redis CPU s, joining": joined_cpu,
+        "Redis CPU threads / plain": joined_cpu / flat_cpu,
     }
 
 
@@ -371,6 +404,7 @@ ALL: list[tuple[str, Scenario]] = [
     ("100k fan-out, topic vs group", topic_vs_group),
     ("100k fan-out, 5 tenant views vs none", views_fan_out),
     ("100k fan-out, routing traces on vs off", trace_fan_out),
+    ("100k fan-out joining every user's open thread vs plain", threads_fan_out),
     *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
     ("broadcast to 10k streams", streams.broadcast),
     ("steady 500/s to 1k streams", streams.steady),
