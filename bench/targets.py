@@ -105,7 +105,7 @@ TARGETS = [
         1.2,
     ),
     Target(
-        "100k fan-out joining every user's open thread <= 1.3x plain (POST + copies made, Redis CPU)",
+        "100k fan-out joining every user's open thread <= 1.3x plain (Redis CPU, POST + copies)",
         "100k fan-out joining every user's open thread vs plain",
         "Redis CPU threads / plain",
         1.3,
