@@ -29,6 +29,7 @@ from notifyhub.domain.notification import (
     to_ms,
 )
 from notifyhub.services.delayed import Status as DelayedStatus
+from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
 MAX_DATA_BYTES = 16 * 1024
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -612,6 +613,21 @@ MultiLine = Annotated[str, Field(pattern=NO_CONTROL_BUT_WHITESPACE), AfterValida
 """Text kept in PostgreSQL, which cannot store NUL."""
 
 
+class TranslationIn(Strict):
+    """One locale's `title` and `body` templates."""
+
+    title: Annotated[MultiLine, Field(min_length=1, max_length=1000)]
+    """The title's template in this language."""
+    body: Annotated[MultiLine, Field(max_length=8000)] = ""
+    """The body's template in this language."""
+
+
+Translations = Annotated[
+    dict[Annotated[str, Field(max_length=35, pattern=LOCALE)], TranslationIn],
+    Field(max_length=MAX_TRANSLATIONS),
+]
+
+
 class RuleRecipientIn(Strict):
     """What users of one relationship to the target get."""
 
@@ -636,6 +652,10 @@ class RuleRecipientIn(Strict):
     """The notifications' thread key, a template like `title` (e.g.
     `{{ target.type }}:{{ target.id }}`): the target's activities become one thread item
     per user. Rendering to something that is no thread key is an error of the event."""
+    locales: Translations | None = None
+    """Translations of `title` and `body` by locale (`{"pt": {"title": ..., "body": ...}}`):
+    each user gets the one their `locale` preference picks (`pt-BR` -> `pt` -> these
+    defaults)."""
 
 
 RULE_EXAMPLE: dict[str, Any] = {
@@ -761,7 +781,9 @@ class CategoryPreferenceIn(Strict):
 class PreferencesIn(Strict):
     """The user's preferences, per category (categories not named get the defaults)."""
 
-    model_config = examples({"categories": {"restock": {"inbox": True, "push": False}}})
+    model_config = examples(
+        {"categories": {"restock": {"inbox": True, "push": False}}, "locale": "pt-BR"}
+    )
 
     categories: dict[Category, CategoryPreferenceIn] = Field(
         default_factory=dict,
@@ -769,6 +791,9 @@ class PreferencesIn(Strict):
         json_schema_extra={"propertyNames": {"minLength": 1, "maxLength": 64, "pattern": TOKEN}},
     )
     """By category name; `PUT` replaces them all."""
+    locale: Annotated[str, Field(max_length=35, pattern=LOCALE)] | None = None
+    """The user's language, a BCP 47 tag (`pt-BR`): rules and producers with translations
+    send theirs, falling back `pt-BR` -> `pt` -> their default; null: the default."""
 
 
 class SubscriptionOut(Documented):

@@ -111,6 +111,8 @@ class RuleRecipient(Base):
     body: Mapped[str] = mapped_column(String(8000), default="")
     thread_key: Mapped[str | None] = mapped_column(String(1000))
     """A template: the notifications' thread key (migration 0011)."""
+    locales: Mapped[Any] = mapped_column(JSONB, nullable=True)
+    """Translations: {locale: {title, body}} templates (migration 0012)."""
 
 
 class Relationship(Base):
@@ -149,6 +151,16 @@ class Preference(Base):
     category: Mapped[str] = mapped_column(String(64), primary_key=True)
     inbox: Mapped[bool] = mapped_column(default=True)
     push: Mapped[bool] = mapped_column(default=True)
+
+
+class UserLocale(Base):
+    """A user's language (BCP 47), which picks rules' and producers' translations."""
+
+    __tablename__ = "user_locales"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(35))
 
 
 class DelayedMessage(Base):

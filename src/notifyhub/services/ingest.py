@@ -203,12 +203,20 @@ class IngestService:
         route = replace(Route.of(recipients), origin="producer")
         return await self._send(self._build(draft, record), users, pull=False, route=route)
 
-    async def send(self, draft: Draft, users: Sequence[str], *, pull: bool = False) -> Published:
+    async def resolve_internal(
+        self, session: AsyncSession, tenant: str, recipients: Recipients
+    ) -> list[str]:
+        """The users `recipients` name now, on the hub's own behalf (producers)."""
+        return [user for _tenant, user in await self._resolve(session, tenant, recipients)]
+
+    async def send(
+        self, draft: Draft, users: Sequence[str], *, pull: bool = False, origin: str = "rule"
+    ) -> Published:
         """Publish a draft to known users (rules and producers resolve their own)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
-        route = Route(origin="rule")
+        route = Route(origin=origin)
         return await self._send(self._build(draft, record), targets, pull=pull, route=route)
 
     async def recall(

@@ -47,6 +47,16 @@ class PreferenceService:
         )
         return categories
 
+    async def locale(self, session: AsyncSession, me: UserPrincipal) -> str | None:
+        return await repo.locale_of(session, me.tenant, me.user)
+
+    async def set_locale(
+        self, session: AsyncSession, me: UserPrincipal, locale: str | None
+    ) -> None:
+        """The user's language (None: unset): it picks rules' and producers' translations
+        (services/locales.py)."""
+        await repo.set_locale(session, me.tenant, me.user, locale)
+
     async def rebuild_cache(self, session: AsyncSession) -> int:
         """Copy every user's preferences into Redis (after Redis lost its data)."""
         by_user: dict[tuple[str, str], dict[str, str]] = {}

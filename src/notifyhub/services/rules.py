@@ -17,7 +17,7 @@ from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Actor, Draft, Ref
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
-from notifyhub.services import templates
+from notifyhub.services import locales, templates
 from notifyhub.services.ingest import IngestService
 
 log = logging.getLogger(__name__)
@@ -33,12 +33,23 @@ class RecipientSpec:
     body: str = ""
     thread_key: str | None = None
     """A template: the notifications' thread key (e.g. `{{ target.type }}:{{ target.id }}`)."""
+    locales: dict[str, dict[str, str]] | None = None
+    """Translations: {locale: {"title": ..., "body": ...}} templates (services/locales.py)."""
 
     @classmethod
     def of(cls, source: Any) -> RecipientSpec:
         """From anything with the same attributes: a request's, or a stored row."""
         obtain: Literal["push", "pull"] = "pull" if source.obtain == "pull" else "push"
-        return cls(source.relationship, obtain, source.title, source.body, source.thread_key)
+        found = source.locales
+        locales = None
+        if found:
+            locales = {
+                tag: t if isinstance(t, dict) else {"title": t.title, "body": t.body}
+                for tag, t in found.items()
+            }
+        return cls(
+            source.relationship, obtain, source.title, source.body, source.thread_key, locales
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +58,7 @@ class RecipientSpec:
             "title": self.title,
             "body": self.body,
             "thread_key": self.thread_key,
+            "locales": self.locales,
         }
 
 
@@ -101,6 +113,7 @@ class RuleService:
                 title=s.title,
                 body=s.body,
                 thread_key=s.thread_key,
+                locales=s.locales,
             )
             for s in definition.recipients
         ]
@@ -138,22 +151,25 @@ class RuleService:
         reached: set[str] = set()
         notifications, recipients, errors = 0, 0, []
         budget = templates.Budget()  # one for the event's templates: its loop time is bounded
-        for spec in await repo.recipients(session, rule.id):
-            users = [u for u in await self._users(session, rule, spec, event) if u not in reached]
+        for row in await repo.recipients(session, rule.id):
+            spec = RecipientSpec.of(row)
+            users = [u for u in await self._users(session, rule, row, event) if u not in reached]
             if not users:
                 continue
-            try:
-                draft = self._draft(rule.name, spec, event, context, budget)
-            except templates.RenderError as exc:
-                errors.append(f"{spec.relationship}: {exc}")
-                log.warning(
-                    "rule %s: template for %s failed: %s", rule.name, spec.relationship, exc
-                )
-                continue
-            accepted = await self._ingest.send(draft, users, pull=spec.obtain == "pull")
-            reached.update(users)
-            notifications += 1
-            recipients += accepted.recipients
+            translations = spec.locales or {}
+            groups = await locales.group_users(session, event.tenant, users, translations)
+            for tag, group in groups.items():
+                try:
+                    draft = self._draft(rule.name, spec, tag, event, context, budget)
+                except templates.RenderError as exc:
+                    where = spec.relationship + (f" ({tag})" if tag else "")
+                    errors.append(f"{where}: {exc}")
+                    log.warning("rule %s: template for %s failed: %s", rule.name, where, exc)
+                    continue
+                accepted = await self._ingest.send(draft, group, pull=spec.obtain == "pull")
+                reached.update(group)
+                notifications += 1
+                recipients += accepted.recipients
         return EventResult(str(ULID()), notifications, recipients, errors)
 
     async def _users(
@@ -167,12 +183,16 @@ class RuleService:
     @staticmethod
     def _draft(
         rule: str,
-        spec: RuleRecipient,
+        spec: RecipientSpec,
+        locale: str | None,
         event: Event,
         context: dict[str, Any],
         budget: templates.Budget,
     ) -> Draft:
-        title, body = _render(rule, spec.title, spec.body, context, budget)
+        """The notification for users of `spec`'s relationship who get its `locale`
+        translation (None: the default)."""
+        text = (spec.locales or {}).get(locale or "") or {"title": spec.title, "body": spec.body}
+        title, body = _render(rule, text["title"], text.get("body", ""), context, budget)
         thread_key = _render_thread_key(spec.thread_key, context, budget)
         return Draft(
             tenant=event.tenant,
@@ -276,6 +296,9 @@ def _check_templates(definition: RuleDefinition) -> None:
         templates.check(spec.body, f"recipients.{i}.body")
         if spec.thread_key:
             templates.check(spec.thread_key, f"recipients.{i}.thread_key")
+        for tag, text in (spec.locales or {}).items():
+            templates.check(text["title"], f"recipients.{i}.locales.{tag}.title")
+            templates.check(text.get("body", ""), f"recipients.{i}.locales.{tag}.body")
 
 
 def relationship_row(tenant: str, user: str, relationship: str, target: Ref) -> Relationship:

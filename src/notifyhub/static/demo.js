@@ -42,6 +42,10 @@
     items: new Map(), // id -> notification
     touched: new Map(), // id -> events seen for it, so a late fetch loses to a newer event
   };
+  // The demo's words in the browser's language (notifyhub.js STRINGS: English, Portuguese).
+  const words = NotifyHub.strings();
+  const t = words.text;
+
   // The state fields an `update` event carries (archived, pinned and snooze since issue 18).
   const STATE_FIELDS = ["status", "seen", "read_at", "archived", "pinned", "snoozed_until", "completed"];
 
@@ -223,15 +227,17 @@
 
   function meta(item) {
     const row = el("div", "meta");
-    if (item.pinned) row.append(el("span", "chip pin", "Pinned"));
-    if (item.resurfaced) row.append(el("span", "chip back", "Snooze ended"));
-    if (item.snoozed_until) row.append(el("span", "chip until", `Until ${untilText(item.snoozed_until)}`));
+    if (item.pinned) row.append(el("span", "chip pin", t("chip.pinned")));
+    if (item.resurfaced) row.append(el("span", "chip back", t("chip.resurfaced")));
+    if (item.snoozed_until) {
+      row.append(el("span", "chip until", t("chip.until", { time: untilText(item.snoozed_until) })));
+    }
     if (item.category) row.append(el("span", "chip", item.category));
     for (const tag of item.tags || []) row.append(el("span", "chip hash", `#${tag}`));
-    if (item.source) row.append(el("span", "", `from ${item.source}`));
+    if (item.source) row.append(el("span", "", t("chip.from", { source: item.source })));
     const url = item.action_url ? safeUrl(item.action_url) : null;
     if (url !== null) {
-      const link = el("a", "", "Open →");
+      const link = el("a", "", t("link.open"));
       link.href = url;
       link.target = "_blank";
       link.rel = "noopener noreferrer";
@@ -243,20 +249,20 @@
   function actionsFor(item) {
     const unread = item.status === "unread";
     const actions = el("div", "actions");
-    actions.append(button(unread ? "Mark read" : "Mark unread", "toggle-read"));
-    if (!item.archived) actions.append(button(item.pinned ? "Unpin" : "Pin", "pin"));
+    actions.append(button(t(unread ? "action.read" : "action.unread"), "toggle-read"));
+    if (!item.archived) actions.append(button(t(item.pinned ? "action.unpin" : "action.pin"), "pin"));
     if (item.snoozed_until) {
-      actions.append(button("Unsnooze", "unsnooze"));
+      actions.append(button(t("action.unsnooze"), "unsnooze"));
     } else if (!item.archived) {
       const wrap = el("span", "snooze-wrap");
-      const open = button("Snooze", "snooze");
+      const open = button(t("action.snooze"), "snooze");
       open.setAttribute("aria-haspopup", "menu");
       open.setAttribute("aria-expanded", "false");
       wrap.append(open);
       actions.append(wrap);
     }
-    actions.append(button(item.archived ? "Unarchive" : "Archive", "archive"));
-    actions.append(button("Delete", "delete", "danger"));
+    actions.append(button(t(item.archived ? "action.unarchive" : "action.archive"), "archive"));
+    actions.append(button(t("action.delete"), "delete", "danger"));
     return actions;
   }
 
@@ -271,7 +277,7 @@
       node.disabled = item.completed !== null;
       if (done) {
         node.classList.add("done");
-        node.title = `Done ${new Date(item.completed.completed_at).toLocaleString()}`;
+        node.title = t("done", { time: new Date(item.completed.completed_at).toLocaleString() });
       }
       row.append(node);
     }
@@ -295,7 +301,7 @@
     if (item.thread && item.thread.activity_count > 1) {
       const count = el("span", "chip count", `${item.thread.activity_count}`);
       count.dataset.testid = "activity-count";
-      count.title = `${item.thread.activity_count} in this thread`;
+      count.title = t("thread.count", { n: item.thread.activity_count });
       titleRow.append(count);
     }
     if (severity === "critical") titleRow.append(el("span", "tag", "critical"));
@@ -476,8 +482,8 @@
     const badge = $("[data-testid=badge]");
     badge.textContent = counts.unread > 99 ? "99+" : String(counts.unread);
     badge.hidden = counts.unread === 0;
-    $("[data-testid=summary]").textContent =
-      `${counts.unread} unread · ${counts.total} notification${counts.total === 1 ? "" : "s"}`;
+    const summary = counts.total === 1 ? "summary.one" : "summary.other";
+    $("[data-testid=summary]").textContent = t(summary, { unread: counts.unread, total: counts.total });
     document.title = counts.unread ? `(${counts.unread}) notifyhub inbox` : "notifyhub inbox";
     $("[data-testid=mark-all]").disabled = counts.unread === 0;
     $("[data-testid=archive-all]").disabled = counts.total === 0;
@@ -513,13 +519,13 @@
   }
 
   function renderTabs() {
-    const tabs = [tabButton("all", "All", true)];
+    const tabs = [tabButton("all", t("tab.all"), true)];
     for (const found of shown.views) {
       const tab = tabButton(`view:${found.name}`, found.label || found.name, true);
       tab.dataset.view = found.name;
       tabs.push(tab);
     }
-    tabs.push(tabButton("snoozed", "Snoozed", false), tabButton("archived", "Archived", false));
+    tabs.push(tabButton("snoozed", t("tab.snoozed"), false), tabButton("archived", t("tab.archived"), false));
     $("[data-testid=tabs]").replaceChildren(...tabs);
     $("[data-testid=delete-view]").hidden = !personalView();
     renderCounts(demo.client && demo.client.counts);
@@ -578,7 +584,7 @@
     if (item.body) text.append(el("p", "body", item.body));
     const close = el("button", "close", "×");
     close.type = "button";
-    close.setAttribute("aria-label", "Dismiss");
+    close.setAttribute("aria-label", t("toast.dismiss"));
     close.addEventListener("click", () => dismiss(toast));
     toast.append(icon(severity), text, close);
     $("[data-testid=toasts]").append(toast);
@@ -621,7 +627,7 @@
       choice.setAttribute("role", "menuitem");
       choice.dataset.preset = preset.name;
       const until = NotifyHub.snoozeTime(preset.name, now);
-      choice.append(el("span", "", preset.label), el("span", "when", untilText(until)));
+      choice.append(el("span", "", t(`snooze.${preset.name}`)), el("span", "when", untilText(until)));
       menu.append(choice);
     }
     opener.after(menu);
@@ -696,8 +702,8 @@
     $("[data-testid=filters]").hidden = !inboxTab();
     $("[data-testid=archive-all]").hidden = tab !== "all";
     $("[data-testid=delete-view]").hidden = !personalView();
-    const help = { archived: "Nothing archived", snoozed: "Nothing snoozed" };
-    $(".empty-title").textContent = help[tab] || "You're all caught up";
+    const help = { archived: t("empty.archived"), snoozed: t("empty.snoozed") };
+    $(".empty-title").textContent = help[tab] || t("empty.all");
     $(".empty-help").hidden = tab !== "all";
     return loadPage(true);
   }
@@ -745,7 +751,14 @@
     await loadViews(); // the shown view is gone: back to All
   }
 
+  /** The page's own labels (data-i18n) in the chosen language. */
+  function translatePage() {
+    document.documentElement.lang = words.language;
+    for (const node of document.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
+  }
+
   function wireControls() {
+    translatePage();
     $("[data-testid=add-view]").addEventListener("click", () =>
       toggleViewForm($("[data-testid=view-form]").hidden),
     );

@@ -485,6 +485,17 @@ export interface NotifyHubGlobal {
    * shown as text), only the subset's tags and http(s) links.
    */
   renderBody(item: Pick<InboxItem, "body" | "body_format">, doc?: Document): DocumentFragment;
+  /** The client's own words: a table per language (`en`, `pt`), keyed like "action.read". */
+  STRINGS: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /**
+   * The strings for `language` (default: the browser's), falling back `pt-BR` -> `pt` ->
+   * English; `text(key, values)` fills in `{name}` placeholders.
+   */
+  strings(language?: string): {
+    language: string;
+    table: Readonly<Record<string, string>>;
+    text(key: string, values?: Record<string, string | number>): string;
+  };
   /** Not a stable API. */
   internal: NotifyHubInternal;
 }

@@ -330,6 +330,61 @@
     return fragment;
   }
 
+  // ---- the client's own words: one table per language, picked from the browser's ----------
+
+  /** Every string a client UI built on notifyhub.js shows; `{name}` marks a value. */
+  const STRINGS = {
+    en: {
+      "snooze.hour": "1 hour", "snooze.tomorrow": "Tomorrow, 9:00", "snooze.next-week": "Next week",
+      "action.read": "Mark read", "action.unread": "Mark unread", "action.pin": "Pin",
+      "action.unpin": "Unpin", "action.snooze": "Snooze", "action.unsnooze": "Unsnooze",
+      "action.archive": "Archive", "action.unarchive": "Unarchive", "action.delete": "Delete",
+      "chip.pinned": "Pinned", "chip.resurfaced": "Snooze ended", "chip.until": "Until {time}",
+      "chip.from": "from {source}", "link.open": "Open →", "thread.count": "{n} in this thread",
+      "tab.all": "All", "tab.snoozed": "Snoozed", "tab.archived": "Archived",
+      "filter.all": "All", "filter.unread": "Unread", "inbox.title": "Inbox",
+      "inbox.mark-all": "Mark all read", "inbox.archive-all": "Archive all",
+      "inbox.more": "Load older", "inbox.pinned": "Pinned",
+      "summary.one": "{unread} unread · {total} notification",
+      "summary.other": "{unread} unread · {total} notifications",
+      "empty.all": "You're all caught up", "empty.archived": "Nothing archived",
+      "empty.snoozed": "Nothing snoozed", "toast.dismiss": "Dismiss", "signout": "Sign out",
+      "done": "Done {time}",
+    },
+    pt: {
+      "snooze.hour": "1 hora", "snooze.tomorrow": "Amanhã, 9:00", "snooze.next-week": "Próxima semana",
+      "action.read": "Marcar como lida", "action.unread": "Marcar como não lida", "action.pin": "Fixar",
+      "action.unpin": "Desafixar", "action.snooze": "Adiar", "action.unsnooze": "Cancelar adiamento",
+      "action.archive": "Arquivar", "action.unarchive": "Desarquivar", "action.delete": "Excluir",
+      "chip.pinned": "Fixada", "chip.resurfaced": "Adiamento terminou", "chip.until": "Até {time}",
+      "chip.from": "de {source}", "link.open": "Abrir →", "thread.count": "{n} nesta conversa",
+      "tab.all": "Todas", "tab.snoozed": "Adiadas", "tab.archived": "Arquivadas",
+      "filter.all": "Todas", "filter.unread": "Não lidas", "inbox.title": "Caixa de entrada",
+      "inbox.mark-all": "Marcar todas como lidas", "inbox.archive-all": "Arquivar todas",
+      "inbox.more": "Carregar anteriores", "inbox.pinned": "Fixadas",
+      "summary.one": "{unread} não lidas · {total} notificação",
+      "summary.other": "{unread} não lidas · {total} notificações",
+      "empty.all": "Você está em dia", "empty.archived": "Nada arquivado",
+      "empty.snoozed": "Nada adiado", "toast.dismiss": "Dispensar", "signout": "Sair",
+      "done": "Concluída {time}",
+    },
+  };
+
+  /**
+   * The strings for `language` (default: the browser's), falling back `pt-BR` -> `pt` ->
+   * English for any missing one; `text(key, values)` fills in `{name}`s. `language` says
+   * which table answered (`en` when none did).
+   */
+  function strings(language = root.navigator && root.navigator.language) {
+    const tags = String(language || "en").toLowerCase().split("-");
+    const chain = tags.map((_, i) => tags.slice(0, tags.length - i).join("-"));
+    const found = chain.find((tag) => tag in STRINGS) || "en";
+    const table = { ...STRINGS.en, ...STRINGS[found] };
+    const text = (key, values = {}) =>
+      (table[key] || key).replace(/\{(\w+)\}/g, (_, name) => String(values[name] ?? ""));
+    return { language: found, table, text };
+  }
+
   const internal = {
     StreamConnection,
     backoffDelay,
@@ -350,6 +405,8 @@
     matchesList,
     matchesView,
     renderBody,
+    STRINGS,
+    strings,
   };
 
   if (typeof document === "undefined") {

@@ -25,8 +25,9 @@ from notifyhub.db.engine import create_engine
 from notifyhub.domain.notification import Draft, Recipients, Severity
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
-from notifyhub.services import templates
+from notifyhub.services import locales, templates
 from notifyhub.services.ingest import IngestService
+from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 from notifyhub.store.keys import Keys
 from notifyhub.store.lock import RedisLock
 from notifyhub.workers.runner import Loop
@@ -46,6 +47,13 @@ class RecipientsConfig(BaseModel):
     topics: list[Token] = []
 
 
+class Translation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=1000)
+    body: str = ""
+
+
 class ProducerConfig(BaseModel):
     """One periodic check; `database_url` may reference `${ENV_VARS}`."""
 
@@ -63,6 +71,11 @@ class ProducerConfig(BaseModel):
     recipients: RecipientsConfig
     title: str = Field(min_length=1, max_length=1000)
     body: str = ""
+    locales: dict[Annotated[str, Field(pattern=LOCALE)], Translation] = Field(
+        default_factory=dict, max_length=MAX_TRANSLATIONS
+    )
+    """Translations of `title` and `body` by locale: each recipient gets the one their
+    `locale` preference picks (`pt-BR` -> `pt` -> `title`/`body`)."""
     dedupe_columns: list[str] = Field(min_length=1)
     dedupe_window_s: int = Field(24 * 3600, ge=1)
 
@@ -92,6 +105,9 @@ def load(path: Path) -> list[ProducerConfig]:
     for producer in parsed.producers:
         templates.check(producer.title, f"{producer.name}.title")
         templates.check(producer.body, f"{producer.name}.body")
+        for tag, translation in producer.locales.items():
+            templates.check(translation.title, f"{producer.name}.locales.{tag}.title")
+            templates.check(translation.body, f"{producer.name}.locales.{tag}.body")
     return parsed.producers
 
 
@@ -148,29 +164,46 @@ class Producer:
         if not await self._first_time(row):
             return 0
         context = {"row": orjson.loads(orjson.dumps(row, default=str))}
-        try:
-            title = templates.render(config.title, context)[:200]
-            body = templates.render(config.body, context)[:4000]
-        except templates.RenderError as exc:
-            log.warning("producer %s: template failed for a row: %s", config.name, exc)
-            return 0
-        draft = Draft(
-            tenant=config.tenant,
-            title=title or config.name,
-            body=body,
-            category=config.category,
-            severity=config.severity,
-            source=f"producer:{config.name}",
-            data=context["row"],
-        )
         recipients = Recipients(
             users=tuple(config.recipients.users),
             groups=tuple(config.recipients.groups),
             topics=tuple(config.recipients.topics),
         )
         async with self._sessionmaker.begin() as session:
-            await self._ingest.publish_internal(session, draft, recipients)
-        return 1
+            if not config.locales:
+                draft = self._draft(config.title, config.body, context)
+                if draft is not None:
+                    await self._ingest.publish_internal(session, draft, recipients)
+                return int(draft is not None)
+            users = await self._ingest.resolve_internal(session, config.tenant, recipients)
+            groups = await locales.group_users(session, config.tenant, users, config.locales)
+        sent = 0
+        for tag, group in groups.items():  # one notification per translation
+            chosen = config.locales[tag] if tag is not None else config
+            draft = self._draft(chosen.title, chosen.body, context)
+            if draft is not None:
+                await self._ingest.send(draft, group, origin=f"producer:{config.name}")
+                sent = 1
+        return sent
+
+    def _draft(self, title: str, body: str, context: dict[str, Any]) -> Draft | None:
+        """One row's notification from these templates; None when they fail (logged)."""
+        config = self.config
+        try:
+            rendered = templates.render(title, context)[:200]
+            rendered_body = templates.render(body, context)[:4000]
+        except templates.RenderError as exc:
+            log.warning("producer %s: template failed for a row: %s", config.name, exc)
+            return None
+        return Draft(
+            tenant=config.tenant,
+            title=rendered or config.name,
+            body=rendered_body,
+            category=config.category,
+            severity=config.severity,
+            source=f"producer:{config.name}",
+            data=context["row"],
+        )
 
     async def _first_time(self, row: dict[str, Any]) -> bool:
         """Claim the row's dedupe key for the window; False if it was notified already."""

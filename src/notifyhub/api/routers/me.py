@@ -18,16 +18,18 @@ from notifyhub.services.preferences import CategoryPreference
 router = APIRouter(prefix="/v1/me", tags=["inbox"], responses=USER)
 
 
-def _out(prefs: dict[str, CategoryPreference]) -> PreferencesIn:
+def _out(prefs: dict[str, CategoryPreference], locale: str | None) -> PreferencesIn:
     return PreferencesIn(
-        categories={c: CategoryPreferenceIn(inbox=p.inbox, push=p.push) for c, p in prefs.items()}
+        categories={c: CategoryPreferenceIn(inbox=p.inbox, push=p.push) for c, p in prefs.items()},
+        locale=locale,
     )
 
 
 @router.get("/preferences", response_model=PreferencesIn)
 async def get_preferences(me: CurrentUser, state: AppState, session: Session) -> PreferencesIn:
-    """The user's per-category preferences."""
-    return _out(await state["preferences"].get(session, me))
+    """The user's per-category preferences and language."""
+    preferences = state["preferences"]
+    return _out(await preferences.get(session, me), await preferences.locale(session, me))
 
 
 @router.put("/preferences", response_model=PreferencesIn)
@@ -35,9 +37,11 @@ async def put_preferences(
     body: PreferencesIn, me: CurrentUser, state: AppState, session: Session
 ) -> PreferencesIn:
     """Replace the user's preferences: `push: false` keeps a category in the inbox without
-    live events; `inbox: false` drops it (unless `critical`)."""
+    live events; `inbox: false` drops it (unless `critical`); `locale` picks rules' and
+    producers' translations."""
     wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
-    return _out(await state["preferences"].put(session, me, wanted))
+    await state["preferences"].set_locale(session, me, body.locale)
+    return _out(await state["preferences"].put(session, me, wanted), body.locale)
 
 
 @router.get("/subscriptions", response_model=SubscriptionList)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from notifyhub.db.models import Preference
+from notifyhub.db.models import Preference, UserLocale
 
 Flags = tuple[bool, bool]
 """(inbox, push) of one category."""
@@ -56,3 +56,35 @@ async def all_rows(session: AsyncSession) -> list[tuple[str, str, str, Flags]]:
     """(tenant, user, category, flags) of every row, for rebuilding the Redis copy."""
     rows = await session.scalars(select(Preference))
     return [(p.tenant, p.user_id, p.category, (p.inbox, p.push)) for p in rows]
+
+
+async def locale_of(session: AsyncSession, tenant: str, user: str) -> str | None:
+    return await session.scalar(
+        select(UserLocale.locale).where(UserLocale.tenant == tenant, UserLocale.user_id == user)
+    )
+
+
+async def set_locale(session: AsyncSession, tenant: str, user: str, locale: str | None) -> None:
+    """The user's locale (None: none, the templates' defaults)."""
+    if locale is None:
+        await session.execute(
+            delete(UserLocale).where(UserLocale.tenant == tenant, UserLocale.user_id == user)
+        )
+        return
+    statement = insert(UserLocale).values(tenant=tenant, user_id=user, locale=locale)
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[UserLocale.tenant, UserLocale.user_id],
+            set_={"locale": statement.excluded.locale},
+        )
+    )
+
+
+async def locales_of(session: AsyncSession, tenant: str, users: Sequence[str]) -> dict[str, str]:
+    """The locales of those of `users` who set one."""
+    rows = await session.execute(
+        select(UserLocale.user_id, UserLocale.locale).where(
+            UserLocale.tenant == tenant, UserLocale.user_id.in_(list(users))
+        )
+    )
+    return {user: locale for user, locale in rows.all()}
