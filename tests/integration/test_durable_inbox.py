@@ -134,6 +134,35 @@ async def test_a_completed_action_survives_a_rebuild(
     assert again.status_code == 409 and again.json()["completed"]["action"] == "reject"
 
 
+async def test_a_thread_is_rebuilt_whole(
+    hub: Any,
+    settings: Settings,
+    redis: Redis,
+    publish_key: str,
+    make_token: Any,
+) -> None:
+    """After Redis lost the inbox, the replay joins the comments again: one item with its
+    count and actors (a client told `reset` lists it so)."""
+    token = make_token("dora-thread")
+    ids = [
+        await _publish(
+            hub, publish_key, "dora-thread", f"c{n}", thread_key="post:p9", actor={"id": who}
+        )
+        for n, who in enumerate(["ana", "bo", "ana"])
+    ]
+    [before], _ = await _inbox(hub, token)
+    await _lose_redis(redis, settings.redis_prefix)
+    epoch = Keys(settings.redis_prefix).epoch
+    async with asyncio.timeout(10):
+        while not await redis.exists(epoch):
+            await asyncio.sleep(0.05)
+    [after], counts = await _inbox(hub, token)
+    assert after["id"] == ids[0] and after["thread"] == before["thread"]
+    assert after["thread"]["activity_count"] == 3 and after["title"] == "c2"
+    assert [a["id"] for a in after["thread"]["actors"]] == ["ana", "bo"]
+    assert counts["total"] == 1
+
+
 async def test_concurrent_publishes_share_commits(
     hub: Any, publish_key: str, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:
