@@ -191,6 +191,24 @@ async def test_a_retried_fan_out_joins_once(redis: Redis, settings: Settings) ->
         assert [a.id for a in activities or []] == [first.id, join.id, later.id]
 
 
+async def test_a_joining_activity_brings_its_own_actions(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """The thread shows the latest activity, actions included: one completed before is
+    not carried over to the next activity's buttons."""
+    user = unique("th-act")
+    me = _auth(make_token(user))
+    ok = [{"id": "ok", "label": "OK"}]
+    first = await _comment(hub, publish_key, [user], "ana", 0, actions=ok)
+    done = await hub.client.post(f"{BASE}/{first}/actions/ok", headers=me)
+    assert done.status_code == 200 and done.json()["completed"]["action"] == "ok"
+    await _comment(hub, publish_key, [user], "bo", 1, actions=[{"id": "yes", "label": "Yes"}])
+    [item] = await _items(hub, me)
+    assert item["completed"] is None and [a["id"] for a in item["actions"]] == ["yes"]
+    again = await hub.client.post(f"{BASE}/{first}/actions/yes", headers=me)
+    assert again.status_code == 200 and again.json()["completed"]["action"] == "yes"
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

@@ -462,6 +462,7 @@ local function join(u, n, tid, raw)
   local old, new = parse_state(raw), parse_state(raw)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
   new.category = n.category  -- it shows the latest activity: lists and views filter by it
+  new.done = ''  -- and its actions, not yet completed
   new.views = copy_views(u, n) or new.views
   redis.call('HSET', u.state, tid, format_state(new))
   reindex(u, tid, old, new)
