@@ -624,7 +624,10 @@ class TranslationIn(Strict):
 
 Translations = Annotated[
     dict[Annotated[str, Field(max_length=35, pattern=LOCALE)], TranslationIn],
-    Field(max_length=MAX_TRANSLATIONS),
+    Field(
+        max_length=MAX_TRANSLATIONS,
+        json_schema_extra={"propertyNames": {"maxLength": 35, "pattern": LOCALE}},
+    ),
 ]
 
 

@@ -177,6 +177,8 @@ class RuleRecipient(Request):
     body: str = ""
     thread_key: str | None = None
     """A template: the notifications' thread key (`{{ target.type }}:{{ target.id }}`)."""
+    locales: dict[str, dict[str, str]] | None = None
+    """Translations by locale: `{"pt": {"title": ..., "body": ...}}`."""
 
 
 class RuleRequest(Request):

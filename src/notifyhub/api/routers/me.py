@@ -40,8 +40,10 @@ async def put_preferences(
     live events; `inbox: false` drops it (unless `critical`); `locale` picks rules' and
     producers' translations."""
     wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
-    await state["preferences"].set_locale(session, me, body.locale)
-    return _out(await state["preferences"].put(session, me, wanted), body.locale)
+    preferences = state["preferences"]
+    categories = await preferences.put(session, me, wanted)  # holds the user's turn
+    await preferences.set_locale(session, me, body.locale)
+    return _out(categories, body.locale)
 
 
 @router.get("/subscriptions", response_model=SubscriptionList)
