@@ -55,6 +55,15 @@ async def _lose_redis(redis: Redis, prefix: str) -> None:
     await redis.unlink(*found)
 
 
+async def _lose_and_rebuild(redis: Redis, settings: Settings) -> None:
+    """Redis loses this test's keys; the epoch watch notices and rebuilds the inboxes."""
+    await _lose_redis(redis, settings.redis_prefix)
+    epoch = Keys(settings.redis_prefix).epoch
+    async with asyncio.timeout(10):
+        while not await redis.exists(epoch):
+            await asyncio.sleep(0.05)
+
+
 async def test_inboxes_are_rebuilt_with_their_state(
     hub: Any,
     settings: Settings,
@@ -85,11 +94,7 @@ async def test_inboxes_are_rebuilt_with_their_state(
         while await _count(sessionmaker, InboxChange, user_id="dora") < 3:
             await asyncio.sleep(0.05)
 
-    await _lose_redis(redis, settings.redis_prefix)
-    epoch = Keys(settings.redis_prefix).epoch
-    async with asyncio.timeout(10):
-        while not await redis.exists(epoch):
-            await asyncio.sleep(0.05)
+    await _lose_and_rebuild(redis, settings)
 
     after_items, after_counts = await _inbox(hub, token)
     assert before_counts["total"] == 4 and before_counts["unread"] == 2
@@ -120,11 +125,7 @@ async def test_a_completed_action_survives_a_rebuild(
         while await _count(sessionmaker, InboxChange, user_id="dora-act") < 1:
             await asyncio.sleep(0.05)
 
-    await _lose_redis(redis, settings.redis_prefix)
-    epoch = Keys(settings.redis_prefix).epoch
-    async with asyncio.timeout(10):
-        while not await redis.exists(epoch):
-            await asyncio.sleep(0.05)
+    await _lose_and_rebuild(redis, settings)
     [item], counts = await _inbox(hub, token)
     assert item["completed"] == done.json()["completed"] and item["status"] == "read"
     assert counts["unread"] == 0
@@ -151,11 +152,7 @@ async def test_a_thread_is_rebuilt_whole(
         for n, who in enumerate(["ana", "bo", "ana"])
     ]
     [before], _ = await _inbox(hub, token)
-    await _lose_redis(redis, settings.redis_prefix)
-    epoch = Keys(settings.redis_prefix).epoch
-    async with asyncio.timeout(10):
-        while not await redis.exists(epoch):
-            await asyncio.sleep(0.05)
+    await _lose_and_rebuild(redis, settings)
     [after], counts = await _inbox(hub, token)
     assert after["id"] == ids[0] and after["thread"] == before["thread"]
     assert after["thread"]["activity_count"] == 3 and after["title"] == "c2"

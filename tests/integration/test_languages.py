@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from notifyhub.db.engine import create_engine
-from notifyhub.workers.producers import Producer, load
+from notifyhub.workers.producers import load
+from support.producers import hub_producer
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -156,15 +157,7 @@ async def test_a_producer_speaks_each_users_language(
     path = tmp_path / "producers.yaml"
     path.write_text(YAML.format(suffix=suffix, database_url=settings.database_url, table=table))
     [config] = load(path)
-    state = hub.app_state
-    producer = Producer(
-        config,
-        ingest=state["ingest"],
-        sessionmaker=state["sessionmaker"],
-        redis=state["redis"],
-        keys=state["store"]._keys,
-        lock_ttl_ms=5000,
-    )
+    producer = hub_producer(hub, config)
     try:
         assert await producer.run_once() == 1
     finally:

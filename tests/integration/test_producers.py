@@ -11,7 +11,8 @@ from sqlalchemy import text
 
 from notifyhub.db.engine import create_engine
 from notifyhub.errors import InvalidInput
-from notifyhub.workers.producers import Producer, load
+from notifyhub.workers.producers import load
+from support.producers import hub_producer
 
 YAML = """
 producers:
@@ -48,15 +49,7 @@ async def test_producer_notifies_once_per_anomalous_row(
     path = tmp_path / "producers.yaml"
     path.write_text(YAML.format(suffix=suffix, database_url=settings.database_url, table=table))
     [config] = load(path)
-    state = hub.app_state
-    producer = Producer(
-        config,
-        ingest=state["ingest"],
-        sessionmaker=state["sessionmaker"],
-        redis=state["redis"],
-        keys=state["store"]._keys,
-        lock_ttl_ms=5000,
-    )
+    producer = hub_producer(hub, config)
     try:
         assert await producer.run_once() == 2
         assert await producer.run_once() == 0  # already notified within the window

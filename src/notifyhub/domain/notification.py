@@ -31,6 +31,13 @@ def to_ms(value: datetime) -> int:
 Timestamp = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str)]
 
 
+def no_lone_surrogates(value: str | None) -> str | None:
+    """Text stored in PostgreSQL, which refuses NUL (the patterns) and lone surrogates."""
+    if value is not None and any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise ValueError("must not contain lone surrogates")
+    return value
+
+
 class Severity(StrEnum):
     INFO = "info"
     SUCCESS = "success"
@@ -64,13 +71,7 @@ class Ref(BaseModel):
     id: str = Field(min_length=1, max_length=200, pattern=PRINTABLE)
     """Its id in the calling application."""
 
-    @field_validator("type", "id")
-    @classmethod
-    def _no_surrogates(cls, value: str) -> str:
-        # Stored in PostgreSQL, which refuses NUL (the pattern) and lone surrogates.
-        if any("\ud800" <= ch <= "\udfff" for ch in value):
-            raise ValueError("must not contain lone surrogates")
-        return value
+    _no_surrogates = field_validator("type", "id")(no_lone_surrogates)
 
 
 MAX_AVATAR_URL = 2048
@@ -102,12 +103,7 @@ class Actor(Ref):
     """Their picture: an https URL, or a small `data:image/(png|jpeg|gif|webp);base64,...`
     URL (either at most 2048 characters; no SVG, which can carry script)."""
 
-    @field_validator("name")
-    @classmethod
-    def _name_surrogates(cls, value: str | None) -> str | None:
-        if value is not None and any("\ud800" <= ch <= "\udfff" for ch in value):
-            raise ValueError("must not contain lone surrogates")
-        return value
+    _name_surrogates = field_validator("name")(no_lone_surrogates)
 
 
 MAX_ACTIONS = 3
@@ -151,12 +147,7 @@ class Action(BaseModel):
     style: ActionStyle = ActionStyle.SECONDARY
     """How the client draws it: primary, secondary or danger."""
 
-    @field_validator("label")
-    @classmethod
-    def _no_surrogates(cls, value: str) -> str:
-        if any("\ud800" <= ch <= "\udfff" for ch in value):
-            raise ValueError("must not contain lone surrogates")
-        return value
+    _no_surrogates = field_validator("label")(no_lone_surrogates)
 
 
 DEFAULT_THREAD_WINDOW_S = 86400

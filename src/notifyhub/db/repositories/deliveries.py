@@ -28,24 +28,18 @@ DefinitionKey = tuple[str, str]
 """A definition's identity: (tenant, name)."""
 _RETURNING = "d.id, d.attempt, d.tenant, d.definition, d.payload, d.status, d.failures"
 
-_ADD = text("""
+_INSERT_DUE = """
 INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
                         failures, next_attempt_at)
 SELECT :id, tenant, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
 FROM delivery_definitions
 WHERE tenant = :tenant AND name = :definition AND disabled_at IS NULL
-RETURNING id
-""").bindparams(bindparam("payload", type_=JSONB))
-
-_ADD_ONCE = text("""
-INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
-                        failures, next_attempt_at)
-SELECT :id, tenant, name, :payload, :description, 'pending', 0, 0, clock_timestamp()
-FROM delivery_definitions
-WHERE tenant = :tenant AND name = :definition AND disabled_at IS NULL
-ON CONFLICT (id) DO NOTHING
-RETURNING id
-""").bindparams(bindparam("payload", type_=JSONB))
+"""
+"""A pending delivery, due now, if the tenant has the enabled definition."""
+_ADD = text(_INSERT_DUE + "RETURNING id").bindparams(bindparam("payload", type_=JSONB))
+_ADD_ONCE = text(_INSERT_DUE + "ON CONFLICT (id) DO NOTHING RETURNING id").bindparams(
+    bindparam("payload", type_=JSONB)
+)
 
 _KNOWN = text("""
 SELECT 1 FROM deliveries WHERE id = :id
