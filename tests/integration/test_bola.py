@@ -38,9 +38,7 @@ async def _bulk_read(client: httpx.AsyncClient, auth: dict[str, str], nid: str) 
     return await client.post("/v1/me/notifications/bulk", json=body, headers=auth)
 
 
-async def _bulk_delete(
-    client: httpx.AsyncClient, auth: dict[str, str], nid: str
-) -> httpx.Response:
+async def _bulk_delete(client: httpx.AsyncClient, auth: dict[str, str], nid: str) -> httpx.Response:
     body = {"ids": [nid], "delete": True}
     return await client.post("/v1/me/notifications/bulk", json=body, headers=auth)
 
@@ -154,7 +152,10 @@ async def test_same_user_id_in_another_tenant_sees_nothing(
 
     prefs = {"categories": {"restock": {"inbox": False, "push": False}}}
     assert (await hub.client.put("/v1/me/preferences", json=prefs, headers=away)).is_success
-    assert (await hub.client.get("/v1/me/preferences", headers=home)).json() == {"categories": {}}
+    assert (await hub.client.get("/v1/me/preferences", headers=home)).json() == {
+        "categories": {},
+        "locale": None,
+    }
 
     url = f"{hub.base_url}/v1/me/stream"
     async with (

@@ -64,7 +64,7 @@ async def test_a_rule_speaks_each_users_language(
         "title": "Boleto {{ target.id }} vence hoje",
         "body": "Pague já",
     }
-    target = {"type": "invoice", "id": "I-7"}
+    target = {"type": "invoice", "id": f"I-{run}"}  # its payers are this test's alone
     for user in users:
         body = {"user": user, "relationship": "payer", "target": target}
         relate = await hub.client.post("/v1/relationships", json=body, headers=_auth(publish_key))
@@ -74,10 +74,10 @@ async def test_a_rule_speaks_each_users_language(
     assert fired.status_code == 202, fired.text
     assert (fired.json()["notifications"], fired.json()["recipients"]) == (3, 4)
     expected = {
-        f"br-{run}": "Boleto I-7 vence hoje",
-        f"pt-{run}": "Fatura I-7 vence hoje",  # pt-PT -> pt
-        f"fr-{run}": "Invoice I-7 is due",  # no fr: the default
-        f"none-{run}": "Invoice I-7 is due",
+        f"br-{run}": f"Boleto I-{run} vence hoje",
+        f"pt-{run}": f"Fatura I-{run} vence hoje",  # pt-PT -> pt
+        f"fr-{run}": f"Invoice I-{run} is due",  # no fr: the default
+        f"none-{run}": f"Invoice I-{run} is due",
     }
     for user, title in expected.items():
         assert await _titles(hub, user) == [title]

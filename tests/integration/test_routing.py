@@ -255,8 +255,9 @@ async def test_preferences_push_inbox_and_critical(hub: Any, publish_key: str) -
             "promo": {"inbox": False, "push": True},
         }
     }
-    assert (await hub.client.put("/v1/me/preferences", json=prefs, headers=me)).json() == prefs
-    assert (await hub.client.get("/v1/me/preferences", headers=me)).json() == prefs
+    stored = {**prefs, "locale": None}
+    assert (await hub.client.put("/v1/me/preferences", json=prefs, headers=me)).json() == stored
+    assert (await hub.client.get("/v1/me/preferences", headers=me)).json() == stored
 
     async def send(category: str, severity: str = "info") -> int:
         body = {
@@ -314,13 +315,15 @@ async def test_a_rule_threads_a_posts_comments(hub: Any, admin_key: str, publish
     got = (await hub.client.get("/v1/admin/rules/threaded_comment", headers=admin)).json()
     assert got["recipients"][0]["thread_key"] == "{{ target.type }}:{{ target.id }}:comments"
     writer, editor = f"tw-{uuid.uuid4().hex[:6]}", f"te-{uuid.uuid4().hex[:6]}"
-    for post_id in ("p1", "p2"):
+    # posts of its own: other tests count the recipients of p1's relationships
+    p1, p2 = f"tp1-{writer}", f"tp2-{writer}"
+    for post_id in (p1, p2):
         for user, rel in ((writer, "author"), (editor, "editor")):
             body = {"user": user, "relationship": rel, "target": {"type": "post", "id": post_id}}
             assert (
                 await hub.client.post("/v1/relationships", json=body, headers=pub)
             ).status_code == 204
-    for n, (who, post_id) in enumerate([("ana", "p1"), ("bo", "p1"), ("ana", "p1"), ("cy", "p2")]):
+    for n, (who, post_id) in enumerate([("ana", p1), ("bo", p1), ("ana", p1), ("cy", p2)]):
         event = {
             "rule": "threaded_comment",
             "actor": {"id": who, "name": who.title()},
@@ -336,8 +339,8 @@ async def test_a_rule_threads_a_posts_comments(hub: Any, admin_key: str, publish
         )
     ).json()["items"]
     assert [(i["thread"]["key"], i["thread"]["activity_count"]) for i in items] == [
-        ("post:p2:comments", 1),
-        ("post:p1:comments", 3),
+        (f"post:{p2}:comments", 1),
+        (f"post:{p1}:comments", 3),
     ]
     assert [a["id"] for a in items[1]["thread"]["actors"]] == ["ana", "bo"]
     assert items[1]["title"] == "Ana commented on your post"

@@ -228,10 +228,11 @@ async def probe_delete(t: Tenants) -> None:
 
 
 async def probe_preferences(t: Tenants) -> None:
-    prefs = {"categories": {"restock": {"inbox": False, "push": False}}}
+    prefs = {"categories": {"restock": {"inbox": False, "push": False}}, "locale": "de"}
     _ok(await t.client.put("/v1/me/preferences", json=prefs, headers=t.me(t.a)))
     assert _ok(await t.client.get("/v1/me/preferences", headers=t.me(t.b))).json() == {
-        "categories": {}
+        "categories": {},
+        "locale": None,  # A's locale is A's alone
     }
     await _publish(t, t.b, category="restock")
     assert await _total(t, t.b) == 1  # A's preference does not drop B's copy

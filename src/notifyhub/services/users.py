@@ -28,6 +28,7 @@ class UserReport:
     subscriptions: list[Subscription]
     groups: list[str]
     topics: list[str]
+    locale: str | None = None
 
 
 class UserLookup:
@@ -63,4 +64,5 @@ class UserLookup:
             await self._rules.subscriptions(session, who),
             groups,
             await memberships.topics_of(session, tenant, user, groups),
+            await self._preferences.locale(session, who),
         )

@@ -52,7 +52,8 @@ async def lookup_user(
         categories={
             c: CategoryPreferenceIn(inbox=p.inbox, push=p.push)
             for c, p in found.preferences.items()
-        }
+        },
+        locale=found.locale,
     )
     return UserOut(
         tenant=found.tenant,
