@@ -6,10 +6,10 @@ local u = inbox(0)
 purge(u, now_ms(), tonumber(ARGV[1]))
 local id = ARGV[2]
 if not redis.call('HGET', u.state, id) then return false end
-local raw = redis.call('HGET', u.items, 'T:' .. id)
-if not raw then return {} end
+local ids = redis.call('HGET', u.items, 'I:' .. id)
+if not ids then return {} end
 local fields = {}
-for i, activity in ipairs(parse_record(raw).ids) do fields[i] = 'a:' .. activity end
+for i, activity in ipairs(activity_ids(ids)) do fields[i] = 'a:' .. activity end
 local out = {}
 for _, content in ipairs(redis.call('HMGET', u.items, unpack(fields))) do
   if content then out[#out + 1] = content end

@@ -315,49 +315,64 @@ end
 -- while a joining copy was created within its window of that first activity. The thread
 -- item (flag "h") keeps the first copy's id; its content is the latest activity's,
 -- prefixed with the thread's summary ({"thread":{id,key,count,first_ms,last_ms,actors},
--- ...}: store/items.py unfolds it). Its record, items field "T:<id>", holds
--- "count first_ms last_ms\n<key>\n<activity ids, space-separated>" then one line per actor
--- ("<actor id>\t<actor JSON>", the latest first, at most MAX_ACTORS distinct); each of
--- the latest MAX_ACTIVITIES activities' own content is items field "a:<activity id>".
+-- ...}: store/items.py unfolds it). Beside it in `items`: "T:<id>" = "count first_ms
+-- last_ms key\n" then one line per actor, "<actor id>\t<actor JSON>\n" (the latest first,
+-- at most MAX_ACTORS distinct); "I:<id>" = the latest MAX_ACTIVITIES activity ids, 26
+-- characters each, oldest first, no separator; each of those activities' own content as
+-- "a:<activity id>". Kept as flat strings that C string functions edit: a join touches
+-- no Lua table but the state's. `drop` removes them with the item.
 local MAX_ACTIVITIES = 100
 local MAX_ACTORS = 10
+local ULID_LEN = 26
 
+-- A record's head fields and its actor lines.
 local function parse_record(raw)
-  local lines = split(raw, '\n')
-  local head = split(lines[1], ' ')
-  local rec = {count = tonumber(head[1]), first_ms = tonumber(head[2]),
-               last_ms = tonumber(head[3]), key = lines[2], ids = split(lines[3] or '', ' '),
-               actors = {}}
-  for i = 4, #lines do rec.actors[#rec.actors + 1] = lines[i] end
-  return rec
+  local count, first, last, key, rest = string.match(raw, '^(%d+) (%d+) (%d+) ([^\n]*)\n(.*)$')
+  return tonumber(count), tonumber(first), tonumber(last), key, rest
 end
 
-local function format_record(rec)
-  local head = string.format('%d %d %d', rec.count, rec.first_ms, rec.last_ms)
-  local out = {head, rec.key, table.concat(rec.ids, ' ')}
-  for _, actor in ipairs(rec.actors) do out[#out + 1] = actor end
-  return table.concat(out, '\n')
+-- The record's actor lines with `line` ("<id>\t<JSON>") first: its older line gone, at
+-- most MAX_ACTORS lines.
+local function with_actor(actors, line)
+  local body = '\n' .. actors
+  local at = string.find(body, '\n' .. string.sub(line, 1, string.find(line, '\t', 1, true)), 1, true)
+  if at then
+    local stop = string.find(body, '\n', at + 1, true)
+    body = string.sub(body, 1, at) .. string.sub(body, stop + 1)
+  end
+  local out, pos = line .. '\n' .. string.sub(body, 2), 0
+  for _ = 1, MAX_ACTORS do
+    pos = string.find(out, '\n', pos + 1, true)
+    if not pos then return out end
+  end
+  return string.sub(out, 1, pos)
 end
 
 -- The thread item's content: the summary, then the latest activity's content.
-local function thread_content(id, rec, plain)
-  local actors = {}
-  for i, line in ipairs(rec.actors) do
-    actors[i] = string.sub(line, string.find(line, '\t', 1, true) + 1)
-  end
+local function thread_content(id, count, first, last, key, actors, plain)
+  local list = string.gsub(actors, '[^\t\n]*\t([^\n]*)\n', '%1,')
   return string.format('{"thread":{"id":"%s","key":"%s","count":%d,"first_ms":%d,' ..
-    '"last_ms":%d,"actors":[%s]},', id, rec.key, rec.count, rec.first_ms, rec.last_ms,
-    table.concat(actors, ',')) .. string.sub(plain, 2)
+    '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, string.sub(list, 1, -2))
+    .. string.sub(plain, 2)
+end
+
+-- The activity ids of "I:<id>", oldest first.
+local function activity_ids(ids)
+  local out = {}
+  for at = 1, #ids, ULID_LEN do out[#out + 1] = string.sub(ids, at, at + ULID_LEN - 1) end
+  return out
 end
 
 local function drop_thread(u, id)
-  local raw = redis.call('HGET', u.items, 'T:' .. id)
-  if not raw then return end
-  local rec = parse_record(raw)
-  for _, activity in ipairs(rec.ids) do redis.call('HDEL', u.items, 'a:' .. activity) end
-  redis.call('HDEL', u.items, 'T:' .. id)
-  local open = redis.call('HGET', u.ck, 't:' .. rec.key)
-  if open and string.sub(open, 1, #id) == id then redis.call('HDEL', u.ck, 't:' .. rec.key) end
+  local got = redis.call('HMGET', u.items, 'T:' .. id, 'I:' .. id)
+  if not got[1] then return end
+  for _, activity in ipairs(activity_ids(got[2] or '')) do
+    redis.call('HDEL', u.items, 'a:' .. activity)
+  end
+  redis.call('HDEL', u.items, 'T:' .. id, 'I:' .. id)
+  local _, _, _, key = parse_record(got[1])
+  local open = redis.call('HGET', u.ck, 't:' .. key)
+  if open and string.sub(open, 1, #id) == id then redis.call('HDEL', u.ck, 't:' .. key) end
 end
 
 -- Remove one item and its indexes; returns its state, or nil when it was not there.
@@ -434,32 +449,28 @@ end
 
 -- `n` (with a thread key) joins the thread `tid`, whose state is `raw`: the thread item is
 -- unread again, on top (it sorts by the activity's time), shows the activity (its
--- category and views are the activity's), counts it and its actor; one `update` entry
--- (`thread`: streams send the whole item). Returns as `copy` does; nil when `tid` holds
--- no thread (a new one is started instead).
+-- category and views are the activity's, its actions not yet completed), counts it and
+-- its actor; one `update` entry (`thread`: streams send the whole item). Returns as
+-- `copy` does; nil when `tid` holds no thread (a new one is started instead).
 local function join(u, n, tid, raw)
-  local rec_raw = redis.call('HGET', u.items, 'T:' .. tid)
-  if not rec_raw then return nil end
-  local rec = parse_record(rec_raw)
-  for _, id in ipairs(rec.ids) do
-    if id == n.id then return 0, 0 end  -- a retried fan-out
+  local got = redis.call('HMGET', u.items, 'T:' .. tid, 'I:' .. tid)
+  if not got[1] then return nil end
+  local ids = got[2] or ''
+  if string.find(ids, n.id, 1, true) then return 0, 0 end  -- a retried fan-out
+  local count, first, last, key, actors = parse_record(got[1])
+  count, last = count + 1, math.max(last, n.created_ms)
+  ids = ids .. n.id
+  if #ids > MAX_ACTIVITIES * ULID_LEN then
+    redis.call('HDEL', u.items, 'a:' .. string.sub(ids, 1, ULID_LEN))
+    ids = string.sub(ids, ULID_LEN + 1)
   end
+  if n.actor ~= '' then actors = with_actor(actors, n.actor) end
   local plain = '{' .. string.sub(n.content, n.prefix + 1)
-  rec.count, rec.last_ms = rec.count + 1, math.max(rec.last_ms, n.created_ms)
-  rec.ids[#rec.ids + 1] = n.id
-  if #rec.ids > MAX_ACTIVITIES then redis.call('HDEL', u.items, 'a:' .. table.remove(rec.ids, 1)) end
-  if n.actor ~= '' then
-    local actors, prefix = {n.actor}, string.sub(n.actor, 1, string.find(n.actor, '\t', 1, true))
-    for _, line in ipairs(rec.actors) do
-      if #actors < MAX_ACTORS and string.sub(line, 1, #prefix) ~= prefix then
-        actors[#actors + 1] = line
-      end
-    end
-    rec.actors = actors
-  end
-  redis.call('HSET', u.items, 'a:' .. n.id, plain, 'T:' .. tid, format_record(rec),
-             tid, thread_content(tid, rec, plain))
-  local old, new = parse_state(raw), parse_state(raw)
+  local record = string.format('%d %d %d %s\n', count, first, last, key) .. actors
+  redis.call('HSET', u.items, 'a:' .. n.id, plain, 'T:' .. tid, record, 'I:' .. tid, ids,
+             tid, thread_content(tid, count, first, last, key, actors, plain))
+  local old, new = parse_state(raw), {}
+  for field, value in pairs(old) do new[field] = value end
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
   new.category = n.category  -- it shows the latest activity: lists and views filter by it
   new.done = ''  -- and its actions, not yet completed
@@ -501,9 +512,9 @@ local function copy(u, n)
   if redis.call('HSETNX', u.state, n.id, state or format_state(fresh)) == 0 then return 0, 0 end
   if topic then  -- a new thread: its record, and its first activity
     redis.call('HSET', u.ck, topic, n.id .. ' ' .. n.created_ms)
-    local rec = {count = 1, first_ms = n.created_ms, last_ms = n.created_ms, key = n.thread,
-                 ids = {n.id}, actors = {n.actor ~= '' and n.actor or nil}}
-    redis.call('HSET', u.items, 'T:' .. n.id, format_record(rec),
+    local record = string.format('%d %d %d %s\n', 1, n.created_ms, n.created_ms, n.thread)
+    if n.actor ~= '' then record = record .. n.actor .. '\n' end
+    redis.call('HSET', u.items, 'T:' .. n.id, record, 'I:' .. n.id, n.id,
                'a:' .. n.id, '{' .. string.sub(n.content, n.prefix + 1))
   end
   local entry = {type = 'notification', id = n.id}
