@@ -209,6 +209,25 @@ async def test_a_joining_activity_brings_its_own_actions(
     assert again.status_code == 200 and again.json()["completed"]["action"] == "yes"
 
 
+async def test_an_action_on_an_activity_no_longer_shown_is_refused(
+    redis: Redis, settings: Settings
+) -> None:
+    """Completed against the activity the user saw: once another joined, the store
+    refuses it (a durable replay of a completion made before a later join does nothing
+    either, as the join cleared it)."""
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
+    user = ("default", unique("th-stale"))
+    first = make_notification(thread_key="k", actions=({"id": "ok", "label": "OK"},))
+    await store.place(first, [user])
+    item = await store.get(*user, first.id)
+    assert item is not None and item.thread is not None and item.thread.latest_id == first.id
+    await store.place(make_notification(thread_key="k"), [user])
+    stale = await store.act(*user, first.id, 1, "ok", activity=first.id)
+    assert (stale.code, stale.done) == (3, None)
+    item = await store.get(*user, first.id)
+    assert item is not None and item.completed is None
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

@@ -161,6 +161,8 @@ class Thread(BaseModel):
 
     key: str
     """The notifications' `thread_key`."""
+    latest_id: str
+    """The id of the activity the item shows (its content and actions)."""
     activity_count: int
     """How many notifications joined it (the first included)."""
     actors: list[Actor]

@@ -87,13 +87,22 @@ class ActionService:
             known = ", ".join(ids) or "none"
             raise NotFound(f"notification {notification_id} has no action {action_id!r} ({known})")
         index = ids.index(action_id) + 1
-        acted = await self._store.act(me.tenant, me.user, notification_id, index, action_id)
+        shown = item.thread.latest_id if item.thread is not None else ""
+        acted = await self._store.act(
+            me.tenant, me.user, notification_id, index, action_id, activity=shown
+        )
+        if acted.code == 3:  # a new activity joined the thread between the two reads
+            raise Conflict(
+                f"notification {notification_id} shows a newer activity now: load it again"
+            )
         if acted.done is None:  # deleted between the two reads
             raise NotFound(f"no notification {notification_id}")
         done_index, at_ms = acted.done
         done = item.actions[done_index - 1]
         if acted.code == 2 and self._durable is not None:
-            op = ActOp(id=notification_id, index=index, action=action_id, at_ms=at_ms)
+            op = ActOp(
+                id=notification_id, index=index, action=action_id, at_ms=at_ms, activity=shown
+            )
             self._durable.changed(me.tenant, me.user, op)
         await self._tell(item, me.user, done, at_ms)
         if acted.code != 2:

@@ -59,6 +59,8 @@ export interface Action {
 /** A thread item's activities: every notification with its key, counted once. */
 export interface Thread {
   key: string;
+  /** The id of the activity the item shows (its content and actions). */
+  latest_id: string;
   activity_count: number;
   /** The latest 10 distinct actors, the latest first. */
   actors: Actor[];

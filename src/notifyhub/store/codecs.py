@@ -229,17 +229,19 @@ class ActArgs:
     action: str
     at_ms: int | None = None
     """When it was completed (a replay); None: now."""
+    activity: str = ""
+    """A thread's: the activity whose actions were shown ('' none)."""
 
     def to_args(self) -> Args:
         at = "" if self.at_ms is None else self.at_ms
-        return [self.log_max, self.id, self.index, self.action, at]
+        return [self.log_max, self.id, self.index, self.action, at, self.activity]
 
 
 @dataclass(frozen=True, slots=True)
 class Acted:
     """act.lua's reply: the seq of its `update` (0 when nothing changed), a code (0 missing,
-    1 already completed, 2 completed now) and the completion, (index, ms) (of the first,
-    when already completed; None when missing)."""
+    1 already completed, 2 completed now, 3 a thread shows another activity now) and the
+    completion, (index, ms) (of the first, when already completed; None otherwise)."""
 
     seq: int
     code: int

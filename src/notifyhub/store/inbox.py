@@ -544,11 +544,13 @@ class InboxStore:
         action: str,
         *,
         at_ms: int | None = None,
+        activity: str = "",
     ) -> Acted:
         """Complete the `index`-th action (from 1; its id `action`) of the user's copy,
         once (lua/act.lua): `Acted.code` 2 now, 1 already (`Acted.done` the first), 0 the
-        copy is missing."""
-        args = ActArgs(self._limits.change_log_max, notification_id, index, action, at_ms)
+        copy is missing, 3 a thread no longer shows `activity`."""
+        limit = self._limits.change_log_max
+        args = ActArgs(limit, notification_id, index, action, at_ms, activity)
         acted = Acted.from_reply(await self._call(self.scripts.act, tenant, user, args.to_args()))
         if acted.seq:
             await self._publish([(member(tenant, user), acted.seq)])

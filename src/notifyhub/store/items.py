@@ -28,9 +28,10 @@ def _item_fields(content: bytes, state: bytes) -> dict[str, Any]:
     fields: dict[str, Any] = orjson.loads(content)
     thread = fields.pop("thread", None)  # a thread's summary (lua/common.lua `join`)
     if thread is not None:
-        fields["id"] = thread["id"]  # the content is its latest activity's
+        latest, fields["id"] = fields["id"], thread["id"]  # the content is its latest activity's
         fields["thread"] = {
             "key": thread["key"],
+            "latest_id": latest,
             "activity_count": thread["count"],
             "actors": thread["actors"],
             "first_at": to_rfc3339(from_ms(thread["first_ms"])),

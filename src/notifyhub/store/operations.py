@@ -152,9 +152,14 @@ class ActOp(LoggedOp):
     index: int
     action: str
     at_ms: int
+    activity: str = ""
+    """A thread's: the activity whose actions were shown (a later one joining since makes
+    the replay a no-op, as the join cleared the completion)."""
+    added_later: ClassVar[frozenset[str]] = frozenset({"activity"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
-        await store.act(tenant, user, self.id, self.index, self.action, at_ms=self.at_ms)
+        at, activity = self.at_ms, self.activity
+        await store.act(tenant, user, self.id, self.index, self.action, at_ms=at, activity=activity)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,8 @@ class Thread(Response):
     """A thread item's activities: how many, who (latest 10 distinct), when."""
 
     key: str
+    latest_id: str
+    """The id of the activity the item shows."""
     activity_count: int
     actors: list[Actor]
     first_at: datetime
