@@ -179,10 +179,16 @@ class LocalCluster(_Nodes):
             return str(_command(client, "CLUSTER MYID"))
 
     def _all_known(self) -> bool:
+        """Every node knows every other by its real id: a node still in the MEET handshake
+        is listed under a temporary id, and CLUSTER REPLICATE of its real id then fails
+        ("Unknown node")."""
+        ids = {self.node_id(node) for node in self.nodes}
         for node in self.nodes:
             with contextlib.closing(node.client()) as client:
-                if len(_command(client, "CLUSTER NODES")) != len(self.nodes):
-                    return False
+                listed = _command(client, "CLUSTER NODES").values()
+            known = {str(n["node_id"]) for n in listed if "handshake" not in str(n["flags"])}
+            if known != ids:
+                return False
         return True
 
     def healthy(self) -> bool:
