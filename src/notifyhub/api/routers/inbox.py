@@ -232,14 +232,7 @@ async def list_activities(
     me: CurrentUser,
     state: AppState,
     limit: PageLimit = 20,
-    cursor: Annotated[
-        str | None,
-        Query(
-            pattern=r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$",
-            description="The previous page's `next_cursor`; omit for the latest activities.",
-            examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
-        ),
-    ] = None,
+    cursor: PageCursor = None,
 ) -> ActivityPage:
     """Every activity of a thread (the latest 100 are kept), the latest first, each as it
     was published; a single notification's is itself."""

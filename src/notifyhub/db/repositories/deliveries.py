@@ -12,7 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, select, text, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    TextClause,
+    and_,
+    bindparam,
+    func,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -225,6 +235,26 @@ async def definitions(
     return {(row.tenant, row.name): row for row in rows}
 
 
+async def _insert(
+    session: AsyncSession,
+    statement: TextClause,
+    delivery_id: str,
+    tenant: str,
+    definition: str,
+    payload: Any,
+    description: str | None,
+) -> bool:
+    """Run one of the pending-delivery INSERTs; True when it added the row."""
+    params = {
+        "id": delivery_id,
+        "tenant": tenant,
+        "definition": definition,
+        "payload": payload,
+        "description": description,
+    }
+    return (await session.execute(statement, params)).first() is not None
+
+
 async def add(
     session: AsyncSession,
     delivery_id: str,
@@ -237,14 +267,7 @@ async def add(
 
     The definition's check is folded into the INSERT: one round trip, no lookup first.
     """
-    params = {
-        "id": delivery_id,
-        "tenant": tenant,
-        "definition": definition,
-        "payload": payload,
-        "description": description,
-    }
-    return (await session.execute(_ADD, params)).first() is not None
+    return await _insert(session, _ADD, delivery_id, tenant, definition, payload, description)
 
 
 async def add_once(
@@ -257,14 +280,8 @@ async def add_once(
 ) -> bool | None:
     """`add` for an id that may already be there: True added, False it already was
     (in the outbox or its history), None `tenant` has no enabled `definition`."""
-    params = {
-        "id": delivery_id,
-        "tenant": tenant,
-        "definition": definition,
-        "payload": payload,
-        "description": description,
-    }
-    if (await session.execute(_ADD_ONCE, params)).first() is not None:
+    args = (delivery_id, tenant, definition, payload, description)
+    if await _insert(session, _ADD_ONCE, *args):
         return True
     if (await session.execute(_KNOWN, {"id": delivery_id})).first() is not None:
         return False
