@@ -117,9 +117,10 @@ CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def sort_key(nid: str, resurfaced_ms: int) -> str:
-    """Where a resurfaced copy sorts: a ULID of when it came back, the id's random part."""
+    """Where a moved copy sorts: a ULID of when it moved (the id's random part), then
+    the id's time."""
     digits = [CROCKFORD[(resurfaced_ms >> (5 * i)) & 31] for i in reversed(range(10))]
-    return "".join(digits) + nid[10:]
+    return "".join(digits) + nid[10:] + nid[:10]
 
 
 def in_view(item: dict[str, Any], f: ViewFilter) -> bool:
@@ -284,10 +285,12 @@ class InboxModel(RuleBasedStateMachine):
     @precondition(lambda self: self.model)
     @rule(data=st.data())
     def expire(self, data: st.DataObject) -> None:
-        """A copy's time is up (its expiry moved to the past, as the clock would): the
-        next script drops it."""
+        """A copy's time is up (its expiry moved to the past, as the clock would) and the
+        next read drops it. (A thread keeps its expiry in its record too, which the clock
+        would have passed as well: so the read comes before any join could.)"""
         nid = data.draw(st.sampled_from(sorted(self.model)))
         self.run(self.redis.zadd(self.keys.inbox("default", "m").exp, {nid: 1}))
+        self.run(self.store.purge("default", "m"))
         del self.model[nid]
 
     @precondition(lambda self: self.model)

@@ -15,7 +15,7 @@ from ulid import ULID
 
 from notifyhub.domain.notification import Notification
 from notifyhub.settings import Limits, Settings
-from notifyhub.store.inbox import InboxStore
+from notifyhub.store.inbox import InboxStore, PageQuery
 from notifyhub.store.keys import Keys
 from support.deliveries import unique
 from support.sse import EventReader, open_stream
@@ -189,6 +189,50 @@ async def test_a_retried_fan_out_joins_once(redis: Redis, settings: Settings) ->
         assert item.thread.activity_count == 3 and item.id == first.id
         activities = await store.activities(tenant, user, first.id)
         assert [a.id for a in activities or []] == [first.id, join.id, later.id]
+
+
+async def test_a_thread_past_its_window_is_retired_whole(redis: Redis, settings: Settings) -> None:
+    """A new thread takes the key of one whose window passed while its item lives on:
+    the old item keeps its activities (listed, and removed with it), the new one joins
+    its own; deleting both leaves nothing of either in the user's hash."""
+    keys = Keys(settings.redis_prefix)
+    store = InboxStore(redis, keys, Limits())
+    user = ("default", unique("th-retire"))
+    now = datetime.now(UTC)
+
+    def at(minutes_ago: int) -> Notification:
+        created = now - timedelta(minutes=minutes_ago)
+        return Notification(
+            id=str(ULID.from_datetime(created)),
+            tenant="default",
+            title="t",
+            created_at=created,
+            expires_at=now + timedelta(minutes=10),
+            thread_key="k",
+            thread_window_s=3600,
+        )
+
+    old = [at(120), at(90)]  # a window of an hour from the first
+    new = [at(30), at(0)]
+    for n in [*old, *new]:
+        await store.place(n, [user])
+    page = await store.page(*user, PageQuery())
+    assert [(i.id, i.thread and i.thread.activity_count) for i in page.items] == [
+        (new[0].id, 2),
+        (old[0].id, 2),
+    ]
+    for thread in (old, new):
+        listed = await store.activities(*user, thread[0].id)
+        assert [a.id for a in listed or []] == [n.id for n in thread]
+
+    inbox = keys.inbox(*user)
+    assert await store.remove(*user, [old[0].id])
+    listed = await store.activities(*user, new[0].id)
+    assert [a.id for a in listed or []] == [n.id for n in new]
+    fields = {f.decode() for f in await redis.hkeys(inbox.items)}
+    assert fields == {new[0].id, "T:k", "I:k", *(f"a:{n.id}" for n in new)}
+    assert await store.remove(*user, [new[0].id])
+    assert await redis.hlen(inbox.items) == 0
 
 
 async def test_a_joining_activity_brings_its_own_actions(

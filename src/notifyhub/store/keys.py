@@ -3,11 +3,13 @@
 All keys of one user share the hash tag `{tenant/user}`, so each per-user Lua
 script touches a single Cluster slot. Layout of one user's inbox:
 
-    <p>u{T/U}:items   hash   id -> notification content JSON (shared fields)
+    <p>u{T/U}:items   hash   id -> notification content JSON (shared fields); a thread's
+                             record, activity ids and activities (`T:<thread key>`,
+                             `I:<thread key>`, `a:<activity id>`: lua/common.lua)
     <p>u{T/U}:state   hash   id -> "read_at_ms|seen|category" (per-user state)
     <p>u{T/U}:time    zset   id, all scores 0: ULIDs sort lexically by creation time (a
-                             resurfaced copy's member is a ULID-shaped sort key of when it
-                             came back; cnt field `k:<key>` names its id: lua/common.lua)
+                             moved copy's member is a sort key of when it moved, then its
+                             id: lua/common.lua `sort_key`)
     <p>u{T/U}:exp     zset   id -> expires_at_ms (expiry index)
     <p>u{T/U}:cnt     hash   total / unread / unseen counters; epoch of the seq; pinned ids;
                              the user's views (definitions, versions, counters `v<k>`)

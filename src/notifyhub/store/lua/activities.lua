@@ -6,7 +6,8 @@ local u = inbox(0)
 purge(u, now_ms(), tonumber(ARGV[1]))
 local id = ARGV[2]
 if not redis.call('HGET', u.state, id) then return false end
-local ids = redis.call('HGET', u.items, 'I:' .. id)
+local _, field = thread_fields(u, id, redis.call('HGET', u.items, id))
+local ids = redis.call('HGET', u.items, field)
 if not ids then return {} end
 local fields = {}
 for i, activity in ipairs(activity_ids(ids)) do fields[i] = 'a:' .. activity end

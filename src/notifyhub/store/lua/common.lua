@@ -269,12 +269,15 @@ local function append(u, entry, log_max, c)
 end
 
 -- The time index orders copies by creation: its members are their ids (ULIDs), all
--- scored 0. A resurfaced copy sorts by when it came back instead: its member is then a
--- sort key shaped like a ULID, the resurface's ms in place of the id's and the id's random
--- part (as unique as the id), and cnt field "k:<key>" names its id. Lists page over
--- members (a cursor is the last member), so a resurfaced copy lists, pages and polls
--- (`since`) as if new.
+-- scored 0. A moved copy (resurfaced, or a thread an activity joined) sorts by when it
+-- moved instead: its member is then a sort key that starts like a ULID, the move's ms in
+-- place of the id's, then the id's random part (as unique as the id), then the id's own
+-- time (MOVED_LEN characters: the id is in it, so nothing maps the key back). Lists page
+-- over members, and a cursor is a member's first ULID_LEN characters, so a moved copy
+-- lists, pages and polls (`since`) as if new.
 local CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local ULID_LEN = 26
+local MOVED_LEN = 36
 
 local function ulid_time(ms)
   local out = {}
@@ -287,17 +290,24 @@ local function ulid_time(ms)
 end
 
 local function sort_key(id, st)
-  if st.resurfaced > 0 then return ulid_time(st.resurfaced) .. string.sub(id, 11) end
+  if st.resurfaced > 0 then
+    return ulid_time(st.resurfaced) .. string.sub(id, 11) .. string.sub(id, 1, 10)
+  end
   return id
 end
 
--- The id of a time index member, and its raw state (nil, nil: neither is there).
+-- The id of a time index member and its raw state (`raw`: the member's own, when read
+-- already), or nil, nil when the copy is not there.
 local function member_id(u, member, raw)
+  if #member == MOVED_LEN then
+    local id = string.sub(member, ULID_LEN + 1) .. string.sub(member, 11, ULID_LEN)
+    raw = redis.call('HGET', u.state, id)
+    if raw then return id, raw end
+    return nil, nil
+  end
   raw = raw or redis.call('HGET', u.state, member)
   if raw then return member, raw end
-  local id = redis.call('HGET', u.cnt, 'k:' .. member)
-  if not id then return nil, nil end
-  return id, redis.call('HGET', u.state, id)
+  return nil, nil
 end
 
 -- Move a copy in the time index from `old`'s place to `new`'s (states of the same id).
@@ -305,30 +315,36 @@ local function reindex(u, id, old, new)
   local before, after = sort_key(id, old), sort_key(id, new)
   if before == after then return end
   redis.call('ZREM', u.time, before)
-  if before ~= id then redis.call('HDEL', u.cnt, 'k:' .. before) end
   redis.call('ZADD', u.time, 0, after)
-  if after ~= id then redis.call('HSET', u.cnt, 'k:' .. after, id) end
 end
 
 -- Threads. A copy with a thread key joins the user's open thread with that key instead
--- of adding an item: ck field "t:<key>" = "<thread id> <first activity's ms>" names it
--- while a joining copy was created within its window of that first activity. The thread
--- item (flag "h") keeps the first copy's id; its content is the latest activity's,
--- prefixed with the thread's summary ({"thread":{id,key,count,first_ms,last_ms,actors},
--- ...}: store/items.py unfolds it). Beside it in `items`: "T:<id>" = "count first_ms
--- last_ms key\n" then one line per actor, "<actor id>\t<actor JSON>\n" (the latest first,
--- at most MAX_ACTORS distinct); "I:<id>" = the latest MAX_ACTIVITIES activity ids, 26
--- characters each, oldest first, no separator; each of those activities' own content as
--- "a:<activity id>". Kept as flat strings that C string functions edit: a join touches
--- no Lua table but the state's. `drop` removes them with the item.
+-- of adding an item. The thread item (flag "h") keeps the first copy's id; its content is
+-- the latest activity's, prefixed with the thread's summary ({"thread":{id,key,count,
+-- first_ms,last_ms,actors},...}: store/items.py unfolds it). Beside it in `items`, under
+-- its key, so that one HMGET finds the open thread and all a join changes:
+--   "T:<key>" = "<id> <count> <first_ms> <last_ms> <expires_ms>\n", then one line per
+--     actor, "<actor id>\t<actor JSON>\n" (the latest first, at most MAX_ACTORS distinct);
+--     expires_ms is the item's expiry (its `exp` score, kept here too);
+--   "I:<key>" = the latest MAX_ACTIVITIES activity ids, ULID_LEN characters each, oldest
+--     first, no separator;
+--   "a:<activity id>" = each of those activities' own content.
+-- A copy created within the window of the thread's first activity joins it, unless it
+-- expired. A thread whose window has passed while its item lives on is retired when a new
+-- one takes its key: its activity ids move to "I:<its id>". Kept as flat strings that C
+-- string functions edit: a join touches no Lua table but the state's. `drop` removes
+-- them with the item.
 local MAX_ACTIVITIES = 100
 local MAX_ACTORS = 10
-local ULID_LEN = 26
 
--- A record's head fields and its actor lines.
 local function parse_record(raw)
-  local count, first, last, key, rest = string.match(raw, '^(%d+) (%d+) (%d+) ([^\n]*)\n(.*)$')
-  return tonumber(count), tonumber(first), tonumber(last), key, rest
+  local tid, count, first, last, expires, actors =
+    string.match(raw, '^(%S+) (%d+) (%d+) (%d+) (%d+)\n(.*)$')
+  return tid, tonumber(count), tonumber(first), tonumber(last), tonumber(expires), actors
+end
+
+local function format_record(tid, count, first, last, expires, actors)
+  return string.format('%s %d %d %d %d\n', tid, count, first, last, expires) .. actors
 end
 
 -- The record's actor lines with `line` ("<id>\t<JSON>") first: its older line gone, at
@@ -356,23 +372,34 @@ local function thread_content(id, count, first, last, key, actors, plain)
     .. string.sub(plain, 2)
 end
 
--- The activity ids of "I:<id>", oldest first.
+-- The activity ids of an "I:" field, oldest first.
 local function activity_ids(ids)
   local out = {}
   for at = 1, #ids, ULID_LEN do out[#out + 1] = string.sub(ids, at, at + ULID_LEN - 1) end
   return out
 end
 
-local function drop_thread(u, id)
-  local got = redis.call('HMGET', u.items, 'T:' .. id, 'I:' .. id)
-  if not got[1] then return end
-  for _, activity in ipairs(activity_ids(got[2] or '')) do
-    redis.call('HDEL', u.items, 'a:' .. activity)
+-- Where thread item `id` (of this content) keeps its record and activity ids: its key's
+-- fields while it is that key's open thread; else no record and "I:<id>" (retired).
+local function thread_fields(u, id, content)
+  local key = string.match(content or '', '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
+  if key then
+    local record = redis.call('HGET', u.items, 'T:' .. key)
+    if record and string.sub(record, 1, #id + 1) == id .. ' ' then
+      return 'T:' .. key, 'I:' .. key
+    end
   end
-  redis.call('HDEL', u.items, 'T:' .. id, 'I:' .. id)
-  local _, _, _, key = parse_record(got[1])
-  local open = redis.call('HGET', u.ck, 't:' .. key)
-  if open and string.sub(open, 1, #id) == id then redis.call('HDEL', u.ck, 't:' .. key) end
+  return nil, 'I:' .. id
+end
+
+local function drop_thread(u, id, content)
+  local record, ids = thread_fields(u, id, content)
+  local fields = {ids}
+  for _, activity in ipairs(activity_ids(redis.call('HGET', u.items, ids) or '')) do
+    fields[#fields + 1] = 'a:' .. activity
+  end
+  if record then fields[#fields + 1] = record end
+  redis.call('HDEL', u.items, unpack(fields))
 end
 
 -- Remove one item and its indexes; returns its state, or nil when it was not there.
@@ -380,15 +407,13 @@ local function drop(u, id)
   local raw = redis.call('HGET', u.state, id)
   if not raw then return nil end
   local st = parse_state(raw)
+  if st.thread then drop_thread(u, id, redis.call('HGET', u.items, id)) end
   redis.call('HDEL', u.items, id)
   redis.call('HDEL', u.state, id)
-  local key = sort_key(id, st)
-  redis.call('ZREM', u.time, key)
-  if key ~= id then redis.call('HDEL', u.cnt, 'k:' .. key) end
+  redis.call('ZREM', u.time, sort_key(id, st))
   redis.call('ZREM', u.exp, id)
   if st.ck ~= '' and redis.call('HGET', u.ck, st.ck) == id then redis.call('HDEL', u.ck, st.ck) end
   if st.pinned then set_pinned(u, id, false) end
-  if st.thread then drop_thread(u, id) end
   return st, count_change(u, st, nil)
 end
 
@@ -447,17 +472,13 @@ local function copy_views(u, n)
   return mask
 end
 
--- `n` (with a thread key) joins the thread `tid`, whose state is `raw`: the thread item is
--- unread again, on top (it sorts by the activity's time), shows the activity (its
--- category and views are the activity's, its actions not yet completed), counts it and
--- its actor; one `update` entry (`thread`: streams send the whole item). Returns as
--- `copy` does; nil when `tid` holds no thread (a new one is started instead).
-local function join(u, n, tid, raw)
-  local got = redis.call('HMGET', u.items, 'T:' .. tid, 'I:' .. tid)
-  if not got[1] then return nil end
-  local ids = got[2] or ''
+-- `n` (with a thread key) joins its open thread, whose record is `record` (parsed) and
+-- activity ids `ids`, and whose item's state is `raw`: the thread item is unread again, on
+-- top (it sorts by the activity's time), shows the activity (its category and views are
+-- the activity's, its actions not yet completed), counts it and its actor; one `update`
+-- entry (`thread`: streams send the whole item). Returns as `copy` does.
+local function join(u, n, raw, ids, tid, count, first, last, expires, actors)
   if string.find(ids, n.id, 1, true) then return 0, 0 end  -- a retried fan-out
-  local count, first, last, key, actors = parse_record(got[1])
   count, last = count + 1, math.max(last, n.created_ms)
   ids = ids .. n.id
   if #ids > MAX_ACTIVITIES * ULID_LEN then
@@ -465,10 +486,13 @@ local function join(u, n, tid, raw)
     ids = string.sub(ids, ULID_LEN + 1)
   end
   if n.actor ~= '' then actors = with_actor(actors, n.actor) end
+  local later = n.expires_ms > expires
+  if later then expires = n.expires_ms end
   local plain = '{' .. string.sub(n.content, n.prefix + 1)
-  local record = string.format('%d %d %d %s\n', count, first, last, key) .. actors
-  redis.call('HSET', u.items, 'a:' .. n.id, plain, 'T:' .. tid, record, 'I:' .. tid, ids,
-             tid, thread_content(tid, count, first, last, key, actors, plain))
+  redis.call('HSET', u.items, 'a:' .. n.id, plain,
+             'T:' .. n.thread, format_record(tid, count, first, last, expires, actors),
+             'I:' .. n.thread, ids,
+             tid, thread_content(tid, count, first, last, n.thread, actors, plain))
   local old, new = parse_state(raw), {}
   for field, value in pairs(old) do new[field] = value end
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
@@ -477,7 +501,7 @@ local function join(u, n, tid, raw)
   new.views = copy_views(u, n) or new.views
   redis.call('HSET', u.state, tid, format_state(new))
   reindex(u, tid, old, new)
-  redis.call('ZADD', u.exp, 'GT', n.expires_ms, tid)
+  if later then redis.call('ZADD', u.exp, expires, tid) end
   local c = count_change(u, old, new)
   local entry = {type = 'update', id = tid, read_at = 0, seen = false, archived = new.archived,
                  pinned = new.pinned, snoozed = new.snoozed, thread = 1}
@@ -493,30 +517,29 @@ local function copy(u, n)
   local fresh, state = fresh_state(n), n.state
   fresh.views = copy_views(u, n)
   if fresh.views and fresh.views > 0 then state = format_state(fresh) end
-  local topic = nil
+  local fields = {n.id, n.content}
   if n.thread ~= '' then
-    topic = 't:' .. n.thread
-    local open = redis.call('HGET', u.ck, topic)
-    if open then
-      local space = string.find(open, ' ', 1, true)
-      local tid, first = string.sub(open, 1, space - 1), tonumber(string.sub(open, space + 1))
-      local expires = tonumber(redis.call('ZSCORE', u.exp, tid) or '0')
-      local raw = tid ~= n.id and n.created_ms < first + n.window_ms
-        and expires > n.created_ms and redis.call('HGET', u.state, tid)
-      if raw then
-        local seq, dropped, c = join(u, n, tid, raw)
-        if seq then return seq, dropped, c end
+    local got = redis.call('HMGET', u.items, 'T:' .. n.thread, 'I:' .. n.thread)
+    if got[1] then
+      local tid, count, first, last, expires, actors = parse_record(got[1])
+      if tid == n.id then return 0, 0 end  -- a retried fan-out's first activity
+      local raw = redis.call('HGET', u.state, tid)
+      if raw and n.created_ms < first + n.window_ms and expires > n.created_ms then
+        return join(u, n, raw, got[2] or '', tid, count, first, last, expires, actors)
+      end
+      if raw and got[2] then  -- its window passed: retired, as it stands
+        fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
       end
     end
+    -- a new thread: its record, and its first activity
+    local actors = n.actor ~= '' and n.actor .. '\n' or ''
+    local record = format_record(n.id, 1, n.created_ms, n.created_ms, n.expires_ms, actors)
+    fields[#fields + 1], fields[#fields + 2] = 'T:' .. n.thread, record
+    fields[#fields + 1], fields[#fields + 2] = 'I:' .. n.thread, n.id
+    fields[#fields + 1] = 'a:' .. n.id
+    fields[#fields + 1] = '{' .. string.sub(n.content, n.prefix + 1)
   end
   if redis.call('HSETNX', u.state, n.id, state or format_state(fresh)) == 0 then return 0, 0 end
-  if topic then  -- a new thread: its record, and its first activity
-    redis.call('HSET', u.ck, topic, n.id .. ' ' .. n.created_ms)
-    local record = string.format('%d %d %d %s\n', 1, n.created_ms, n.created_ms, n.thread)
-    if n.actor ~= '' then record = record .. n.actor .. '\n' end
-    redis.call('HSET', u.items, 'T:' .. n.id, record, 'I:' .. n.id, n.id,
-               'a:' .. n.id, '{' .. string.sub(n.content, n.prefix + 1))
-  end
   local entry = {type = 'notification', id = n.id}
   if n.pull or not push then entry.quiet = 1 end
   if n.ck ~= '' then
@@ -524,7 +547,7 @@ local function copy(u, n)
     if old and drop(u, old) then entry.replaces = old end
     redis.call('HSET', u.ck, n.ck, n.id)
   end
-  redis.call('HSET', u.items, n.id, n.content)
+  redis.call('HSET', u.items, unpack(fields))
   redis.call('ZADD', u.time, 0, n.id)
   redis.call('ZADD', u.exp, n.expires_ms, n.id)
   local c = count_change(u, nil, fresh)

@@ -14,8 +14,8 @@ local members = redis.call('ZRANGEBYLEX', u.time, '-', upper)
 local last, updated = 0, 0
 for _, member in ipairs(members) do
   local id, raw = member_id(u, member)
-  local st = parse_state(raw)
-  local due = archive and not st.archived or (not archive and st.read_at == 0)
+  local st = id and parse_state(raw)
+  local due = st and (archive and not st.archived or (not archive and st.read_at == 0))
   if due and (category == '' or st.category == category) then
     local new = parse_state(raw)
     if archive then new.archived = true else

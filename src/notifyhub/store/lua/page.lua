@@ -10,7 +10,8 @@
 -- Archived items appear only under status 'archived', snoozed ones (not archived) only
 -- under 'snoozed'. Filters on tags, severity and actor
 -- read the item's content (only the items the state filters let through).
--- Returns {next_cursor or false, unread, id1, content1, state1, id2, ...}; with pinned
+-- Returns {next_cursor (the last member's first ULID_LEN characters: lua/common.lua
+-- `sort_key`) or false, unread, id1, content1, state1, id2, ...}; with pinned
 -- 'first' the matching pinned items come first, on top of `limit` others.
 -- Codec: store/codecs.py PageArgs -> Paged; layout tested by test_script_layouts.py.
 local u = inbox(0)
@@ -106,7 +107,9 @@ while #found < wanted and scanned < budget do
 end
 
 local next_cursor = false
-if last and not exhausted and #chunk('(' .. last, 1) > 0 then next_cursor = last end
+if last and not exhausted and #chunk('(' .. last, 1) > 0 then
+  next_cursor = string.sub(last, 1, ULID_LEN)  -- a moved copy's sort key: its ULID part
+end
 local out = {next_cursor, counts(u).unread}
 for i, id in ipairs(found) do
   out[#out + 1] = id
