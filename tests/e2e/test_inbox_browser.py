@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -150,40 +149,6 @@ async def test_snooze_bodies_and_list_membership(library_page: Any) -> None:
 
 # ---- the demo's tabs against a hub ----------------------------------------------------
 
-PATCH = "PATCH /v1/me/notifications/{}"
-SNOOZE = (f"{PATCH} snooze", f"{PATCH} snoozed_until")
-ARCHIVE = (f"{PATCH} archived", "POST /v1/me/notifications/archive-all")
-VIEWS = ("GET /v1/me/views", "PUT /v1/me/views/{}", "DELETE /v1/me/views/{}")
-TENANT_VIEWS = ("PUT /v1/admin/views/{}",)
-TAGS_AND_PINS = (f"{PATCH} pinned", "POST /v1/notifications tags")
-
-
-def _template(path: str) -> str:
-    return re.sub(r"\{[^}]*\}", "{}", path)
-
-
-def _has(doc: dict[str, Any], need: str) -> bool:
-    """`need` is "METHOD /path" or "METHOD /path field" (a field of its JSON body)."""
-    method, path, *field = need.split()
-    operations = {_template(p): ops for p, ops in doc["paths"].items()}
-    operation = operations.get(path, {}).get(method.lower())
-    if operation is None or not field:
-        return operation is not None
-    content = operation.get("requestBody", {}).get("content", {})
-    ref = content.get("application/json", {}).get("schema", {}).get("$ref", "")
-    schema = doc["components"]["schemas"].get(ref.rsplit("/", 1)[-1], {})
-    return field[0] in schema.get("properties", {})
-
-
-async def require(hub: Any, *needs: str) -> None:
-    """Skip, naming what is missing, while the hub lacks part of issue 18's server side
-    (the inbox-store branch); once it has them the test runs."""
-    async with httpx.AsyncClient(base_url=hub.base_url) as client:
-        doc = (await client.get("/openapi.json")).json()
-    missing = [need for need in needs if not _has(doc, need)]
-    if missing:
-        pytest.skip(f"the hub lacks issue 18's {', '.join(missing)} (views are not built yet)")
-
 
 async def me(hub: Any, token: str, method: str, path: str, **kwargs: Any) -> Any:
     """A REST call as the user; the answer's JSON (None for 204)."""
@@ -249,7 +214,6 @@ async def row_ids(tab: Tab, testid: str = "list") -> list[str]:
 async def test_a_snooze_resurfaces_live_in_two_tabs(
     context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
 ) -> None:
-    await require(browser_hub, *SNOOZE)
     token = make_token("sam")
     first = await publish(hub, publish_key, "sam", title="Call the carrier")
     second = await publish(hub, publish_key, "sam", title="Check the dock schedule")
@@ -304,7 +268,6 @@ async def test_a_snooze_resurfaces_live_in_two_tabs(
 async def test_archive_in_one_tab_removes_it_from_the_other(
     context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
 ) -> None:
-    await require(browser_hub, *ARCHIVE)
     token = make_token("ari")
     kept = await publish(hub, publish_key, "ari", title="Kept")
     gone = await publish(hub, publish_key, "ari", title="Archived in tab one")
@@ -411,7 +374,6 @@ async def test_tab_badges_match_their_lists_after_random_operations(
     define_view: Any,
     make_token: Any,
 ) -> None:
-    await require(browser_hub, *SNOOZE, *ARCHIVE, *VIEWS, *TENANT_VIEWS, *TAGS_AND_PINS)
     token = make_token("rio")
     await define_view("urgent", filter={"severity_at_least": "error"}, label="Urgent")
     await me(hub, token, "PUT", "/v1/me/views/money", json={"filter": {"tags_any": ["billing"]}})
@@ -472,7 +434,6 @@ async def test_demo_inbox_tabs_screenshot(
     define_view: Any,
     make_token: Any,
 ) -> None:
-    await require(browser_hub, *SNOOZE, *ARCHIVE, *VIEWS, *TENANT_VIEWS, *TAGS_AND_PINS)
     token = make_token("eve")
     await define_view("alarms", filter={"severity_at_least": "error"}, label="Alarms")
     await me(
@@ -584,7 +545,6 @@ async def test_demo_inbox_tabs_screenshot(
 async def test_a_personal_tab_added_in_one_tab_shows_in_the_other_with_its_count(
     context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
 ) -> None:
-    await require(browser_hub, *VIEWS, "POST /v1/notifications tags")
     token = make_token("pia")
     old = await publish(hub, publish_key, "pia", title="Invoice 7", tags=["billing"])
     await publish(hub, publish_key, "pia", title="Unrelated")

@@ -3,10 +3,12 @@ counts say, and what is refused (precise problem+json, nothing changed)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from support.sse import EventReader, open_stream
+from support.sse import Event, EventReader, open_stream
 
 BASE = "/v1/me/notifications"
 
@@ -163,9 +165,21 @@ async def test_bad_input_is_refused_and_changes_nothing(
     for body in ({"archived": True}, {"pinned": True}):
         refused = await hub.client.patch(f"{BASE}/{theirs}", json=body, headers=me)
         assert refused.status_code == 404 and refused.json()["status"] == 404
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert refused.json()["detail"] == f"no notification {theirs}"
+    # in bulk, ids the user does not have are skipped (BulkRequest.ids): not counted
+    only_theirs = {"ids": [theirs], "archived": True}
+    skipped = await hub.client.post(f"{BASE}/bulk", json=only_theirs, headers=me)
+    assert skipped.status_code == 200 and skipped.json() == {"updated": 0}
+    mixed = {"ids": [theirs, mine], "archived": True}
+    bulk = await hub.client.post(f"{BASE}/bulk", json=mixed, headers=me)
+    assert bulk.status_code == 200 and bulk.json() == {"updated": 1}  # mine only
+    assert await _ids(hub, me, "?status=archived") == [mine]
     other = _auth(make_token("other"))
     item = (await hub.client.get(f"{BASE}/{theirs}", headers=other)).json()
     assert item["archived"] is False and item["pinned"] is False
+    assert await _ids(hub, other) == [theirs]
+    assert await _counts(hub, other) == {"unread": 1, "unseen": 1, "total": 1, "views": {}}
     for body in ({"archived": "yes"}, {"pinned": None}, {"archived": True, "x": 1}, {}):
         refused = await hub.client.patch(f"{BASE}/{mine}", json=body, headers=me)
         assert refused.status_code == 422, body
@@ -197,6 +211,118 @@ async def test_archive_and_pin_are_streamed_and_replayed_once(
         assert live.data["archived"] is False and live.data["id"] == sent
         assert all(e.event == "counts" for e in between)
         assert (live.seq or 0) > (second.seq or 0)
+
+
+async def _changes(stream: EventReader, n: int) -> list[Event]:
+    """The next `n` events other than `counts` (each change is followed by its counts)."""
+    found: list[Event] = []
+    while len(found) < n:
+        event = await stream.next()
+        if event.event != "counts":
+            found.append(event)
+    return found
+
+
+async def _replayed_through(stream: EventReader, last_id: str | None) -> list[Event]:
+    """What a resumed stream sends before the `counts` closing its catch-up at `last_id`:
+    every event but `counts` (a duplicate, a `reset` or a missing change shows here)."""
+    found: list[Event] = []
+    while True:
+        event = await stream.next()
+        if event.event == "counts" and event.id == last_id:
+            return found
+        if event.event != "counts":
+            found.append(event)
+
+
+@asynccontextmanager
+async def _resumed(hub: Any, token: str, cursor: str) -> AsyncIterator[EventReader]:
+    headers = {**_auth(token), "Accept": "text/event-stream", "Last-Event-ID": cursor}
+    async with hub.client.stream("GET", "/v1/me/stream", headers=headers) as response:
+        assert response.status_code == 200
+        yield EventReader(response)
+
+
+def _same(replayed: list[Event], live: list[Event]) -> None:
+    """Replayed as sent live: the same events, ids and items, in order. An `update`
+    carries the state its change left; a `notification` the item as it is now, so only
+    its id and `resurfaced` are compared."""
+    assert [(e.event, e.id, e.data["id"]) for e in replayed] == [
+        (e.event, e.id, e.data["id"]) for e in live
+    ]
+    for again, sent in zip(replayed, live, strict=True):
+        if sent.event == "update":
+            assert again.data == sent.data
+        else:
+            assert again.data["resurfaced"] is sent.data["resurfaced"] is True
+
+
+async def test_snoozes_resurfaces_and_archives_are_replayed_once_from_any_cursor(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Snooze, unsnooze, a snooze that resurfaces, bulk archive, archive-all and unarchive
+    each stream their events (`update`; `notification` with `resurfaced` for the wake-up),
+    and a stream resumed with `Last-Event-ID` from the start or from any event between
+    them gets every later one exactly once, in order, then goes on live with no repeat."""
+    token = make_token("replays")
+    me = _auth(token)
+    a, b, c, d = [await _publish(hub, publish_key, ["replays"]) for _ in range(4)]
+    inbox = hub.app_state["inbox"]
+    async with open_stream(hub.client, token) as stream:
+        start = (await stream.next()).id  # the opening `counts`, after the four copies
+        snoozed = await hub.client.patch(f"{BASE}/{a}", json={"snooze": 3600}, headers=me)
+        assert snoozed.json()["snoozed_until"] is not None
+        live = await _changes(stream, 1)
+        back = await hub.client.patch(f"{BASE}/{a}", json={"snoozed_until": None}, headers=me)
+        assert back.json()["snoozed_until"] is None
+        live += await _changes(stream, 1)
+        patched = await hub.client.patch(f"{BASE}/{b}", json={"snooze": 3600}, headers=me)
+        until = datetime.fromisoformat(patched.json()["snoozed_until"])
+        live += await _changes(stream, 1)
+        # the wake-up falls due (the delayed worker's call)
+        assert await inbox.resurface("default", "replays", b, int(until.timestamp() * 1000))
+        live += await _changes(stream, 1)
+        bulk = {"ids": [a, b], "archived": True}
+        assert (await hub.client.post(f"{BASE}/bulk", json=bulk, headers=me)).json() == {
+            "updated": 2
+        }
+        live += await _changes(stream, 2)
+        everything = await hub.client.post(f"{BASE}/archive-all", headers=me)
+        assert everything.json() == {"updated": 2}  # c and d: a and b are archived already
+        live += await _changes(stream, 2)
+        await hub.client.patch(f"{BASE}/{a}", json={"archived": False}, headers=me)
+        live += await _changes(stream, 1)
+        closing, _ = await stream.until("counts")
+
+    kinds = ["update"] * 3 + ["notification"] + ["update"] * 5
+    assert [e.event for e in live] == kinds
+    ids = [e.data["id"] for e in live]
+    assert ids[:4] == [a, a, b, b] and ids[-1] == a
+    assert sorted(ids[4:6]) == sorted([a, b]) and sorted(ids[6:8]) == sorted([c, d])
+    assert [e.data["snoozed_until"] is not None for e in live[:3]] == [True, False, True]
+    assert (live[3].data["resurfaced"], live[3].data["status"]) == (True, "unread")
+    assert [e.data["archived"] for e in live[4:]] == [True, True, True, True, False]
+    seqs = [e.seq or 0 for e in live]
+    assert seqs == sorted(set(seqs))  # one seq each, rising
+    assert closing.id == live[-1].id
+
+    cursors = [start, *(e.id for e in live[:-1])]  # the start, then after each change
+    for i, cursor in enumerate(cursors):
+        assert cursor is not None
+        async with _resumed(hub, token, cursor) as resumed:
+            _same(await _replayed_through(resumed, closing.id), live[i:])
+            if i in (0, len(cursors) // 2):
+                # then live: the next event is the next change (a repeat would precede it)
+                await hub.client.patch(f"{BASE}/{c}", json={"archived": False}, headers=me)
+                await hub.client.patch(f"{BASE}/{c}", json={"archived": True}, headers=me)
+                more = await _changes(resumed, 2)
+                assert [(e.event, e.data["id"], e.data["archived"]) for e in more] == [
+                    ("update", c, False),
+                    ("update", c, True),
+                ]
+                closing, _ = await resumed.until("counts")
+                assert closing.id == more[-1].id
+                live += more  # what the later resumes replay too
 
 
 async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(

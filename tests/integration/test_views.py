@@ -5,12 +5,17 @@ Each test works in a tenant of its own: a tenant's views reach every user of it.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
+
+import asyncpg
 
 from support.sse import open_stream
 
 BASE = "/v1/me/notifications"
+RECOUNTED = "notifyhub_view_recompute_users_total"
+PENDING = "notifyhub_view_recompute_pending_users"
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -64,6 +69,17 @@ async def _tenant(hub: Any, admin_key: str, publish_key: str, make_token: Any) -
     return Tenant(hub, admin_key, publish_key, make_token)
 
 
+async def _metric(hub: Any, name: str) -> float:
+    """A sample of the hub's `GET /metrics`, as Prometheus scrapes it."""
+    response = await hub.client.get("/metrics")
+    assert response.status_code == 200
+    for line in response.text.splitlines():
+        sample, _, value = line.partition(" ")
+        if sample == name:
+            return float(value)
+    raise AssertionError(f"{name} is not in /metrics")
+
+
 async def test_a_tenant_view_and_a_personal_view_list_and_count(
     hub: Any, admin_key: str, publish_key: str, make_token: Any
 ) -> None:
@@ -115,15 +131,14 @@ async def test_redefining_a_tenant_view_recounts_its_users_in_the_background(
     users = [f"u{i}" for i in range(5)]
     await t.publish(users, severity="warning", tags=["ops"])
     await t.publish(users, severity="critical")
-    metrics = hub.app_state["metrics"]
-    before = metrics.view_recompute_users_total._value.get()
+    before = await _metric(hub, RECOUNTED)
     async with open_stream(hub.client, t.token("u0")) as stream:
         await stream.until("counts")
         await t.define("ops", filter={"tags_any": ["ops"]})
         await hub.app_state["views"].settled()
         # the sweep reached every user holding notifications (the stream's user too) ...
-        assert metrics.view_recompute_users_total._value.get() - before == len(users)
-        assert metrics.view_recompute_pending_users._value.get() == 0
+        assert await _metric(hub, RECOUNTED) - before == len(users)
+        assert await _metric(hub, PENDING) == 0
         event, _ = await stream.until("counts")  # ... whose streams get the new counts
         assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1}}
 
@@ -145,6 +160,76 @@ async def test_redefining_a_tenant_view_recounts_its_users_in_the_background(
     assert await t.views("u1") == {}
     refused = await t.client.get(f"{BASE}?view=ops", headers=t.me("u1"))
     assert refused.status_code == 422
+
+
+async def _waiting_for(watch: asyncpg.Connection, table: str) -> None:
+    """Until a backend of this database waits for a lock on `table`."""
+    query = (
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "JOIN pg_database d ON d.oid = l.database "
+        "WHERE NOT l.granted AND c.relname = $1 AND d.datname = current_database()"
+    )
+    async with asyncio.timeout(10):
+        while not await watch.fetchval(query, table):
+            await asyncio.sleep(0.01)
+
+
+async def test_a_redefined_view_is_inexact_until_recounted_while_postgresql_stalls(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any, database_url: str
+) -> None:
+    """A read of counts recounts a user whose copy of the views is older than the
+    tenant's, so it is `exact: false` only when it cannot: PostgreSQL does not give the
+    views within CATALOG_WAIT_S. Here the views' tables are locked from the commit of a
+    redefinition on (its audit entry held it open until the lock was queued behind it),
+    so the background recount waits too: the user's counts are the old view's, marked
+    `exact: false`, /metrics shows no user recounted; once PostgreSQL answers the recount
+    runs and the counts are the new view's, exact."""
+    t = await _tenant(hub, admin_key, publish_key, make_token)
+    users = ["u0", "u1", "u2"]
+    await t.publish(users, severity="warning", tags=["ops"])
+    await t.publish(users, severity="critical")
+    await t.define("ops", filter={"tags_any": ["ops"]})
+    await hub.app_state["views"].settled()
+    assert (await t.counts("u0"))["views"] == {
+        "ops": {"unread": 1, "unseen": 1, "total": 1, "exact": True}
+    }
+    recounted = await _metric(hub, RECOUNTED)
+
+    dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    audit, catalog, watch = [await asyncpg.connect(dsn) for _ in range(3)]
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        await audit.execute("BEGIN; LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
+        url = f"/v1/admin/views/ops?tenant={t.name}"
+        redefine = {"filter": {"severity_at_least": "warning"}}
+        tasks.append(put := asyncio.create_task(t.client.put(url, json=redefine, headers=t.admin)))
+        await _waiting_for(watch, "audit_log")  # the view is written, not committed yet
+        stall = "BEGIN; LOCK TABLE inbox_view_versions IN ACCESS EXCLUSIVE MODE"
+        tasks.append(locked := asyncio.create_task(catalog.execute(stall)))
+        await _waiting_for(watch, "inbox_view_versions")  # queued behind the PUT's writes
+        await audit.execute("ROLLBACK")
+        assert (await put).status_code == 200
+        await locked  # granted at the PUT's commit: every read of the views waits now
+
+        assert (await t.counts("u0"))["views"] == {
+            "ops": {"unread": 1, "unseen": 1, "total": 1, "exact": False}
+        }
+        assert await _metric(hub, RECOUNTED) == recounted  # the recount waits as well
+        assert await _metric(hub, PENDING) == 0
+        await catalog.execute("ROLLBACK")
+    finally:  # a failure above must not leave the locks held
+        for task in tasks:
+            task.cancel()
+        for connection in (audit, catalog, watch):
+            connection.terminate()
+
+    await hub.app_state["views"].settled()
+    assert await _metric(hub, RECOUNTED) - recounted == len(users)
+    assert await _metric(hub, PENDING) == 0
+    for user in users:
+        assert (await t.counts(user))["views"] == {
+            "ops": {"unread": 2, "unseen": 2, "total": 2, "exact": True}
+        }
 
 
 async def test_a_user_nobody_wrote_to_gets_views_on_first_read(
