@@ -388,6 +388,28 @@ async def test_a_resurfaced_notification_lists_and_pages_at_the_top(
     assert await _counts(hub, me) == {"unread": 2, "unseen": 2, "total": 2, "views": {}}
 
 
+async def test_a_resurfaced_notification_pages_once_oldest_first(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Oldest first (a poll's order), a copy back from a snooze sits where it came back,
+    between older and newer ones, and the cursors page past it once."""
+    me = _auth(make_token("phoenix-asc"))
+    oldest, middle = [await _publish(hub, publish_key, ["phoenix-asc"]) for _ in range(2)]
+    patched = await hub.client.patch(f"{BASE}/{oldest}", json={"snooze": 3600}, headers=me)
+    until = datetime.fromisoformat(patched.json()["snoozed_until"])
+    inbox = hub.app_state["inbox"]
+    assert await inbox.resurface("default", "phoenix-asc", oldest, int(until.timestamp() * 1000))
+    newer = await _publish(hub, publish_key, ["phoenix-asc"])
+    pages, cursor = [], None
+    for _ in range(5):
+        query = f"?since=0&limit=1&cursor={cursor}" if cursor else "?since=0&limit=1"
+        page = (await hub.client.get(f"{BASE}{query}", headers=me)).json()
+        pages += [item["id"] for item in page["items"]]
+        if not (cursor := page["next_cursor"]):
+            break
+    assert pages == [middle, oldest, newer]
+
+
 async def test_unsnooze_and_a_later_snooze_make_the_old_wake_up_a_no_op(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
