@@ -21,7 +21,7 @@ if activity ~= '' then  -- the content after the thread's summary is the activit
 end
 local old = parse_state(raw)
 if old.done ~= '' then return {0, 1, old.done} end
-local new = parse_state(raw)
+local new = copy_state(old)
 new.done = k .. '@' .. (at ~= '' and at or string.format('%d', now))
 if new.read_at == 0 then new.read_at = now end
 new.seen = true

@@ -25,16 +25,29 @@ local function parse_state(s)
   local b = string.find(s, '|', a + 1, true)
   local c = string.find(s, '|', b + 1, true)
   local f = string.find(s, FLAGS, c + 1, true)
-  local flags = f and string.sub(s, f + 1) or ''
-  return {read_at = tonumber(string.sub(s, 1, a - 1)), seen = string.sub(s, a + 1, b - 1) == '1',
-          category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1, f and f - 1 or -1),
-          archived = string.find(flags, 'a', 1, true) ~= nil,
-          pinned = string.find(flags, 'p', 1, true) ~= nil,
-          snoozed = tonumber(string.match(flags, 's(%d+)')) or 0,
-          views = tonumber(string.match(flags, 'v(%d+)')) or 0,
-          resurfaced = tonumber(string.match(flags, 'r(%d+)')) or 0,
-          done = string.match(flags, 'c(%d+@%d+)') or '',
-          thread = string.find(flags, 'h', 1, true) ~= nil}
+  local st = {read_at = tonumber(string.sub(s, 1, a - 1)), seen = string.sub(s, a + 1, b - 1) == '1',
+              category = string.sub(s, b + 1, c - 1), ck = string.sub(s, c + 1, f and f - 1 or -1),
+              archived = false, pinned = false, snoozed = 0, views = 0, resurfaced = 0, done = '',
+              thread = false}
+  if f then  -- one pass over the flags: a letter, then its digits (and '@') if any
+    for flag, value in string.gmatch(string.sub(s, f + 1), '(%a)([%d@]*)') do
+      if flag == 'a' then st.archived = true
+      elseif flag == 'p' then st.pinned = true
+      elseif flag == 'h' then st.thread = true
+      elseif flag == 's' then st.snoozed = tonumber(value)
+      elseif flag == 'v' then st.views = tonumber(value)
+      elseif flag == 'r' then st.resurfaced = tonumber(value)
+      elseif flag == 'c' then st.done = value
+      end
+    end
+  end
+  return st
+end
+
+local function copy_state(st)
+  return {read_at = st.read_at, seen = st.seen, category = st.category, ck = st.ck,
+          archived = st.archived, pinned = st.pinned, snoozed = st.snoozed, views = st.views,
+          resurfaced = st.resurfaced, done = st.done, thread = st.thread}
 end
 
 local function format_state(st)
@@ -279,14 +292,21 @@ local CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 local ULID_LEN = 26
 local MOVED_LEN = 36
 
+local DIGITS = {string.byte(CROCKFORD, 1, 32)}
+local ulid_times = {}  -- per script run: a fan-out moves every user's copy to the same ms
+
 local function ulid_time(ms)
-  local out = {}
+  local time = ulid_times[ms]
+  if time then return time end
+  local out, rest = {}, ms
   for i = 10, 1, -1 do
-    local d = ms % 32
-    out[i] = string.sub(CROCKFORD, d + 1, d + 1)
-    ms = (ms - d) / 32
+    local d = rest % 32
+    out[i] = DIGITS[d + 1]
+    rest = (rest - d) / 32
   end
-  return table.concat(out)
+  time = string.char(unpack(out))
+  ulid_times[ms] = time
+  return time
 end
 
 local function sort_key(id, st)
@@ -364,12 +384,13 @@ local function with_actor(actors, line)
   return string.sub(out, 1, pos)
 end
 
--- The thread item's content: the summary, then the latest activity's content.
-local function thread_content(id, count, first, last, key, actors, plain)
+-- The thread item's content: the summary, then the latest activity's content (`rest`:
+-- its fields, after its opening brace).
+local function thread_content(id, count, first, last, key, actors, rest)
   local list = string.gsub(actors, '[^\t\n]*\t([^\n]*)\n', '%1,')
   return string.format('{"thread":{"id":"%s","key":"%s","count":%d,"first_ms":%d,' ..
     '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, string.sub(list, 1, -2))
-    .. string.sub(plain, 2)
+    .. rest
 end
 
 -- The activity ids of an "I:" field, oldest first.
@@ -488,13 +509,13 @@ local function join(u, n, raw, ids, tid, count, first, last, expires, actors)
   if n.actor ~= '' then actors = with_actor(actors, n.actor) end
   local later = n.expires_ms > expires
   if later then expires = n.expires_ms end
-  local plain = '{' .. string.sub(n.content, n.prefix + 1)
-  redis.call('HSET', u.items, 'a:' .. n.id, plain,
+  local rest = string.sub(n.content, n.prefix + 1)  -- the activity's fields
+  redis.call('HSET', u.items, 'a:' .. n.id, '{' .. rest,
              'T:' .. n.thread, format_record(tid, count, first, last, expires, actors),
              'I:' .. n.thread, ids,
-             tid, thread_content(tid, count, first, last, n.thread, actors, plain))
-  local old, new = parse_state(raw), {}
-  for field, value in pairs(old) do new[field] = value end
+             tid, thread_content(tid, count, first, last, n.thread, actors, rest))
+  local old = parse_state(raw)
+  local new = copy_state(old)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
   new.category = n.category  -- it shows the latest activity: lists and views filter by it
   new.done = ''  -- and its actions, not yet completed

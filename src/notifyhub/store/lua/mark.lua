@@ -17,7 +17,8 @@ for i = 8, #ARGV do
   if not raw then
     codes[#codes + 1] = 0
   else
-    local old, new = parse_state(raw), parse_state(raw)
+    local old = parse_state(raw)
+    local new = copy_state(old)
     if read == '1' and new.read_at == 0 then new.read_at = now; new.seen = true end
     if read == '0' then new.read_at = 0 end
     if seen == '1' then new.seen = true end

@@ -17,7 +17,7 @@ for _, member in ipairs(members) do
   local st = id and parse_state(raw)
   local due = st and (archive and not st.archived or (not archive and st.read_at == 0))
   if due and (category == '' or st.category == category) then
-    local new = parse_state(raw)
+    local new = copy_state(st)
     if archive then new.archived = true else
       new.read_at = now
       new.seen = true

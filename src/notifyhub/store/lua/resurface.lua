@@ -12,7 +12,7 @@ local raw = redis.call('HGET', u.state, id)
 if not raw then return {0} end
 local old = parse_state(raw)
 if old.snoozed == 0 or old.snoozed ~= until_ms then return {0} end
-local new = parse_state(raw)
+local new = copy_state(old)
 new.snoozed, new.read_at, new.seen, new.resurfaced = 0, 0, false, now_ms()
 redis.call('HSET', u.state, id, format_state(new))
 reindex(u, id, old, new)  -- at the top of the lists: it sorts by when it came back
