@@ -678,10 +678,10 @@ def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str, str]:
     after, before, cursor = query.after_id, query.before_id, query.cursor
     if query.since_id is not None:
         low = max(cursor or query.since_id, after or "")
-        if low == cursor:  # past every member it starts: a moved copy's (lua/common.lua)
-            start = f"({low}~"
-        else:
-            start = f"({low}" if low == after else f"[{low}"
+        # `since` is inclusive; a cursor is passed with every member it starts (a moved
+        # copy's sort key: lua/common.lua)
+        past = "~" if low == cursor else ""
+        start = f"({low}{past}" if low in (cursor, after) else f"[{low}"
         return "asc", start, f"({before}" if before else "+"
     high = min(x for x in (cursor, before) if x) if cursor or before else None
     return "desc", f"({high}" if high else "+", f"({after}" if after else "-"
