@@ -138,6 +138,9 @@ async def test_console_login_user_trace_delivery_and_keys(
         await cara_line.filter(has_text="dropped_by_preference").wait_for()
         dan_line = page.locator("#trace-lines tr").filter(has_text=dan)
         assert "delivered" in await dan_line.text_content()
+        # reached through the group; the live tail above was a stream that was sent it
+        assert await dan_line.locator("[data-source]").text_content() == f"group:{group}"
+        assert await dan_line.locator("[data-streamed]").text_content() == "1"
         await shot(page, "console-trace.png")
         # a screen asked for while another still loads: the first never lands in the page
         stale = f"user={dan}"

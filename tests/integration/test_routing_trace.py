@@ -5,7 +5,11 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from redis.asyncio import Redis
+
+from integration.test_stream import open_stream
 from notifyhub.settings import Settings
+from notifyhub.store.keys import Keys
 
 
 def _auth(secret: str) -> dict[str, str]:
@@ -52,13 +56,15 @@ async def test_the_trace_says_who_got_it_and_why_not(
     lines = {line["user"]: line for line in trace["lines"]}
     assert lines["alice"]["source"] == "user" and lines["alice"]["outcome"] == "delivered"
     assert lines["alice"]["seq"] == 1
+    assert lines["carol"]["source"] == "group:g"
     assert lines["bob"] == {
         "user": "bob",
-        "source": "group or topic",
+        "source": "group:g",
         "outcome": "dropped_by_preference",
         "seq": None,
         "replaced": None,
         "evicted": [],
+        "streamed_to": 0,
     }
 
     bob = (await hub.client.get(f"{url}&user=bob", headers=_auth(admin_key))).json()
@@ -136,3 +142,148 @@ async def test_a_trace_names_what_a_full_inbox_evicted(
         lines = await _lines(hub, admin_key, tenant, third)
     assert lines["cy"]["evicted"] == [first]  # the oldest made room for it
     assert lines["di"]["evicted"] == []
+
+
+async def test_a_line_names_the_group_or_topic_that_reached_the_user(
+    hub: Any, admin_key: str, publish_key: str
+) -> None:
+    """The first source that reached a user is named: users named directly, then groups
+    in the order named, then topics (directly, or through a group the topic lists)."""
+    tenant, admin = f"trace-{secrets.token_hex(4)}", _auth(admin_key)
+    client = hub.client
+    for group, members in {"g1": ["gil", "hal"], "g2": ["hal", "ivy"], "g3": ["kim"]}.items():
+        url = f"/v1/admin/groups/{group}?tenant={tenant}"
+        assert (await client.put(url, headers=admin)).is_success
+        url = f"/v1/admin/groups/{group}/members?tenant={tenant}"
+        assert (await client.post(url, json={"add": members}, headers=admin)).is_success
+    topic = {"users": ["jon", "ivy", "ann"], "groups": ["g3"]}
+    put = await client.put(f"/v1/admin/topics/t1?tenant={tenant}", json=topic, headers=admin)
+    assert put.is_success, put.text
+    body = {
+        "tenant": tenant,
+        "recipients": {"users": ["ann"], "groups": ["g1", "g2"], "topics": ["t1"]},
+        "title": "t",
+    }
+    published = await client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    assert published.status_code == 202, published.text
+    lines = await _lines(hub, admin_key, tenant, published.json()["id"])
+    assert {user: line["source"] for user, line in lines.items()} == {
+        "ann": "user",
+        "gil": "group:g1",
+        "hal": "group:g1",  # in g1 and g2: the first named
+        "ivy": "group:g2",  # in g2 and the topic: groups come first
+        "jon": "topic:t1",
+        "kim": "topic:t1",  # through the topic's group g3
+    }
+
+
+async def test_a_rules_recipients_name_the_rule(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    run = secrets.token_hex(3)
+    rule = {"target_type": "doc", "recipients": [{"relationship": "owner", "title": "Edited"}]}
+    put = await hub.client.put(f"/v1/admin/rules/edit-{run}", json=rule, headers=_auth(admin_key))
+    assert put.status_code == 201, put.text
+    target, user = {"type": "doc", "id": f"D-{run}"}, f"owner-{run}"
+    relate = {"user": user, "relationship": "owner", "target": target}
+    assert (
+        await hub.client.post("/v1/relationships", json=relate, headers=_auth(publish_key))
+    ).status_code == 204
+    event = {"rule": f"edit-{run}", "actor": {"id": "ci", "type": "service"}, "target": target}
+    fired = await hub.client.post("/v1/events", json=event, headers=_auth(publish_key))
+    assert fired.status_code == 202, fired.text
+    inbox = await hub.client.get("/v1/me/notifications", headers=_auth(make_token(user)))
+    [item] = inbox.json()["items"]
+    url = f"/v1/admin/notifications/{item['id']}/trace?user={user}"
+    trace = (await hub.client.get(url, headers=_auth(admin_key))).json()
+    assert trace["origin"] == f"rule:edit-{run}"
+    assert [line["source"] for line in trace["lines"]] == [f"rule:edit-{run}"]
+
+
+async def test_a_line_counts_the_streams_that_were_sent_the_copy(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    tenant = f"trace-{secrets.token_hex(4)}"
+    async with open_stream(hub, make_token("sy", tenant)) as stream:
+        assert (await stream.next()).event == "counts"
+        nid = await _publish(hub, publish_key, tenant, ["sy", "tam"])
+        event, _ = await stream.until("notification")
+        assert event.data["id"] == nid
+        lines = await _lines(hub, admin_key, tenant, nid)
+        url = f"/v1/admin/notifications/{nid}/trace?tenant={tenant}&user=sy"
+        alone = (await hub.client.get(url, headers=_auth(admin_key))).json()
+    assert lines["sy"]["streamed_to"] == 1
+    assert lines["tam"]["streamed_to"] == 0  # no stream open
+    assert [line["streamed_to"] for line in alone["lines"]] == [1]
+    assert alone["now"]["streams_open"] in (0, 1)  # presence is as last reported
+
+
+async def test_streams_of_every_hub_process_add_up(
+    settings: Settings, start_hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    """Two hubs, a stream of the user on each, and a fan-out big enough that its doorbell
+    carries the copy (the streams send it without reading the log)."""
+    tenant = f"trace-{secrets.token_hex(4)}"
+    users = ["uma", *(f"fan-{i}" for i in range(70))]
+    token = make_token("uma", tenant)
+    async with (
+        start_hub(settings) as one,
+        start_hub(settings) as two,
+        open_stream(one, token) as first,
+        open_stream(two, token) as second,
+    ):
+        for stream in (first, second):
+            assert (await stream.next()).event == "counts"
+        nid = await _publish(one, publish_key, tenant, users)
+        for stream in (first, second):
+            event, _ = await stream.until("notification")
+            assert event.data["id"] == nid
+        await two.app_state["runner"].loop("routing-trace-streams").step()  # its 1 s flush
+        lines = await _lines(one, admin_key, tenant, nid)  # the reading hub flushes its own
+    assert lines["uma"]["streamed_to"] == 2
+    assert lines["fan-0"]["streamed_to"] == 0
+
+
+async def test_only_users_with_a_line_are_counted(
+    settings: Settings,
+    start_hub: Any,
+    redis: Redis,
+    admin_key: str,
+    publish_key: str,
+    make_token: Any,
+) -> None:
+    capped = settings.model_copy(update={"routing_trace_users": 1})
+    tenant = f"trace-{secrets.token_hex(4)}"
+    async with (
+        start_hub(capped) as hub,
+        open_stream(hub, make_token("vic", tenant)) as lined,
+        open_stream(hub, make_token("wes", tenant)) as unlined,
+    ):
+        for stream in (lined, unlined):
+            assert (await stream.next()).event == "counts"
+        nid = await _publish(hub, publish_key, tenant, ["vic", "wes"])
+        for stream in (lined, unlined):
+            await stream.until("notification")
+        lines = await _lines(hub, admin_key, tenant, nid)
+    assert list(lines) == ["vic"] and lines["vic"]["streamed_to"] == 1
+    fields = await redis.hkeys(Keys(settings.redis_prefix).routing_trace(nid))
+    assert b"s:vic" in fields and b"s:wes" not in fields  # at most a field per line
+
+
+async def test_no_counts_for_a_notification_without_a_trace(
+    settings: Settings, start_hub: Any, redis: Redis, publish_key: str, make_token: Any
+) -> None:
+    """Traces off where it was published: a hub with them on keeps nothing for it."""
+    off = settings.model_copy(update={"routing_trace_users": 0})
+    tenant = f"trace-{secrets.token_hex(4)}"
+    async with (
+        start_hub(off) as publisher,
+        start_hub(settings) as streams,
+        open_stream(streams, make_token("xia", tenant)) as stream,
+    ):
+        assert (await stream.next()).event == "counts"
+        nid = await _publish(publisher, publish_key, tenant, ["xia"])
+        await stream.until("notification")
+        tally = streams.app_state["hub"].streamed
+        assert tally is not None and await tally.flush() == 0
+    assert not await redis.exists(Keys(settings.redis_prefix).routing_trace(nid))

@@ -356,12 +356,22 @@ class TraceLineOut(Documented):
     """What routing decided for one recipient."""
 
     model_config = examples(
-        {"user": "alice", "source": "group or topic", "outcome": "delivered", "seq": 42}
+        {
+            "user": "alice",
+            "source": "group:replenishers",
+            "outcome": "delivered",
+            "seq": 42,
+            "streamed_to": 1,
+        }
     )
 
     user: str
     source: str
-    """How the user was named: `user` (directly), `group or topic`, `rule`, `producer`."""
+    """Where routing first reached the user: `user` (named directly), `group:<name>`,
+    `topic:<name>` (directly or through a group the topic lists), `rule:<name>` or
+    `producer:<name>` (which resolved the users itself). A user reached through several
+    is named by the first: users named directly, then groups in the order named, then
+    topics."""
     outcome: Literal["delivered", "pending", "already_held", "dropped_by_preference"]
     """`delivered` (stored as the user's change `seq`), `pending` (a big fan-out's copy,
     made by the user's next read), `already_held` (a retried publish),
@@ -374,6 +384,11 @@ class TraceLineOut(Documented):
     evicted: list[str] = []
     """Capped: the ids of the oldest notifications the user's full inbox
     (`limits.items_per_user`) dropped to make room for this one."""
+    streamed_to: int = 0
+    """Live event streams of the user, in every hub process, that were sent this copy's
+    `notification` event (0: none had it); each process adds its count within a second.
+    A copy that joined the user's open thread is streamed as the thread's `update` and is
+    not counted."""
 
 
 class TraceNow(Documented):
@@ -414,7 +429,12 @@ class TraceOut(Documented):
             "recorded": 13,
             "recalled_at": None,
             "lines": [
-                {"user": "bob", "source": "group or topic", "outcome": "dropped_by_preference"}
+                {
+                    "user": "bob",
+                    "source": "group:replenishers",
+                    "outcome": "dropped_by_preference",
+                    "streamed_to": 0,
+                }
             ],
             "now": None,
         }
@@ -426,7 +446,8 @@ class TraceOut(Documented):
     expires_at: datetime
     category: str | None
     origin: str
-    """`publish`, `rule` or `producer`."""
+    """`publish`, or the rule or producer that resolved the users (`rule:<name>`,
+    `producer:<name>`)."""
     named: dict[str, Any]
     """Who the publish named: `users` (how many), `groups`, `topics`."""
     resolved: int

@@ -17,6 +17,7 @@ from notifyhub.services.durable import DurableInbox
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.presence import StreamPresence
+from notifyhub.store.routing_trace import FLUSH_S, StreamedTally
 from notifyhub.tracing import Tracing
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.runner import Loop
@@ -32,7 +33,8 @@ class Inbox:
     clock: StreamClock
     presence: StreamPresence
     loops: tuple[Loop, ...]
-    """The cleaner (expired copies and their index) and the stream presence reports."""
+    """The cleaner (expired copies and their index), the stream presence reports and,
+    routing traces on, the flush of the streams' counts to the traces."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +63,14 @@ def inbox(
     """The inbox's parts, made but not started (`open_streams` starts them)."""
     store = inbox_store(settings, clients, metrics)
     assert settings.redis_url is not None  # (redis_clients has checked)
+    streamed = StreamedTally(clients.redis, clients.keys) if settings.routing_trace_users else None
     hub = Hub(
         settings.redis_url,
         store.doorbells,
         metrics,
         streams_per_user=settings.limits.streams_per_user,
         tracing=tracing or Tracing(),
+        streamed=streamed,
     )
     workers = settings.workers
     cleaner = Cleaner(clients.redis, clients.keys, store, workers, metrics)
@@ -77,7 +81,10 @@ def inbox(
         "stream-presence", interval_s, lambda: presence.report(hub.local_streams()), metrics
     )
     clock = StreamClock(settings.stream)
-    return Inbox(store, hub, ChangeReader(store), clock, presence, (loop, report))
+    loops: tuple[Loop, ...] = (loop, report)
+    if streamed is not None:
+        loops += (Loop("routing-trace-streams", FLUSH_S, streamed.flush, metrics),)
+    return Inbox(store, hub, ChangeReader(store), clock, presence, loops)
 
 
 async def open_streams(stack: AsyncExitStack, inbox: Inbox) -> None:
@@ -85,6 +92,8 @@ async def open_streams(stack: AsyncExitStack, inbox: Inbox) -> None:
     first: every open stream ends before the loops and clients it reads go away."""
     stack.push_async_callback(inbox.reader.aclose)
     stack.push_async_callback(_withdraw, inbox.presence)
+    if inbox.hub.streamed is not None:  # once every stream has ended: their last counts
+        stack.push_async_callback(inbox.hub.streamed.close)
     stack.push_async_callback(inbox.clock.stop)
     stack.push_async_callback(_stop_hub, inbox.hub)
     await inbox.hub.start()

@@ -102,3 +102,17 @@ def placed_frames(
     `_catch_up`)."""
     counts = counts_data(unread, unseen, total, seq, views)
     return notification_frame(seq, epoch, body) + frame("counts", seq, epoch, counts)
+
+
+_OFFERED_DATA = b'\ndata: {"id":"'
+"""Where the notification's id starts in `placed_frames` (the item JSON's first field)."""
+
+
+def offered_id(frames: bytes) -> str | None:
+    """The id of the notification whose event `placed_frames` made; None if it has none."""
+    at = frames.find(_OFFERED_DATA)
+    if at < 0:
+        return None
+    start = at + len(_OFFERED_DATA)
+    end = frames.find(b'"', start)
+    return frames[start:end].decode() if end > start else None

@@ -37,7 +37,7 @@ import logging
 import sys
 import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -56,6 +56,9 @@ from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import INLINE_MARK, TRACE_MARK, Doorbells
 from notifyhub.store.keys import member
 from notifyhub.tracing import Tracing
+
+if TYPE_CHECKING:
+    from notifyhub.store.routing_trace import StreamedTally
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ class Hub:
         *,
         streams_per_user: int,
         tracing: Tracing | None = None,
+        streamed: StreamedTally | None = None,
     ) -> None:
         self._redis_url = redis_url
         self._doorbells = doorbells
@@ -94,6 +98,9 @@ class Hub:
         self.traced: dict[Subscriber, list[bytes]] = {}
         """Tracing on: the traces of the doorbells that rang a stream since its last write
         (empty when off; the stream takes its own with `traced.pop`)."""
+        self.streamed = streamed
+        """Routing traces on: where streams count the `notification` events they sent
+        (store/routing_trace.py); None when off."""
 
     @property
     def healthy(self) -> bool:

@@ -18,6 +18,10 @@ client's reconnect to another process. The check costs a string comparison per r
 Tracing on, the write that follows a traced doorbell (realtime/hub.py `traced`) is a
 `notifyhub.stream.write` span of the publish's trace; off, the stream only finds the
 hub's `traced` map empty.
+
+Routing traces on, each `notification` event written is counted in the hub's
+`streamed` tally (the trace's "streamed to K connections", store/routing_trace.py): a
+dict increment per event; off, the stream finds `streamed` None.
 """
 
 from __future__ import annotations
@@ -35,12 +39,12 @@ from starlette.types import Receive, Scope, Send
 
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.events import EventId, counts_data, data_frame, frame
+from notifyhub.realtime.events import EventId, counts_data, data_frame, frame, offered_id
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.changes import Change, Changes
+from notifyhub.store.changes import Change, Changes, NotificationChange
 from notifyhub.store.inbox import InboxStore, Position
 from notifyhub.tracing import Attributes
 
@@ -190,7 +194,7 @@ class InboxStream(Response):
                 else:
                     await self._write(send, ready[2])  # the offered change is the next one
                 cursor, self._epoch = ready[0], ready[1]
-                self._count_offered()
+                self._count_offered(ready[2])
                 if sub.latest > cursor:
                     break  # more changed meanwhile
 
@@ -235,13 +239,14 @@ class InboxStream(Response):
             if changes.seq == cursor:
                 return cursor
             epoch = self._epoch
-            frames = [f for c in changes.entries if (f := change_frame(c, epoch)) is not None]
+            made = [change_frame(c, epoch) for c in changes.entries]
+            frames = [f for f in made if f is not None]
             last = changes.entries[-1].entry
             cursor, counts = last.seq, last.counts
             data = counts_data(counts.unread, counts.unseen, counts.total, cursor, counts.views)
             frames.append(frame("counts", cursor, epoch, data))
             await self._write(send, b"".join(frames))
-            self._count_sent(changes.entries)
+            self._count_sent(changes.entries, made)
             if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
                 return cursor
 
@@ -289,16 +294,30 @@ class InboxStream(Response):
             sub.sending_since = 0.0
             sub.last_sent = loop.time()
 
-    def _count_offered(self) -> None:
+    def _count_offered(self, frames: bytes) -> None:
         sent = self._metrics.stream_events_sent_total
         _child(sent, "notification").inc()
         _child(sent, "counts").inc()
+        streamed = self._hub.streamed
+        if streamed is not None and (nid := offered_id(frames)) is not None:
+            streamed.sent(nid, self._user)
 
-    def _count_sent(self, changes: list[Change]) -> None:
+    def _count_sent(self, changes: list[Change], frames: list[bytes | None]) -> None:
         sent = self._metrics.stream_events_sent_total
         for change in changes:
             _child(sent, change.entry.type).inc()
         _child(sent, "counts").inc()
+        streamed = self._hub.streamed
+        if streamed is None:
+            return
+        for change, written in zip(changes, frames, strict=True):
+            entry = change.entry  # a resurfaced copy's event is not its first: not counted
+            if (
+                written is not None
+                and isinstance(entry, NotificationChange)
+                and not entry.resurfaced
+            ):
+                streamed.sent(entry.id, self._user)
 
 
 def position_data(position: Position) -> dict[str, object]:

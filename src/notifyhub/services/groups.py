@@ -63,10 +63,11 @@ async def list_members(
 
 async def iter_members(
     session: AsyncSession, tenant: str, names: Sequence[str], batch: int
-) -> AsyncIterator[list[str]]:
-    """Every distinct member of the named groups; unknown groups are a 422 naming them."""
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """The members of the named groups, as (group, page) in the order named (a user in
+    several comes in each: the caller dedupes); unknown groups are a 422 naming them."""
     unknown = await repo.missing(session, tenant, names)
     if unknown:
         raise InvalidInput(f"unknown group: {', '.join(unknown)}")
-    async for ids in repo.iter_member_ids(session, tenant, names, batch):
-        yield ids
+    async for named in repo.iter_member_ids(session, tenant, names, batch):
+        yield named

@@ -30,7 +30,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, Placement, UserRef
 from notifyhub.store.operations import RecallOp
-from notifyhub.store.routing_trace import Route, RoutingTraces
+from notifyhub.store.routing_trace import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
 
 MEMBER_PAGE = 20_000
@@ -136,12 +136,13 @@ class IngestService:
                 return Published(**record.response)
         if any(action.webhook for action in draft.actions):
             await _check_webhooks(unit.session, draft)
-        users = await self._resolve_in(unit, draft.tenant, recipients)
+        users, sources = await self._resolve_in(unit, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
             accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
             notification = self._build(draft, record)
-            accepted = await self._send(notification, users, pull=False, route=Route.of(recipients))
+            route = Route.of(recipients, sources)
+            accepted = await self._send(notification, users, pull=False, route=route)
         if idempotency_key is not None:
             self._remember_after(unit, draft.tenant, idempotency_key, record, accepted)
         return accepted
@@ -187,32 +188,41 @@ class IngestService:
         second offer of the same message writes no second copy."""
         scheduled = _Scheduled.model_validate(message.message.body)
         draft = scheduled.draft.model_copy(update={"deliver_at": None})
-        users = await self._resolve(session, draft.tenant, scheduled.recipients)
+        users, sources = await self._resolve(session, draft.tenant, scheduled.recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", message.message.id, now_ms)
-        route = Route.of(scheduled.recipients)
+        route = Route.of(scheduled.recipients, sources)
         return await self._send(self._build(draft, record), users, pull=False, route=route)
 
     async def publish_internal(
-        self, session: AsyncSession, draft: Draft, recipients: Recipients
+        self,
+        session: AsyncSession,
+        draft: Draft,
+        recipients: Recipients,
+        *,
+        origin: str = "producer",
     ) -> Published:
-        """Publish on the hub's own behalf (periodic producers): no key, no idempotency."""
-        users = await self._resolve(session, draft.tenant, recipients)
+        """Publish on the hub's own behalf (periodic producers): no key, no idempotency.
+        `origin` is every recipient's source in the routing trace (`producer:<name>`)."""
+        users, _sources = await self._resolve(session, draft.tenant, recipients)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
-        route = replace(Route.of(recipients), origin="producer")
+        route = replace(Route.of(recipients), origin=origin)
         return await self._send(self._build(draft, record), users, pull=False, route=route)
 
     async def resolve_internal(
         self, session: AsyncSession, tenant: str, recipients: Recipients
     ) -> list[str]:
         """The users `recipients` name now, on the hub's own behalf (producers)."""
-        return [user for _tenant, user in await self._resolve(session, tenant, recipients)]
+        users, _sources = await self._resolve(session, tenant, recipients)
+        return [user for _tenant, user in users]
 
     async def send(
         self, draft: Draft, users: Sequence[str], *, pull: bool = False, origin: str = "rule"
     ) -> Published:
-        """Publish a draft to known users (rules and producers resolve their own)."""
+        """Publish a draft to known users (rules and producers resolve their own);
+        `origin` is every recipient's source in the routing trace (`rule:<name>`,
+        `producer:<name>`)."""
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
@@ -256,11 +266,12 @@ class IngestService:
         """The users a publish to `recipients` would reach now, sending nothing (the same
         resolution and checks as `publish`: unknown groups or topics, the recipient cap)."""
         _check_tenant(principal, tenant)
-        return [user for _tenant, user in await self._resolve_in(unit, tenant, recipients)]
+        users, _sources = await self._resolve_in(unit, tenant, recipients)
+        return [user for _tenant, user in users]
 
     async def _resolve_in(
         self, unit: UnitOfWork, tenant: str, recipients: Recipients
-    ) -> list[UserRef]:
+    ) -> tuple[list[UserRef], Sources]:
         """`_resolve` in the unit of work, whose session opens only when groups or topics
         are named (users alone need no PostgreSQL)."""
         session = unit.session if recipients.groups or recipients.topics else None
@@ -268,31 +279,42 @@ class IngestService:
 
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients
-    ) -> list[UserRef]:
+    ) -> tuple[list[UserRef], Sources]:
+        """Each user once, in the order first reached: users named directly, then the
+        groups', then the topics'; and where each was first reached (`Sources`: one entry
+        per run of users from one source, so it costs nothing per user)."""
         if not (recipients.users or recipients.groups or recipients.topics):
             raise InvalidInput("recipients: name at least one user, group or topic")
         cap = self._settings.limits.max_recipients
         users: dict[str, None] = dict.fromkeys(recipients.users)
+        sources: list[tuple[int, str]] = [(len(users), "user")] if users else []
         # Without a session only users are named (publish opens one for groups/topics).
-        sources = [] if session is None else self._sources(session, tenant, recipients)
-        for source in sources:
-            async for ids in source:
+        streams = [] if session is None else self._sources(session, tenant, recipients)
+        for kind, stream in streams:
+            async for name, ids in stream:
                 users.update(dict.fromkeys(ids))
                 if len(users) > cap:
                     raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
-        return [(tenant, user) for user in users]
+                source = f"{kind}:{name}"
+                if sources and sources[-1][1] == source:
+                    sources[-1] = (len(users), source)
+                elif not sources or len(users) > sources[-1][0]:
+                    sources.append((len(users), source))
+        return [(tenant, user) for user in users], tuple(sources)
 
     def _sources(
         self, session: AsyncSession, tenant: str, recipients: Recipients
-    ) -> list[AsyncIterator[list[str]]]:
-        """Member streams of the named groups and topics (PostgreSQL only when named)."""
+    ) -> list[tuple[str, AsyncIterator[tuple[str, list[str]]]]]:
+        """Member streams of the named groups and topics (PostgreSQL only when named), as
+        (`group` or `topic`, pages of (its name, users))."""
         sources = []
         if recipients.groups:
             groups = list(recipients.groups)
-            sources.append(group_service.iter_members(session, tenant, groups, MEMBER_PAGE))
+            members = group_service.iter_members(session, tenant, groups, MEMBER_PAGE)
+            sources.append(("group", members))
         if recipients.topics:
             topics = list(recipients.topics)
-            sources.append(self._topics.iter_users(session, tenant, topics, MEMBER_PAGE))
+            sources.append(("topic", self._topics.iter_users(session, tenant, topics, MEMBER_PAGE)))
         return sources
 
     def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:

@@ -166,7 +166,9 @@ class RuleService:
                     errors.append(f"{where}: {exc}")
                     log.warning("rule %s: template for %s failed: %s", rule.name, where, exc)
                     continue
-                accepted = await self._ingest.send(draft, group, pull=spec.obtain == "pull")
+                pull = spec.obtain == "pull"
+                origin = f"rule:{rule.name}"  # the recipients' source in the routing trace
+                accepted = await self._ingest.send(draft, group, pull=pull, origin=origin)
                 reached.update(group)
                 notifications += 1
                 recipients += accepted.recipients

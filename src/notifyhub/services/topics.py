@@ -116,22 +116,26 @@ class TopicService:
 
     async def iter_users(
         self, session: AsyncSession, tenant: str, names: Sequence[str], batch: int
-    ) -> AsyncIterator[list[str]]:
-        """Every user the topics reach: direct users, then members of listed groups
-        resolved now (a user added to a group later gets later notifications)."""
+    ) -> AsyncIterator[tuple[str, list[str]]]:
+        """Every user the topics reach, as (topic, users): direct users, then members of
+        listed groups resolved now (a user added to a group later gets later
+        notifications); a group listed by several topics is read once, under the first
+        of them in `names` (routing traces name it as the user's source)."""
         resolved = {name: await self.members_of(session, tenant, name) for name in names}
         unknown = [name for name, members in resolved.items() if members is None]
         if unknown:
             raise InvalidInput(f"unknown topic: {', '.join(unknown)}")
-        groups: dict[str, None] = {}
-        for members in resolved.values():
+        groups: dict[str, str] = {}
+        for name, members in resolved.items():
             assert members is not None
             if members.users:
-                yield members.users
-            groups.update(dict.fromkeys(members.groups))
+                yield name, members.users
+            for group in members.groups:
+                groups.setdefault(group, name)
         if groups:
-            async for ids in group_repo.iter_member_ids(session, tenant, list(groups), batch):
-                yield ids
+            pages = group_repo.iter_member_ids(session, tenant, list(groups), batch)
+            async for group, ids in pages:
+                yield groups[group], ids
 
 
 async def _check_groups(session: AsyncSession, tenant: str, groups: Sequence[str]) -> None:

@@ -169,11 +169,12 @@ class Producer:
             groups=tuple(config.recipients.groups),
             topics=tuple(config.recipients.topics),
         )
+        origin = f"producer:{config.name}"  # the recipients' source in the routing trace
         async with self._sessionmaker.begin() as session:
             if not config.locales:
                 draft = self._draft(config.title, config.body, context)
                 if draft is not None:
-                    await self._ingest.publish_internal(session, draft, recipients)
+                    await self._ingest.publish_internal(session, draft, recipients, origin=origin)
                 return int(draft is not None)
             users = await self._ingest.resolve_internal(session, config.tenant, recipients)
             groups = await locales.group_users(session, config.tenant, users, config.locales)
@@ -182,7 +183,7 @@ class Producer:
             chosen = config.locales[tag] if tag is not None else config
             draft = self._draft(chosen.title, chosen.body, context)
             if draft is not None:
-                await self._ingest.send(draft, group, origin=f"producer:{config.name}")
+                await self._ingest.send(draft, group, origin=origin)
                 sent = 1
         return sent
 

@@ -31,15 +31,19 @@ async def get_trace(
         ),
     ] = None,
 ) -> TraceOut:
-    """What routing decided for each recipient of a notification of the tenant: named
-    directly or through a group or topic, delivered (with the user's change seq, and the
-    copy it replaced by collapse key or the oldest ones a full inbox evicted for it), left
-    pending, already held, or dropped by the user's preferences; a recall; with `?user=`,
-    that user's copy now (in the inbox, read, archived, snoozed, expired) and their open
-    streams. Kept for
+    """What routing decided for each recipient of a notification of the tenant: where it
+    was reached from (named directly, or which group, topic, rule or producer), delivered
+    (with the user's change seq, and the copy it replaced by collapse key or the oldest
+    ones a full inbox evicted for it), left pending, already held, or dropped by the
+    user's preferences, and how many live streams were sent its event; a recall; with
+    `?user=`, that user's copy now (in the inbox, read, archived, snoozed; whether the
+    notification's expiry has passed, judged now) and their open streams. Kept for
     `routing_trace_ttl_s` (7 days), in Redis; a notification of another tenant, or none,
     is a 404."""
     tenant = principal.own(tenant)
+    streamed = state["hub"].streamed
+    if streamed is not None:  # this process's latest stream counts, not a second late
+        await streamed.flush()
     trace = await state["routing_traces"].read(notification_id, user=user)
     if trace is None or trace.meta.get("tenant") != tenant:
         raise NotFound(f"no routing trace of notification {notification_id} in tenant {tenant}")
@@ -52,6 +56,7 @@ async def get_trace(
             seq=line.seq,
             replaced=line.replaced,
             evicted=list(line.evicted),
+            streamed_to=line.streamed_to,
         )
         for line in trace.lines
     ]

@@ -99,18 +99,20 @@ async def members_page(session: AsyncSession, gid: int, after: str | None, limit
 
 async def iter_member_ids(
     session: AsyncSession, tenant: str, names: Sequence[str], batch: int
-) -> AsyncIterator[list[str]]:
-    """Members of each group in primary-key order, keyset-paged: each page is one index
-    range scan, so a 100k-member group costs linear time. Overlaps between groups are
-    left to the caller, which dedupes anyway."""
-    ids = await session.scalars(
-        select(Group.id).where(Group.tenant == tenant, Group.name.in_(names))
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """(group name, page of members) for each group in the order `names` gives them,
+    members in primary-key order, keyset-paged: each page is one index range scan, so a
+    100k-member group costs linear time. Overlaps between groups are left to the caller,
+    which dedupes anyway (and keeps the group that reached a user first: routing traces)."""
+    found = await session.execute(
+        select(Group.id, Group.name).where(Group.tenant == tenant, Group.name.in_(names))
     )
-    for gid in list(ids):
+    order = {name: i for i, name in enumerate(names)}
+    for gid, name in sorted(found.all(), key=lambda row: order.get(row[1], len(order))):
         after = ""
         while True:
             page = await members_page(session, gid, after, batch)
             if not page:
                 break
-            yield page
+            yield name, page
             after = page[-1]
