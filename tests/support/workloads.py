@@ -363,34 +363,84 @@ class DeliveriesWorkload:
 
 
 class SnoozeWorkload:
-    """A writer publishes to one user and snoozes each notification for longer than the
-    fault lasts. Right after the fault every snooze not yet due must still be hidden (a
-    snooze the fault made it forget, shown early, counts as lost); at the end each must
-    have come back: in the default list, unsnoozed, unread. One history: `snooze (REST)`;
-    an id shown early, still snoozed (its wake-up lost) or gone counts as lost."""
+    """A writer publishes to one user and snoozes each notification for `SNOOZE_S`, longer
+    than the fault lasts, while the user's live stream is followed (`follow_streams`:
+    resumes with Last-Event-ID, records `reset`s). What it proves, per acknowledged snooze:
+
+    - hidden while snoozed: right after the fault every snooze not due within `MARGIN_S`
+      is still out of the default list (one the fault made the hub forget shows early);
+    - back at the end: in the default list, unsnoozed, unread;
+    - resurfaced ONCE: the stream sends at most one `notification` event with
+      `"resurfaced": true` for it;
+    - AT ITS TIME: that event arrives no earlier than its due time minus `MARGIN_S`, and
+      no later than `LATE_S` after its due time, or after the fault ended (`after_fault`:
+      the hub answers again) for one due while the fault lasted, which may be late by
+      the outage.
+
+    Due time: the PATCH asked for `SNOOZE_S`, so the snooze ends between the PATCH's
+    send + `SNOOZE_S` (the early bound is checked against this) and its answer +
+    `SNOOZE_S` (the late bound). A `reset` may legitimately make the client miss a
+    resurface logged before it: an id without a resurfaced event counts only if a
+    `reset` arrived after it was due (less `MARGIN_S`) and the id is back in the list
+    (`missed_across_reset`); with no such reset a missing event is lost.
+
+    Two histories: `snooze (REST)` (an id shown early, still snoozed or gone is lost)
+    and `snooze (SSE)` (an id with two or more resurfaced events is duplicated, with
+    one early or late event, or none, lost); `early`, `late` and `missed_across_reset`
+    hold the ids and `report` the numbers (printed by `drain`)."""
 
     SNOOZE_S = 6
     MARGIN_S = 1.0
-    """Only snoozes due this much after the check are required to be hidden."""
+    """Only snoozes due this much after the check are required to be hidden; a resurfaced
+    event may arrive this much before its due time (clock and scheduling slack)."""
+    LATE_S = 4.0
+    """A resurfaced event may arrive this long after max(due time, end of the fault): the
+    delayed mover's idle tick (0.25 s), the consumer's poll (1 s, woken at once by its own
+    mover), the post-fault rebuild (FLUSHALL: the epoch watch's 0.5 s tick, then the
+    delayed queue's restore), and a loaded 2-core machine."""
 
     def __init__(self, base_url: str, publish_key: str, user_token: Callable[[str], str]) -> None:
         self.publish = {"Authorization": f"Bearer {publish_key}"}
         self.user = "fault-snoozer"
         self.me = {"Authorization": f"Bearer {user_token(self.user)}"}
         self.history = History("snooze (REST)")
+        self.stream = History("snooze (SSE)")
         self.due_at: dict[str, float] = {}
-        """Each acknowledged snooze's end (the loop's clock)."""
+        """Each acknowledged snooze's latest possible end (the PATCH's answer + SNOOZE_S,
+        the loop's clock)."""
+        self.due_from: dict[str, float] = {}
+        """Each acknowledged snooze's earliest possible end (the PATCH sent + SNOOZE_S)."""
+        self.resurfaced: dict[str, list[float]] = {}
+        """Each id's resurfaced `notification` events: when they arrived (the loop's clock)."""
+        self.resets: list[float] = []
+        """When each `reset` arrived."""
+        self.recovered_at: float | None = None
+        """When the fault ended (`after_fault`)."""
         self.early: set[str] = set()
+        """Shown in the list right after the fault though not due (REST)."""
+        self.early_events: set[str] = set()
+        self.late: set[str] = set()
+        self.missed_across_reset: set[str] = set()
+        self.report = ""
+        self._readers: list[asyncio.Task[None]] = []
         self._client = httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT_S)
         self._counter = itertools.count()
 
     async def start(self) -> None:
-        pass
+        self._readers = await follow_streams(self._client, {self.user: self.me}, self._on_event)
 
     def after_fault(self) -> None:
-        pass
+        self.recovered_at = asyncio.get_running_loop().time()
+
+    async def _on_event(self, user: str, kind: str, data: Any) -> None:
+        now = asyncio.get_running_loop().time()
+        if kind == "notification" and data.get("resurfaced") is True:
+            self.resurfaced.setdefault(data["id"], []).append(now)
+        elif kind == "reset":
+            self.resets.append(now)
 
     async def write(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
             body = {"recipients": {"users": [self.user]}, "title": f"snooze {next(self._counter)}"}
             try:
@@ -401,6 +451,7 @@ class SnoozeWorkload:
                     await asyncio.sleep(RETRY_PAUSE_S)
                     continue
                 item_id = published.json()["id"]
+                sent_at = loop.time()
                 snoozed = await self._client.patch(
                     f"/v1/me/notifications/{item_id}",
                     json={"snooze": self.SNOOZE_S},
@@ -411,8 +462,20 @@ class SnoozeWorkload:
                 continue
             if snoozed.status_code == 200:
                 self.history.ack(item_id)
-                self.due_at[item_id] = asyncio.get_running_loop().time() + self.SNOOZE_S
+                self.stream.ack(item_id)
+                self.due_from[item_id] = sent_at + self.SNOOZE_S
+                self.due_at[item_id] = loop.time() + self.SNOOZE_S
             await asyncio.sleep(0.1)
+
+    def _deadline(self, item_id: str) -> float:
+        """The latest a resurfaced event of `item_id` may arrive."""
+        return max(self.due_at[item_id], self.recovered_at or 0.0) + self.LATE_S
+
+    def _excused(self, item_id: str, back: set[str]) -> bool:
+        """No resurfaced event, but a `reset` after it was due may have skipped it, and it
+        is back in the list."""
+        due = self.due_from[item_id] - self.MARGIN_S
+        return item_id in back and any(at >= due for at in self.resets)
 
     async def _back(self) -> set[str]:
         """The ids in the default list that are unread and not snoozed."""
@@ -434,7 +497,9 @@ class SnoozeWorkload:
             params["cursor"] = page["next_cursor"]
 
     async def drain(self, timeout_s: float) -> list[History]:
-        checked_at = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        checked_at = loop.time()
+        ends_by = checked_at + timeout_s
         shown: set[str] = set()
         for _ in range(50):
             with contextlib.suppress(httpx.HTTPError):
@@ -454,12 +519,56 @@ class SnoozeWorkload:
                 await asyncio.sleep(0.2)
 
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(max(0.0, ends_by - loop.time())):
                 await all_back()
+
+        # The stream: every id's event, and a second one, if any, within its window.
+        acked = self.stream.acknowledged
+        watch_until = min(ends_by, max((self._deadline(i) for i in acked), default=0.0))
+
+        def watched() -> bool:
+            heard = all(i in self.resurfaced or self._excused(i, back) for i in acked)
+            return heard and loop.time() >= watch_until
+
+        await _until(watched, max(0.0, ends_by - loop.time()))
+        await _cancel(self._readers)
         for item_id in (back & self.history.acknowledged) - self.early:
             self.history.arrived(item_id)
+        self._check_stream(back)
         await self._client.aclose()
-        return [self.history]
+        print(self.report)
+        return [self.history, self.stream]
+
+    def _check_stream(self, back: set[str]) -> None:
+        """`snooze (SSE)`: each resurfaced event an arrival (two: duplicated); an id whose
+        only event came early or late, or that had none (unless excused), is lost."""
+        offsets: list[float] = []  # each event's arrival less its snooze's earliest end
+        for item_id in self.stream.acknowledged:
+            times = self.resurfaced.get(item_id, [])
+            offsets += [at - self.due_from[item_id] for at in times]
+            early_by = max((self.due_from[item_id] - at for at in times), default=0.0)
+            late_by = max((at - self._deadline(item_id) for at in times), default=0.0)
+            if early_by > self.MARGIN_S:
+                self.early_events.add(item_id)
+            if late_by > 0:
+                self.late.add(item_id)
+            if len(times) > 1:
+                for _ in times:
+                    self.stream.arrived(item_id)
+            elif times and item_id not in self.early_events | self.late:
+                self.stream.arrived(item_id)
+            elif not times and self._excused(item_id, back):
+                self.missed_across_reset.add(item_id)
+                self.stream.arrived(item_id)
+        events = sum(len(t) for t in self.resurfaced.values())
+        self.report = (
+            f"snooze: {len(self.stream.acknowledged)} acknowledged, "
+            f"{len(self.early)} shown early (REST); {events} resurfaced events, "
+            f"{len(self.early_events)} early, {len(self.late)} late (arrived "
+            f"{min(offsets, default=0.0):+.2f} s to {max(offsets, default=0.0):+.2f} s "
+            f"from the earliest due), {len(self.resets)} resets, "
+            f"{len(self.missed_across_reset)} missed across a reset"
+        )
 
 
 class BroadcastWorkload:
