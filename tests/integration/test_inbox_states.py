@@ -355,6 +355,22 @@ async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
     assert await _ids(hub, me, "?status=snoozed") == []
 
 
+async def _paged(hub: Any, me: dict[str, str], query: str, pages: int = 5) -> list[str]:
+    """The ids of up to `pages` pages of the list, following each page's cursor."""
+    ids: list[str] = []
+    cursor = None
+    for _ in range(pages):
+        page = (
+            await hub.client.get(
+                f"{BASE}{query}" + (f"&cursor={cursor}" if cursor else ""), headers=me
+            )
+        ).json()
+        ids += [item["id"] for item in page["items"]]
+        if not (cursor := page["next_cursor"]):
+            break
+    return ids
+
+
 async def test_a_resurfaced_notification_lists_and_pages_at_the_top(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
@@ -369,14 +385,7 @@ async def test_a_resurfaced_notification_lists_and_pages_at_the_top(
     assert await inbox.resurface("default", "phoenix", oldest, int(until.timestamp() * 1000))
 
     assert await _ids(hub, me) == [oldest, newest, middle]
-    pages, cursor = [], None
-    while True:
-        query = f"?limit=1&cursor={cursor}" if cursor else "?limit=1"
-        page = (await hub.client.get(f"{BASE}{query}", headers=me)).json()
-        pages += [item["id"] for item in page["items"]]
-        if not (cursor := page["next_cursor"]):
-            break
-    assert pages == [oldest, newest, middle]
+    assert await _paged(hub, me, "?limit=1") == [oldest, newest, middle]
     since = before_wake.isoformat().replace("+00:00", "Z")
     assert await _ids(hub, me, f"?since={since}") == [oldest]  # a poller gets it again
     item = (await hub.client.get(f"{BASE}/{oldest}", headers=me)).json()
@@ -400,14 +409,7 @@ async def test_a_resurfaced_notification_pages_once_oldest_first(
     inbox = hub.app_state["inbox"]
     assert await inbox.resurface("default", "phoenix-asc", oldest, int(until.timestamp() * 1000))
     newer = await _publish(hub, publish_key, ["phoenix-asc"])
-    pages, cursor = [], None
-    for _ in range(5):
-        query = f"?since=0&limit=1&cursor={cursor}" if cursor else "?since=0&limit=1"
-        page = (await hub.client.get(f"{BASE}{query}", headers=me)).json()
-        pages += [item["id"] for item in page["items"]]
-        if not (cursor := page["next_cursor"]):
-            break
-    assert pages == [middle, oldest, newer]
+    assert await _paged(hub, me, "?since=0&limit=1") == [middle, oldest, newer]
 
 
 async def test_unsnooze_and_a_later_snooze_make_the_old_wake_up_a_no_op(
