@@ -493,12 +493,13 @@ local function copy_views(u, n)
   return mask
 end
 
--- `n` (with a thread key) joins its open thread, whose record is `record` (parsed) and
--- activity ids `ids`, and whose item's state is `raw`: the thread item is unread again, on
--- top (it sorts by the activity's time), shows the activity (its category and views are
--- the activity's, its actions not yet completed), counts it and its actor; one `update`
--- entry (`thread`: streams send the whole item). Returns as `copy` does.
-local function join(u, n, raw, ids, tid, count, first, last, expires, actors)
+-- `n` (with a thread key, in `views`: `copy_views`'s answer) joins its open thread, whose
+-- record is `record` (parsed) and activity ids `ids`, and whose item's state is `raw`: the
+-- thread item is unread again, on top (it sorts by the activity's time), shows the
+-- activity (its category and views are the activity's, its actions not yet completed),
+-- counts it and its actor; one `update` entry (`thread`: streams send the whole item).
+-- Returns as `copy` does.
+local function join(u, n, views, raw, ids, tid, count, first, last, expires, actors)
   if string.find(ids, n.id, 1, true) then return 0, 0 end  -- a retried fan-out
   count, last = count + 1, math.max(last, n.created_ms)
   ids = ids .. n.id
@@ -519,7 +520,7 @@ local function join(u, n, raw, ids, tid, count, first, last, expires, actors)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
   new.category = n.category  -- it shows the latest activity: lists and views filter by it
   new.done = ''  -- and its actions, not yet completed
-  new.views = copy_views(u, n) or new.views
+  new.views = views or new.views
   redis.call('HSET', u.state, tid, format_state(new))
   reindex(u, tid, old, new)
   if later then redis.call('ZADD', u.exp, expires, tid) end
@@ -546,7 +547,8 @@ local function copy(u, n)
       if tid == n.id then return 0, 0 end  -- a retried fan-out's first activity
       local raw = redis.call('HGET', u.state, tid)
       if raw and n.created_ms < first + n.window_ms and expires > n.created_ms then
-        return join(u, n, raw, got[2] or '', tid, count, first, last, expires, actors)
+        local ids = got[2] or ''
+        return join(u, n, fresh.views, raw, ids, tid, count, first, last, expires, actors)
       end
       if raw and got[2] then  -- its window passed: retired, as it stands
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
