@@ -124,6 +124,19 @@ def test_update_and_delete_frames() -> None:
     )
 
 
+def test_a_thread_join_frames_the_whole_item() -> None:
+    """A join's entry carries no state (the event is the thread item as it now is); it
+    sends nothing when the thread was deleted since."""
+    join = decode_entry(entry(type="update", seq=11, id="t1", thread=1))
+    assert isinstance(join, UpdateChange) and join.thread and join.counts.unread == 1
+    content, state = b'{"id":"t1","title":"t"}', b"0|0||"
+    sent = change_frame(Change(join, content, state), "")
+    assert sent is not None and sent.startswith(b"event: update\nid: 11\n")
+    item = orjson.loads(sent.split(b"data: ")[1])
+    assert item["id"] == "t1" and item["title"] == "t" and item["status"] == "unread"
+    assert change_frame(Change(join, None, None), "") is None
+
+
 def test_notification_frames() -> None:
     content, state = b'{"id":"n3","title":"t"}', b"0|0||"
     note = decode_entry(entry(type="notification", seq=3, id="n3", replaces="n0"))

@@ -146,6 +146,8 @@ class UpdateChange:
     @classmethod
     def from_log(cls, raw: Mapping[str, Any]) -> UpdateChange:
         counts = _counts(raw["counts"])
+        if raw.get("thread"):  # a join's entry carries no state: its event is the whole item
+            return cls(raw["seq"], raw["id"], counts, 0, False, thread=True)
         flags = bool(raw.get("archived")), bool(raw.get("pinned")), int(raw.get("snoozed") or 0)
         action = raw.get("action")
         completed_ms = int(str(raw["completed"]).partition("@")[2]) if action else 0
@@ -158,7 +160,6 @@ class UpdateChange:
             *flags,
             None if action is None else str(action),
             completed_ms,
-            bool(raw.get("thread")),
         )
 
     def event_data(self, content: bytes | None, state: bytes | None) -> bytes | None:

@@ -298,13 +298,20 @@ local ulid_times = {}  -- per script run: a fan-out moves every user's copy to t
 local function ulid_time(ms)
   local time = ulid_times[ms]
   if time then return time end
-  local out, rest = {}, ms
-  for i = 10, 1, -1 do
-    local d = rest % 32
-    out[i] = DIGITS[d + 1]
-    rest = (rest - d) / 32
-  end
-  time = string.char(unpack(out))
+  -- unrolled, least significant digit first (no table, no unpack): a join encodes two
+  local t, c10, c9, c8, c7, c6, c5, c4, c3, c2 = ms
+  c10 = t % 32; t = (t - c10) / 32
+  c9 = t % 32; t = (t - c9) / 32
+  c8 = t % 32; t = (t - c8) / 32
+  c7 = t % 32; t = (t - c7) / 32
+  c6 = t % 32; t = (t - c6) / 32
+  c5 = t % 32; t = (t - c5) / 32
+  c4 = t % 32; t = (t - c4) / 32
+  c3 = t % 32; t = (t - c3) / 32
+  c2 = t % 32; t = (t - c2) / 32
+  local d = DIGITS
+  time = string.char(d[t % 32 + 1], d[c2 + 1], d[c3 + 1], d[c4 + 1], d[c5 + 1], d[c6 + 1],
+                     d[c7 + 1], d[c8 + 1], d[c9 + 1], d[c10 + 1])
   ulid_times[ms] = time
   return time
 end
@@ -343,9 +350,11 @@ end
 -- the latest activity's, prefixed with the thread's summary ({"thread":{id,key,count,
 -- first_ms,last_ms,actors},...}: store/items.py unfolds it). Beside it in `items`, under
 -- its key, so that one HMGET finds the open thread and all a join changes:
---   "T:<key>" = "<id> <count> <first_ms> <last_ms> <expires_ms>\n", then one line per
---     actor, "<actor id>\t<actor JSON>\n" (the latest first, at most MAX_ACTORS distinct);
---     expires_ms is the item's expiry (its `exp` score, kept here too);
+--   "T:<key>" = "<id> <count> <first_ms> <last_ms> <expires_ms>\n<actors>\n", then one line
+--     per actor, "<actor id>\t<actor JSON>\n" (the latest first, at most MAX_ACTORS
+--     distinct); <actors> is their JSONs comma-separated, the summary's `actors` as it
+--     shows them (rendered when they change, not at every join); expires_ms is the item's
+--     expiry (its `exp` score, kept here too);
 --   "I:<key>" = the latest MAX_ACTIVITIES activity ids, ULID_LEN characters each, oldest
 --     first, no separator;
 --   "a:<activity id>" = each of those activities' own content.
@@ -358,18 +367,25 @@ local MAX_ACTIVITIES = 100
 local MAX_ACTORS = 10
 
 local function parse_record(raw)
-  local tid, count, first, last, expires, actors =
-    string.match(raw, '^(%S+) (%d+) (%d+) (%d+) (%d+)\n(.*)$')
-  return tid, tonumber(count), tonumber(first), tonumber(last), tonumber(expires), actors
+  local tid, count, first, last, expires, shown, actors =
+    string.match(raw, '^(%S+) (%d+) (%d+) (%d+) (%d+)\n([^\n]*)\n(.*)$')
+  return tid, tonumber(count), tonumber(first), tonumber(last), tonumber(expires), shown, actors
 end
 
-local function format_record(tid, count, first, last, expires, actors)
-  return string.format('%s %d %d %d %d\n', tid, count, first, last, expires) .. actors
+local function format_record(tid, count, first, last, expires, shown, actors)
+  return string.format('%s %d %d %d %d\n%s\n', tid, count, first, last, expires, shown) .. actors
 end
 
--- The record's actor lines with `line` ("<id>\t<JSON>") first: its older line gone, at
--- most MAX_ACTORS lines.
-local function with_actor(actors, line)
+-- The JSONs of actor lines, comma-separated.
+local function shown_actors(actors)
+  local list = string.gsub(actors, '[^\t\n]*\t([^\n]*)\n', '%1,')
+  return string.sub(list, 1, -2)
+end
+
+-- The record's actors (shown, and lines) with `line` ("<id>\t<JSON>") first: its older
+-- line gone, at most MAX_ACTORS lines; as they were when it is first already.
+local function with_actor(shown, actors, line)
+  if string.sub(actors, 1, #line + 1) == line .. '\n' then return shown, actors end
   local body = '\n' .. actors
   local at = string.find(body, '\n' .. string.sub(line, 1, string.find(line, '\t', 1, true)), 1, true)
   if at then
@@ -379,18 +395,17 @@ local function with_actor(actors, line)
   local out, pos = line .. '\n' .. string.sub(body, 2), 0
   for _ = 1, MAX_ACTORS do
     pos = string.find(out, '\n', pos + 1, true)
-    if not pos then return out end
+    if not pos then return shown_actors(out), out end
   end
-  return string.sub(out, 1, pos)
+  out = string.sub(out, 1, pos)
+  return shown_actors(out), out
 end
 
 -- The thread item's content: the summary, then the latest activity's content (`rest`:
 -- its fields, after its opening brace).
-local function thread_content(id, count, first, last, key, actors, rest)
-  local list = string.gsub(actors, '[^\t\n]*\t([^\n]*)\n', '%1,')
+local function thread_content(id, count, first, last, key, shown, rest)
   return string.format('{"thread":{"id":"%s","key":"%s","count":%d,"first_ms":%d,' ..
-    '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, string.sub(list, 1, -2))
-    .. rest
+    '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, shown) .. rest
 end
 
 -- The activity ids of an "I:" field, oldest first.
@@ -497,9 +512,10 @@ end
 -- record is `record` (parsed) and activity ids `ids`, and whose item's state is `raw`: the
 -- thread item is unread again, on top (it sorts by the activity's time), shows the
 -- activity (its category and views are the activity's, its actions not yet completed),
--- counts it and its actor; one `update` entry (`thread`: streams send the whole item).
+-- counts it and its actor; one `update` entry (`thread`: streams send the whole item, so
+-- it carries no state fields).
 -- Returns as `copy` does.
-local function join(u, n, views, raw, ids, tid, count, first, last, expires, actors)
+local function join(u, n, views, raw, ids, tid, count, first, last, expires, shown, actors)
   if string.find(ids, n.id, 1, true) then return 0, 0 end  -- a retried fan-out
   count, last = count + 1, math.max(last, n.created_ms)
   ids = ids .. n.id
@@ -507,14 +523,14 @@ local function join(u, n, views, raw, ids, tid, count, first, last, expires, act
     redis.call('HDEL', u.items, 'a:' .. string.sub(ids, 1, ULID_LEN))
     ids = string.sub(ids, ULID_LEN + 1)
   end
-  if n.actor ~= '' then actors = with_actor(actors, n.actor) end
+  if n.actor ~= '' then shown, actors = with_actor(shown, actors, n.actor) end
   local later = n.expires_ms > expires
   if later then expires = n.expires_ms end
   local rest = string.sub(n.content, n.prefix + 1)  -- the activity's fields
   redis.call('HSET', u.items, 'a:' .. n.id, '{' .. rest,
-             'T:' .. n.thread, format_record(tid, count, first, last, expires, actors),
+             'T:' .. n.thread, format_record(tid, count, first, last, expires, shown, actors),
              'I:' .. n.thread, ids,
-             tid, thread_content(tid, count, first, last, n.thread, actors, rest))
+             tid, thread_content(tid, count, first, last, n.thread, shown, rest))
   local old = parse_state(raw)
   local new = copy_state(old)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
@@ -525,9 +541,8 @@ local function join(u, n, views, raw, ids, tid, count, first, last, expires, act
   reindex(u, tid, old, new)
   if later then redis.call('ZADD', u.exp, expires, tid) end
   local c = count_change(u, old, new)
-  local entry = {type = 'update', id = tid, read_at = 0, seen = false, archived = new.archived,
-                 pinned = new.pinned, snoozed = new.snoozed, thread = 1}
-  return append(u, entry, n.log_max, c), 0, c
+  -- the event is the whole item as it then is (store/changes.py): the entry needs no state
+  return append(u, {type = 'update', id = tid, thread = 1}, n.log_max, c), 0, c
 end
 
 -- Store one user's copy of `n`. Returns the new seq (0 when the user already has this
@@ -543,12 +558,12 @@ local function copy(u, n)
   if n.thread ~= '' then
     local got = redis.call('HMGET', u.items, 'T:' .. n.thread, 'I:' .. n.thread)
     if got[1] then
-      local tid, count, first, last, expires, actors = parse_record(got[1])
+      local tid, count, first, last, expires, shown, actors = parse_record(got[1])
       if tid == n.id then return 0, 0 end  -- a retried fan-out's first activity
       local raw = redis.call('HGET', u.state, tid)
       if raw and n.created_ms < first + n.window_ms and expires > n.created_ms then
         local ids = got[2] or ''
-        return join(u, n, fresh.views, raw, ids, tid, count, first, last, expires, actors)
+        return join(u, n, fresh.views, raw, ids, tid, count, first, last, expires, shown, actors)
       end
       if raw and got[2] then  -- its window passed: retired, as it stands
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
@@ -556,7 +571,8 @@ local function copy(u, n)
     end
     -- a new thread: its record, and its first activity
     local actors = n.actor ~= '' and n.actor .. '\n' or ''
-    local record = format_record(n.id, 1, n.created_ms, n.created_ms, n.expires_ms, actors)
+    local record = format_record(n.id, 1, n.created_ms, n.created_ms, n.expires_ms,
+                                 shown_actors(actors), actors)
     fields[#fields + 1], fields[#fields + 2] = 'T:' .. n.thread, record
     fields[#fields + 1], fields[#fields + 2] = 'I:' .. n.thread, n.id
     fields[#fields + 1] = 'a:' .. n.id
