@@ -1,6 +1,7 @@
 """@notifyhub/react in headless Chromium: the sample app (clients/react/sample, bundled with
 esbuild) renders <Inbox> under <NotifyHubProvider> in React's StrictMode, lists what was
-there, receives a live notification, marks it read on a click and shows the counts change.
+there, receives a live notification, marks it read on a click and shows the counts change;
+listing one view (tab), it adds a live notification only if the view holds it.
 
 Twice: served from another origin than the hub (the usual deployment: CORS, one stream per
 tab since a SharedWorker must be same-origin), and from the hub's origin (one SharedWorker)."""
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from notifyhub.domain.notification import Severity
+from notifyhub.domain.views import ViewFilter
 from notifyhub.settings import Settings
 from support import npm
 
@@ -89,15 +94,29 @@ class Sample:
         )
 
 
-async def publish(base_url: str, key: str, user: str, title: str) -> str:
+async def publish(
+    base_url: str, key: str, user: str, title: str, tags: tuple[str, ...] = ()
+) -> str:
+    body = {"recipients": {"users": [user]}, "title": title, "body": f"{title}, in full"}
     async with httpx.AsyncClient(base_url=base_url) as client:
         response = await client.post(
             "/v1/notifications",
-            json={"recipients": {"users": [user]}, "title": title, "body": f"{title}, in full"},
+            json={**body, "tags": list(tags)},
             headers={"Authorization": f"Bearer {key}"},
         )
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
+
+
+async def put_view(base_url: str, token: str, name: str, view_filter: dict[str, Any]) -> None:
+    """One of the user's own views (`PUT /v1/me/views/{name}`), counted when it answers."""
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.put(
+            f"/v1/me/views/{name}",
+            json={"filter": view_filter},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert response.status_code in (200, 201), response.text
 
 
 @pytest.fixture
@@ -169,3 +188,132 @@ async def test_inbox_lists_receives_marks_read_and_counts(
     await sample.wait_badge("0")
     assert await sample.page.locator("[data-nh=mark-all]").is_disabled()
     assert sample.problems == []
+
+
+# ---- a view's list: live notifications outside the view stay out ------------------------
+
+RECORD_RECEIVED = """() => {
+  window.__received = [];
+  notifyhubSample.client.on("notification", (n) => __received.push(n.id));
+}"""
+
+# The hub's rule (notifyhub.domain.views.ViewFilter.holds, lua/common.lua view_mask) against
+# the hook's `inView`, over every pair of these filters and items.
+VIEW_FILTERS: list[dict[str, Any]] = [
+    {},
+    {"categories": [], "tags_any": [], "tags_all": []},
+    {"tags_any": ["billing"]},
+    {"tags_any": ["billing", "mention"]},
+    {"tags_all": ["ops", "db"]},
+    {"categories": ["orders", "billing"]},
+    {"severity_at_least": "warning"},
+    {"severity_at_least": "critical"},
+    {
+        "categories": ["orders"],
+        "tags_any": ["a", "b"],
+        "tags_all": ["c"],
+        "severity_at_least": "error",
+    },
+]
+VIEW_ITEMS: list[dict[str, Any]] = [
+    {"category": None, "severity": "info", "tags": []},
+    {"category": "orders", "severity": "success", "tags": ["billing"]},
+    {"category": "billing", "severity": "warning", "tags": ["mention", "ops"]},
+    {"category": "restock", "severity": "error", "tags": ["db", "ops"]},
+    {"category": "orders", "severity": "error", "tags": ["b", "c"]},
+    {"category": "orders", "severity": "critical", "tags": ["a", "b"]},
+    {"category": "orders", "severity": "warning", "tags": ["a", "c"]},
+]
+IN_VIEW = "cases => cases.map(([filter, item]) => notifyhubSample.inView(filter, item))"
+
+
+def holds(view_filter: dict[str, Any], item: dict[str, Any]) -> bool:
+    rule = ViewFilter.from_json(view_filter)
+    return rule.holds(item["category"], Severity(item["severity"]), set(item["tags"]))
+
+
+async def open_view(sample: Sample, url: str, hub_url: str, token: str, view: str) -> None:
+    await sample.page.goto(f"{url}#hub={hub_url}&token={token}&view={view}")
+    await sample.page.locator("[data-nh=inbox][data-connection=open]").wait_for()
+    await sample.page.wait_for_function("() => Boolean(window.notifyhubSample?.client)")
+    await sample.page.evaluate(RECORD_RECEIVED)
+
+
+async def listed(sample: Sample) -> list[str]:
+    ids = await sample.page.locator("[data-nh=item]").evaluate_all(
+        "els => els.map(e => e.dataset.id)"
+    )
+    return [str(i) for i in ids]
+
+
+async def received(sample: Sample, notification_id: str) -> None:
+    await sample.page.wait_for_function("id => window.__received.includes(id)", arg=notification_id)
+
+
+async def test_view_list_adds_live_notifications_of_its_view_only(
+    sample_page: tuple[Any, str, str], origin: str, publish_key: str, make_token: Any
+) -> None:
+    context, url, hub_url = sample_page
+    user = f"react-view-{origin}-{uuid.uuid4().hex[:8]}"
+    token = make_token(user)
+    await put_view(hub_url, token, "billing", {"tags_any": ["billing"]})
+    earlier = await publish(hub_url, publish_key, user, "Invoice 1 paid", ("billing", "x"))
+    elsewhere = await publish(hub_url, publish_key, user, "Restock A-12")
+
+    sample = Sample(await context.new_page())
+    await open_view(sample, url, hub_url, token, "billing")
+    await sample.item(earlier).wait_for()
+    assert await listed(sample) == [earlier]  # the hub's ?view= page
+    cases = list(itertools.product(VIEW_FILTERS, VIEW_ITEMS))
+    assert await sample.page.evaluate(IN_VIEW, cases) == [holds(f, i) for f, i in cases]
+
+    # Outside the view: received, and handled before the next one renders (events are
+    # handled in order, React renders their state changes in order), but not listed.
+    outside = await publish(hub_url, publish_key, user, "Restock B-7", ("restock",))
+    await received(sample, outside)
+    inside = await publish(hub_url, publish_key, user, "Invoice 2 paid", ("billing",))
+    await sample.item(inside).wait_for()
+    assert await listed(sample) == [inside, earlier]
+    await sample.wait_badge("4")  # the badge counts the whole inbox, not the view
+    assert elsewhere not in await listed(sample)
+    assert sample.problems == []
+
+
+@pytest.mark.parametrize("origin", ["cross-origin"])
+async def test_view_list_without_the_views_definition_reloads_on_live_ones(
+    sample_page: tuple[Any, str, str], origin: str, publish_key: str, make_token: Any
+) -> None:
+    """A hub whose GET /v1/me/views is a 404 (before views): a live notification reloads
+    the view's first page rather than being added whatever its view."""
+    context, url, hub_url = sample_page
+    user = f"react-noviews-{uuid.uuid4().hex[:8]}"
+    token = make_token(user)
+    await put_view(hub_url, token, "billing", {"tags_any": ["billing"]})
+    earlier = await publish(hub_url, publish_key, user, "Invoice 1 paid", ("billing",))
+
+    async def no_views(route: Any) -> None:
+        await route.fulfill(
+            status=404,
+            json={"title": "Not Found", "status": 404},
+            headers={"Access-Control-Allow-Origin": url.rstrip("/")},
+        )
+
+    await context.route(f"{hub_url}/v1/me/views", no_views)
+    sample = Sample(await context.new_page())
+    lists: list[str] = []
+    sample.page.on(
+        "request",
+        lambda r: "/v1/me/notifications?" in r.url and r.method == "GET" and lists.append(r.url),
+    )
+    await open_view(sample, url, hub_url, token, "billing")
+    await sample.item(earlier).wait_for()
+    loaded = len(lists)
+
+    outside = await publish(hub_url, publish_key, user, "Restock B-7")
+    await received(sample, outside)
+    inside = await publish(hub_url, publish_key, user, "Invoice 2 paid", ("billing",))
+    await sample.item(inside).wait_for()
+    assert await listed(sample) == [inside, earlier]
+    assert len(lists) > loaded and all("view=billing" in u for u in lists)
+    # The 404 this test made is the only problem the page logged.
+    assert [p for p in sample.problems if "404" not in p] == []

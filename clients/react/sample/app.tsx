@@ -1,18 +1,20 @@
 // The React sample the browser test renders (tests/e2e/test_react.py bundles it with
-// esbuild). The hub's URL and a user token come in the fragment: #hub=...&token=...
+// esbuild). The hub's URL and a user token come in the fragment: #hub=...&token=...,
+// and optionally the view (tab) the inbox lists: &view=...
 import { StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
-import { Inbox, NotifyHubProvider, useNotification, useNotifyHub, type NotifyHubClient } from "../src/index.js";
+import { Inbox, inView, NotifyHubProvider, useNotification, useNotifyHub, type NotifyHubClient } from "../src/index.js";
 
 declare global {
   interface Window {
-    notifyhubSample?: { client: NotifyHubClient | null };
+    notifyhubSample?: { client: NotifyHubClient | null; inView: typeof inView };
   }
 }
 
 const fragment = new URLSearchParams(location.hash.slice(1));
 const hub = fragment.get("hub") ?? location.origin;
 const userToken = fragment.get("token") ?? "";
+const view = fragment.get("view");
 
 async function streamToken(): Promise<string> {
   // A real app asks its own backend; the sample holds a user token and asks the hub.
@@ -24,11 +26,11 @@ async function streamToken(): Promise<string> {
   return ((await response.json()) as { token: string }).token;
 }
 
-/** The test's handle on the client (its transport mode). */
+/** The test's handle on the client (its transport mode) and on the view predicate. */
 function ExposeClient(): null {
   const { client } = useNotifyHub();
   useEffect(() => {
-    window.notifyhubSample = { client };
+    window.notifyhubSample = { client, inView };
   }, [client]);
   return null;
 }
@@ -51,7 +53,7 @@ function App() {
   return (
     <NotifyHubProvider url={hub} user="sample" getStreamToken={streamToken} getAccessToken={() => userToken}>
       <ExposeClient />
-      <Inbox onItemClick={(item) => setSelected(item.id)} />
+      <Inbox {...(view === null ? {} : { view })} onItemClick={(item) => setSelected(item.id)} />
       {selected !== null && <Detail id={selected} />}
     </NotifyHubProvider>
   );

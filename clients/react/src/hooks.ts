@@ -1,5 +1,14 @@
 import { useCallback, useEffect, useRef, useState } from "react";
-import { fetchPage, received, updated, upsert, without, type ListFilter, type StatusFilter } from "./list.js";
+import {
+  fetchPage,
+  fetchViewFilter,
+  received,
+  updated,
+  upsert,
+  without,
+  type ListFilter,
+  type StatusFilter,
+} from "./list.js";
 import type { Counts, InboxItem, NotifyHubClient } from "./notifyhub.js";
 import { useNotifyHub } from "./provider.js";
 
@@ -51,9 +60,12 @@ const EMPTY: ListState = { items: [], loading: false, error: null, hasMore: fals
 
 /**
  * The user's notifications with live updates: new ones appear, read state and deletions
- * follow every tab and device. `view` names a view (tab) of the upcoming views feature and
- * is sent as `?view=`; hubs without that feature ignore it (and live notifications are
- * added whatever their view until then).
+ * follow every tab and device. `view` names one of the user's views (tabs): its pages are
+ * the hub's `?view=` list, and as the hub's items do not say which views they are in, the
+ * view's filter is fetched once (`GET /v1/me/views`) and a live notification (or a thread
+ * an activity joined) is added only if it passes it (`inView`), as the hub decides. When
+ * the filter cannot be had (a hub without views, a view the user does not have), such a
+ * live item reloads the first page instead of being added.
  */
 export function useNotifications(view?: string, options: NotificationsOptions = {}): NotificationsResult {
   const { client } = useNotifyHub();
@@ -66,12 +78,26 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
   useEffect(() => {
     setState(EMPTY);
     if (client === null) return undefined;
-    const filter: ListFilter = { status, category };
+    // `filter` places live items: with a view, only once its filter is known (`placed`);
+    // until then, or if it cannot be known, a live item reloads the first page. The
+    // hub's pages are the view's already: `paged` does not check the view again.
+    const filter: ListFilter = { status, category, viewFilter: null };
+    const paged: ListFilter = { status, category };
+    let placed = view === undefined;
     let closed = false;
     let cursor: string | null = null;
     let current: Promise<void> | null = null;
     let reloadAfter = false;
     const queued: Array<(items: InboxItem[]) => InboxItem[]> = [];
+    // Never fails: the first load waits for it, so events queued meanwhile find it known.
+    const definition: Promise<void> =
+      view === undefined
+        ? Promise.resolve()
+        : fetchViewFilter(client, view).then((found) => {
+            if (found === null) return;
+            filter.viewFilter = found;
+            placed = true;
+          });
 
     // While a page loads, events wait: the page may predate them, so they go on top of it.
     const apply = (change: (items: InboxItem[]) => InboxItem[]): void => {
@@ -90,11 +116,12 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
       current = (async () => {
         try {
           const page = await fetchPage(client, { view, status, category, limit, cursor: reset ? null : cursor });
+          await definition;
           if (closed) return;
           cursor = page.next_cursor;
           setState((s) => ({
             ...s,
-            items: page.items.reduce((items, item) => upsert(items, item, filter), reset ? [] : s.items),
+            items: page.items.reduce((items, item) => upsert(items, item, paged), reset ? [] : s.items),
             hasMore: page.next_cursor !== null,
           }));
         } catch (failure) {
@@ -115,11 +142,24 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
     };
 
     const offs = [
-      client.on("notification", (event) => apply((items) => received(items, event, filter))),
+      client.on("notification", (event) => {
+        if (placed) apply((items) => received(items, event, filter));
+        else void load(true); // in the view or not: the hub's first page says
+      }),
       client.on("update", (update) => {
+        // A thread's whole item may have moved into or out of the view (the activity's
+        // category, tags and severity are now the item's); a state change cannot move it.
+        if (update.thread !== undefined && !placed) {
+          void load(true);
+          return;
+        }
         apply((items) => updated(items, update, filter));
         // Marked unread elsewhere while this lists unread ones (or the reverse): fetch it.
         if (filter.status !== "all" && update.status === filter.status) {
+          if (!placed) {
+            void load(true);
+            return;
+          }
           client.get(update.id).then(
             (item) => apply((items) => upsert(items, item, filter)),
             () => {}, // deleted meanwhile: nothing to show

@@ -7,7 +7,7 @@ export {
   type NotificationsOptions,
   type NotificationsResult,
 } from "./hooks.js";
-export { fetchPage, type StatusFilter } from "./list.js";
+export { fetchPage, inView, type StatusFilter } from "./list.js";
 export {
   loadNotifyHub,
   NotifyHubProvider,

@@ -8,6 +8,7 @@ import type {
   ThreadUpdate,
   NotifyHubClient,
   Problem,
+  ViewFilter,
 } from "./notifyhub.js";
 
 export type StatusFilter = "all" | "unread" | "read";
@@ -15,6 +16,8 @@ export type StatusFilter = "all" | "unread" | "read";
 export interface ListFilter {
   status: StatusFilter;
   category: string | null;
+  /** A view's filter (`inView`): live items outside it stay out. Absent or null: none. */
+  viewFilter?: ViewFilter | null;
 }
 
 export interface PageQuery extends ListFilter {
@@ -51,11 +54,52 @@ export async function fetchPage(client: NotifyHubClient, query: PageQuery): Prom
   return payload as InboxPage;
 }
 
-/** In the lists this hook shows (the default inbox): archived and snoozed copies are not. */
+/**
+ * The filter of the user's view `name` (`GET /v1/me/views`, the tenant's views first: a
+ * user's own view of the same name is hidden by the tenant's), or null when it cannot be
+ * known: a hub (or a notifyhub.js) without views, a view the user does not have, a failure.
+ */
+export async function fetchViewFilter(client: NotifyHubClient, name: string): Promise<ViewFilter | null> {
+  if (typeof client.fetchViews !== "function") return null; // notifyhub.js before views
+  try {
+    const { views } = await client.fetchViews();
+    return views.find((view) => view.name === name)?.filter ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** lua/common.lua's RANK: an unknown or missing severity counts as info. */
+const SEVERITY_RANK: Readonly<Record<string, number>> = { info: 1, success: 2, warning: 3, error: 4, critical: 5 };
+
+/**
+ * Whether `item` is in the view whose filter is `filter`, as the hub decides it when it
+ * stores the copy (lua/common.lua `view_mask`): all of what is given must hold, i.e. one of
+ * `categories` (an item without a category is in none), one of `tags_any`, every one of
+ * `tags_all`, and a severity at least `severity_at_least` (info < success < warning <
+ * error < critical). An empty list, or an absent part, holds for every item.
+ */
+export function inView(filter: ViewFilter, item: Pick<InboxItem, "category" | "severity" | "tags">): boolean {
+  const categories = filter.categories ?? [];
+  if (categories.length > 0 && !categories.includes(item.category ?? "")) return false;
+  const tags = new Set(item.tags ?? []);
+  const any = filter.tags_any ?? [];
+  if (any.length > 0 && !any.some((tag) => tags.has(tag))) return false;
+  if (!(filter.tags_all ?? []).every((tag) => tags.has(tag))) return false;
+  const least = filter.severity_at_least ?? null;
+  return least === null || (SEVERITY_RANK[item.severity] ?? 1) >= (SEVERITY_RANK[least] ?? 1);
+}
+
+/**
+ * In the lists this hook shows (the default inbox): archived and snoozed copies are not,
+ * nor, in a view's list, copies outside the view.
+ */
 export function matches(item: InboxItem, filter: ListFilter): boolean {
   if (item.archived === true || (item.snoozed_until ?? null) !== null) return false;
   if (filter.status !== "all" && item.status !== filter.status) return false;
-  return filter.category === null || item.category === filter.category;
+  if (filter.category !== null && item.category !== filter.category) return false;
+  const view = filter.viewFilter ?? null;
+  return view === null || inView(view, item);
 }
 
 export function without(items: InboxItem[], id: string): InboxItem[] {
