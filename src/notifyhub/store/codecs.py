@@ -59,8 +59,6 @@ class ThreadArgs:
     created_ms: int
     actor: bytes
     """"<actor id>\t<actor JSON>", or empty."""
-    prefix: int
-    """The length of the content's thread prefix (`{"thread":{...},`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +96,7 @@ class CopyArgs:
         args += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         t = self.thread
         args += (
-            ["", 0, 0, "", 0]
-            if t is None
-            else [t.key, t.window_ms, t.created_ms, t.actor, t.prefix]
+            ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
         )
         if ring is not None:
             args += [ring.channel, ring.header, *ring.members]
@@ -114,7 +110,7 @@ class CopyArgs:
         version = -1 if self.tenant_views is None else self.tenant_views
         header += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         if (t := self.thread) is not None:
-            header += [t.key, t.window_ms, t.created_ms, t.actor.decode(), t.prefix]
+            header += [t.key, t.window_ms, t.created_ms, t.actor.decode()]
         entry = orjson.dumps(header) + b"\n" + self.content
         return [entry, self.category, _flag(self.critical)]
 

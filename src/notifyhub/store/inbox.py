@@ -133,38 +133,19 @@ class Position:
 
 
 def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
-    """What each copy stores as its content, and its thread's part of `CopyArgs`."""
-    content = orjson.dumps(notification.content())
-    if not notification.thread_key:
-        return content, None
-    return thread_start(notification, content)
-
-
-def thread_start(notification: Notification, content: bytes) -> tuple[bytes, ThreadArgs]:
-    """A threaded notification's content as a new thread's item shows it (its summary
-    first, as lua/common.lua `thread_content` writes it when others join), and its
-    `ThreadArgs`."""
+    """What each copy stores as its content, and its thread's part of `CopyArgs`: a
+    threaded notification's content is its activity's own (lua/common.lua `copy` puts the
+    thread's summary before it in the thread item)."""
     n = notification
-    assert n.thread_key is not None
+    content = orjson.dumps(n.content())
+    if not n.thread_key:
+        return content, None
     created_ms = int(n.created_at.timestamp() * 1000)
-    actor = b"" if n.actor is None else orjson.dumps(n.actor.model_dump(mode="json"))
-    summary = orjson.dumps(
-        {
-            "id": n.id,
-            "key": n.thread_key,
-            "count": 1,
-            "first_ms": created_ms,
-            "last_ms": created_ms,
-            "actors": [],
-        }
-    )
-    if actor:
-        summary = summary[: -len(b"[]}")] + b"[" + actor + b"]}"
-    prefix = b'{"thread":' + summary + b","
     window_s = n.thread_window_s or DEFAULT_THREAD_WINDOW_S
-    line = b"" if n.actor is None else n.actor.id.encode() + b"\t" + actor
-    args = ThreadArgs(n.thread_key, window_s * 1000, created_ms, line, len(prefix))
-    return prefix + content[1:], args
+    line = b""
+    if n.actor is not None:
+        line = n.actor.id.encode() + b"\t" + orjson.dumps(n.actor.model_dump(mode="json"))
+    return content, ThreadArgs(n.thread_key, window_s * 1000, created_ms, line)
 
 
 def _inline_header(content: bytes) -> bytes:

@@ -480,8 +480,8 @@ end
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
 -- critical, pull, cap (0: no cap), severity (rank), tags (a set), tver and tmask (the
 -- version of the tenant's views the fan-out evaluated, and the copy's bits of them; nil:
--- unknown), thread ('' none), window_ms, created_ms, actor ('' none) and prefix (a
--- thread's content prefix length)}.
+-- unknown), thread ('' none), window_ms, created_ms and actor ('' none)}; a threaded
+-- notification's content is its activity's own: `copy` puts the thread's summary before it.
 local function fresh_state(n)
   return {read_at = 0, seen = false, category = n.category, ck = n.ck,
           thread = (n.thread or '') ~= ''}
@@ -526,8 +526,8 @@ local function join(u, n, views, raw, ids, tid, count, first, last, expires, sho
   if n.actor ~= '' then shown, actors = with_actor(shown, actors, n.actor) end
   local later = n.expires_ms > expires
   if later then expires = n.expires_ms end
-  local rest = string.sub(n.content, n.prefix + 1)  -- the activity's fields
-  redis.call('HSET', u.items, 'a:' .. n.id, '{' .. rest,
+  local rest = string.sub(n.content, 2)  -- the activity's fields
+  redis.call('HSET', u.items, 'a:' .. n.id, n.content,
              'T:' .. n.thread, format_record(tid, count, first, last, expires, shown, actors),
              'I:' .. n.thread, ids,
              tid, thread_content(tid, count, first, last, n.thread, shown, rest))
@@ -569,14 +569,14 @@ local function copy(u, n)
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
       end
     end
-    -- a new thread: its record, and its first activity
+    -- a new thread: its item (the summary, then the activity), record and first activity
     local actors = n.actor ~= '' and n.actor .. '\n' or ''
-    local record = format_record(n.id, 1, n.created_ms, n.created_ms, n.expires_ms,
-                                 shown_actors(actors), actors)
-    fields[#fields + 1], fields[#fields + 2] = 'T:' .. n.thread, record
+    local shown, at = shown_actors(actors), n.created_ms
+    fields[2] = thread_content(n.id, 1, at, at, n.thread, shown, string.sub(n.content, 2))
+    fields[#fields + 1] = 'T:' .. n.thread
+    fields[#fields + 1] = format_record(n.id, 1, at, at, n.expires_ms, shown, actors)
     fields[#fields + 1], fields[#fields + 2] = 'I:' .. n.thread, n.id
-    fields[#fields + 1] = 'a:' .. n.id
-    fields[#fields + 1] = '{' .. string.sub(n.content, n.prefix + 1)
+    fields[#fields + 1], fields[#fields + 2] = 'a:' .. n.id, n.content
   end
   if redis.call('HSETNX', u.state, n.id, state or format_state(fresh)) == 0 then return 0, 0 end
   local entry = {type = 'notification', id = n.id}
@@ -600,8 +600,8 @@ end
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
 -- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap,
 -- severity rank, tags (comma-separated), tenant views' version (-1: unknown), their mask,
--- thread key, window ms, created ms, actor line, thread prefix length]
--- (the last nine absent in entries older than views, the last five in those older than
+-- thread key, window ms, created ms, actor line]
+-- (the last eight absent in entries older than views, the last four in those older than
 -- threads)
 -- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
@@ -619,7 +619,7 @@ local function place_pending(u, now)
         log_max = h[5], critical = h[6] == 1, pull = h[7] == 1, cap = h[8],
         severity = h[9], tags = tag_set(h[10] or ''), tver = h[11] ~= -1 and h[11] or nil,
         tmask = h[12], thread = h[13] or '', window_ms = h[14], created_ms = h[15],
-        actor = h[16] or '', prefix = h[17], content = string.sub(raw, nl + 1)})
+        actor = h[16] or '', content = string.sub(raw, nl + 1)})
       evicted = evicted + e
     end
   end

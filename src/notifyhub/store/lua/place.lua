@@ -5,8 +5,8 @@
 --       severity rank, tags (comma-separated; with the category they say which of each
 --       user's views the copy is in), the version of the tenant's views the caller
 --       evaluated ('' none) and the copy's mask of them, its thread key ('' none), the
---       thread window (ms), its creation (ms), its actor line ("<id>\t<JSON>", '' none)
---       and the length of its content's thread prefix (lua/common.lua `join`),
+--       thread window (ms), its creation (ms) and its actor line ("<id>\t<JSON>", '' none)
+--       (lua/common.lua `join`),
 --       then optionally a doorbell channel, its header (`!<item JSON>`) and each user's
 --       `tenant/user`: the script then PUBLISHes the doorbell with every copy's event
 --       (store/doorbells.py), after its writes and in the same round trip (standalone
@@ -28,11 +28,11 @@ local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9]),
            severity = tonumber(ARGV[10]), tags = tag_set(ARGV[11]), tver = tonumber(ARGV[12]),
            tmask = tonumber(ARGV[13]), thread = ARGV[14], window_ms = tonumber(ARGV[15]),
-           created_ms = tonumber(ARGV[16]), actor = ARGV[17], prefix = tonumber(ARGV[18])}
+           created_ms = tonumber(ARGV[16]), actor = ARGV[17]}
 n.state = format_state(fresh_state(n))
 
-local channel = ARGV[19]
-local ring = channel and {ARGV[20]}
+local channel = ARGV[18]
+local ring = channel and {ARGV[19]}
 
 local out, evicted = {}, 0
 for o = 0, #KEYS - 1, 10 do
@@ -41,7 +41,7 @@ for o = 0, #KEYS - 1, 10 do
   local seq, dropped, c = copy(u, n)
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
-    local who = ARGV[21 + o / 10]
+    local who = ARGV[20 + o / 10]
     if seq > 0 and dropped == 0 then
       local line = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
         .. ',' .. e
