@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from notifyhub.store.keys import Keys
 from support.sse import open_stream
 
 BASE = "/v1/me/notifications"
@@ -172,6 +173,52 @@ async def _waiting_for(watch: asyncpg.Connection, table: str) -> None:
     async with asyncio.timeout(10):
         while not await watch.fetchval(query, table):
             await asyncio.sleep(0.01)
+
+
+async def test_a_stream_marks_a_view_inexact_until_the_recount_reaches_its_user(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    """A stream opened while the user's copy of the tenant's views is older than the
+    tenant's (the sweep has not reached them: made here by setting the copy's version and
+    definitions back) says so as GET /v1/me/counts would: the view's counts `exact:
+    false`, on the first counts and on every counts after, until the recount reaches the
+    user (here the REST read that syncs them: its `views` change brings counts without
+    `exact`, meaning exact). A copy only behind in version (a sync finds the same
+    definitions and logs nothing) is found current at the stream's next change."""
+    t = await _tenant(hub, admin_key, publish_key, make_token)
+    await t.publish(["ana"], tags=["ops"])
+    await t.define("ops", filter={"tags_any": ["ops"]})
+    views = hub.app_state["views"]
+    await views.settled()
+    version = (await views.tenant_set(t.name)).version
+    assert views.known(t.name) is not None and version > 0
+    cnt = Keys(hub.app_state["settings"].redis_prefix).inbox(t.name, "ana").cnt
+    redis = hub.app_state["redis"]
+    await redis.hset(cnt, mapping={"vt": version - 1, "vdefs": "ops\t\t0\tfoo\t"})  # as before
+
+    async with open_stream(hub.client, t.token("ana")) as stream:
+        inexact = {"exact": False}
+        event, _ = await stream.until("counts")
+        assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1, **inexact}}
+        await t.publish(["ana"], tags=["ops"])
+        event, before = await stream.until("counts")
+        assert [e.event for e in before] == ["notification"]  # counted by the old filter:
+        assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1, **inexact}}
+        assert (await t.counts("ana"))["views"]["ops"]["exact"] is True  # synced it
+        event, _ = await stream.until("counts")
+        assert event.data["views"] == {"ops": {"unread": 2, "unseen": 2, "total": 2}}
+        await t.publish(["ana"], tags=["ops"])
+        event, _ = await stream.until("counts")
+        assert event.data["views"] == {"ops": {"unread": 3, "unseen": 3, "total": 3}}
+
+    await redis.hset(cnt, "vt", version - 1)  # behind in version only
+    async with open_stream(hub.client, t.token("ana")) as stream:
+        event, _ = await stream.until("counts")
+        assert event.data["views"] == {"ops": {"unread": 3, "unseen": 3, "total": 3, **inexact}}
+        assert (await t.counts("ana"))["views"]["ops"]["exact"] is True  # synced, unlogged
+        await t.publish(["ana"], tags=["ops"])
+        event, _ = await stream.until("counts")
+        assert event.data["views"] == {"ops": {"unread": 4, "unseen": 4, "total": 4}}
 
 
 async def test_a_redefined_view_is_inexact_until_recounted_while_postgresql_stalls(

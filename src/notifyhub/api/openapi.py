@@ -131,9 +131,11 @@ def _document_operation(method: str, operation: dict[str, Any]) -> None:
 def _stream_components() -> dict[str, Any]:
     found: dict[str, Any] = {}
     for model in (StreamUpdate, StreamDelete, StreamCounts):
-        found[model.__name__] = model.model_json_schema(
+        schema = model.model_json_schema(
             ref_template="#/components/schemas/{model}", mode="serialization"
         )
+        found |= schema.pop("$defs", {})  # the models it refers to (StreamViewCount)
+        found[model.__name__] = schema
     return found
 
 

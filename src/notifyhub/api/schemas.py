@@ -1053,10 +1053,35 @@ class StreamDelete(Documented):
     """The notification's id."""
 
 
+class StreamViewCount(Documented):
+    """One view's counts in a `counts` or `reset` event."""
+
+    unread: int
+    """Unread notifications in the view."""
+    unseen: int
+    """Notifications in the view not yet seen."""
+    total: int
+    """Notifications in the view (archived and snoozed ones are in no count)."""
+    exact: bool = True
+    """Present, and false, while the view is being recounted after its definition changed
+    (its counts then follow the definition before): on a new stream's first counts or a
+    `reset`, and on the stream's counts until the recount reaches the user (a `counts`
+    event without it follows). A stream resumed with `Last-Event-ID` does not mark it."""
+
+
 class StreamCounts(Documented):
     """The data of a `counts` event (after every change) and of a `reset` event."""
 
-    model_config = examples({"unread": 3, "unseen": 1, "total": 17, "seq": 42})
+    model_config = examples(
+        {"unread": 3, "unseen": 1, "total": 17, "seq": 42},
+        {
+            "unread": 3,
+            "unseen": 1,
+            "total": 17,
+            "seq": 43,
+            "views": {"mentions": {"unread": 1, "unseen": 0, "total": 4, "exact": False}},
+        },
+    )
 
     unread: int
     """Unread notifications."""
@@ -1066,6 +1091,8 @@ class StreamCounts(Documented):
     """Notifications in the inbox."""
     seq: int
     """The change these counts are as of (the event's `id:` without its epoch)."""
+    views: dict[str, StreamViewCount] | None = None
+    """Each of the user's views' (tabs') counts, by name; absent when they have none."""
 
 
 ViewName = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9_-]*$")]

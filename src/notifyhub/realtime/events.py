@@ -11,7 +11,7 @@ before; a client echoing one back is resumed only if the user's seq is still of 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,15 +76,20 @@ def counts_data(
     total: int,
     seq: int,
     views: Mapping[str, tuple[int, int, int]] | None = None,
+    inexact: Collection[str] = (),
 ) -> dict[str, object]:
     """The data of a `counts` (or `reset`) event; `views` (name -> unread, unseen, total)
     when the user has any (their counts as the user's copy of the views has them: a
-    view's recount after its definition changed comes as a `counts` event of its own)."""
+    view's recount after its definition changed comes as a `counts` event of its own),
+    those named in `inexact` marked `"exact": false` (being recounted)."""
     data: dict[str, object] = {"unread": unread, "unseen": unseen, "total": total, "seq": seq}
     if views:
-        data["views"] = {
-            name: {"unread": u, "unseen": s, "total": t} for name, (u, s, t) in views.items()
-        }
+        shown: dict[str, dict[str, object]] = {}
+        for name, (u, s, t) in views.items():
+            shown[name] = {"unread": u, "unseen": s, "total": t}
+            if name in inexact:
+                shown[name]["exact"] = False
+        data["views"] = shown
     return data
 
 

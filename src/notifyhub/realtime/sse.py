@@ -30,13 +30,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from notifyhub.domain.views import ViewSet
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
 from notifyhub.realtime.events import EventId, counts_data, data_frame, frame, offered_id
@@ -44,7 +45,7 @@ from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.changes import Change, Changes, NotificationChange
+from notifyhub.store.changes import Change, Changes, NotificationChange, ViewsChange
 from notifyhub.store.inbox import InboxStore, Position
 from notifyhub.tracing import Attributes
 
@@ -89,8 +90,17 @@ class InboxStream(Response):
         tenant: str,
         user: str,
         last_event_id: EventId | None,
+        tenant_views: Callable[[str], ViewSet | None] | None = None,
     ) -> None:
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
+        self._tenant_views = tenant_views
+        """The tenant's views as this process last knew them (services/views.py `known`)."""
+        self._inexact: frozenset[str] = frozenset()
+        """The views whose counts this stream sends marked `exact: false`: the tenant's, when
+        the user's copy of them was older than theirs at the opening (or a reset), until
+        a `views` change (the recount reached the user) comes through the log, or a read
+        of the user's position after a change finds the copy current (a sync that found
+        the same definitions logs nothing)."""
         self._clock = clock
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
@@ -134,7 +144,7 @@ class InboxStream(Response):
         resumed one, the changes after its cursor, kept for its first catch-up (one
         round trip instead of two: a reconnect storm is made of these)."""
         if self._cursor is None:
-            return await self._store.position(self._tenant, self._user)
+            return self._mark(await self._store.position(self._tenant, self._user))
         after = self._cursor.seq
         self._prefetched = await self._reader.changes(
             self._tenant, self._user, after, CATCH_UP_BATCH
@@ -170,7 +180,7 @@ class InboxStream(Response):
         if self._cursor is None:
             assert opening is not None
             cursor, self._epoch = opening.seq, opening.epoch
-            data = position_data(opening)
+            data = position_data(opening, self._inexact)
             await self._write(send, frame("counts", cursor, self._epoch, data))
         else:
             cursor, self._epoch = self._cursor.seq, self._cursor.epoch
@@ -187,8 +197,8 @@ class InboxStream(Response):
                 while not await sub.wait():
                     await self._write(send, b": ping\n\n")
                 ready, sub.ready = sub.ready, None
-                if ready is None or ready[0] != cursor + 1 or sub.closed:
-                    break  # read the log
+                if ready is None or ready[0] != cursor + 1 or sub.closed or self._inexact:
+                    break  # read the log (an offered change's counts say nothing of `exact`)
                 if self._hub.traced:
                     await self._traced(send, cursor, ready)
                 else:
@@ -243,7 +253,14 @@ class InboxStream(Response):
             frames = [f for f in made if f is not None]
             last = changes.entries[-1].entry
             cursor, counts = last.seq, last.counts
-            data = counts_data(counts.unread, counts.unseen, counts.total, cursor, counts.views)
+            if self._inexact:  # recounted (a `views` change), or synced without one?
+                if any(isinstance(c.entry, ViewsChange) for c in changes.entries):
+                    self._inexact = frozenset()
+                else:
+                    self._mark(await self._store.position(self._tenant, self._user))
+            data = counts_data(
+                counts.unread, counts.unseen, counts.total, cursor, counts.views, self._inexact
+            )
             frames.append(frame("counts", cursor, epoch, data))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries, made)
@@ -268,14 +285,25 @@ class InboxStream(Response):
 
     async def _reset(self, send: Send, reason: str) -> int:
         """Send a `reset` with the current counts; the stream goes on from their seq."""
-        position = await self._store.position(self._tenant, self._user)
+        position = self._mark(await self._store.position(self._tenant, self._user))
         seq, self._epoch = position.seq, position.epoch
         self._sub.restart(seq)
-        data = position_data(position)
+        data = position_data(position, self._inexact)
         await self._write(send, frame("reset", seq, self._epoch, data))
         self._metrics.stream_events_sent_total.labels(type="reset").inc()
         self._metrics.streams_reset_total.labels(reason=reason).inc()
         return seq
+
+    def _mark(self, position: Position) -> Position:
+        """Note which of `position`'s view counts are not exact (as GET /v1/me/counts
+        says: the tenant's views, when the user's copy of them is older than the last
+        known); without the tenant's views known here, none."""
+        known = self._tenant_views(self._tenant) if self._tenant_views is not None else None
+        if known is None or position.tenant_views >= known.version:
+            self._inexact = frozenset()
+        else:
+            self._inexact = frozenset(known.names() & position.counts.views.keys())
+        return position
 
     async def _write(self, send: Send, body: bytes) -> None:
         """Send one chunk; the clock cancels a send that outlives the send timeout."""
@@ -320,11 +348,12 @@ class InboxStream(Response):
                 streamed.sent(entry.id, self._user)
 
 
-def position_data(position: Position) -> dict[str, object]:
-    """The data of a `counts` or `reset` event for a user's position."""
+def position_data(position: Position, inexact: Collection[str] = ()) -> dict[str, object]:
+    """The data of a `counts` or `reset` event for a user's position (`inexact`: the views
+    whose counts are marked `exact: false`)."""
     counts = position.counts
     views = {name: (c.unread, c.unseen, c.total) for name, c in counts.views.items()}
-    return counts_data(counts.unread, counts.unseen, counts.total, position.seq, views)
+    return counts_data(counts.unread, counts.unseen, counts.total, position.seq, views, inexact)
 
 
 @functools.lru_cache(maxsize=64)

@@ -808,6 +808,8 @@
     }
 
     _setCounts(counts) {
+      // a stream marks only a view being recounted (`exact: false`); REST says it of each
+      for (const view of Object.values((counts && counts.views) || {})) view.exact = view.exact !== false;
       this.counts = counts;
     }
 

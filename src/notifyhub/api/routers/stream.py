@@ -142,6 +142,7 @@ def open_stream(state: State, tenant: str, user: str, cursor: EventId | None) ->
         tenant=tenant,
         user=user,
         last_event_id=cursor,
+        tenant_views=state["views"].known,
     )
 
 
