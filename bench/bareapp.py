@@ -24,6 +24,7 @@ from ulid import ULID
 from notifyhub.api.schemas import PublishAccepted, PublishRequest
 from notifyhub.domain.notification import Notification
 from notifyhub.settings import Limits
+from notifyhub.store.codecs import CopyArgs
 from notifyhub.store.keys import Keys
 
 LIMITS = Limits()
@@ -57,10 +58,20 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         user = body.recipients.users[0]
-        # place.lua's ARGV, as store/inbox.py InboxStore.place passes them
-        args = [notification.id, content, "", "", expires_ms, LIMITS.change_log_max, "", ""]
-        args.append(LIMITS.items_per_user)
-        await app.state.place(keys=keys.inbox_list(body.tenant, user), args=args)
+        # place.lua's ARGV, as store/inbox.py InboxStore.place passes them (the layout
+        # changed with views and threads: built by the same codec, it cannot drift again)
+        copy = CopyArgs(
+            id=notification.id,
+            content=content,
+            category="",
+            collapse_key="",
+            expires_ms=expires_ms,
+            log_max=LIMITS.change_log_max,
+            critical=False,
+            pull=False,
+            items_per_user=LIMITS.items_per_user,
+        )
+        await app.state.place(keys=keys.inbox_list(body.tenant, user), args=copy.place_args())
         return PublishAccepted(id=notification.id, recipients=1)
 
     return app

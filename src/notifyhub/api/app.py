@@ -93,6 +93,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 settings, clients, db, inbox.store, routing, delayed, durable, metrics, tracing
             )
             stack.push_async_callback(publishing.views.close)
+            stack.push_async_callback(publishing.routing_traces.close)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
             outbox = features.outbox(stack, settings, db, metrics, delivery_metrics, tracing)
             runner = features.runner(

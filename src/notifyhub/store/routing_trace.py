@@ -2,9 +2,14 @@
 operator can answer "why did (or didn't) user X get it?".
 
 Kept in Redis, next to the notification's recipient index, not in PostgreSQL: a trace is
-written on the fan-out's own path (one pipelined HSET per batch of recipients, in the
-round trip after the copies), where inserting 100k rows into PostgreSQL would cost more
-than the fan-out. It is bounded: the first `users` recipients each get a line, the rest
+written behind the fan-out (inserting 100k rows into PostgreSQL would cost more than the
+fan-out): `record` queues its HSET, and the traces a process queued within
+WRITE_BEHIND_S share one pipelined round trip (a single-recipient publish paid a round
+trip of its own, a quarter of its time in the hub). A read of a trace (and a recall)
+writes the process's queue first, so it sees every trace published there before it;
+another process sees a trace at most WRITE_BEHIND_S (and one round trip) after the
+publish; a hub killed meanwhile loses those traces (they explain deliveries, they are
+not deliveries). It is bounded: the first `users` recipients each get a line, the rest
 are only counted; and it expires after `ttl_s` (7 days by default). Losing Redis loses
 the traces (they explain deliveries, they are not deliveries).
 
@@ -58,7 +63,9 @@ ids; the admin endpoint says whether the notification's expiry has passed, at re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +75,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from ulid import ULID
 
 from notifyhub.domain.notification import Notification, Recipients
 from notifyhub.store.changes import DeleteChange, NotificationChange
@@ -162,6 +170,13 @@ class RoutingTrace:
     recalled_ms: int | None
 
 
+WRITE_BEHIND_S = 0.005
+"""How long a queued trace waits for others to share its write."""
+
+MAX_QUEUED = 1000
+"""Traces a process queues at most: the publish that fills the queue writes it."""
+
+
 class RoutingTraces:
     def __init__(
         self, redis: Redis, keys: Keys, *, ttl_s: int, users: int, store: InboxStore | None = None
@@ -172,6 +187,12 @@ class RoutingTraces:
         self._users = users
         self._store = store
         """Where what a copy replaced or evicted is read back from (None: not read)."""
+        self._queued: list[tuple[str, dict[str, bytes]]] = []
+        """Traces recorded, not written yet: (key, fields)."""
+        self._writer: asyncio.Task[None] | None = None
+        """The task writing them after WRITE_BEHIND_S, while any are queued."""
+        self._writing = asyncio.Lock()
+        """One write at a time: a read's write waits for the writer's, so it sees it."""
 
     @property
     def enabled(self) -> bool:
@@ -220,11 +241,41 @@ class RoutingTraces:
                 bucket.setdefault(PUSHED_OUT, {})[user] = pushed_out[user]
         fields = {"meta": orjson.dumps(meta)}
         fields.update((name, orjson.dumps(lines)) for name, lines in buckets.items())
-        key = self._keys.routing_trace(notification.id)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
-            pipe.expire(key, self._ttl_s)
-            await pipe.execute()
+        self._queued.append((self._keys.routing_trace(notification.id), fields))
+        if len(self._queued) >= MAX_QUEUED:
+            await self.flush()
+        elif self._writer is None:
+            self._writer = asyncio.create_task(self._write_behind())
+
+    async def _write_behind(self) -> None:
+        await asyncio.sleep(WRITE_BEHIND_S)
+        self._writer = None
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write the queued traces, in one round trip; a failure is logged (the traces are
+        lost, the publishes they explain are not)."""
+        async with self._writing:
+            queued, self._queued = self._queued, []
+            if not queued:
+                return
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for key, fields in queued:
+                        pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+                        pipe.expire(key, self._ttl_s)
+                    await pipe.execute()
+            except RedisError as exc:
+                log.warning("%d routing traces not recorded: %s", len(queued), exc)
+
+    async def close(self) -> None:
+        """Write what is queued (the hub is stopping)."""
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+        await self.flush()
 
     async def _pushed_out(
         self, notification: Notification, users: Sequence[tuple[str, str]], placement: Placement
@@ -260,6 +311,7 @@ class RoutingTraces:
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
         """Note a recall in the notification's trace (if it still has one)."""
+        await self.flush()
         key = self._keys.routing_trace(notification_id)
         if await self._redis.exists(key):
             await self._redis.hset(key, "recalled", at_ms)
@@ -269,6 +321,7 @@ class RoutingTraces:
     ) -> RoutingTrace | None:
         """The trace (None: none kept); its lines: `user`'s alone, or the first `limit`
         by user id."""
+        await self.flush()
         key = self._keys.routing_trace(notification_id)
         buckets: list[bytes]
         streamed: dict[str, int] = {}
@@ -352,6 +405,20 @@ def _lined_users(bucket: dict[str, dict[str, Any]]) -> Iterator[str]:
             yield from users
 
 
+TRACE_LATE_S = 5.0
+"""How long after a notification's creation a flush that finds no trace for it keeps its
+counts for the next one: the publishing process writes its traces behind the publish
+(`RoutingTraces`), so another process's streams may count the copy first."""
+
+
+def _created_ms(notification_id: str) -> float:
+    """A notification's creation (its ULID's time), ms; 0 for an id that is not a ULID."""
+    try:
+        return float(ULID.from_str(notification_id).milliseconds)
+    except ValueError:
+        return 0.0
+
+
 MAX_PENDING = 100_000
 """(notification, user) counts a process holds between flushes; more are not counted."""
 
@@ -422,9 +489,12 @@ class StreamedTally:
             metas = await pipe.execute()
         writes: list[tuple[str, dict[str, int]]] = []
         partial: list[tuple[str, dict[str, int]]] = []
+        now_ms = time.time() * 1000
         for (nid, key), meta in zip(keys.items(), metas, strict=True):
-            if meta is None:
-                continue  # no trace: traces off where it was published, or expired
+            if meta is None:  # no trace: traces off where it was published, or expired,
+                if now_ms - _created_ms(nid) < TRACE_LATE_S * 1000:  # or not written yet
+                    self._keep(nid, pending[nid])
+                continue
             found = orjson.loads(meta)
             lined = found["recorded"] >= found["resolved"]
             (writes if lined else partial).append((key, pending[nid]))
@@ -467,6 +537,13 @@ class StreamedTally:
                 queue_script(pipe, self._add, [key], [counts])
 
         return sum(int(added) for added in await pipelined(self._redis, build, [self._add]))
+
+    def _keep(self, notification_id: str, counts: dict[str, int]) -> None:
+        """Counts for a trace not written yet, kept for the next flush."""
+        by_user = self._pending.setdefault(notification_id, {})
+        for user, n in counts.items():
+            self._size += user not in by_user
+            by_user[user] = by_user.get(user, 0) + n
 
     async def close(self) -> None:
         """The last flush, when the process stops (best effort)."""
