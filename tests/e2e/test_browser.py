@@ -376,6 +376,21 @@ async def test_a_worker_that_fails_to_load_falls_back_to_a_stream_per_tab(
 
 
 @pytest.mark.parametrize("mode", ["shared-worker"])
+async def test_a_worker_that_never_answers_falls_back_to_a_stream_per_tab(
+    context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """The worker's script is held (never served, no `error` event): the tab gives up on
+    the worker after WORKER_ANSWER_MS (5 s) without an answer and opens its own stream."""
+    held: list[Any] = []
+    await context.route("**/notifyhub-worker.js", lambda route: held.append(route))
+    tab = await open_tab(context, browser_hub.base_url, make_token("hal"))
+    assert held, "the worker's script was asked for"
+    await tab.page.wait_for_function("() => notifyhubDemo.client.mode === 'tab'")
+    sent = await publish(hub, publish_key, "hal", title="still live")
+    await tab.item(sent).wait_for()
+
+
+@pytest.mark.parametrize("mode", ["shared-worker"])
 async def test_demo_inbox_pages_marks_and_screenshots(
     context: Any, mode: str, browser_hub: Any, hub: Any, publish_key: str, make_token: Any
 ) -> None:

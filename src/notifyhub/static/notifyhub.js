@@ -31,6 +31,7 @@
   const HEARTBEAT_MS = 4000;
   const PRESENCE_STALE_MS = 3 * HEARTBEAT_MS;
   const TOKEN_TIMEOUT_MS = 10000;
+  const WORKER_ANSWER_MS = 5000; // a loaded worker answers `hello` at once
 
   /** Full-jitter backoff: a random delay in [0.5, 1] x min(max, base * 2^attempt). */
   function backoffDelay(attempt, baseMs, maxMs) {
@@ -458,8 +459,13 @@
       this._client = client;
       this._worker = new SharedWorker(workerUrl, { name });
       this._worker.onerror = () => client._workerFailed(); // e.g. the script did not load
+      // ... and when no `error` comes (seen in Chromium under load), no answer says it
+      this._unanswered = setTimeout(() => client._workerFailed(), WORKER_ANSWER_MS);
       this._port = this._worker.port;
-      this._port.onmessage = (message) => this._receive(message.data);
+      this._port.onmessage = (message) => {
+        clearTimeout(this._unanswered);
+        this._receive(message.data);
+      };
       this._presence = new Presence(() => this._post({ type: "presence", tab: this._presence.state }));
       this._port.start();
       this._post({
@@ -502,6 +508,7 @@
     }
 
     close() {
+      clearTimeout(this._unanswered);
       this._presence.close();
       this._post({ type: "bye" });
       this._port.close();
