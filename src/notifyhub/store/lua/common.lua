@@ -401,11 +401,11 @@ local function with_actor(shown, actors, line)
   return shown_actors(out), out
 end
 
--- The thread item's content: the summary, then the latest activity's content (`rest`:
--- its fields, after its opening brace).
-local function thread_content(id, count, first, last, key, shown, rest)
+-- The thread item's content: the summary, then the fields of the latest activity's
+-- `content` (a JSON object).
+local function thread_content(id, count, first, last, key, shown, content)
   return string.format('{"thread":{"id":"%s","key":"%s","count":%d,"first_ms":%d,' ..
-    '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, shown) .. rest
+    '"last_ms":%d,"actors":[%s]},', id, key, count, first, last, shown) .. string.sub(content, 2)
 end
 
 -- The activity ids of an "I:" field, oldest first.
@@ -526,11 +526,10 @@ local function join(u, n, views, raw, ids, tid, count, first, last, expires, sho
   if n.actor ~= '' then shown, actors = with_actor(shown, actors, n.actor) end
   local later = n.expires_ms > expires
   if later then expires = n.expires_ms end
-  local rest = string.sub(n.content, 2)  -- the activity's fields
   redis.call('HSET', u.items, 'a:' .. n.id, n.content,
              'T:' .. n.thread, format_record(tid, count, first, last, expires, shown, actors),
              'I:' .. n.thread, ids,
-             tid, thread_content(tid, count, first, last, n.thread, shown, rest))
+             tid, thread_content(tid, count, first, last, n.thread, shown, n.content))
   local old = parse_state(raw)
   local new = copy_state(old)
   new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
@@ -572,7 +571,7 @@ local function copy(u, n)
     -- a new thread: its item (the summary, then the activity), record and first activity
     local actors = n.actor ~= '' and n.actor .. '\n' or ''
     local shown, at = shown_actors(actors), n.created_ms
-    fields[2] = thread_content(n.id, 1, at, at, n.thread, shown, string.sub(n.content, 2))
+    fields[2] = thread_content(n.id, 1, at, at, n.thread, shown, n.content)
     fields[#fields + 1] = 'T:' .. n.thread
     fields[#fields + 1] = format_record(n.id, 1, at, at, n.expires_ms, shown, actors)
     fields[#fields + 1], fields[#fields + 2] = 'I:' .. n.thread, n.id
