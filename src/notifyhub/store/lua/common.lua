@@ -348,8 +348,13 @@ end
 -- Threads. A copy with a thread key joins the user's open thread with that key instead
 -- of adding an item. The thread item (flag "h") keeps the first copy's id; its content is
 -- the latest activity's, prefixed with the thread's summary ({"thread":{id,key,count,
--- first_ms,last_ms,actors},...}: store/items.py unfolds it). Beside it in `items`, under
--- its key, so that one HMGET finds the open thread and all a join changes:
+-- first_ms,last_ms,actors},...}: store/items.py unfolds it). An open thread's content is
+-- made when it is read (`shown_content`), from the fields below: a join writes the
+-- activity and the record, never the item (a fan-out joins every recipient's thread;
+-- fewer of them read it). What is stored under the item's id is its content as it was
+-- written last: when the thread began, and when it was retired (it is then final).
+-- Beside it in `items`, under its key, so that one HMGET finds the open thread and all a
+-- join changes:
 --   "T:<key>" = "<id> <count> <first_ms> <last_ms> <expires_ms>\n<actors>\n", then one line
 --     per actor, "<actor id>\t<actor JSON>\n" (the latest first, at most MAX_ACTORS
 --     distinct); <actors> is their JSONs comma-separated, the summary's `actors` as it
@@ -385,7 +390,9 @@ end
 -- The record's actors (shown, and lines) with `line` ("<id>\t<JSON>") first: its older
 -- line gone, at most MAX_ACTORS lines; as they were when it is first already.
 local function with_actor(shown, actors, line)
-  if string.sub(actors, 1, #line + 1) == line .. '\n' then return shown, actors end
+  if string.find(actors, line, 1, true) == 1 and string.byte(actors, #line + 1) == 10 then
+    return shown, actors  -- already the latest (compared in place: no string is made)
+  end
   local body = '\n' .. actors
   local at = string.find(body, '\n' .. string.sub(line, 1, string.find(line, '\t', 1, true)), 1, true)
   if at then
@@ -426,6 +433,22 @@ local function thread_fields(u, id, content)
     end
   end
   return nil, 'I:' .. id
+end
+
+-- The content of item `id` as it shows now (`content`: what is stored under its id; nil
+-- when there is none): an open thread's summary and latest activity; anything else's as
+-- stored.
+local function shown_content(u, id, content)
+  if not content or string.sub(content, 1, 11) ~= '{"thread":{' then return content end
+  local key = string.match(content, '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
+  local got = redis.call('HMGET', u.items, 'T:' .. key, 'I:' .. key)
+  if not (got[1] and got[2] and string.sub(got[1], 1, #id + 1) == id .. ' ') then
+    return content  -- retired: its content is final
+  end
+  local tid, count, first, last, _, shown = parse_record(got[1])
+  local latest = redis.call('HGET', u.items, 'a:' .. string.sub(got[2], -ULID_LEN))
+  if not latest then return content end
+  return thread_content(tid, count, first, last, key, shown, latest)
 end
 
 local function drop_thread(u, id, content)
@@ -508,6 +531,35 @@ local function copy_views(u, n)
   return mask
 end
 
+-- The state of a thread that activity `n` (in `views`: `copy_views`'s answer) joins, from
+-- `raw`, its state before: unread, unseen, moved to the activity's time, with the
+-- activity's category (lists and views filter by what it shows) and views, no action
+-- completed (the activity's are shown); archived, pinned, snoozed, its collapse key as
+-- they were. Returns the old and new states (as `count_change` and `reindex` read them)
+-- and the new one formatted. A thread that carries no flag but its own, its views and
+-- when it last moved (the usual one) is read with one match: a fan-out joins every
+-- recipient's thread, and `parse_state` cost it more than any command it sends.
+local JOINED = '^(%d+)|([01])|[^|]*|([^\31]*)\31hv?(%d*)r?(%d*)$'
+
+local function joined_state(raw, n, views)
+  local read_at, seen, ck, mask, moved = string.match(raw, JOINED)
+  local old, new
+  if read_at then
+    old = {read_at = tonumber(read_at), seen = seen == '1', archived = false, snoozed = 0,
+           views = tonumber(mask) or 0, resurfaced = tonumber(moved) or 0}
+    new = {read_at = 0, seen = false, archived = false, snoozed = 0, views = views or old.views,
+           resurfaced = n.created_ms}
+    local flags = new.views > 0 and string.format('hv%dr%d', new.views, n.created_ms)
+      or string.format('hr%d', n.created_ms)
+    return old, new, '0|0|' .. n.category .. '|' .. ck .. FLAGS .. flags
+  end
+  old = parse_state(raw)
+  new = copy_state(old)
+  new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
+  new.category, new.done, new.views = n.category, '', views or old.views
+  return old, new, format_state(new)
+end
+
 -- `n` (with a thread key, in `views`: `copy_views`'s answer) joins its open thread, whose
 -- record is `record` (parsed) and activity ids `ids`, and whose item's state is `raw`: the
 -- thread item is unread again, on top (it sorts by the activity's time), shows the
@@ -528,15 +580,9 @@ local function join(u, n, views, raw, ids, tid, count, first, last, expires, sho
   if later then expires = n.expires_ms end
   redis.call('HSET', u.items, 'a:' .. n.id, n.content,
              'T:' .. n.thread, format_record(tid, count, first, last, expires, shown, actors),
-             'I:' .. n.thread, ids,
-             tid, thread_content(tid, count, first, last, n.thread, shown, n.content))
-  local old = parse_state(raw)
-  local new = copy_state(old)
-  new.read_at, new.seen, new.resurfaced = 0, false, n.created_ms
-  new.category = n.category  -- it shows the latest activity: lists and views filter by it
-  new.done = ''  -- and its actions, not yet completed
-  new.views = views or new.views
-  redis.call('HSET', u.state, tid, format_state(new))
+             'I:' .. n.thread, ids)
+  local old, new, state = joined_state(raw, n, views)
+  redis.call('HSET', u.state, tid, state)
   reindex(u, tid, old, new)
   if later then redis.call('ZADD', u.exp, expires, tid) end
   local c = count_change(u, old, new)
@@ -564,7 +610,9 @@ local function copy(u, n)
         local ids = got[2] or ''
         return join(u, n, fresh.views, raw, ids, tid, count, first, last, expires, shown, actors)
       end
-      if raw and got[2] then  -- its window passed: retired, as it stands
+      if raw and got[2] then  -- its window passed: retired, its content final as it shows
+        local content = shown_content(u, tid, redis.call('HGET', u.items, tid))
+        if content then fields[#fields + 1], fields[#fields + 2] = tid, content end
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
       end
     end
