@@ -262,10 +262,11 @@ class Notification(BaseModel):
     """How long after a thread's first activity this one may still join it (default a
     day)."""
 
-    def content(self) -> dict[str, Any]:
-        """What every copy stores as its content: without `actions` and `body_format` at
-        their defaults, so content stays as it was before they existed."""
-        return self.model_dump(mode="json", exclude=_defaults_left_out(self))
+    def content_json(self) -> bytes:
+        """What every copy stores as its content (JSON): without `actions`, `body_format`
+        and the thread fields at their defaults, so content stays as it was before they
+        existed."""
+        return self.model_dump_json(exclude=_defaults_left_out(self)).encode()
 
 
 def _defaults_left_out(notification: Notification) -> set[str] | None:

@@ -137,7 +137,7 @@ def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
     threaded notification's content is its activity's own (lua/common.lua `copy` puts the
     thread's summary before it in the thread item)."""
     n = notification
-    content = orjson.dumps(n.content())
+    content = n.content_json()
     if not n.thread_key:
         return content, None
     created_ms = int(n.created_at.timestamp() * 1000)

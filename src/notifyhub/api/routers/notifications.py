@@ -36,12 +36,25 @@ _idempotency_key: TypeAdapter[IdempotencyKey | None] = TypeAdapter(IdempotencyKe
 router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 
 
+_SHARED = tuple(
+    name
+    for name in Draft.model_fields
+    if name in PublishRequest.model_fields and name != "deliver_at"
+)
+"""The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`:
+converted)."""
+
+
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
-    fields = body.model_dump(exclude={"recipients", "ttl", "delay", "deliver_at"})
+    """The request as the domain takes it. Built without validating again: every field
+    was validated by `PublishRequest`, as strictly as `Draft` would, or more (py-spy:
+    dumping the request and validating the dump was a sixth of a one-user publish)."""
     deliver_at = body.deliver_at
     if body.delay is not None:
         deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
-    draft = Draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
+    fields = {name: getattr(body, name) for name in _SHARED}
+    fields["tags"], fields["actions"] = tuple(body.tags), tuple(body.actions)
+    draft = Draft.model_construct(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))
     return draft, recipients
