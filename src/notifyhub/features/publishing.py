@@ -67,7 +67,6 @@ def publishing(
         clients.keys,
         ttl_s=settings.routing_trace_ttl_s,
         users=settings.routing_trace_users,
-        store=store,
     )
     ingest = IngestService(
         store,
