@@ -441,6 +441,7 @@ end
 local function shown_content(u, id, content)
   if not content or string.sub(content, 1, 11) ~= '{"thread":{' then return content end
   local key = string.match(content, '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
+  if not key then return content end
   local got = redis.call('HMGET', u.items, 'T:' .. key, 'I:' .. key)
   if not (got[1] and got[2] and string.sub(got[1], 1, #id + 1) == id .. ' ') then
     return content  -- retired: its content is final
