@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from importlib.resources import files
 from typing import Any
 
 import pytest
@@ -291,3 +292,84 @@ async def test_bad_thread_input_is_refused(
     assert response.status_code == 422, response.text
     assert needle in response.text
     assert await _items(hub, _auth(make_token(user))) == []
+
+
+# Every state a thread item can have: read or not, seen or not, a category, a collapse key
+# (which may hold '|'), and flags in `format_state`'s order: archived, pinned, the thread's
+# own `h`, snoozed, views, resurfaced (moved), an action completed.
+_STATE_CASES = [
+    (read_at, seen, category, ck, archived, pinned, snoozed, views, moved, done)
+    for read_at in (0, 1763999000111)
+    for seen in (False, True)
+    for category in ("", "billing")
+    for ck in ("", "k|1")
+    for archived in (False, True)
+    for pinned in (False, True)
+    for snoozed in (0, 1764100000000)
+    for views in (0, 5)
+    for moved in (0, 1763999999000)
+    for done in ("", "2@1763999000222")
+]
+
+_JOINED = """
+local out = {}
+for i = 1, #ARGV, 2 do
+  local views = tonumber(ARGV[i + 1])
+  local old, new, raw = joined_state(ARGV[i], {category = 'news', created_ms = 1764000000123},
+                                     views >= 0 and views or nil)
+  local st = parse_state(raw)
+  out[#out + 1] = table.concat({old.read_at, tostring(old.seen), tostring(old.archived),
+    old.snoozed, old.views, old.resurfaced, new.read_at, tostring(new.seen),
+    tostring(new.archived), new.snoozed, new.views, new.resurfaced, st.read_at,
+    tostring(st.seen), st.category, st.ck, tostring(st.archived), tostring(st.pinned),
+    st.snoozed, st.views, st.resurfaced, st.done, tostring(st.thread)}, ' ')
+end
+return out
+"""
+
+
+def _raw_state(case: tuple[Any, ...]) -> str:
+    read_at, seen, category, ck, archived, pinned, snoozed, views, moved, done = case
+    flags = ("a" if archived else "") + ("p" if pinned else "") + "h"
+    flags += (f"s{snoozed}" if snoozed else "") + (f"v{views}" if views else "")
+    flags += (f"r{moved}" if moved else "") + (f"c{done}" if done else "")
+    return f"{read_at}|{int(seen)}|{category}|{ck}\x1f{flags}"
+
+
+async def test_a_join_reads_and_writes_every_thread_state_as_parse_state_would(
+    redis: Redis,
+) -> None:
+    """`joined_state` (lua/common.lua) reads the usual thread state with one match and
+    any other through `parse_state`: for every combination of state fields and flags, and
+    with or without the fan-out's views, the old state it reads is the stored one, and the
+    new one is unread, unseen, moved to the activity's time, in its category and views, no
+    action completed, everything else kept."""
+    common = (files("notifyhub.store") / "lua" / "common.lua").read_text(encoding="utf-8")
+    args: list[str | int] = []
+    for case in _STATE_CASES:
+        for fan_out_views in (-1, 6):
+            args += [_raw_state(case), fan_out_views]
+    replies = await redis.eval(common + _JOINED, 0, *args)
+    assert len(replies) == 2 * len(_STATE_CASES)
+    for i, reply in enumerate(replies):
+        case, fan_out_views = _STATE_CASES[i // 2], (-1, 6)[i % 2]
+        read_at, seen, _category, ck, archived, pinned, snoozed, views, moved, _done = case
+        kept_views = views if fan_out_views < 0 else fan_out_views
+        expected = [
+            *(read_at, seen, archived, snoozed, views, moved),  # the old state, as stored
+            *(0, False, archived, snoozed, kept_views, 1764000000123),  # the new one
+            # the new state as stored, parsed back
+            *(0, False, "news", ck, archived, pinned, snoozed, kept_views, 1764000000123),
+            *("", True),
+        ]
+        words = reply.decode().split(" ")
+        got = [_word(w) for w in words[:14]] + [words[14], words[15]]
+        got += [_word(w) for w in words[16:21]] + [words[21], _word(words[22])]
+        assert got == expected, (_raw_state(case), fan_out_views)
+
+
+def _word(text: str) -> int | bool | str:
+    """A value as the Lua reply above spells it (booleans 'true'/'false')."""
+    if text in ("true", "false"):
+        return text == "true"
+    return int(text) if text.lstrip("-").isdigit() else text
