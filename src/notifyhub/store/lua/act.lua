@@ -16,7 +16,7 @@ purge(u, now, log_max)
 local raw = redis.call('HGET', u.state, id)
 if not raw then return {0, 0, ''} end
 if activity ~= '' then  -- the content after the thread's summary is the activity shown
-  local shown = shown_content(u, id, redis.call('HGET', u.items, id))
+  local shown = shown_content(u, id)
   if not string.find(shown, '},"id":"' .. activity .. '"', 1, true) then return {0, 3, ''} end
 end
 local old = parse_state(raw)

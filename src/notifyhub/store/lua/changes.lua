@@ -20,7 +20,7 @@ for _, e in ipairs(entries) do
   bytes = bytes + #e
   local decoded = cjson.decode(e)
   if decoded.type == 'notification' or decoded.thread then
-    local content = shown_content(u, decoded.id, redis.call('HGET', u.items, decoded.id))
+    local content = shown_content(u, decoded.id)
     out[#out + 1] = content
     out[#out + 1] = redis.call('HGET', u.state, decoded.id)
     if content then bytes = bytes + #content end

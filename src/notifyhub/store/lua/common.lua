@@ -422,32 +422,33 @@ local function activity_ids(ids)
   return out
 end
 
+-- The open thread item `id` (of this content) heads: its key, record and activity ids;
+-- nil when it is no thread, or a retired one (its key's record names another item).
+local function open_thread(u, id, content)
+  local key = string.match(content or '', '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
+  if not key then return nil end
+  local got = redis.call('HMGET', u.items, 'T:' .. key, 'I:' .. key)
+  if got[1] and string.sub(got[1], 1, #id + 1) == id .. ' ' then return key, got[1], got[2] end
+  return nil
+end
+
 -- Where thread item `id` (of this content) keeps its record and activity ids: its key's
 -- fields while it is that key's open thread; else no record and "I:<id>" (retired).
 local function thread_fields(u, id, content)
-  local key = string.match(content or '', '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
-  if key then
-    local record = redis.call('HGET', u.items, 'T:' .. key)
-    if record and string.sub(record, 1, #id + 1) == id .. ' ' then
-      return 'T:' .. key, 'I:' .. key
-    end
-  end
+  local key = open_thread(u, id, content)
+  if key then return 'T:' .. key, 'I:' .. key end
   return nil, 'I:' .. id
 end
 
--- The content of item `id` as it shows now (`content`: what is stored under its id; nil
--- when there is none): an open thread's summary and latest activity; anything else's as
--- stored.
-local function shown_content(u, id, content)
+-- The content of item `id` as it shows now (nil when there is none): an open thread's
+-- summary and latest activity; anything else's as stored.
+local function shown_content(u, id)
+  local content = redis.call('HGET', u.items, id)
   if not content or string.sub(content, 1, 11) ~= '{"thread":{' then return content end
-  local key = string.match(content, '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
-  if not key then return content end
-  local got = redis.call('HMGET', u.items, 'T:' .. key, 'I:' .. key)
-  if not (got[1] and got[2] and string.sub(got[1], 1, #id + 1) == id .. ' ') then
-    return content  -- retired: its content is final
-  end
-  local tid, count, first, last, _, shown = parse_record(got[1])
-  local latest = redis.call('HGET', u.items, 'a:' .. string.sub(got[2], -ULID_LEN))
+  local key, record, ids = open_thread(u, id, content)
+  if not (key and ids) then return content end  -- retired: its content is final
+  local tid, count, first, last, _, shown = parse_record(record)
+  local latest = redis.call('HGET', u.items, 'a:' .. string.sub(ids, -ULID_LEN))
   if not latest then return content end
   return thread_content(tid, count, first, last, key, shown, latest)
 end
@@ -612,7 +613,7 @@ local function copy(u, n)
         return join(u, n, fresh.views, raw, ids, tid, count, first, last, expires, shown, actors)
       end
       if raw and got[2] then  -- its window passed: retired, its content final as it shows
-        local content = shown_content(u, tid, redis.call('HGET', u.items, tid))
+        local content = shown_content(u, tid)
         if content then fields[#fields + 1], fields[#fields + 2] = tid, content end
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
       end

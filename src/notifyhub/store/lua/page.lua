@@ -68,7 +68,7 @@ end
 
 local function consider(id, raw)
   if not matches(parse_state(raw)) then return end
-  local content = shown_content(u, id, redis.call('HGET', u.items, id))
+  local content = shown_content(u, id)
   if by_content and not content_matches(content) then return end
   take(id, raw, content)
 end

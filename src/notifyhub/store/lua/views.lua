@@ -49,9 +49,7 @@ local states = redis.call('HGETALL', u.state)
 for i = 1, #states, 2 do
   local id, st = states[i], parse_state(states[i + 1])
   local mask = 0
-  if #defs > 0 then
-    mask = content_mask(defs, st.category, shown_content(u, id, redis.call('HGET', u.items, id)))
-  end
+  if #defs > 0 then mask = content_mask(defs, st.category, shown_content(u, id)) end
   if mask ~= st.views then
     st.views = mask
     redis.call('HSET', u.state, id, format_state(st))
