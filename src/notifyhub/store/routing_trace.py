@@ -304,9 +304,10 @@ class RoutingTraces:
         wanted = [(trace, copy) for trace in queued for copy in trace.pushed_out]
         if not wanted:
             return
+        logs = self._keys.user_keys([f"{t}/{u}" for _, (t, u, _, _) in wanted], ("log",))
         async with self._redis.pipeline(transaction=False) as pipe:
-            for _, (tenant, user, seq, dropped) in wanted:
-                pipe.zrangebyscore(self._keys.inbox(tenant, user).log, seq, seq + dropped)
+            for log_key, (_, (_, _, seq, dropped)) in zip(logs, wanted, strict=True):
+                pipe.zrangebyscore(log_key, seq, seq + dropped)
             logged = await pipe.execute()
         for (trace, (_, user, _, _)), entries in zip(wanted, logged, strict=True):
             detail = _pushed_out(trace.notification_id, entries)
@@ -483,17 +484,18 @@ class StreamedTally:
         self.dropped = 0
         """Counts not kept: more than MAX_PENDING between two flushes."""
 
-    def sent(self, notification_id: str, user: str) -> None:
-        """A stream of `user` was sent the event of their copy of `notification_id`."""
+    def sent(self, notification_id: str, user: str, n: int = 1) -> None:
+        """A stream of `user` was sent the event of their copy of `notification_id` (`n`
+        times: counts a flush keeps for a trace not written yet come back this way)."""
         by_user = self._pending.get(notification_id)
         if by_user is not None and user in by_user:
-            by_user[user] += 1
+            by_user[user] += n
         elif self._size >= MAX_PENDING:
-            self.dropped += 1
+            self.dropped += n
         else:
             if by_user is None:
                 by_user = self._pending[notification_id] = {}
-            by_user[user] = 1
+            by_user[user] = n
             self._size += 1
 
     async def flush(self) -> int:
@@ -518,7 +520,8 @@ class StreamedTally:
         for (nid, key), meta in zip(keys.items(), metas, strict=True):
             if meta is None:  # no trace: traces off where it was published, or expired,
                 if now_ms - _created_ms(nid) < TRACE_LATE_S * 1000:  # or not written yet
-                    self._keep(nid, pending[nid])
+                    for user, n in pending[nid].items():  # kept for the next flush
+                        self.sent(nid, user, n)
                 continue
             found = orjson.loads(meta)
             lined = found["recorded"] >= found["resolved"]
@@ -562,13 +565,6 @@ class StreamedTally:
                 queue_script(pipe, self._add, [key], [counts])
 
         return sum(int(added) for added in await pipelined(self._redis, build, [self._add]))
-
-    def _keep(self, notification_id: str, counts: dict[str, int]) -> None:
-        """Counts for a trace not written yet, kept for the next flush."""
-        by_user = self._pending.setdefault(notification_id, {})
-        for user, n in counts.items():
-            self._size += user not in by_user
-            by_user[user] = by_user.get(user, 0) + n
 
     async def close(self) -> None:
         """The last flush, when the process stops (best effort)."""
