@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import os
 import secrets
@@ -34,6 +35,7 @@ from notifyhub.process.server import HubServer
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
+from support.heap import forget_apps
 from support.receiver import Receiver
 
 RUN_ID = secrets.token_hex(4)
@@ -59,6 +61,19 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
         yield Backends(servers.redis_url, servers.database_url)
     finally:
         servers.stop()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported lives as long as the run: frozen, as a hub freezes what
+    its start-up built (process/gc.py), so no full collection scans it again."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _forget_apps() -> Iterator[None]:
+    yield
+    forget_apps()
 
 
 @pytest.fixture(scope="session")
