@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 from notifyhub.domain.auth import Scope, ServicePrincipal, UserPrincipal
 from notifyhub.errors import TooManyRequests
 from notifyhub.settings import RateLimits, Settings
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import Keys, member
 from notifyhub.store.ratelimit import RateLimiter
 
 BURST = 3
@@ -146,3 +147,39 @@ async def test_concurrent_requests_share_one_lease(redis: Redis, settings: Setti
     bucket = Keys(settings.redis_prefix).rate_limit("key", "k-herd")
     left = float(await redis.hget(bucket, "tokens") or 0)
     assert 1000 - 40 - 1 <= left <= 1000 - 32 + 1  # two leases of 20 (plus refill), not 32
+
+
+async def test_the_asks_of_one_tick_share_one_round_trip(redis: Redis, settings: Settings) -> None:
+    """60 users opening streams together (a reconnect storm) ask their 60 buckets over one
+    connection, and each bucket is charged once."""
+    name = f"limiter-{uuid.uuid4().hex[:8]}"
+    assert settings.redis_url is not None
+    client = Redis.from_url(settings.redis_url, client_name=name)
+    limiter = _limiter(client, settings, per_user_per_s=1, per_user_burst=5)
+    users = [UserPrincipal(tenant="default", user=f"rl-storm-{i}") for i in range(60)]
+    try:
+        await asyncio.gather(*(limiter.check_user(user) for user in users))
+        connections = [c for c in await redis.client_list() if c.get("name") == name]
+        assert len(connections) == 1
+    finally:
+        await limiter.aclose()
+        await client.aclose()
+    keys = Keys(settings.redis_prefix)
+    for user in users:
+        bucket = keys.rate_limit("user", member(user.tenant, user.user))
+        assert float(await redis.hget(bucket, "tokens") or 0) == pytest.approx(4, abs=0.1)
+
+
+async def test_while_redis_is_down_requests_are_admitted_unchecked(settings: Settings) -> None:
+    """Rate limiting fails open: every check of the tick Redis failed is admitted, and the
+    next ones (for `OPEN_S`) without asking it."""
+    dead = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+    limiter = _limiter(dead, settings, per_user_per_s=1, per_user_burst=1)
+    users = [UserPrincipal(tenant="default", user=f"rl-down-{i}") for i in range(5)]
+    try:
+        await asyncio.gather(*(limiter.check_user(user) for user in users))
+        for _ in range(3):  # a burst of 1 would refuse these, were Redis asked
+            await limiter.check_user(users[0])
+    finally:
+        await limiter.aclose()
+        await dead.aclose()

@@ -106,6 +106,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 outbox.loops,
             )
             await features.open_streams(stack, inbox)
+            limiter = RateLimiter(clients.redis, clients.keys, settings.rate_limits)
+            stack.push_async_callback(limiter.aclose)
             await runner.start()
             app.running = state = _state(
                 settings,
@@ -119,6 +121,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 delayed=delayed,
                 publishing=publishing,
                 outbox=outbox,
+                limiter=limiter,
             )
             try:
                 yield state
@@ -171,6 +174,7 @@ def _state(
     delayed: features.DelayedQueue,
     publishing: features.Publishing,
     outbox: features.Outbox,
+    limiter: RateLimiter,
 ) -> State:
     """What requests see: the features' parts, and the request-only services on them."""
     return State(
@@ -197,7 +201,7 @@ def _state(
         runner=runner,
         deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
         dispatcher=outbox.dispatcher,
-        limiter=RateLimiter(clients.redis, clients.keys, settings.rate_limits),
+        limiter=limiter,
         users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
         actions=ActionService(inbox.store, db.sessionmaker, outbox.sender, durable.log),
     )

@@ -9,74 +9,28 @@ here, they become `ceil(n / max_batch)` pipelines on as many connections:
                                                      │ call_soon: one flush per tick
                                                      ▼
                                    InboxStore.changes_many(<= max_batch reads)
+
+(store/coalesce.py does the batching; the rate limiter batches its asks the same way.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from dataclasses import dataclass
-
 from notifyhub.store.changes import Changes
+from notifyhub.store.coalesce import Coalescer
 from notifyhub.store.inbox import ChangeRead, InboxStore
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    read: ChangeRead
-    future: asyncio.Future[Changes]
 
 
 class ChangeReader:
     """`changes()` for streams, batched per tick; owns its flush tasks."""
 
     def __init__(self, store: InboxStore, *, max_batch: int = 500) -> None:
-        self._store = store
-        self._max_batch = max_batch
-        self._pending: list[_Pending] = []
-        self._flush_armed = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._reads: Coalescer[ChangeRead, Changes] = Coalescer(
+            store.changes_many, max_batch=max_batch
+        )
 
     async def changes(self, tenant: str, user: str, after_seq: int, max_entries: int) -> Changes:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Changes] = loop.create_future()
-        self._pending.append(_Pending(ChangeRead(tenant, user, after_seq, max_entries), future))
-        if not self._flush_armed:
-            self._flush_armed = True
-            loop.call_soon(self._flush)
-        return await future
-
-    def _flush(self) -> None:
-        self._flush_armed = False
-        pending, self._pending = self._pending, []
-        for start in range(0, len(pending), self._max_batch):
-            task = asyncio.create_task(self._read(pending[start : start + self._max_batch]))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _read(self, batch: list[_Pending]) -> None:
-        live = [p for p in batch if not p.future.done()]  # a stream may have left
-        if not live:
-            return
-        try:
-            results = await self._store.changes_many([p.read for p in live])
-        except asyncio.CancelledError:
-            for p in live:
-                p.future.cancel()
-            raise
-        except Exception as exc:  # Redis down: every waiting stream sees the error
-            for p in live:
-                if not p.future.done():
-                    p.future.set_exception(exc)
-            return
-        for p, result in zip(live, results, strict=True):
-            if not p.future.done():
-                p.future.set_result(result)
+        return await self._reads(ChangeRead(tenant, user, after_seq, max_entries))
 
     async def aclose(self) -> None:
         """Cancel reads in flight (their streams are ending too) and wait for them."""
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._reads.aclose()

@@ -26,7 +26,7 @@ def queue_script(
     pipe: Any,
     script: AsyncScript,
     keys: Sequence[str],
-    args: Sequence[str | bytes | int],
+    args: Sequence[str | bytes | int | float],
     *,
     node: Any = None,
 ) -> None:
