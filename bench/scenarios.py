@@ -82,7 +82,11 @@ NOTES = """\
   reopened stream's first byte; `new streams/s`: reconnected / that; `last caught up s`:
   until the last stream had 5 distinct notification events; `duplicated`: notification
   events a stream got twice; `healthz max ms`: the slowest of `/healthz` polled every
-  20 ms meanwhile.
+  20 ms meanwhile. The hub is the bottleneck (one core at 95-100% for the whole storm,
+  `top`); by py-spy (100 Hz) a reopened stream spends its time in JWT verification
+  (PyJWT, ~16%), the change-log read (~15%), redis-py and the rate-limit ask (~8%, 16%
+  before the asks of a tick shared one pipeline, which also took `healthz max ms` from
+  ~130 to 60-72).
 - Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
   its scheduled time on one of 32 keep-alive connections), to random users among them;
   latency as for the broadcast. `sent/s` is the rate the publisher achieved. The same
