@@ -15,6 +15,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from ulid import ULID
 
@@ -34,7 +35,7 @@ from notifyhub.store.client import create_redis
 from notifyhub.store.codecs import ViewsArgs
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import ChangeRead, InboxStore, PageQuery
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import INBOX_FIELDS, Keys
 
 
 def make_notification(**fields: Any) -> Notification:
@@ -537,3 +538,62 @@ async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: An
     assert await store.place(make_notification(), users) == [1, 1]
     counts, seq = await store.counts("default", "w2")
     assert counts.total == 1 and seq == 1
+
+
+async def test_small_placements_of_one_tick_share_one_pipeline(
+    redis: Redis, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publishes to a few users each, made at once (32 connections of a busy service),
+    ride one pipeline: one round trip for all, and each still gets its own seqs."""
+    bulk = create_redis(settings.redis_url, socket_timeout_s=None)
+    pipelines = 0
+    make_pipeline = bulk.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return make_pipeline(*args, **kwargs)
+
+    monkeypatch.setattr(bulk, "pipeline", counted)
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits(), bulk=bulk)
+    try:
+        first = make_notification()
+        await store.place(first, [("default", "tick-0")])
+        pipelines = 0
+        notes = [make_notification(title=f"n{i}") for i in range(20)]
+        users = [[("default", f"tick-{i}"), ("default", "tick-all")] for i in range(20)]
+        placed = await asyncio.gather(
+            *(store.place(n, u) for n, u in zip(notes, users, strict=True))
+        )
+        assert pipelines == 1
+        assert placed[0] == [2, 1]  # tick-0 had one already
+        assert all(seqs[0] == 1 for seqs in placed[1:])
+        assert sorted(seqs[1] for seqs in placed) == list(range(1, 21))
+        counts, seq = await store.counts("default", "tick-all")
+        assert (counts.total, seq) == (20, 20)
+    finally:
+        await bulk.aclose()
+
+
+async def test_an_error_in_a_shared_pipeline_fails_only_its_own_placement(
+    redis: Redis, settings: Any
+) -> None:
+    """A placement whose script fails (here: a user's key of the wrong type) raises; the
+    placements sharing its pipeline are stored and answered as if alone."""
+    keys = Keys(settings.redis_prefix)
+    store = InboxStore(redis, keys, Limits())
+    for key in keys.user_keys(["default/broken"], INBOX_FIELDS):
+        await redis.set(key, "not a hash")
+    good = [make_notification(title=f"g{i}") for i in range(3)]
+    results = await asyncio.gather(
+        store.place(good[0], [("default", "fine-1")]),
+        store.place(make_notification(), [("default", "broken")]),
+        store.place(good[1], [("default", "fine-2")]),
+        store.place(good[2], [("default", "fine-1")]),
+        return_exceptions=True,
+    )
+    assert results[0] == [1] and results[2] == [1] and results[3] == [2]
+    assert isinstance(results[1], ResponseError)
+    assert "WRONGTYPE" in str(results[1])
+    page = await store.page("default", "fine-1", PageQuery())
+    assert [item.id for item in page.items] == [good[2].id, good[0].id]

@@ -17,6 +17,7 @@ import contextlib
 import importlib
 import os
 import pkgutil
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,8 +28,10 @@ from schemathesis import GenerationMode
 from schemathesis.generation.case import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
+from sqlalchemy import text
 
 from notifyhub.api.app import create_app
+from notifyhub.db.engine import create_engine
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
 
@@ -148,6 +151,19 @@ once grew `recipients.users` past the hub's 1 MiB body limit, which refuses it u
 CONFIG = schemathesis.Config.from_dict(
     {"checks": {"negative_data_rejection": {"expected-statuses": [*REJECTIONS, "5xx"]}}}
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _forget_fuzzed_views(database_url: str) -> AsyncIterator[None]:
+    """After the module, drop the inbox views it made (tenant `default`, in the run's one
+    database): every later test's counts of that tenant would carry them (`views`)."""
+    yield
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("TRUNCATE inbox_view_versions, inbox_views"))
+    finally:
+        await engine.dispose()
 
 
 @pytest.fixture(scope="module")

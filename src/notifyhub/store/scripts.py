@@ -47,6 +47,7 @@ async def pipelined(
     scripts: Iterable[AsyncScript],
     *,
     timeout_s: float = SOCKET_TIMEOUT_S,
+    raise_on_error: bool = True,
 ) -> list[Any]:
     """Build and run one non-transactional pipeline.
 
@@ -55,17 +56,25 @@ async def pipelined(
     master) and the pipeline is built and run once more, so `build` must queue only
     idempotent steps (ours are: idempotent writes, reads and doorbells). The whole run
     is bounded by one timer of `timeout_s` (the client for big pipelines arms none per
-    reply); a connection cut off mid-reply is closed, never reused."""
+    reply); a connection cut off mid-reply is closed, never reused. `raise_on_error`
+    False: a command's error reply is returned in its place (pipelines that serve
+    several callers hand each its own), NOSCRIPT still reloads."""
     try:
         async with asyncio.timeout(timeout_s):
             for attempt in range(2):
                 async with redis.pipeline(transaction=False) as pipe:
                     build(pipe)
                     try:
-                        return list(await pipe.execute())
+                        results = list(await pipe.execute(raise_on_error=raise_on_error))
                     except NoScriptError:
                         if attempt:
                             raise
+                    else:
+                        missing = [r for r in results if isinstance(r, NoScriptError)]
+                        if not missing:
+                            return results
+                        if attempt:
+                            raise missing[0]
                 for script in scripts:
                     script.sha = await redis.script_load(script.script)
     except TimeoutError as exc:
