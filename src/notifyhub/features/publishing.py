@@ -67,6 +67,7 @@ def publishing(
         clients.keys,
         ttl_s=settings.routing_trace_ttl_s,
         users=settings.routing_trace_users,
+        bulk=clients.bulk,
     )
     ingest = IngestService(
         store,

@@ -195,8 +195,13 @@ class _Queued:
 
 
 class RoutingTraces:
-    def __init__(self, redis: Redis, keys: Keys, *, ttl_s: int, users: int) -> None:
+    def __init__(
+        self, redis: Redis, keys: Keys, *, ttl_s: int, users: int, bulk: Redis | None = None
+    ) -> None:
         self._redis = redis
+        self._bulk = bulk or redis
+        """For the write-behind pipelines: a client without per-reply timers (as
+        `InboxStore`'s); `pipelined` bounds each pipeline as a whole."""
         self._keys = keys
         self._ttl_s = ttl_s
         self._users = users
@@ -279,13 +284,15 @@ class RoutingTraces:
                 return
             try:
                 await self._read_pushed_out(queued)
-                async with self._redis.pipeline(transaction=False) as pipe:
+
+                def build(pipe: Any) -> None:
                     for trace in queued:
                         fields = {"meta": trace.meta}
                         fields.update((k, orjson.dumps(v)) for k, v in trace.buckets.items())
-                        pipe.hset(trace.key, mapping=fields)  # type: ignore[arg-type]
+                        pipe.hset(trace.key, mapping=fields)
                         pipe.expire(trace.key, self._ttl_s)
-                    await pipe.execute()
+
+                await pipelined(self._bulk, build, [])
             except RedisError as exc:
                 log.warning("%d routing traces not recorded: %s", len(queued), exc)
 
@@ -305,10 +312,12 @@ class RoutingTraces:
         if not wanted:
             return
         logs = self._keys.user_keys([f"{t}/{u}" for _, (t, u, _, _) in wanted], ("log",))
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Any) -> None:
             for log_key, (_, (_, _, seq, dropped)) in zip(logs, wanted, strict=True):
                 pipe.zrangebyscore(log_key, seq, seq + dropped)
-            logged = await pipe.execute()
+
+        logged = await pipelined(self._bulk, build, [])
         for (trace, (_, user, _, _)), entries in zip(wanted, logged, strict=True):
             detail = _pushed_out(trace.notification_id, entries)
             if detail:
