@@ -597,3 +597,17 @@ async def test_an_error_in_a_shared_pipeline_fails_only_its_own_placement(
     assert "WRONGTYPE" in str(results[1])
     page = await store.page("default", "fine-1", PageQuery())
     assert [item.id for item in page.items] == [good[2].id, good[0].id]
+
+
+async def test_replica_waits_of_concurrent_placements_do_not_add_up(
+    redis: Redis, settings: Any
+) -> None:
+    """Each placement's WAIT holds its connection up to the timeout when replicas fall
+    short (this Redis has none): concurrent placements wait side by side, not one WAIT
+    after another in a shared pipeline (20 x 300 ms would pass the pipeline's 2 s bound)."""
+    store = InboxStore(
+        redis, Keys(settings.redis_prefix), Limits(), wait_replicas=1, wait_timeout_ms=300
+    )
+    users = [[("default", f"wait-{i}")] for i in range(20)]
+    placed = await asyncio.gather(*(store.place(make_notification(), u) for u in users))
+    assert placed == [[1]] * 20

@@ -283,7 +283,10 @@ class InboxStore:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
                 self._queue_wait(pipe, written)
 
-        results = await self._pipelined(build, share=len(users) <= SHARED_MAX_USERS)
+        # With replica waits each placement keeps its own pipeline: in a shared one their
+        # WAITs would run one after another, each up to its timeout when replicas fall short.
+        share = len(users) <= SHARED_MAX_USERS and not self._wait[0]
+        results = await self._pipelined(build, share=share)
         replies = results[scripts_at[0] : scripts_at[0] + len(by_slot)]
         reply = self._merge(Deferred if defer else Placed, keys, len(fields), replies)
         seqs, evicted = reply.firsts, reply.evicted
