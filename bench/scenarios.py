@@ -114,9 +114,20 @@ NOTES = """\
   small pydantic model and one Lua script (HSET + ZADD + PUBLISH for one user), no hub
   code; `wrk -t1 -c32` for 3 s per round, hub and floor alternating for 9 rounds after a
   warm-up round of each; `hub / floor` is the ratio of the median rates.
-- The 2026-11-24 Pushpin and floor rows were measured while other test suites ran on
-  the same 2 cores (load average 1-4): their ratios come from one run each, but their
-  absolute numbers are lower than on an idle machine.
+- The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
+  2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
+  154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
+  the 10k broadcast row (`broadcast to 10k streams`) gave 568-806 ms p99 over 8 single
+  runs of two commits that do not touch the broadcast. Compare ratios of one run.
+- Where a publish's time goes in the hub under `wrk -c32` (py-spy, 500 Hz, 2026-11-27,
+  ade3e99): the request's own work (parse, validate, auth, metrics) about 35%, the
+  placement pipeline 13%, routing traces 15% (two hubs alternating, 6 rounds each: 507
+  us of CPU per publish with traces, 422 us with `NOTIFYHUB_ROUTING_TRACE_USERS=0`; a
+  trace of a copy that evicted reads the user's log back, as every publish to the
+  bench's one full inbox does), the Pub/Sub reader taking the hub's own doorbells 5%,
+  uvicorn and the event loop the rest. Redis spends 130-146 us per publish (the place
+  script on a full inbox, 11 us of it running common.lua's definitions), the floor's
+  script 31 us.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
