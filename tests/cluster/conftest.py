@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import text
 
-from notifyhub.db.engine import create_engine
 from notifyhub.settings import Settings
 from notifyhub.store.client import create_redis
 from notifyhub.store.keys import Keys
 from support.cluster import LocalCluster, cluster_settings
+from support.database import truncate
 
 
 @pytest.fixture(scope="session")
@@ -37,12 +36,7 @@ async def _forget_delayed_messages(database_url: str) -> AsyncIterator[None]:
     cluster suite's would reappear, already due, in the standalone tests after it,
     which use the same topics (test_delayed's are imported into test_core)."""
     yield
-    engine = create_engine(database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text("TRUNCATE delayed_transitions, delayed_messages"))
-    finally:
-        await engine.dispose()
+    await truncate(database_url, "delayed_transitions", "delayed_messages")
 
 
 @pytest.fixture

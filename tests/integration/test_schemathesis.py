@@ -28,12 +28,11 @@ from schemathesis import GenerationMode
 from schemathesis.generation.case import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
-from sqlalchemy import text
 
 from notifyhub.api.app import create_app
-from notifyhub.db.engine import create_engine
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
+from support.database import truncate
 
 # redis-py closes a connection without waiting when a command is cancelled mid-flight
 # (`disconnect(nowait=True)`); in Schemathesis' own event loop the writer can then be
@@ -158,12 +157,7 @@ async def _forget_fuzzed_views(database_url: str) -> AsyncIterator[None]:
     """After the module, drop the inbox views it made (tenant `default`, in the run's one
     database): every later test's counts of that tenant would carry them (`views`)."""
     yield
-    engine = create_engine(database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text("TRUNCATE inbox_view_versions, inbox_views"))
-    finally:
-        await engine.dispose()
+    await truncate(database_url, "inbox_view_versions", "inbox_views")
 
 
 @pytest.fixture(scope="module")

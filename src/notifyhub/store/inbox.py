@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, Literal
 
 import orjson
@@ -353,7 +354,7 @@ class InboxStore:
                 ends.append(len(pipe))
 
         results = await pipelined(self._bulk, build, self.scripts.all, raise_on_error=False)
-        return [results[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+        return [results[start:end] for start, end in pairwise([0, *ends])]
 
     async def _place_long(self, users: Sequence[UserRef], pending: list[int]) -> int:
         """Place the pending copies of inboxes whose list grew past PENDING_PLACE_AT (users who
