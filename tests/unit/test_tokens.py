@@ -12,10 +12,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import HMACAlgorithm
 
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError, InvalidInput
-from notifyhub.services.tokens import TokenService
+from notifyhub.services.tokens import PreparedHMAC, TokenService
 from notifyhub.settings import Settings
 
 SECRET = "s" * 40
@@ -139,3 +140,34 @@ def test_stream_tokens_and_user_tokens_do_not_mix() -> None:
 def test_settings_refuse_a_short_secret_outside_dev_mode() -> None:
     with pytest.raises(ValueError, match="32 characters"):
         Settings(jwt_secret="short", redis_url="redis://x", _env_file=None)  # type: ignore[arg-type, call-arg]
+
+
+def test_hs256_keys_are_prepared_once_and_still_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PyJWT's HS256 is `PreparedHMAC`: a key is checked and prepared on its first token
+    only; a key the checks refuse (an asymmetric public key as an HMAC secret) is refused
+    on every try, and a token signed with another secret still fails."""
+    hs256 = jwt.get_algorithm_by_name("HS256")
+    assert isinstance(hs256, PreparedHMAC)
+    prepared: list[str | bytes] = []
+    checked = HMACAlgorithm.prepare_key
+
+    def counting(self: HMACAlgorithm, key: str | bytes) -> bytes:
+        prepared.append(key)
+        return checked(self, key)
+
+    monkeypatch.setattr(HMACAlgorithm, "prepare_key", counting)
+    secret = "prepared-once-" + "k" * 40
+    service = TokenService(Settings(jwt_secret=secret, _env_file=None))  # type: ignore[arg-type, call-arg]
+    for _ in range(3):
+        token = jwt.encode(claims(), secret, algorithm="HS256")
+        assert service.verify_user_token(token).user == "alice"
+    assert prepared.count(secret) == 1
+    with pytest.raises(AuthenticationError):
+        service.verify_user_token(jwt.encode(claims(), "another-" + "k" * 40, algorithm="HS256"))
+    _, public = rsa_pair()
+    for _ in range(2):
+        with pytest.raises(jwt.InvalidKeyError):
+            jwt.encode(claims(), public, algorithm="HS256")
+    assert prepared.count(public) == 2

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from jwt.algorithms import HMACAlgorithm
 
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError, InvalidInput
@@ -24,6 +25,42 @@ from notifyhub.settings import Settings
 
 TENANT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 STREAM_TYP = "stream"
+
+
+class PreparedHMAC(HMACAlgorithm):
+    """HMAC whose keys PyJWT checks and prepares once per key, not on every token.
+
+    PyJWT prepares the key for each decode: it refuses secrets that look like asymmetric
+    keys or JWKs by JSON-parsing the secret and trying it as a DER certificate, a third
+    of an HS256 verification (33.7 us -> 23.6 us per decode) and 3% of the hub's CPU in
+    a reconnect storm (py-spy). The same checks still run, once for each key: a key they
+    refuse is refused every time (errors are not kept). Only the hub's own secrets reach
+    it (the key comes from configuration, never from a token); at most KEYS_KEPT are kept.
+    """
+
+    KEYS_KEPT = 8
+
+    def __init__(self, hash_alg: Any) -> None:
+        super().__init__(hash_alg)
+        self._prepared: dict[str | bytes, bytes] = {}
+
+    def prepare_key(self, key: str | bytes) -> bytes:
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = super().prepare_key(key)
+            if len(self._prepared) < self.KEYS_KEPT:
+                self._prepared[key] = prepared
+        return prepared
+
+
+def _use_prepared_hmac() -> None:
+    """PyJWT's HS256, replaced by `PreparedHMAC` (PyJWT's public API for algorithms)."""
+    if not isinstance(jwt.get_algorithm_by_name("HS256"), PreparedHMAC):
+        jwt.unregister_algorithm("HS256")
+        jwt.register_algorithm("HS256", PreparedHMAC(HMACAlgorithm.SHA256))
+
+
+_use_prepared_hmac()
 
 
 def _load_public(material: str) -> tuple[Any, dict[str, Any]]:
