@@ -158,6 +158,8 @@ def test_hs256_keys_are_prepared_once_and_still_checked(
         return checked(self, key)
 
     monkeypatch.setattr(HMACAlgorithm, "prepare_key", counting)
+    for i in range(PreparedHMAC.KEYS_KEPT + 1):  # keys prepared before (other tests) go
+        jwt.encode(claims(), f"earlier-{i}-" + "k" * 40, algorithm="HS256")
     secret = "prepared-once-" + "k" * 40
     service = TokenService(Settings(jwt_secret=secret, _env_file=None))  # type: ignore[arg-type, call-arg]
     for _ in range(3):

@@ -35,7 +35,8 @@ class PreparedHMAC(HMACAlgorithm):
     of an HS256 verification (33.7 us -> 23.6 us per decode) and 3% of the hub's CPU in
     a reconnect storm (py-spy). The same checks still run, once for each key: a key they
     refuse is refused every time (errors are not kept). Only the hub's own secrets reach
-    it (the key comes from configuration, never from a token); at most KEYS_KEPT are kept.
+    it (the key comes from configuration, never from a token); the KEYS_KEPT keys prepared
+    last are kept (a hub has two: the user tokens' and the stream tokens').
     """
 
     KEYS_KEPT = 8
@@ -48,8 +49,9 @@ class PreparedHMAC(HMACAlgorithm):
         prepared = self._prepared.get(key)
         if prepared is None:
             prepared = super().prepare_key(key)
-            if len(self._prepared) < self.KEYS_KEPT:
-                self._prepared[key] = prepared
+            if len(self._prepared) >= self.KEYS_KEPT:  # the oldest goes
+                del self._prepared[next(iter(self._prepared))]
+            self._prepared[key] = prepared
         return prepared
 
 
