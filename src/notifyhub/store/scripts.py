@@ -69,17 +69,22 @@ async def pipelined(
                     except NoScriptError:
                         if attempt:
                             raise
-                    else:
-                        missing = [r for r in results if isinstance(r, NoScriptError)]
-                        if not missing:
+                    else:  # (raising on errors, redis-py raised a NOSCRIPT above)
+                        missing = None if raise_on_error else _first_noscript(results)
+                        if missing is None:
                             return results
                         if attempt:
-                            raise missing[0]
+                            raise missing
                 for script in scripts:
                     script.sha = await redis.script_load(script.script)
     except TimeoutError as exc:
         raise RedisTimeoutError(f"Redis did not answer a pipeline in {timeout_s:g} s") from exc
     raise AssertionError("unreachable")
+
+
+def _first_noscript(results: list[Any]) -> NoScriptError | None:
+    """The first NOSCRIPT among a pipeline's replies (errors returned in place), if any."""
+    return next((r for r in results if isinstance(r, NoScriptError)), None)
 
 
 def _source(name: str) -> str:
