@@ -12,7 +12,7 @@ import pytest
 from notifyhub.services import signing
 from notifyhub.services.actions import delivery_id
 from notifyhub.settings import DeliverySettings, Settings
-from support.deliveries import define, get, unique
+from support.deliveries import define, unique, wait_status
 from support.receiver import Receiver
 from support.sse import EventReader, open_stream
 
@@ -131,7 +131,8 @@ async def test_a_webhook_action_reaches_its_service_once_signed(
     again = await hub.client.post(f"{BASE}/{nid}/actions/approve", headers=me)
     assert again.status_code == 409
     webhook_id = arrived.headers["webhook-id"]
-    found = await get(hub.client, publish_key, webhook_id)
+    # the receiver has the request before the dispatcher records its answer: wait for it
+    found = await wait_status(hub.client, publish_key, webhook_id, "sent")
     assert found["status"] == "sent" and found["definition"] == definition
     assert len(receiver.at("/approvals")) == 1
 
