@@ -15,7 +15,7 @@ from notifyhub.api.cors import ProblemCORSMiddleware
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
 from notifyhub.api.errors import install_error_handlers
-from notifyhub.api.fastpath import HubApp, PublishFastPath, StreamFastPath
+from notifyhub.api.fastpath import Handoff, HubApp, PublishFastPath, StreamFastPath
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
@@ -156,7 +156,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     app.include_router(views_router.me)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
-    _install_middleware(app, settings, metrics)
+    _install_middleware(app, settings, metrics, traced=tracing.enabled)
     install_tracing(app, tracing)
     return app
 
@@ -207,8 +207,9 @@ def _state(
     )
 
 
-def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> None:
-    """The middleware stack, and the shorter one event streams take (`HubApp`)."""
+def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics, *, traced: bool) -> None:
+    """The middleware stack, and the shorter ones event streams and publishes take
+    (`HubApp`; publishes only untraced: tracing wraps the whole stack)."""
     # Outermost last. Streams skip this stack: each middleware a request passes through
     # can hold a frame for as long as the request lasts, and a stream lasts hours.
     cors = {
@@ -218,7 +219,8 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> No
         "allow_headers": ["*"],
     }
     max_body_bytes = settings.limits.max_body_bytes
-    if settings.fast_paths:
+    app.add_middleware(Handoff)
+    if settings.fast_paths and traced:
         app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
     app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
@@ -231,3 +233,10 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics) -> No
     if settings.cors_origins:
         streams = ProblemCORSMiddleware(streams, **cors)  # type: ignore[arg-type]
     app.stream_entry = streams
+    if traced:
+        return
+    publish: ASGIApp = PublishFastPath(app.route, app.exception_handlers, outermost=True)
+    publish = RequestLimits(publish, max_body_bytes=max_body_bytes)
+    if settings.cors_origins:
+        publish = ProblemCORSMiddleware(publish, **cors)  # type: ignore[arg-type]
+    app.publish_entry = RequestMetrics(publish, metrics=metrics)

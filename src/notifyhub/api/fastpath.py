@@ -17,6 +17,15 @@ out of bounds) is handed on, body replayed, to the FastAPI route, which answers 
 exactly as before (its 422 problem details). The authentication runs once (the route
 reuses its principal).
 
+A publish also enters before FastAPI's outer layers (`HubApp.publish_entry`: limits,
+CORS when configured, metrics, `PublishFastPath`), unless OpenTelemetry tracing is on:
+its instrumentation wraps the app's whole stack, and a publish keeps its server span and
+the caller's trace context. Those layers (the app's call, its error, telemetry and
+body-limit middlewares, each a coroutine and a wrapper per request) were a twentieth of
+the hub's CPU under the ingest benchmark. A request the fast path hands on goes to the
+stack's inner part (the app's exception middleware and router, `HubApp.route`), never
+through the limits and metrics it has passed already.
+
 Each route has one definition, in its router module (`stream.serve`,
 `notifications.serve`): the same dependencies, models and handler the FastAPI route
 declares, bound to a bare request. This module adds only the transport: where a request
@@ -68,18 +77,52 @@ def is_stream(scope: Scope) -> bool:
     return bool(path == stream.PATH and method == "GET")
 
 
+def is_publish(scope: Scope) -> bool:
+    return bool(scope["path"] == notifications.PATH and scope["method"] == "POST")
+
+
 class HubApp(FastAPI):
-    """FastAPI, except that an event stream goes straight to `stream_entry`."""
+    """FastAPI, except that an event stream goes straight to `stream_entry`, and a publish
+    to `publish_entry` (when set)."""
 
     stream_entry: ASGIApp | None = None
+    publish_entry: ASGIApp | None = None
     running: State | None = None
     """The lifespan's state while it runs (None before and after): for the server and tests."""
+    _inner: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.stream_entry is not None and scope["type"] == "http" and is_stream(scope):
+        http = scope["type"] == "http"
+        if self.stream_entry is not None and http and is_stream(scope):
             await self.stream_entry(scope, receive, send)
+        elif self.publish_entry is not None and http and is_publish(scope):
+            scope["app"] = self
+            await self.publish_entry(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
+
+    async def route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's stack within its own middleware (`Handoff` on): the exception
+        middleware and the router, for a request an entry has limited and counted."""
+        if self._inner is None:
+            if self.middleware_stack is None:
+                self.middleware_stack = self.build_middleware_stack()
+            layer = self.middleware_stack
+            while not isinstance(layer, Handoff):
+                layer = layer.app  # type: ignore[attr-defined]
+            self._inner = layer.app
+        await self._inner(scope, receive, send)
+
+
+class Handoff:
+    """The innermost of the app's own middleware, a plain pass-through: where
+    `HubApp.route` enters the stack."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        return self.app(scope, receive, send)
 
 
 class StreamFastPath:
@@ -148,12 +191,20 @@ def _counting(send: Send, count: Callable[[int], None]) -> Send:
 
 class PublishFastPath:
     """Serves `POST /v1/notifications` through `notifications.serve`; what it does not
-    take goes on, body replayed, to the FastAPI route."""
+    take goes on, body replayed, to the FastAPI route.
 
-    def __init__(self, app: ASGIApp, handlers: Mapping[Any, Handler]) -> None:
+    In the app's stack, an unexpected error is raised on to its outermost middleware,
+    which answers 500; as the app's `publish_entry` (`outermost`), no such middleware is
+    around it, and it answers the 500 itself (the app's handler for Exception) before
+    raising on, as that middleware does."""
+
+    def __init__(
+        self, app: ASGIApp, handlers: Mapping[Any, Handler], *, outermost: bool = False
+    ) -> None:
         self.app = app
         self.handlers = handlers
         """The app's exception handlers (the same dict FastAPI's middleware reads)."""
+        self.outermost = outermost
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if (
@@ -162,7 +213,25 @@ class PublishFastPath:
             or scope["method"] != "POST"
         ):
             return self.app(scope, receive, send)  # handed on: no frame of ours stays
+        if self.outermost:
+            return self._answering_bugs(scope, receive, send)
         return self._publish(scope, receive, send)
+
+    async def _answering_bugs(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._publish(scope, receive, tracked)
+        except Exception as exc:
+            if not started:
+                problem = await _answer(self.handlers[Exception], Request(scope, receive), exc)
+                await problem(scope, receive, send)
+            raise
 
     async def _publish(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["route"] = PUBLISH_ROUTE
