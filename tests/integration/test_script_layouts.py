@@ -34,6 +34,7 @@ from notifyhub.store.codecs import (
     PageArgs,
     Paged,
     Placed,
+    PushedOut,
     RemoveArgs,
     ResurfaceArgs,
     changes_from_reply,
@@ -90,7 +91,9 @@ async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settin
     u = User(redis, settings, "layout-place")
     first = copy_args(cap=1)
     raw = await u.call("place", first.place_args())
-    assert len(raw) == PLACED_WIDTH + 1  # one user, then the evictions in all
+    # one user, then what copies pushed out (nothing: no line, a count of 0), then the
+    # evictions in all
+    assert len(raw) == PLACED_WIDTH + 2
     delivered = Placed.from_reply(raw)
     [(seq, dropped, unread, unseen, total, epoch, views)] = delivered.copies()
     assert (seq, dropped, unread, unseen, total, views, delivered.evicted) == (1, 0, 1, 1, 1, 0, 0)
@@ -105,6 +108,7 @@ async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settin
     second = Placed.from_reply(await u.call("place", copy_args(cap=1).place_args()))
     assert list(second.copies()) == [(2, 1, 2, 2, 2, epoch, 0)]
     assert second.evicted == 1
+    assert second.pushed_out == {0: PushedOut(None, (first.id,))}
     types = await u.appended(Operation.PLACE)
     assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]
 

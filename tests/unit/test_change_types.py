@@ -24,7 +24,7 @@ from notifyhub.store.changes import (
     UpdateChange,
     decode_entry,
 )
-from notifyhub.store.codecs import Deferred, Placed
+from notifyhub.store.codecs import Deferred, Placed, PushedOut
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.operations import (
     OPERATIONS,
@@ -211,11 +211,21 @@ async def test_an_unknown_logged_operation_is_an_error_never_skipped() -> None:
 def test_replies_of_several_slots_merge_in_user_order() -> None:
     """A Cluster fan-out: one reply per slot (first-seen order), users interleaved."""
     slots = [7, 3, 7]
-    seven = [1, 0, 1, 1, 1, b"e", 0, 5, 2, 1, 1, 1, b"e", 1, 2]  # users 0 and 2, evicted 2
-    three = [0, 0, 0, 0, 0, b"", 0, 0]
+    # users 0 and 2; the second (slot position 2) replaced "r" and evicted "a" and "b"
+    seven = [1, 0, 1, 1, 1, b"e", 0, 5, 2, 1, 1, 1, b"e", 1, b"2 r a b", 1, 2]
+    three = [0, 0, 0, 0, 0, b"", 0, 0, 0]
     merged = Placed.from_slot_replies(slots, [seven, three])
     assert merged.firsts == [1, 0, 5]
     assert merged.evicted == 2
     assert list(merged.copies())[2] == (5, 2, 1, 1, 1, b"e", 1)
+    assert merged.pushed_out == {2: PushedOut("r", ("a", "b"))}
     pending = Deferred.from_slot_replies([1, 2], [[4, 0], [-1, 0]])
     assert (pending.firsts, pending.evicted) == ([4, -1], 0)
+
+
+def test_what_a_copy_pushed_out_is_read_from_the_reply() -> None:
+    """place.lua: a line per copy that replaced or evicted, their count, the evictions."""
+    one = [3, 0, 1, 1, 1, b"e", 0]
+    reply = Placed.from_reply([*one, *one, b"2 old", b"1  x y", 2, 2])
+    assert reply.pushed_out == {1: PushedOut("old", ()), 0: PushedOut(None, ("x", "y"))}
+    assert (reply.firsts, reply.evicted) == ([3, 3], 2)

@@ -404,6 +404,11 @@ class IngestService:
             placement = Placement(
                 [seq for result in results for seq in result.seqs],
                 [n for result in results for n in result.dropped],
+                {
+                    start + i: out
+                    for start, result in zip(range(0, len(users), batch), results, strict=True)
+                    for i, out in result.pushed_out.items()
+                },
             )
         seqs = placement.seqs
         self._metrics.notifications_ingested_total.inc()

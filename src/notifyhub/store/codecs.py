@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
 
 import orjson
@@ -157,12 +157,55 @@ class Deferred(PerUser):
 
 
 @dataclass(frozen=True, slots=True)
+class PushedOut:
+    """What one copy pushed out of its user's inbox."""
+
+    replaced: str | None
+    """The id of the copy with the same collapse key it replaced."""
+    evicted: tuple[str, ...]
+    """The ids of the oldest notifications its full inbox dropped for it."""
+
+
+@dataclass(frozen=True, slots=True)
 class Placed(PerUser):
     """place.lua's reply: per user seq (0: had it; -1: preferences drop it), dropped
     (evictions after that seq), unread, unseen, total (after the copy), epoch, and
-    whether the user has views (1: their counts are only in the log entry)."""
+    whether the user has views (1: their counts are only in the log entry); then what
+    copies pushed out (`pushed_out`: by the user's position)."""
 
     WIDTH: ClassVar[int] = 7
+    pushed_out: dict[int, PushedOut] = field(default_factory=dict)
+
+    @classmethod
+    def from_reply(cls, raw: list[Any]) -> Self:
+        values = list(raw)
+        evicted, count = values.pop(), int(values.pop())
+        lines = values[len(values) - count :]
+        del values[len(values) - count :]
+        return cls(values, int(evicted), dict(map(_pushed_out, lines)))
+
+    @classmethod
+    def from_slot_replies(cls, user_slots: Sequence[int], replies: Sequence[list[Any]]) -> Self:
+        """As `PerUser`'s; a slot's positions of what copies pushed out become the
+        callers'."""
+        slots = dict.fromkeys(user_slots)
+        callers: dict[int, list[int]] = {slot: [] for slot in slots}
+        for i, slot in enumerate(user_slots):
+            callers[slot].append(i)
+        parts = {slot: cls.from_reply(r) for slot, r in zip(slots, replies, strict=True)}
+        width = cls.WIDTH
+        taken = dict.fromkeys(slots, 0)
+        values: list[Any] = []
+        for slot in user_slots:
+            at = taken[slot]
+            values += parts[slot].values[at : at + width]
+            taken[slot] = at + width
+        pushed = {
+            callers[slot][i]: out
+            for slot, part in parts.items()
+            for i, out in part.pushed_out.items()
+        }
+        return cls(values, sum(part.evicted for part in parts.values()), pushed)
 
     @property
     def dropped(self) -> list[int]:
@@ -172,6 +215,13 @@ class Placed(PerUser):
         """(seq, dropped, unread, unseen, total, epoch, has_views) per user."""
         v, w = self.values, self.WIDTH
         return zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], v[6::w], strict=True)
+
+
+def _pushed_out(line: bytes | str) -> tuple[int, PushedOut]:
+    """`<position from 1> <replaced id or ''>[ <evicted id>...]` (place.lua)."""
+    text = line.decode() if isinstance(line, bytes) else line
+    position, replaced, *evicted = text.split(" ")
+    return int(position) - 1, PushedOut(replaced or None, tuple(evicted))
 
 
 PLACED_WIDTH = Placed.WIDTH

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from notifyhub.store.codecs import (
     Paged,
     PerUser,
     Placed,
+    PushedOut,
     RemoveArgs,
     ResurfaceArgs,
     Synced,
@@ -116,6 +117,9 @@ class Placement:
     dropped: list[int]
     """How many oldest notifications the user's full inbox dropped for the copy (their
     `delete` changes follow the copy's seq in the log); 0 for a deferred placement."""
+    pushed_out: dict[int, PushedOut] = field(default_factory=dict)
+    """What copies replaced or evicted, by the user's position (none for a deferred
+    placement: a pending copy pushes out when it is placed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +302,8 @@ class InboxStore:
             evicted += await self._place_long(users, seqs)
         if evicted:
             self._on_evicted(evicted)
-        return Placement(seqs, reply.dropped)
+        pushed_out = reply.pushed_out if isinstance(reply, Placed) else {}
+        return Placement(seqs, reply.dropped, pushed_out)
 
     def _copy_args(
         self,

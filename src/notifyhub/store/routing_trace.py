@@ -37,13 +37,12 @@ named directly, then the groups in the order named, then the topics (services/in
 `_resolve`). The resolution hands over runs of users (`Sources`: a few entries per
 publish), not a source per user.
 
-What a copy pushed out is read back from the user's change log, where those `delete`
-changes follow the copy's seq: only for copies that replaced or evicted something (a
-collapse key, or an inbox at `limits.items_per_user`), so a plain fan-out reads nothing.
-The log entries are read when the trace is written, in the same flush as the traces
-queued with it (one pipelined ZRANGEBYSCORE per copy, before their HSETs): a user whose
-inbox is full pays no round trip of its own at every publish (py-spy: an eighth of a
-one-user publish's time, the inbox full), and what the log says of a seq never changes.
+What a copy pushed out (the copy it replaced by collapse key, the oldest ones a full
+inbox at `limits.items_per_user` evicted) comes in place.lua's own reply, which knows
+it as it writes (`Placement.pushed_out`). It used to be read back from the user's change
+log when the trace was written, a pipelined ZRANGEBYSCORE per such copy: at every
+publish to a full inbox, a fifth of the trace's cost in the hub (32 of 148 us per
+one-user publish; bench/README: the ingest profile).
 
 "Streamed to K connections" is counted where the event is written: each stream that sends
 a `notification` event (offered by a fan-out's doorbell, or read from the log) tells its
@@ -72,7 +71,7 @@ import logging
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -82,7 +81,6 @@ from redis.exceptions import RedisError
 from ulid import ULID
 
 from notifyhub.domain.notification import Notification, Recipients
-from notifyhub.store.changes import ChangeLogError, DeleteChange, NotificationChange, decode_entry
 from notifyhub.store.inbox import Placement
 from notifyhub.store.keys import Keys
 from notifyhub.store.scripts import pipelined, queue_script
@@ -189,9 +187,6 @@ class _Queued:
     notification_id: str
     meta: bytes
     buckets: dict[str, dict[str, Any]]
-    pushed_out: list[tuple[str, str, int, int]] = field(default_factory=list)
-    """(tenant, user, seq, dropped) of each traced copy that replaced or evicted something:
-    its log entries seq..seq+dropped say what (read when the trace is written)."""
 
 
 class RoutingTraces:
@@ -254,17 +249,17 @@ class RoutingTraces:
             kind = f"{source}\t{outcome.value}"
             bucket = buckets.setdefault(_bucket(user), {})
             bucket.setdefault(kind, {})[user] = seq if outcome is Outcome.DELIVERED else 0
+        for i, out in placement.pushed_out.items():
+            if i < len(lined):
+                user = lined[i][1]
+                detail: dict[str, Any] = {}
+                if out.replaced:
+                    detail["replaced"] = out.replaced
+                if out.evicted:
+                    detail["evicted"] = list(out.evicted)
+                buckets.setdefault(_bucket(user), {}).setdefault(PUSHED_OUT, {})[user] = detail
         key = self._keys.routing_trace(notification.id)
-        queued = _Queued(key, notification.id, orjson.dumps(meta), buckets)
-        if not deferred:
-            queued.pushed_out = [
-                (tenant, user, seq, dropped)
-                for (tenant, user), seq, dropped in zip(
-                    lined, seqs, placement.dropped, strict=False
-                )
-                if seq > 0 and (dropped or notification.collapse_key)
-            ]
-        self._queued.append(queued)
+        self._queued.append(_Queued(key, notification.id, orjson.dumps(meta), buckets))
         if len(self._queued) >= MAX_QUEUED:
             await self.flush()
         elif self._writer is None:
@@ -283,7 +278,6 @@ class RoutingTraces:
             if not queued:
                 return
             try:
-                await self._read_pushed_out(queued)
 
                 def build(pipe: Any) -> None:
                     for trace in queued:
@@ -304,26 +298,6 @@ class RoutingTraces:
                 await self._writer
             self._writer = None
         await self.flush()
-
-    async def _read_pushed_out(self, queued: list[_Queued]) -> None:
-        """Add to each queued trace what its copies replaced or evicted, read back from
-        their users' logs (one pipelined read for all)."""
-        wanted = [(trace, copy) for trace in queued for copy in trace.pushed_out]
-        if not wanted:
-            return
-        logs = self._keys.user_keys([f"{t}/{u}" for _, (t, u, _, _) in wanted], ("log",))
-
-        def build(pipe: Any) -> None:
-            for log_key, (_, (_, _, seq, dropped)) in zip(logs, wanted, strict=True):
-                pipe.zrangebyscore(log_key, seq, seq + dropped)
-
-        logged = await pipelined(self._bulk, build, [])
-        for (trace, (_, user, _, _)), entries in zip(wanted, logged, strict=True):
-            detail = _pushed_out(trace.notification_id, entries)
-            if detail:
-                trace.buckets.setdefault(_bucket(user), {}).setdefault(PUSHED_OUT, {})[user] = (
-                    detail
-                )
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
         """Note a recall in the notification's trace (if it still has one)."""
@@ -368,25 +342,6 @@ class RoutingTraces:
 
 BUCKETS = 64
 """Fields the lines of one trace are spread over."""
-
-
-def _pushed_out(notification_id: str, logged: list[bytes]) -> dict[str, Any]:
-    """What a copy replaced (`replaced`) and evicted (`evicted`), from its user's log
-    entries from the copy's seq on; nothing when the log moved on past it (trimmed)."""
-    try:
-        entries = [decode_entry(raw) for raw in logged]
-    except ChangeLogError:
-        return {}
-    first = entries[0] if entries else None
-    if not (isinstance(first, NotificationChange) and first.id == notification_id):
-        return {}
-    detail: dict[str, Any] = {}
-    if first.replaces:
-        detail["replaced"] = first.replaces
-    evicted = [e.id for e in entries[1:] if isinstance(e, DeleteChange)]
-    if evicted:
-        detail["evicted"] = evicted
-    return detail
 
 
 def _bucket(user: str) -> str:

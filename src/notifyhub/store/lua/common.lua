@@ -487,8 +487,9 @@ local function wishes(prefs, category, critical)
 end
 
 -- A full inbox drops its oldest notifications, each a delete change streams see.
+-- Returns how many, and their ids.
 local function evict(u, cap, log_max)
-  local evicted = 0
+  local ids = {}
   while redis.call('ZCARD', u.time) > cap do
     local oldest = redis.call('ZRANGE', u.time, 0, 0)[1]
     local id = member_id(u, oldest)
@@ -496,10 +497,10 @@ local function evict(u, cap, log_max)
     if id then st, c = drop(u, id) end
     if not st then redis.call('ZREM', u.time, oldest) else
       append(u, {type = 'delete', id = id}, log_max, c)
-      evicted = evicted + 1
+      ids[#ids + 1] = id
     end
   end
-  return evicted
+  return #ids, ids
 end
 
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
@@ -594,7 +595,8 @@ end
 
 -- Store one user's copy of `n`. Returns the new seq (0 when the user already has this
 -- id, -1 when the user's preferences drop its category), how many oldest notifications
--- a full inbox dropped for it (each a later change), and the counts right after the copy.
+-- a full inbox dropped for it (each a later change), the counts right after the copy,
+-- the id of the copy with its collapse key it replaced (nil: none) and the ids dropped.
 local function copy(u, n)
   local keep, push = wishes(u.prefs, n.category, n.critical)
   if not keep then return -1, 0 end
@@ -640,8 +642,11 @@ local function copy(u, n)
   redis.call('ZADD', u.exp, n.expires_ms, n.id)
   local c = count_change(u, nil, fresh)
   local seq = append(u, entry, n.log_max, c)
-  if n.cap > 0 then return seq, evict(u, n.cap, n.log_max), c end
-  return seq, 0, c
+  if n.cap > 0 then
+    local dropped, ids = evict(u, n.cap, n.log_max)
+    return seq, dropped, c, entry.replaces, ids
+  end
+  return seq, 0, c, entry.replaces
 end
 
 -- Copies a big fan-out left pending (defer.lua) become real ones, oldest first, before

@@ -17,7 +17,9 @@
 -- unread, unseen and total counts right after the copy (0s when nothing was stored); and
 -- the epoch of its seq ('' when nothing was stored); 1 when the user has views (their
 -- counts are then in the log entry, and in the doorbell this script rings), else 0. Then
--- one more value: how many
+-- what copies pushed out, one string per user whose copy replaced or evicted something
+-- (`<user's position, from 1> <replaced id, '' none>[ <evicted id>...]`: the routing
+-- trace's detail, store/routing_trace.py), how many such strings, and how many
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
 -- `tenant/user seq,unread,unseen,total,epoch`, then `,<names>:<counters>` (lua/common.lua
 -- `logged_counts`) when the user has views.
@@ -34,11 +36,15 @@ n.state = format_state(fresh_state(n))
 local channel = ARGV[18]
 local ring = channel and {ARGV[19]}
 
-local out, evicted = {}, 0
+local out, evicted, pushed = {}, 0, {}
 for o = 0, #KEYS - 1, 10 do
   local u = inbox(o)
   local placed = place_pending(u)  -- what is pending first: seqs keep placement order
-  local seq, dropped, c = copy(u, n)
+  local seq, dropped, c, replaced, ids = copy(u, n)
+  if replaced or dropped > 0 then
+    pushed[#pushed + 1] = (o / 10 + 1) .. ' ' .. (replaced or '')
+      .. (dropped > 0 and ' ' .. table.concat(ids, ' ') or '')
+  end
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
     local who = ARGV[20 + o / 10]
@@ -67,6 +73,8 @@ for o = 0, #KEYS - 1, 10 do
   out[#out + 1] = views_of(u) and 1 or 0
   evicted = evicted + placed + dropped
 end
+for _, line in ipairs(pushed) do out[#out + 1] = line end
+out[#out + 1] = #pushed
 out[#out + 1] = evicted
 if ring then redis.call('PUBLISH', channel, table.concat(ring, '\n')) end
 return out
