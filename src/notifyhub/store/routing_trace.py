@@ -4,7 +4,7 @@ operator can answer "why did (or didn't) user X get it?".
 Kept in Redis, next to the notification's recipient index, not in PostgreSQL: a trace is
 written behind the fan-out (inserting 100k rows into PostgreSQL would cost more than the
 fan-out): `record` queues its HSET, and the traces a process queued within
-WRITE_BEHIND_S share one pipelined round trip (a single-recipient publish paid a round
+WRITE_BEHIND_S (20 ms) share one pipelined round trip (a single-recipient publish paid a round
 trip of its own, a quarter of its time in the hub). A read of a trace (and a recall)
 writes the process's queue first, so it sees every trace published there before it;
 another process sees a trace at most WRITE_BEHIND_S (and one round trip) after the
@@ -172,8 +172,13 @@ class RoutingTrace:
     recalled_ms: int | None
 
 
-WRITE_BEHIND_S = 0.005
-"""How long a queued trace waits for others to share its write."""
+WRITE_BEHIND_S = 0.02
+"""How long a queued trace waits for others to share its write: a write is one pipeline,
+and redis-py's cost per pipeline is several traces' own. At 1,200 one-user publishes/s a
+5 ms wait made pipelines of 6 traces, 20 ms of 24: in a loop recording and writing
+traces on this machine's Redis, 48-67 us of CPU per trace in pipelines of 6, 28-40 us
+in pipelines of 24 (2026-11-27; the machine's noise is that wide)."""
+
 
 MAX_QUEUED = 1000
 """Traces a process queues at most: the publish that fills the queue writes it."""
@@ -225,11 +230,10 @@ class RoutingTraces:
         if not self.enabled:
             return
         seqs = placement.seqs
-        counted = _counted(seqs, deferred=deferred)
         meta = {
             "tenant": notification.tenant,
-            "created_at": notification.created_at.isoformat(),
-            "expires_at": notification.expires_at.isoformat(),
+            "created_at": notification.created_at,  # (orjson writes them as isoformat)
+            "expires_at": notification.expires_at,
             "category": notification.category,
             "origin": route.origin,
             "named": {
@@ -238,7 +242,7 @@ class RoutingTraces:
                 "topics": list(route.topics),
             },
             "resolved": len(users),
-            "outcomes": {outcome.value: counted[outcome] for outcome in Outcome},
+            "outcomes": _counted(seqs, deferred=deferred),
             "recorded": min(len(users), self._users),
         }
         buckets: dict[str, dict[str, dict[str, Any]]] = {}
@@ -348,16 +352,17 @@ def _bucket(user: str) -> str:
     return f"b:{zlib.crc32(user.encode()) % BUCKETS}"
 
 
-def _counted(seqs: list[int], *, deferred: bool) -> dict[Outcome, int]:
+def _counted(seqs: list[int], *, deferred: bool) -> dict[str, int]:
     """How many recipients had each outcome (`outcome_of` for every seq, counted in C:
-    a 100k fan-out's trace spent most of its time in a Python loop over the seqs)."""
+    a 100k fan-out's trace spent most of its time in a Python loop over the seqs), by
+    outcome value."""
     dropped, held = seqs.count(-1), seqs.count(0)
     placed = len(seqs) - dropped - held
     return {
-        Outcome.DELIVERED: 0 if deferred else placed,
-        Outcome.PENDING: placed if deferred else 0,
-        Outcome.ALREADY_HELD: held,
-        Outcome.DROPPED_BY_PREFERENCE: dropped,
+        Outcome.DELIVERED.value: 0 if deferred else placed,
+        Outcome.PENDING.value: placed if deferred else 0,
+        Outcome.ALREADY_HELD.value: held,
+        Outcome.DROPPED_BY_PREFERENCE.value: dropped,
     }
 
 
