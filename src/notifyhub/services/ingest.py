@@ -19,6 +19,7 @@ from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.domain.notification import Draft, Notification, Recipients, from_ms
+from notifyhub.domain.trusted import trusted
 from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
 from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
@@ -55,6 +56,7 @@ class _Scheduled(BaseModel):
     recipients: Recipients
 
 
+_notification = trusted(Notification)
 _CONTENT = tuple(
     name
     for name in Draft.model_fields
@@ -332,7 +334,7 @@ class IngestService:
         created = from_ms(record.created_ms)
         expires = self._expiry(draft, created)
         fields = {name: getattr(draft, name) for name in _CONTENT}
-        return Notification.model_construct(
+        return _notification(
             id=record.notification_id, created_at=created, expires_at=expires, **fields
         )
 

@@ -24,6 +24,7 @@ from notifyhub.api.schemas import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
+from notifyhub.domain.trusted import trusted
 
 PATH = "/v1/notifications"
 SCOPE = Scope.PUBLISH
@@ -45,6 +46,9 @@ _SHARED = tuple(
 converted)."""
 
 
+_new_draft = trusted(Draft)
+
+
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     """The request as the domain takes it. Built without validating again: every field
     was validated by `PublishRequest`, as strictly as `Draft` would, or more (py-spy:
@@ -54,7 +58,7 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
         deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
     fields = {name: getattr(body, name) for name in _SHARED}
     fields["tags"], fields["actions"] = tuple(body.tags), tuple(body.actions)
-    draft = Draft.model_construct(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
+    draft = _new_draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))
     return draft, recipients
