@@ -40,6 +40,12 @@ def json_depth(body: bytes, *, stop_above: int | None = None) -> int:
     return deepest
 
 
+def _may_nest(body: bytes, depth: int) -> bool:
+    """Whether `body` has enough opening brackets to nest deeper than `depth` (counted in
+    C, strings included): a publish has a handful, and skips the scan."""
+    return body.count(b"{") + body.count(b"[") > depth
+
+
 def _is_json(content_type: str | None) -> bool:
     """As FastAPI decides: no content type, `application/json` or `application/*+json`."""
     if not content_type:
@@ -127,12 +133,17 @@ class RequestLimits:
         """Why this body is refused (422), or None."""
         if not body or not _is_text(content_type):
             return None
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            return "request body is not valid UTF-8"
+        if not body.isascii():  # (ASCII is UTF-8: most bodies need no decoding)
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                return "request body is not valid UTF-8"
         too_deep = self.max_json_depth
-        if _is_json(content_type) and json_depth(body, stop_above=too_deep) > too_deep:
+        if (
+            _is_json(content_type)
+            and _may_nest(body, too_deep)
+            and json_depth(body, stop_above=too_deep) > too_deep
+        ):
             return f"JSON nested deeper than {too_deep} levels"
         return None
 
