@@ -1,13 +1,14 @@
-"""`trusted(cls)` builds what `cls.model_construct` builds, for the models it accepts."""
+"""`trusted(cls)` builds what `cls.model_construct` builds, for the models it accepts; the
+hub's times are written as converting them would write them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from notifyhub.domain.notification import Action, Draft, Notification, Severity
+from notifyhub.domain.notification import Action, Draft, Notification, Severity, to_rfc3339
 from notifyhub.domain.trusted import trusted
 
 NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
@@ -69,3 +70,17 @@ def test_models_it_would_build_differently_are_refused() -> None:
     for cls in (Aliased, Extra):
         with pytest.raises(TypeError):
             trusted(cls)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 11, 27, 9, 0, 1, 123456, tzinfo=UTC),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 11, 27, 11, 0, 1, 5000, tzinfo=timezone(timedelta(hours=2))),
+    ],
+)
+def test_times_are_written_in_utc_with_milliseconds_and_a_z(value: datetime) -> None:
+    """`to_rfc3339`'s shortcut for the hub's own (UTC) times writes what converting does."""
+    written = to_rfc3339(value)
+    assert written == value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -17,6 +17,8 @@ PRINTABLE = r"^[^\x00-\x1F\x7F-\x9F]*$"
 
 def to_rfc3339(value: datetime) -> str:
     """UTC with millisecond precision and a `Z`, as every response carries times."""
+    if value.tzinfo is UTC:  # the hub's own times: no conversion, and "+00:00" is last
+        return value.isoformat(timespec="milliseconds")[:-6] + "Z"
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
