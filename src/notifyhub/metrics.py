@@ -99,6 +99,7 @@ class Metrics:
             ["method", "route"],
             registry=r,
         )
+        self._requests: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.http_unavailable_total = Counter(
             "notifyhub_http_unavailable_total",
             "503 answers because a backing store was unavailable",
@@ -198,6 +199,18 @@ class Metrics:
         self.streams_reset_total = Counter(
             "notifyhub_streams_reset_total", "Streams sent a reset", ["reason"], registry=r
         )
+
+    def requests(self, method: str, route: str, status: int) -> tuple[Counter, Histogram]:
+        """The request counter and duration histogram of these labels, looked up once
+        (as many entries as the metrics have label sets)."""
+        found = self._requests.get((method, route, status))
+        if found is None:
+            found = (
+                self.http_requests_total.labels(method, route, str(status)),
+                self.http_request_duration_seconds.labels(method, route),
+            )
+            self._requests[(method, route, status)] = found
+        return found
 
     def observe_delayed(self, backlog: dict[int, int], oldest_due_age_s: float, moved: int) -> None:
         """Record one delayed-mover tick: backlog per set, oldest due age, messages moved."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
@@ -264,8 +264,9 @@ class InboxStore:
         if plain and not self._cluster:  # the script rings, after its writes
             header = traced(_inline_header(content), trace)
             ring = InlineRing(self.doorbells.channels[0], header, members)
-        copy = self._copy_args(notification, content, expires_ms, pull=pull, views=views)
-        copy = replace(copy, thread=thread)
+        copy = self._copy_args(
+            notification, content, expires_ms, pull=pull, views=views, thread=thread
+        )
         script, args, fields = self._script_call(copy, ring, defer=defer)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
@@ -313,6 +314,7 @@ class InboxStore:
         *,
         pull: bool,
         views: ViewSet | None = None,
+        thread: ThreadArgs | None = None,
     ) -> CopyArgs:
         n = notification
         mask = views.mask(n.category, n.severity, n.tags) if views is not None else 0
@@ -330,6 +332,7 @@ class InboxStore:
             tags=notification.tags,
             tenant_views=views.version if views is not None else None,
             tenant_mask=mask,
+            thread=thread,
         )
 
     def _script_call(
