@@ -285,10 +285,11 @@ class RoutingTraces:
 
                 def build(pipe: Any) -> None:
                     for trace in queued:
-                        fields = {"meta": trace.meta}
-                        fields.update((k, orjson.dumps(v)) for k, v in trace.buckets.items())
-                        pipe.hset(trace.key, mapping=fields)
-                        pipe.expire(trace.key, self._ttl_s)
+                        fields: list[Any] = ["HSET", trace.key, "meta", trace.meta]
+                        for name, bucket in trace.buckets.items():
+                            fields += (name, orjson.dumps(bucket))
+                        pipe.execute_command(*fields)
+                        pipe.execute_command("EXPIRE", trace.key, self._ttl_s)
 
                 await pipelined(self._bulk, build, [])
             except RedisError as exc:
