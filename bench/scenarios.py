@@ -131,6 +131,23 @@ NOTES = """\
   uvicorn and the event loop the rest. Redis spends 130-146 us per publish (the place
   script on a full inbox, 11 us of it running common.lua's definitions), the floor's
   script 31 us.
+- The same, after a second pass (2026-11-27, cadb65c; run medians 0.74, 0.80, 0.77):
+  publishes enter before FastAPI's outer layers, the Draft and Notification are built by
+  `domain/trusted.py` (31 -> 6 us each, timeit), a trace takes what a copy evicted from
+  place.lua's reply instead of reading the log back, traces of 20 ms share a write,
+  the 202 is written by orjson, and the Pub/Sub reader takes doorbells straight from
+  the socket (py-spy: 4.5% of the hub's CPU in reading its own doorbells, then about
+  1%). Per round of one run, the same code's CPU per publish ranged 509-685 us and the
+  floor's rate 1,610-2,594/s: the VM's speed moves under the bench, and per-round
+  ratios ranged 0.49-0.97. The hub used 86-93% of its core (it waits for wrk and
+  Redis, three busy processes on two cores). Redis per publish grows from 134 us to
+  190-225 us once the bench user's inbox holds `items_per_user` (10,000) and every
+  publish evicts; most of it is Lua, not Redis commands (place.lua alone, 2,000 calls:
+  72 us per call without eviction, 119 us with, of which its commands 12 and 29 us,
+  and 10.7 us of each call defining common.lua's functions).
+- Steady 500/s on this machine (machine 5, 2026-11-27) is noisier than on machine 1:
+  p99 29.9, 20.3 and 21.2 ms at cadb65c, and 35.3 and 25.1 ms at c572c5d (before the
+  second pass) in two runs right after.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
