@@ -21,8 +21,8 @@ A publish also enters before FastAPI's outer layers (`HubApp.publish_entry`: lim
 CORS when configured, metrics, `PublishFastPath`), unless OpenTelemetry tracing is on:
 its instrumentation wraps the app's whole stack, and a publish keeps its server span and
 the caller's trace context. Those layers (the app's call, its error, telemetry and
-body-limit middlewares, each a coroutine and a wrapper per request) were a twentieth of
-the hub's CPU under the ingest benchmark. A request the fast path hands on goes to the
+body-limit middlewares, each a coroutine and a wrapper per request) were about 5% of
+the hub's CPU under the ingest benchmark (py-spy). A request the fast path hands on goes to the
 stack's inner part (the app's exception middleware and router, `HubApp.route`), never
 through the limits and metrics it has passed already.
 
