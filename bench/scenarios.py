@@ -145,9 +145,12 @@ NOTES = """\
   publish evicts; most of it is Lua, not Redis commands (place.lua alone, 2,000 calls:
   72 us per call without eviction, 119 us with, of which its commands 12 and 29 us,
   and 10.7 us of each call defining common.lua's functions).
-- Steady 500/s on this machine (machine 5, 2026-11-27) is noisier than on machine 1:
-  p99 29.9, 20.3 and 21.2 ms at cadb65c, and 35.3 and 25.1 ms at c572c5d (before the
-  second pass) in two runs right after.
+- Steady 500/s on the machine of the cadb65c rows (2026-11-27) is noisier than where
+  it measured 15.4 ms before: p99 29.9, 20.3 and 21.2 ms at cadb65c, and 35.3 and 25.1
+  ms at c572c5d (before the second pass) in two runs right after. On that machine the
+  100k fan-out took 0.65 s (0.56 s on another machine at 8556930) and routing traces
+  on / off gave 1.17, 1.31 and 0.99 in three runs (1.02 at cd5cee3 elsewhere): the off
+  blocks alone ranged 0.70-0.91 s.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
