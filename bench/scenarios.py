@@ -86,8 +86,8 @@ NOTES = """\
   `top`); by py-spy (100 Hz) a reopened stream spends its time in JWT verification
   (PyJWT, ~16%), the change-log read (~15%), redis-py and the rate-limit ask (~8%, 16%
   before the asks of a tick shared one pipeline, which also took `healthz max ms` from
-  ~130 to 60-72). Machines differ here more than elsewhere: the row at 0fce1a1 (machine
-  4) caught up in 4.99 s; on machine 1, runs of 3579b93 and 5c13af9 interleaved gave
+  ~130 to 60-72). Machines differ here more than elsewhere: the row at 0fce1a1 (another
+  AMD EPYC VM) caught up in 4.99 s; on machine 1, runs of 3579b93 and 5c13af9 interleaved gave
   7.3-7.9 s and 6.7-7.0 s (1,270-1,360 and 1,430-1,500 streams/s; 5c13af9 prepares
   PyJWT's HMAC key once, not per token, which was 3% of the storm).
 - Steady: 1,000 streams; 500 single-user POSTs/s for 10 s, open loop (each leaves at
