@@ -68,3 +68,22 @@ async def test_a_bug_in_a_publish_is_a_counted_500_problem(
     assert "logged" in response.json()["detail"]
     assert response.headers["access-control-allow-origin"] == ORIGIN
     assert _counted((await hub.client.get("/metrics")).text, 500) == 1
+
+
+async def test_a_bug_in_the_route_a_publish_was_handed_on_to_is_a_counted_500(
+    hub: Any, publish_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path hands the request on (`_parse` declines it); the FastAPI route then
+    fails unexpectedly, before answering: the entry answers 500, counted once."""
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug behind the route")
+
+    monkeypatch.setattr(notifications, "_parse", lambda request, body: None)
+    monkeypatch.setattr(hub.app_state["ingest"], "publish", broken)
+    auth = {"Authorization": f"Bearer {publish_key}"}
+    body = {"recipients": {"users": ["handed-on"]}, "title": "hello"}
+    response = await hub.client.post("/v1/notifications", json=body, headers=auth)
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/problem+json"
+    assert _counted((await hub.client.get("/metrics")).text, 500) == 1

@@ -213,11 +213,38 @@ class PublishFastPath:
             or scope["method"] != "POST"
         ):
             return self.app(scope, receive, send)  # handed on: no frame of ours stays
-        if self.outermost:
-            return self._answering_bugs(scope, receive, send)
         return self._publish(scope, receive, send)
 
-    async def _answering_bugs(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _publish(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["route"] = PUBLISH_ROUTE
+        request = Request(scope, receive)
+        try:
+            response = await self._respond(request)
+        except Exception as exc:
+            if self.outermost:  # nothing was sent yet: answered as the outermost layer would
+                problem = await _answer(self.handlers[Exception], request, exc)
+                await problem(scope, receive, send)
+            raise  # (in the app's stack, its outermost middleware answers 500)
+        if response is not None:
+            await response(scope, receive, send)
+        elif self.outermost:  # FastAPI answers it, as it always has
+            await self._hand_on(scope, replay(await request.body(), receive), send)
+        else:
+            await self.app(scope, replay(await request.body(), receive), send)
+
+    async def _respond(self, request: Request) -> Response | None:
+        """The fast path's answer (an error answered by the app's handler for it), or
+        None for the FastAPI route."""
+        try:
+            return await notifications.serve(request)
+        except Exception as exc:
+            handler = self._handler_for(exc)
+            if handler is None:
+                raise
+            return await _answer(handler, request, exc)
+
+    async def _hand_on(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """To the route, answering a bug 500 if the route has not started answering."""
         started = False
 
         async def tracked(message: Message) -> None:
@@ -226,27 +253,12 @@ class PublishFastPath:
             await send(message)
 
         try:
-            await self._publish(scope, receive, tracked)
+            await self.app(scope, receive, tracked)
         except Exception as exc:
             if not started:
                 problem = await _answer(self.handlers[Exception], Request(scope, receive), exc)
                 await problem(scope, receive, send)
             raise
-
-    async def _publish(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["route"] = PUBLISH_ROUTE
-        request = Request(scope, receive)
-        try:
-            response = await notifications.serve(request)
-        except Exception as exc:
-            handler = self._handler_for(exc)
-            if handler is None:
-                raise  # unexpected: the outermost middleware answers 500, as for any route
-            response = await _answer(handler, request, exc)
-        if response is None:  # FastAPI answers it, as it always has
-            await self.app(scope, replay(await request.body(), receive), send)
-        else:
-            await response(scope, receive, send)
 
     def _handler_for(self, exc: Exception) -> Handler | None:
         """As Starlette's exception middleware looks one up (nearest class first)."""
