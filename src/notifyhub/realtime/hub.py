@@ -250,7 +250,7 @@ class Hub:
     async def _listen_plain(self) -> None:
         client = self._client(self._redis_url)
         try:
-            async with client.pubsub(push_handler_func=_as_received) as pubsub:
+            async with client.pubsub() as pubsub:
                 await pubsub.subscribe(*self._doorbells.channels)
                 self._listening()
                 await self._pump(pubsub)
@@ -264,9 +264,7 @@ class Hub:
             for url, channels in (await self._shard_masters()).items():
                 client = self._client(url)
                 stack.push_async_callback(client.aclose)
-                pubsub = await stack.enter_async_context(
-                    client.pubsub(push_handler_func=_as_received)
-                )
+                pubsub = await stack.enter_async_context(client.pubsub())
                 for channel in channels:  # one per call: SSUBSCRIBE refuses CROSSSLOT
                     await pubsub.ssubscribe(channel)
                 pubsubs.append(pubsub)
@@ -394,13 +392,6 @@ class PolledMessages:
             return []
         kind = message["type"].encode()
         return [[kind, message["channel"] or b"", message["data"]]]
-
-
-async def _as_received(message: Any) -> Any:
-    """A RESP3 push (a doorbell) as it came: redis-py's own handler formats every message
-    into a debug log line first, logged or not (about a quarter of the reader's time per
-    doorbell under the ingest benchmark, py-spy)."""
-    return message
 
 
 async def _first_failure(pumps: list[Coroutine[Any, Any, None]]) -> None:

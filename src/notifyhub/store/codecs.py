@@ -135,9 +135,15 @@ class PerUser:
         the callers' user order (`user_slots`: each user's slot)."""
         width = cls.WIDTH
         slots = dict.fromkeys(user_slots)
-        replied = {slot: iter(r) for slot, r in zip(slots, replies, strict=True)}
-        values = [v for slot in user_slots for v in itertools.islice(replied[slot], width)]
-        return cls(values, sum(int(next(rest)) for rest in replied.values()))
+        parts = {slot: cls.from_reply(r) for slot, r in zip(slots, replies, strict=True)}
+        rest = {slot: iter(part.values) for slot, part in parts.items()}
+        values = [v for slot in user_slots for v in itertools.islice(rest[slot], width)]
+        return cls._merged(values, user_slots, parts)
+
+    @classmethod
+    def _merged(cls, values: list[Any], user_slots: Sequence[int], parts: dict[int, Self]) -> Self:
+        """The merged reply of `from_slot_replies` (`parts`: each slot's own, parsed)."""
+        return cls(values, sum(part.evicted for part in parts.values()))
 
     @property
     def firsts(self) -> list[int]:
@@ -185,21 +191,12 @@ class Placed(PerUser):
         return cls(values, int(evicted), dict(map(_pushed_out, lines)))
 
     @classmethod
-    def from_slot_replies(cls, user_slots: Sequence[int], replies: Sequence[list[Any]]) -> Self:
-        """As `PerUser`'s; a slot's positions of what copies pushed out become the
+    def _merged(cls, values: list[Any], user_slots: Sequence[int], parts: dict[int, Self]) -> Self:
+        """`PerUser`'s, with each slot's positions of what copies pushed out made the
         callers'."""
-        slots = dict.fromkeys(user_slots)
-        callers: dict[int, list[int]] = {slot: [] for slot in slots}
+        callers: dict[int, list[int]] = {slot: [] for slot in parts}
         for i, slot in enumerate(user_slots):
             callers[slot].append(i)
-        parts = {slot: cls.from_reply(r) for slot, r in zip(slots, replies, strict=True)}
-        width = cls.WIDTH
-        taken = dict.fromkeys(slots, 0)
-        values: list[Any] = []
-        for slot in user_slots:
-            at = taken[slot]
-            values += parts[slot].values[at : at + width]
-            taken[slot] = at + width
         pushed = {
             callers[slot][i]: out
             for slot, part in parts.items()

@@ -282,7 +282,6 @@ class RoutingTraces:
             if not queued:
                 return
             try:
-
                 def build(pipe: Any) -> None:
                     for trace in queued:
                         fields: list[Any] = ["HSET", trace.key, "meta", trace.meta]

@@ -487,7 +487,7 @@ local function wishes(prefs, category, critical)
 end
 
 -- A full inbox drops its oldest notifications, each a delete change streams see.
--- Returns how many, and their ids.
+-- Returns their ids.
 local function evict(u, cap, log_max)
   local ids = {}
   while redis.call('ZCARD', u.time) > cap do
@@ -500,7 +500,7 @@ local function evict(u, cap, log_max)
       ids[#ids + 1] = id
     end
   end
-  return #ids, ids
+  return ids
 end
 
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
@@ -643,8 +643,8 @@ local function copy(u, n)
   local c = count_change(u, nil, fresh)
   local seq = append(u, entry, n.log_max, c)
   if n.cap > 0 then
-    local dropped, ids = evict(u, n.cap, n.log_max)
-    return seq, dropped, c, entry.replaces, ids
+    local ids = evict(u, n.cap, n.log_max)
+    return seq, #ids, c, entry.replaces, ids
   end
   return seq, 0, c, entry.replaces
 end
