@@ -16,17 +16,23 @@ import httpx
 class Event:
     event: str
     id: str | None
-    """`<seq>-<epoch>` (realtime/events.py); the bare seq for seqs older than epochs."""
+    """`<seq>-<epoch>` (realtime/events.py); the bare seq for seqs older than epochs; then
+    `.<notification id>` for each notification shown ahead of its copy."""
     data: Any
     raw: str = field(repr=False, default="")
 
     @property
     def seq(self) -> int | None:
-        return None if self.id is None else int(self.id.partition("-")[0])
+        return None if self.id is None else int(self.id.split(".")[0].partition("-")[0])
 
     @property
     def epoch(self) -> str | None:
-        return None if self.id is None else self.id.partition("-")[2]
+        return None if self.id is None else self.id.split(".")[0].partition("-")[2]
+
+    @property
+    def ahead(self) -> list[str]:
+        """The notifications shown ahead of their copies, as the id says."""
+        return [] if self.id is None else self.id.split(".")[1:]
 
 
 class EventReader:

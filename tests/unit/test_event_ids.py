@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from notifyhub.errors import InvalidInput
-from notifyhub.realtime.events import MAX_EVENT_ID, EventId, event_id, parse_event_id
+from notifyhub.realtime.events import MAX_AHEAD, MAX_EVENT_ID, EventId, event_id, parse_event_id
 
 UNICODE_DIGITS = "\u00b2\u00b3\u00b9\u2460\u0663\u07c1\u0661\U0001d7d9"
 """Superscripts, a circled digit, Arabic-Indic, NKo, a mathematical digit: `str.isdigit()`
@@ -42,3 +42,29 @@ def test_empty_means_none_and_length_is_bounded() -> None:
     assert parse_event_id("0") == EventId(0, "")
     with pytest.raises(InvalidInput, match=f"at most {MAX_EVENT_ID}"):
         parse_event_id("1" * (MAX_EVENT_ID + 1), "last_event_id")
+
+
+NID = "01JD3Q4M6T9W2Z8K5N7R1C0B3X"
+
+
+@given(
+    seq=st.integers(0, 10**18 - 1),
+    epoch=st.one_of(st.just(""), EPOCHS),
+    ahead=st.lists(st.just(NID), max_size=MAX_AHEAD),
+)
+def test_ids_with_notifications_shown_ahead_parse_back(
+    seq: int, epoch: str, ahead: list[str]
+) -> None:
+    parsed = parse_event_id(event_id(seq, epoch, ahead).decode())
+    assert parsed == EventId(seq, epoch, tuple(ahead))
+
+
+def test_what_an_announced_event_id_may_not_be() -> None:
+    assert parse_event_id(f"0.{NID}") == EventId(0, "", (NID,))
+    with pytest.raises(InvalidInput, match="at most 4"):
+        parse_event_id("1-ab" + f".{NID}" * (MAX_AHEAD + 1))
+    for bad in [f"1-ab.{NID.lower()}", f"1-ab.{NID[:-1]}", f"1-ab.{NID}.", f"1-ab{NID}"]:
+        with pytest.raises(InvalidInput, match="Last-Event-ID"):
+            parse_event_id(bad)
+    with pytest.raises(InvalidInput, match="not a notification id"):  # past the largest ULID
+        parse_event_id("1-ab.8" + "0" * 25)

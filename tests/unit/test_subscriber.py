@@ -13,7 +13,7 @@ from notifyhub.realtime.events import frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
+from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, Doorbells, traced
 from notifyhub.store.keys import Keys
 
 
@@ -163,3 +163,30 @@ def test_a_traced_doorbell_rings_a_hub_with_tracing_off(inline: bool) -> None:
     hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages([line], header)[0][1])
     assert sub.latest == 3 and (sub.ready is not None) is inline
     assert hub.traced == {}
+
+
+async def test_an_announcement_is_kept_only_for_a_stream_at_its_seq() -> None:
+    """A broadcast announced before its copies (store/doorbells.py `^`) reaches the
+    streams that have sent exactly the seq (and epoch) its line names: those cannot have
+    sent the copy. Others, and users with no local stream, are left to the copy's own
+    doorbell. The waiter wakes without a ring: nothing needs reading."""
+    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=2)
+    at, past, other_epoch, fresh = (hub.attach("t", u) for u in ("a", "b", "c", "d"))
+    at.cursor = past.cursor = other_epoch.cursor = 4
+    at.epoch = past.epoch = "e1"
+    other_epoch.epoch = "e0"
+    fresh.cursor = 0
+    nid = "01JD3Q4M6T9W2Z8K5N7R1C0B3X"
+    body = b'{"id":"%s","title":"all hands"}' % nid.encode()
+    lines = [b"t/a 4-e1", b"t/b 3-e1", b"t/c 4-e1", b"t/d 0-", b"t/nobody 2-e1", b"t/a x-e1"]
+    hub.dispatch(b"\n".join([ANNOUNCE_MARK + body, *lines]))
+    assert at.announced == [(4, "e1", nid, body)]
+    assert fresh.announced == [(0, "", nid, body)]
+    assert past.announced is None and other_epoch.announced is None
+    assert not at._rung and at.latest == 0  # nothing to read
+    assert await sub_wait_returns(at) is False  # woken to send it, not to read
+
+
+async def sub_wait_returns(sub: Subscriber) -> bool:
+    async with asyncio.timeout(1):
+        return await sub.wait()

@@ -53,7 +53,7 @@ from notifyhub.realtime.events import placed_frames
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.changes import view_counts
 from notifyhub.store.client import close, connect, parse_cluster_url
-from notifyhub.store.doorbells import INLINE_MARK, TRACE_MARK, Doorbells
+from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, TRACE_MARK, Doorbells
 from notifyhub.store.keys import member
 from notifyhub.tracing import Tracing
 
@@ -161,6 +161,9 @@ class Hub:
         a fan-out's message carries its notification, and the users' copies' events are
         built here, once per user with a local stream, and offered to those streams."""
         body = None
+        if payload[:1] == ANNOUNCE_MARK:
+            self._announce(payload)
+            return
         if payload[:1] == INLINE_MARK:
             head, _, payload = payload.partition(b"\n")
             body = head[1:]
@@ -208,6 +211,26 @@ class Hub:
                 rung.extend(subs)
         if offered and body is not None:
             self._observe_latency(body)
+
+    def _announce(self, payload: bytes) -> None:
+        """Hand a broadcast's notification, announced before its copies are written, to
+        the local streams of each line's user (`Subscriber.announce` keeps it only for a
+        stream that has sent exactly the seq the line names)."""
+        head, _, payload = payload.partition(b"\n")
+        body = head[1:]
+        if body[:7] != ID_FIELD:
+            return
+        nid = body[7:33].decode()
+        for line in payload.split(b"\n"):
+            name, _, at = line.decode(errors="replace").rpartition(" ")
+            subs = self._subs.get(name)
+            if not subs:
+                continue
+            seq, _, epoch = at.partition("-")
+            if not (seq.isascii() and seq.isdigit()):
+                continue
+            for sub in subs:
+                sub.announce(int(seq), epoch, nid, body)
 
     def _observe_latency(self, body: bytes) -> None:
         """Publish-to-stream time of an inline doorbell's notification: its id (the item

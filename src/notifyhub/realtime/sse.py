@@ -15,6 +15,14 @@ state. Comparing seqs alone would miss a loss followed by more changes than the 
 (the new seq passes it again); an epoch kept by the hub alone would not survive the
 client's reconnect to another process. The check costs a string comparison per read.
 
+A broadcast's notification may be announced before its copies are written
+(realtime/hub.py): a stream that has sent exactly the seq the announcement names sends
+it at once, and notes its id as shown ahead. Until the copy's change comes through the
+log (or an offer), every id the stream sends carries the ids shown ahead
+(`<seq>-<epoch>.<id>`, events.py), and the copy's change sends its `counts` without its
+`notification`: shown once, live or on a resume. An id still ahead after AHEAD_TTL_S (its
+copy never came: the publish failed and was not retried) is dropped.
+
 Tracing on, the write that follows a traced doorbell (realtime/hub.py `traced`) is a
 `notifyhub.stream.write` span of the publish's trace; off, the stream only finds the
 hub's `traced` map empty.
@@ -30,17 +38,28 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Collection
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from ulid import ULID
 
 from notifyhub.domain.views import ViewSet
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.events import EventId, counts_data, data_frame, frame, offered_id
+from notifyhub.realtime.events import (
+    MAX_AHEAD,
+    EventId,
+    announced_frame,
+    counts_data,
+    counts_part,
+    data_frame,
+    frame,
+    offered_id,
+)
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
@@ -52,6 +71,8 @@ from notifyhub.tracing import Attributes
 log = logging.getLogger(__name__)
 
 CATCH_UP_BATCH = 200
+AHEAD_TTL_S = 600.0
+"""How long a stream keeps waiting for the copy of a notification it showed ahead."""
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -64,12 +85,26 @@ class SendTimeout(Exception):
     """The client did not take a frame within the send timeout."""
 
 
-def change_frame(change: Change, epoch: str) -> bytes | None:
+def change_frame(change: Change, epoch: str, ahead: list[str] | None = None) -> bytes | None:
     """The event for one change-log entry (its type's, store/changes.py); None when the
-    entry sends none (a notification deleted since, or a quiet copy)."""
+    entry sends none (a notification deleted since, or a quiet copy, or, with `ahead`,
+    the copy of a notification shown ahead: its id leaves `ahead`)."""
     entry = change.entry
+    if (
+        ahead
+        and isinstance(entry, NotificationChange)
+        and not entry.resurfaced
+        and entry.id in ahead
+    ):
+        ahead.remove(entry.id)
+        return None
     data = entry.event_data(change.content, change.state)
-    return None if data is None else data_frame(entry.type, entry.seq, epoch, data)
+    return None if data is None else data_frame(entry.type, entry.seq, epoch, data, ahead or ())
+
+
+def fresh_ahead(ids: Collection[str], now_s: float) -> list[str]:
+    """The ids of `ids` (ULIDs) shown ahead less than AHEAD_TTL_S ago."""
+    return [nid for nid in ids if now_s - ULID.from_str(nid).timestamp < AHEAD_TTL_S]
 
 
 class InboxStream(Response):
@@ -105,6 +140,10 @@ class InboxStream(Response):
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
+        self._ahead: list[str] = (
+            fresh_ahead(last_event_id.ahead, time.time()) if last_event_id is not None else []
+        )
+        """Notifications this client was shown ahead of their copies (announced)."""
         self._client_left = False
         self._epoch = ""
         """The epoch of the seqs this stream sent (lua/common.lua)."""
@@ -184,29 +223,54 @@ class InboxStream(Response):
             await self._write(send, frame("counts", cursor, self._epoch, data))
         else:
             cursor, self._epoch = self._cursor.seq, self._cursor.epoch
-        sub = self._sub
-        while not sub.closed:
+        while not self._sub.closed:
             if self._hub.traced:
                 cursor = await self._traced(send, cursor, None)
             else:
                 cursor = await self._catch_up(send, cursor)
-            while True:
-                # Idle: ping when the clock says so, until rung. Re-reading the log after
-                # each ping would cost every idle stream a Redis read per ping interval.
-                sub.cursor, sub.epoch = cursor, self._epoch
-                while not await sub.wait():
-                    await self._write(send, b": ping\n\n")
-                ready, sub.ready = sub.ready, None
-                if ready is None or ready[0] != cursor + 1 or sub.closed or self._inexact:
-                    break  # read the log (an offered change's counts say nothing of `exact`)
-                if self._hub.traced:
-                    await self._traced(send, cursor, ready)
+            cursor = await self._live(send, cursor)
+
+    async def _live(self, send: Send, cursor: int) -> int:
+        """Wait for the doorbell (pinging, and sending what is announced, meanwhile) and
+        send each offered change that is the stream's next one; the cursor once the log
+        must be read."""
+        sub = self._sub
+        while True:
+            # Idle: ping when the clock says so, until rung. Re-reading the log after
+            # each ping would cost every idle stream a Redis read per ping interval.
+            sub.cursor, sub.epoch = cursor, self._epoch
+            while not await sub.wait():
+                if sub.announced:
+                    await self._send_announced(send, cursor)
                 else:
-                    await self._write(send, ready[2])  # the offered change is the next one
-                cursor, self._epoch = ready[0], ready[1]
-                self._count_offered(ready[2])
-                if sub.latest > cursor:
-                    break  # more changed meanwhile
+                    await self._write(send, b": ping\n\n")
+            if sub.announced:  # before the copies' changes that rang with them
+                await self._send_announced(send, cursor)
+            ready = self._next_offered(cursor)
+            if ready is None:
+                return cursor
+            if self._hub.traced:
+                await self._traced(send, cursor, ready)
+            else:
+                await self._write(send, ready[2])  # the offered change is the next one
+            cursor, self._epoch = ready[0], ready[1]
+            self._count_offered(ready[2])
+            if sub.latest > cursor:
+                return cursor  # more changed meanwhile
+
+    def _next_offered(self, cursor: int) -> tuple[int, str, bytes] | None:
+        """The change offered with the doorbell, if it is the next one after `cursor` and
+        its frames may be sent as they are (its `counts` alone when its notification was
+        shown ahead); None: read the log."""
+        ready, self._sub.ready = self._sub.ready, None
+        if ready is None or ready[0] != cursor + 1 or self._sub.closed or self._inexact:
+            return None  # (an offered change's counts say nothing of `exact`)
+        if self._ahead:
+            if self._ahead != [offered_id(ready[2])]:
+                return None  # the log's ids carry those still ahead
+            self._ahead = []
+            return ready[0], ready[1], counts_part(ready[2])
+        return ready
 
     async def _traced(self, send: Send, cursor: int, offered: tuple[int, str, bytes] | None) -> int:
         """Send the `offered` change, else catch up, as a span of the traces that rang
@@ -235,8 +299,33 @@ class InboxStream(Response):
         await self._write(send, offered[2])
         return offered[0]
 
+    async def _send_announced(self, send: Send, cursor: int) -> None:
+        """Send the notifications announced ahead of their copies (`Subscriber.announce`)
+        that this stream, at `cursor`, cannot have sent: those announced at exactly its
+        cursor and epoch, up to MAX_AHEAD shown ahead at once."""
+        announced, self._sub.announced = self._sub.announced, None
+        frames, ids = [], []
+        for seq, epoch, nid, body in announced or ():
+            if seq != cursor or epoch != self._epoch or nid in self._ahead:
+                continue
+            if len(self._ahead) >= MAX_AHEAD:
+                break
+            self._ahead.append(nid)
+            frames.append(announced_frame(cursor, epoch, self._ahead, body))
+            ids.append(nid)
+        if not frames:
+            return
+        await self._write(send, b"".join(frames))
+        _child(self._metrics.stream_events_sent_total, "notification").inc(len(ids))
+        streamed = self._hub.streamed
+        if streamed is not None:
+            for nid in ids:
+                streamed.sent(nid, self._user)
+
     async def _catch_up(self, send: Send, cursor: int) -> int:
         """Send every change after `cursor`, in order; a `reset` if the log lost them."""
+        if self._ahead:
+            self._ahead = fresh_ahead(self._ahead, time.time())
         while True:
             changes, self._prefetched = self._prefetched, None
             if changes is None:
@@ -248,8 +337,8 @@ class InboxStream(Response):
                 return await self._reset(send, lost)
             if changes.seq == cursor:
                 return cursor
-            epoch = self._epoch
-            made = [change_frame(c, epoch) for c in changes.entries]
+            epoch, ahead = self._epoch, self._ahead
+            made = [change_frame(c, epoch, ahead) for c in changes.entries]
             frames = [f for f in made if f is not None]
             last = changes.entries[-1].entry
             cursor, counts = last.seq, last.counts
@@ -261,7 +350,7 @@ class InboxStream(Response):
             data = counts_data(
                 counts.unread, counts.unseen, counts.total, cursor, counts.views, self._inexact
             )
-            frames.append(frame("counts", cursor, epoch, data))
+            frames.append(frame("counts", cursor, epoch, data, ahead))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries, made)
             if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
@@ -287,6 +376,7 @@ class InboxStream(Response):
         """Send a `reset` with the current counts; the stream goes on from their seq."""
         position = self._mark(await self._store.position(self._tenant, self._user))
         seq, self._epoch = position.seq, position.epoch
+        self._ahead = []  # the client reloads its list
         self._sub.restart(seq)
         data = position_data(position, self._inexact)
         await self._write(send, frame("reset", seq, self._epoch, data))
@@ -324,16 +414,19 @@ class InboxStream(Response):
 
     def _count_offered(self, frames: bytes) -> None:
         sent = self._metrics.stream_events_sent_total
-        _child(sent, "notification").inc()
         _child(sent, "counts").inc()
+        if frames.startswith(b"event: counts"):
+            return  # its notification was shown ahead, and counted then
+        _child(sent, "notification").inc()
         streamed = self._hub.streamed
         if streamed is not None and (nid := offered_id(frames)) is not None:
             streamed.sent(nid, self._user)
 
     def _count_sent(self, changes: list[Change], frames: list[bytes | None]) -> None:
         sent = self._metrics.stream_events_sent_total
-        for change in changes:
-            _child(sent, change.entry.type).inc()
+        for change, written in zip(changes, frames, strict=True):
+            if written is not None:
+                _child(sent, change.entry.type).inc()
         _child(sent, "counts").inc()
         streamed = self._hub.streamed
         if streamed is None:

@@ -5,7 +5,9 @@ sent from the user's change log in Redis, from its own cursor. So a burst of cha
 coalesces into one wake-up, nothing queues per connection, and a stream that missed a
 doorbell (a Pub/Sub reconnect) loses nothing: it is simply rung again. Only a
 fan-out's doorbell may carry a new copy's event (at most one kept here), which a
-stream whose very next change it is sends without the read (`offer`).
+stream whose very next change it is sends without the read (`offer`); a broadcast's
+announcement may carry its notification before any copy is written (`announce`), which
+a stream that has sent nothing since sends at once.
 
 Time is not the doorbell's business: the process's one `StreamClock` pings streams
 that have been quiet and ends streams stuck in a send, reading the two timestamps the
@@ -15,6 +17,9 @@ stream keeps here. No stream holds a timer of its own.
 from __future__ import annotations
 
 import asyncio
+
+Announced = tuple[int, str, str, bytes]
+"""(seq, epoch, notification id, item JSON) of an announcement (`Subscriber.announce`)."""
 
 
 class Subscriber:
@@ -27,6 +32,7 @@ class Subscriber:
         "_pinged",
         "_rung",
         "_waiter",
+        "announced",
         "closed",
         "cursor",
         "epoch",
@@ -48,6 +54,8 @@ class Subscriber:
         """The epoch of `cursor` (store/lua/common.lua)."""
         self.ready: tuple[int, str, bytes] | None = None
         """A change offered with its frames (`offer`): (seq, epoch, frames)."""
+        self.announced: list[Announced] | None = None
+        """Notifications announced ahead of their copies (`announce`), not yet sent."""
         self.closed = False
         self._rung = False
         self._pinged = False
@@ -82,6 +90,17 @@ class Subscriber:
             self.ready = (seq, epoch, frames)
         self.ring(seq)
 
+    def announce(self, seq: int, epoch: str, nid: str, body: bytes) -> None:
+        """A broadcast's notification `nid` (its item JSON `body`) is about to be copied
+        into this user's inbox, whose seq was `seq` of `epoch` when it was announced: kept
+        for a stream that had sent exactly that much (it cannot have sent the copy),
+        which the stream checks again before sending it (realtime/sse.py)."""
+        if seq == self.cursor and epoch == self.epoch:
+            if self.announced is None:
+                self.announced = []
+            self.announced.append((seq, epoch, nid, body))
+            self._wake()
+
     def restart(self, seq: int) -> None:
         """The stream sent a `reset` as of `seq`: doorbells count from there again."""
         self.latest = seq
@@ -107,9 +126,10 @@ class Subscriber:
             self._waiter.set_result(None)
 
     async def wait(self) -> bool:
-        """Wait for a ring, a close or a ping, and clear them: True for a ring or close
-        (read the log), False for a ping alone (send a keep-alive)."""
-        if not (self._rung or self._pinged):
+        """Wait for a ring, a close, an announcement or a ping, and clear the ring and
+        ping: True for a ring or close (read the log), False otherwise (send what was
+        announced, else a keep-alive)."""
+        if not (self._rung or self._pinged or self.announced):
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter

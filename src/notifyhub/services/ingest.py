@@ -385,6 +385,8 @@ class IngestService:
         if self.durable is not None:  # durable inbox mode: committed before any copy
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
+        if 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
+            await self._store.announce(notification, users, pull=pull)
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None

@@ -14,6 +14,12 @@ place.lua publishes such messages itself on one Redis); then a line
 A line without the epoch (a hub older than epochs) is of epoch ''. A user with views gets
 their views' counts after the epoch: `,{"name":[unread,unseen,total],...}` (no spaces).
 
+A broadcast is announced before its copies are written (store/inbox.py `announce`): a
+message `^<notification JSON>` (its fresh copy's item JSON), then a line
+`tenant/user seq-epoch` per recipient who does not hold it yet, their seq and epoch when
+it was announced, so a stream that has sent exactly that much sends the notification at
+once (realtime/hub.py) and the copy's own doorbell later brings only its counts.
+
 When tracing is on, a publish's doorbell carries its trace: a line `~<traceparent>`
 right after the `!` line, or first (notifyhub/tracing.py). Having no space, it names no
 user, so a hub with tracing off skips it as it skips a user with no local stream.
@@ -34,6 +40,9 @@ from notifyhub.store.keys import Keys
 
 INLINE_MARK = b"!"
 """First byte of a doorbell message whose first line is a notification."""
+
+ANNOUNCE_MARK = b"^"
+"""First byte of an announcement: a notification whose copies are about to be written."""
 
 TRACE_MARK = b"~"
 """First byte of a doorbell line carrying the publish's W3C traceparent."""

@@ -56,7 +56,7 @@ from notifyhub.store.codecs import (
     ViewsArgs,
     changes_from_reply,
 )
-from notifyhub.store.doorbells import INLINE_MARK, Doorbells, traced
+from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, Doorbells, traced
 from notifyhub.store.items import item_json, parse_item
 from notifyhub.store.keys import INBOX_FIELDS, Keys, member
 from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
@@ -70,6 +70,11 @@ PENDING_PLACE_AT = 16
 """A deferred fan-out places the inboxes holding more pending copies than this."""
 
 INLINE_MIN_USERS = 64
+ANNOUNCE_FIELDS = ("state", "cnt", "seq")
+"""The keys announce.lua reads per user."""
+ANNOUNCE_BATCH = 1000
+"""Users per announce.lua call (about 3 us each): the first streams hear of a broadcast
+after one batch, and no call holds Redis for long."""
 """Placements for this many users or more ring with their copies' events (a second round
 trip for the writer, no log read for each recipient's stream); smaller ones ring in
 their writes' own pipeline."""
@@ -305,6 +310,36 @@ class InboxStore:
             self._on_evicted(evicted)
         pushed_out = reply.pushed_out if isinstance(reply, Placed) else {}
         return Placement(seqs, reply.dropped, pushed_out)
+
+    async def announce(
+        self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
+    ) -> int:
+        """Tell the streams of `users` about a plain notification before its copies are
+        written (a big broadcast's streams then wait for one message, not for every
+        copy): one `^` doorbell (store/doorbells.py) per ANNOUNCE_BATCH users, naming each
+        user who does not hold it yet with their seq and epoch now, in one round trip.
+        A stream that has sent exactly that seq sends the notification at once and its
+        copy's change later without it (realtime/sse.py). Only where the copy's event is
+        the notification as it is (no category that preferences may silence, no collapse
+        key, thread or `pull`) and on one Redis (on a Cluster the script could not
+        publish to the users' shard channels); returns how many users were named."""
+        n = notification
+        if self._cluster or pull or n.category or n.collapse_key or n.thread_key or not users:
+            return 0
+        content, _ = copy_content(notification)
+        header = ANNOUNCE_MARK + item_json(content, FRESH_STATE)
+        channel, script = self.doorbells.channels[0], self.scripts.announce
+        members = [f"{t}/{u}" for t, u in users]
+        keys = self._keys.user_keys(members, ANNOUNCE_FIELDS)
+        width = len(ANNOUNCE_FIELDS)
+
+        def build(pipe: Any) -> None:
+            for start in range(0, len(members), ANNOUNCE_BATCH):
+                batch = members[start : start + ANNOUNCE_BATCH]
+                batch_keys = keys[start * width : (start + len(batch)) * width]
+                queue_script(pipe, script, batch_keys, [n.id, channel, header, *batch])
+
+        return sum(int(named) for named in await pipelined(self._bulk, build, self.scripts.all))
 
     def _copy_args(
         self,

@@ -116,4 +116,5 @@ class InboxScripts:
         self.views: AsyncScript = loaded["views"]
         self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
         self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
-        self.all = [*loaded.values(), self.topic_set, self.topic_get]
+        self.announce: AsyncScript = redis.register_script(_source("announce"))
+        self.all = [*loaded.values(), self.topic_set, self.topic_get, self.announce]

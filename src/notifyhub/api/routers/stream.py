@@ -18,7 +18,7 @@ from starlette.requests import Request
 from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser, stream_user
 from notifyhub.api.openapi import STREAM_EVENTS, USER
 from notifyhub.api.schemas import StreamToken
-from notifyhub.realtime.events import MAX_EVENT_ID, EventId, parse_event_id
+from notifyhub.realtime.events import MAX_AHEAD, MAX_EVENT_ID, EventId, parse_event_id
 from notifyhub.realtime.sse import InboxStream
 
 router = APIRouter(prefix="/v1/me", tags=["stream"], responses=USER)
@@ -29,9 +29,10 @@ LAST_EVENT_ID_QUERY = "last_event_id"
 ACCESS_TOKEN = "access_token"
 """The query parameter of a stream token (`stream_user`'s parameter of that name)."""
 EVENT_ID_FORMAT = (
-    f"The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), ASCII, at most "
-    f"{MAX_EVENT_ID} characters; anything else is a 422. An id of an older epoch (Redis "
-    "lost the data) is answered with `reset`."
+    f"The last event id seen: `<seq>-<epoch>` (or a bare `<seq>`), then, when the stream "
+    f"showed a broadcast ahead of its copy, up to {MAX_AHEAD} `.<notification id>`; ASCII, "
+    f"at most {MAX_EVENT_ID} characters; anything else is a 422. An id of an older epoch "
+    "(Redis lost the data) is answered with `reset`. Echo it as it came."
 )
 # The length is documented, not validated by FastAPI: `parse_event_id` is the one check
 # (FastAPI's own `max_length` answered a different 422 than the fast path did).

@@ -1,0 +1,154 @@
+"""A big broadcast is announced to streams before its copies are written: each stream that
+had sent everything shows the notification at once, then gets the copy's counts without a
+second `notification` event, live or after a resume from the id it was given."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+from ulid import ULID
+
+from integration.test_inbox_store import make_notification
+from integration.test_stream import open_stream, send
+from notifyhub.settings import Limits, Settings
+from notifyhub.store.doorbells import ANNOUNCE_MARK
+from notifyhub.store.inbox import InboxStore
+from notifyhub.store.keys import Keys
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Fan-outs to two users or more are announced (1,000 by default)."""
+    return settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"announce_at": 2})}
+    )
+
+
+async def _waiting_at(hub: Any, user: str, seq: int) -> None:
+    """Until the user's stream waits for its doorbell, having sent `seq`."""
+    async with asyncio.timeout(5):
+        while not any(
+            sub.cursor == seq for sub in hub.app_state["hub"]._subs.get(f"default/{user}", ())
+        ):
+            await asyncio.sleep(0.01)
+
+
+async def _get(hub: Any, token: str, path: str) -> Any:
+    response = await hub.client.get(path, headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_a_broadcast_is_shown_before_its_copy_and_counted_once(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    token = make_token("ann-0")
+    async with open_stream(hub, token) as stream:
+        opening = await stream.next()
+        assert opening.event == "counts" and opening.seq == 0
+        await _waiting_at(hub, "ann-0", 0)
+        nid = await send(hub, publish_key, ["ann-0", "ann-1", "ann-2"], title="all hands")
+        shown = await stream.next()
+        counted = await stream.next()
+        single = await send(hub, publish_key, ["ann-0"], title="just you")
+        after = await stream.next()
+    # shown ahead: the id is the stream's cursor and the notification's id
+    assert shown.event == "notification" and shown.id == f"0.{nid}"
+    assert shown.data == await _get(hub, token, f"/v1/me/notifications/{nid}")
+    # the copy's change brings its counts alone, with an id that no longer carries it
+    assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
+    assert counted.data == {"unread": 1, "unseen": 1, "total": 1, "seq": 1}
+    assert after.event == "notification" and after.data["id"] == single and after.seq == 2
+
+
+async def test_a_resume_from_an_announced_id_skips_the_copys_notification(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """A client cut off after the announcement resumes from `<seq>-<epoch>.<id>`: the copy
+    (in the log by now) is not shown again, the next notification is."""
+    token = make_token("res-0")
+    first = await send(hub, publish_key, ["res-0"], title="before")
+    async with open_stream(hub, token) as stream:
+        opening = await stream.next()
+        assert opening.seq == 1
+        epoch = opening.epoch
+        await _waiting_at(hub, "res-0", 1)
+        nid = await send(hub, publish_key, ["res-0", "res-1"], title="all hands")
+        shown = await stream.next()
+    assert shown.id == f"1-{epoch}.{nid}"
+    async with open_stream(hub, token, **{"Last-Event-ID": shown.id}) as resumed:
+        caught_up = await resumed.next()
+        later = await send(hub, publish_key, ["res-0"], title="after")
+        live = await resumed.next()
+    assert caught_up.event == "counts" and caught_up.id == f"2-{epoch}"
+    assert live.event == "notification" and live.data["id"] == later
+    listed = await _get(hub, token, "/v1/me/notifications")
+    assert [n["id"] for n in listed["items"]] == [later, nid, first]
+
+
+async def test_an_id_shown_ahead_rides_on_every_id_until_its_copy_comes(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """A resume naming a notification whose copy is not in the log (yet): what the log
+    holds is sent as always, each id still naming it, so a later resume still skips it."""
+    token = make_token("carry-0")
+    first = await send(hub, publish_key, ["carry-0"], title="one")
+    pending = str(ULID())  # announced, its copy not (yet) written
+    async with open_stream(hub, token, **{"Last-Event-ID": f"0.{pending}"}) as stream:
+        event, _ = await stream.until("notification")
+        counts = await stream.next()
+    assert event.data["id"] == first
+    assert event.ahead == [pending] and counts.ahead == [pending] and counts.seq == 1
+
+
+async def test_a_stream_that_moved_on_does_not_take_the_announcement(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """An announcement names the seq each user had; a stream that has sent past it (as
+    when the copy came through the log first) sends the copy from the log, once."""
+    token = make_token("moved-0")
+    async with open_stream(hub, token) as stream:
+        await stream.next()
+        await _waiting_at(hub, "moved-0", 0)
+        for sub in hub.app_state["hub"]._subs["default/moved-0"]:
+            sub.cursor = 7  # as if it had sent more by the time the announcement came
+        nid = await send(hub, publish_key, ["moved-0", "moved-1"], title="all hands")
+        event = await stream.next()
+        counts = await stream.next()
+    assert event.event == "notification" and event.data["id"] == nid
+    assert event.id == counts.id and event.seq == 1 and event.ahead == []
+
+
+async def test_the_script_names_those_without_the_copy_with_their_seq(
+    settings: Settings, redis: Redis
+) -> None:
+    """announce.lua on real Redis: one message, the item JSON first, then a line per user
+    who does not hold the notification (a retried broadcast's earlier copies), with their
+    seq and epoch; nothing for a notification whose event a preference could silence."""
+    store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
+    held, new = ("default", "held"), ("default", "new")
+    await store.place(make_notification(title="earlier"), [held])
+    notification = make_notification(title="all hands")
+    await store.place(notification, [held])  # the first attempt reached this user
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(store.doorbells.channels[0])
+    try:
+        assert await store.announce(make_notification(category="news"), [held, new]) == 0
+        assert await store.announce(notification, [held, new]) == 1
+        message = None
+        async with asyncio.timeout(5):
+            while message is None or message["type"] != "message":
+                message = await pubsub.get_message(timeout=1)
+    finally:
+        await pubsub.aclose()
+    head, *lines = message["data"].split(b"\n")
+    assert head[:1] == ANNOUNCE_MARK and orjson.loads(head[1:])["id"] == notification.id
+    assert lines == [b"default/new 0-"]  # one message: the category's was never sent
+    position = await store.position(*held)
+    assert position.seq == 2 and position.epoch  # and the held copy is untouched
