@@ -221,6 +221,7 @@ class Hub:
         if body[:7] != ID_FIELD:
             return
         nid = body[7:33].decode()
+        local = False
         for line in payload.split(b"\n"):
             name, _, at = line.decode(errors="replace").rpartition(" ")
             subs = self._subs.get(name)
@@ -229,8 +230,11 @@ class Hub:
             seq, _, epoch = at.partition("-")
             if not (seq.isascii() and seq.isdigit()):
                 continue
+            local = True
             for sub in subs:
                 sub.announce(int(seq), epoch, nid, body)
+        if local:
+            self._observe_latency(body)
 
     def _observe_latency(self, body: bytes) -> None:
         """Publish-to-stream time of an inline doorbell's notification: its id (the item

@@ -57,7 +57,8 @@ async def resume_from(
 ) -> EventId | None:
     """Where a stream resumes: the `Last-Event-ID` header, else `?last_event_id=`.
 
-    Only ids of the form we issue (`<seq>` or `<seq>-<epoch>`, ASCII) are taken; anything
+    Only ids of the form we issue (`<seq>` or `<seq>-<epoch>`, ASCII, then any ids shown
+    ahead, `.<ULID>`) are taken; anything
     else is a 422 problem, naming the one that is wrong. An id of an older epoch, or above
     the user's seq, is answered by the stream with a `reset`."""
     if header:
@@ -89,7 +90,9 @@ data: <JSON>
 takes the next one) and, in hex, the epoch it counts in (a new one whenever Redis lost the
 user's data). Send the last one back as `Last-Event-ID` (EventSource does it by itself) to
 receive every missed event, in order, exactly once; an id that cannot be resumed gets one
-`reset` event instead. An idle stream carries a comment line, `: ping`, every 15 s by
+`reset` event instead. A stream that shows a big broadcast before its copy is written
+adds `.<notification id>` to its ids until the copy's change comes (its `counts` event,
+with no second `notification`): echo ids as they came. An idle stream carries a comment line, `: ping`, every 15 s by
 default, which EventSource ignores."""
 STREAM_EXAMPLE = (
     "retry: 3000\n\n"
