@@ -24,8 +24,9 @@ class Limits(BaseModel):
     place); 0: never."""
     announce_at: int = Field(1000, ge=0)
     """A fan-out of a plain notification (no category, collapse key or thread) to at least
-    this many users is announced to their streams before its copies are written, so a
-    broadcast's streams do not wait for every copy (store/inbox.py announce); 0: never."""
+    this many users, and fewer than `defer_fanout_at`, is announced to their streams
+    before its copies are written, so a broadcast's streams do not wait for every copy
+    (store/inbox.py announce); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
     """Users per Lua call of a deferred fan-out: a pending copy costs Redis about 4 us,
     a copy about 30, so 2,000 hold Redis for less time than `fanout_batch` copies."""

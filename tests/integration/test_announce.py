@@ -152,3 +152,24 @@ async def test_the_script_names_those_without_the_copy_with_their_seq(
     assert lines == [b"default/new 0-"]  # one message: the category's was never sent
     position = await store.position(*held)
     assert position.seq == 2 and position.epoch  # and the held copy is untouched
+
+
+async def test_a_deferred_fan_out_is_not_announced(
+    settings: Settings, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Announcing costs as much as deferring: a fan-out big enough to leave its copies
+    pending reaches streams through their reads, with plain ids."""
+    limits = settings.limits.model_copy(update={"announce_at": 2, "defer_fanout_at": 3})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        token = make_token("big-0")
+        async with open_stream(hub, token) as stream:
+            await stream.next()
+            await _waiting_at(hub, "big-0", 0)
+            deferred = await send(hub, publish_key, ["big-0", "big-1", "big-2"])
+            first = await stream.next()
+            await stream.next()  # its counts
+            await _waiting_at(hub, "big-0", 1)
+            announced = await send(hub, publish_key, ["big-0", "big-1"])
+            second = await stream.next()
+    assert first.data["id"] == deferred and first.id == f"1-{first.epoch}"
+    assert second.data["id"] == announced and second.ahead == [announced]

@@ -378,16 +378,19 @@ class IngestService:
         trace: bytes | None,
         route: Route,
     ) -> Published:
-        """Write copies batch by batch, two batches in flight so Python and Redis overlap.
+        """Write copies batch by batch, two batches in flight so Python and Redis overlap;
+        a big plain broadcast is announced to streams first (store/inbox.py `announce`).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
         if self.durable is not None:  # durable inbox mode: committed before any copy
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
-        if 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
-            await self._store.announce(notification, users, pull=pull)
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
+        if 0 < limits.announce_at <= len(users) and not defer:
+            # streams hear of it before every copy (not of a deferred fan-out: announcing
+            # costs as much as deferring, 100k users went from 0.85-1.09 s to 1.45-1.67 s)
+            await self._store.announce(notification, users, pull=pull)
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
         if len(users) <= batch:  # the common case: one round trip, no tasks
