@@ -92,8 +92,8 @@ user's data). Send the last one back as `Last-Event-ID` (EventSource does it by 
 receive every missed event, in order, exactly once; an id that cannot be resumed gets one
 `reset` event instead. A stream that shows a big broadcast before its copy is written
 adds `.<notification id>` to its ids until the copy's change comes (its `counts` event,
-with no second `notification`): echo ids as they came. An idle stream carries a comment line, `: ping`, every 15 s by
-default, which EventSource ignores."""
+with no second `notification`): echo ids as they came. An idle stream carries a comment
+line, `: ping`, every 15 s by default, which EventSource ignores."""
 STREAM_EXAMPLE = (
     "retry: 3000\n\n"
     'event: counts\nid: 41-1f3a\ndata: {"unread":2,"unseen":0,"total":16,"seq":41}\n\n'
