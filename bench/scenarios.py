@@ -122,6 +122,13 @@ NOTES = """\
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
   the 10k broadcast row (`broadcast to 10k streams`) gave 568-806 ms p99 over 8 single
   runs of two commits that do not touch the broadcast. Compare ratios of one run.
+- Broadcasts announced before their copies (2026-11-27, 07f10ee;
+  docs/ARCHITECTURE.md): median of 3, p99 at 5k streams 432 -> 175 ms (1.66x -> 0.81x
+  Pushpin's one channel), at 10k 736 -> 368 ms (1.81x -> 0.84x); `broadcast to 10k
+  streams` p99 0.36 s. The POST takes longer, 0.75 -> 1.15 s at 10k: announce.lua runs
+  over the users first, and the hub writes each stream twice (the notification, then
+  its counts when the copy is written). Before that, the streams of a broadcast's last
+  batch waited for every copy (Redis 40-50 us each), so the p99 was the POST's time.
 - Where a publish's time goes in the hub under `wrk -c32` (py-spy, 500 Hz, 2026-11-27,
   ade3e99): the request's own work (parse, validate, auth, metrics) about 35%, the
   placement pipeline 13%, routing traces 15% (two hubs alternating, 6 rounds each: 507
