@@ -102,9 +102,9 @@ def change_frame(change: Change, epoch: str, ahead: list[str] | None = None) -> 
     return None if data is None else data_frame(entry.type, entry.seq, epoch, data, ahead or ())
 
 
-def fresh_ahead(ids: Collection[str], now_s: float) -> list[str]:
+def fresh_ahead(ids: Collection[str], now_s: float) -> tuple[str, ...]:
     """The ids of `ids` (ULIDs) shown ahead less than AHEAD_TTL_S ago."""
-    return [nid for nid in ids if now_s - ULID.from_str(nid).timestamp < AHEAD_TTL_S]
+    return tuple(nid for nid in ids if now_s - ULID.from_str(nid).timestamp < AHEAD_TTL_S)
 
 
 class InboxStream(Response):
@@ -140,10 +140,11 @@ class InboxStream(Response):
         self._settings, self._metrics = settings, metrics
         self._tenant, self._user = tenant, user
         self._cursor = last_event_id
-        self._ahead: list[str] = (
-            fresh_ahead(last_event_id.ahead, time.time()) if last_event_id is not None else []
+        self._ahead: tuple[str, ...] = (
+            fresh_ahead(last_event_id.ahead, time.time()) if last_event_id is not None else ()
         )
-        """Notifications this client was shown ahead of their copies (announced)."""
+        """Notifications this client was shown ahead of their copies (announced); a tuple,
+        so that the many streams with none share the empty one."""
         self._client_left = False
         self._epoch = ""
         """The epoch of the seqs this stream sent (lua/common.lua)."""
@@ -266,9 +267,9 @@ class InboxStream(Response):
         if ready is None or ready[0] != cursor + 1 or self._sub.closed or self._inexact:
             return None  # (an offered change's counts say nothing of `exact`)
         if self._ahead:
-            if self._ahead != [offered_id(ready[2])]:
+            if self._ahead != (offered_id(ready[2]),):
                 return None  # the log's ids carry those still ahead
-            self._ahead = []
+            self._ahead = ()
             return ready[0], ready[1], counts_part(ready[2])
         return ready
 
@@ -310,7 +311,7 @@ class InboxStream(Response):
                 continue
             if len(self._ahead) >= MAX_AHEAD:
                 break
-            self._ahead.append(nid)
+            self._ahead = (*self._ahead, nid)
             frames.append(announced_frame(cursor, epoch, self._ahead, body))
             ids.append(nid)
         if not frames:
@@ -337,8 +338,10 @@ class InboxStream(Response):
                 return await self._reset(send, lost)
             if changes.seq == cursor:
                 return cursor
-            epoch, ahead = self._epoch, self._ahead
+            epoch, ahead = self._epoch, list(self._ahead) if self._ahead else None
             made = [change_frame(c, epoch, ahead) for c in changes.entries]
+            if ahead is not None:
+                self._ahead = tuple(ahead)
             frames = [f for f in made if f is not None]
             last = changes.entries[-1].entry
             cursor, counts = last.seq, last.counts
@@ -350,7 +353,7 @@ class InboxStream(Response):
             data = counts_data(
                 counts.unread, counts.unseen, counts.total, cursor, counts.views, self._inexact
             )
-            frames.append(frame("counts", cursor, epoch, data, ahead))
+            frames.append(frame("counts", cursor, epoch, data, self._ahead))
             await self._write(send, b"".join(frames))
             self._count_sent(changes.entries, made)
             if cursor >= changes.seq:  # else the read stopped at its entry or byte budget
@@ -376,7 +379,7 @@ class InboxStream(Response):
         """Send a `reset` with the current counts; the stream goes on from their seq."""
         position = self._mark(await self._store.position(self._tenant, self._user))
         seq, self._epoch = position.seq, position.epoch
-        self._ahead = []  # the client reloads its list
+        self._ahead = ()  # the client reloads its list
         self._sub.restart(seq)
         data = position_data(position, self._inexact)
         await self._write(send, frame("reset", seq, self._epoch, data))
