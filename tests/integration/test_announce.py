@@ -173,3 +173,36 @@ async def test_a_deferred_fan_out_is_not_announced(
             second = await stream.next()
     assert first.data["id"] == deferred and first.id == f"1-{first.epoch}"
     assert second.data["id"] == announced and second.ahead == [announced]
+
+
+async def test_an_announcement_reaches_only_its_tenants_users(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Two tenants with a user of the same name, both streaming: a broadcast in one is
+    announced (and stored) for that tenant's user alone."""
+    async with (
+        open_stream(hub, make_token("same", "acme")) as acme,
+        open_stream(hub, make_token("same", "globex")) as globex,
+    ):
+        for stream in (acme, globex):
+            await stream.next()  # the opening counts
+        async with asyncio.timeout(5):
+            while not all(
+                sub.cursor == 0
+                for member in ("acme/same", "globex/same")
+                for sub in hub.app_state["hub"]._subs.get(member, ())
+            ):
+                await asyncio.sleep(0.01)
+        body = {"tenant": "acme", "recipients": {"users": ["same", "other"]}, "title": "acme only"}
+        response = await hub.client.post(
+            "/v1/notifications", json=body, headers={"Authorization": f"Bearer {publish_key}"}
+        )
+        assert response.status_code == 202, response.text
+        nid = response.json()["id"]
+        shown = await acme.next()
+        assert shown.event == "notification" and shown.id == f"0.{nid}"
+        assert shown.data["tenant"] == "acme"
+        with pytest.raises(TimeoutError):
+            await globex.next(timeout=0.5)
+    listed = await _get(hub, make_token("same", "globex"), "/v1/me/notifications")
+    assert listed["items"] == []
