@@ -103,3 +103,36 @@ async def test_a_moved_shard_channel_is_resubscribed(
     with contextlib.closing(target.client()) as client:
         assert client.getdel(channel) == "a key in the moving slot"
     await no_streams_left(hub)
+
+
+async def test_a_broadcast_is_announced_on_every_shard(
+    settings: Any, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """On a Cluster the writer publishes the announcement's lines to each user's shard
+    channel: streams in several slots show the broadcast before its copies (their ids
+    name it), then get the copies' counts without a second notification."""
+    limits = settings.limits.model_copy(update={"announce_at": 2})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        watched = [f"ann-spread-{i}" for i in range(6)]
+        everyone = watched + [f"ann-bulk-{i}" for i in range(200)]
+        async with contextlib.AsyncExitStack() as stack:
+            readers = [
+                await stack.enter_async_context(open_stream(hub, make_token(user)))
+                for user in watched
+            ]
+            for reader in readers:
+                assert (await reader.next()).event == "counts"
+            async with asyncio.timeout(5):
+                while not all(
+                    sub.cursor == 0
+                    for user in watched
+                    for sub in hub.app_state["hub"]._subs.get(f"default/{user}", ())
+                ):
+                    await asyncio.sleep(0.01)
+            sent = await send(hub, publish_key, everyone)
+            for reader in readers:
+                shown, counts = await reader.take(2)
+                assert shown.event == "notification" and shown.id == f"0.{sent}"
+                assert counts.event == "counts" and counts.seq == 1 and counts.ahead == []
+    slots = {key_slot(f"default/{user}".encode()) for user in watched}
+    assert len(slots) > 1

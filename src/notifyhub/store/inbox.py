@@ -316,21 +316,25 @@ class InboxStore:
     ) -> int:
         """Tell the streams of `users` about a plain notification before its copies are
         written (a big broadcast's streams then wait for one message, not for every
-        copy): one `^` doorbell (store/doorbells.py) per ANNOUNCE_BATCH users, naming each
-        user who does not hold it yet with their seq and epoch now, in one round trip.
-        A stream that has sent exactly that seq sends the notification at once and its
-        copy's change later without it (realtime/sse.py). Only where the copy's event is
-        the notification as it is (no category that preferences may silence, no collapse
-        key, thread or `pull`) and on one Redis (on a Cluster the script could not
-        publish to the users' shard channels); returns how many users were named."""
+        copy): announce.lua names each user who does not hold it yet with their seq and
+        epoch now, ANNOUNCE_BATCH users per call, all in one round trip, in `^` doorbells
+        (store/doorbells.py). A stream that has sent exactly that seq sends the
+        notification at once and its copy's change later without it (realtime/sse.py).
+        Only where the copy's event is the notification as it is (no category that
+        preferences may silence, no collapse key, thread or `pull`). On one Redis each
+        call publishes its doorbell; on a Cluster (whose script may not publish to
+        another slot's shard channel) one call per slot group answers its lines and a
+        second round trip publishes them per shard. Returns how many users were named."""
         n = notification
-        if self._cluster or pull or n.category or n.collapse_key or n.thread_key or not users:
+        if pull or n.category or n.collapse_key or n.thread_key or not users:
             return 0
         content, _ = copy_content(notification)
         header = ANNOUNCE_MARK + item_json(content, FRESH_STATE)
-        channel, script = self.doorbells.channels[0], self.scripts.announce
         members = [f"{t}/{u}" for t, u in users]
         keys = self._keys.user_keys(members, ANNOUNCE_FIELDS)
+        if self._cluster:
+            return await self._announce_sharded(n.id, header, members, keys)
+        channel, script = self.doorbells.channels[0], self.scripts.announce
         width = len(ANNOUNCE_FIELDS)
 
         def build(pipe: Any) -> None:
@@ -340,6 +344,30 @@ class InboxStore:
                 queue_script(pipe, script, batch_keys, [n.id, channel, header, *batch])
 
         return sum(int(named) for named in await pipelined(self._bulk, build, self.scripts.all))
+
+    async def _announce_sharded(
+        self, nid: str, header: bytes, members: list[str], keys: list[str]
+    ) -> int:
+        """`announce` on a Cluster: the lines of each slot group, then their doorbells."""
+        width, script = len(ANNOUNCE_FIELDS), self.scripts.announce
+        by_slot: dict[int, list[int]] = {}
+        for i in range(len(members)):
+            by_slot.setdefault(key_slot(keys[i * width].encode()), []).append(i)
+
+        def build(pipe: Any) -> None:
+            for slot, group in by_slot.items():
+                group_keys = [k for i in group for k in keys[i * width : (i + 1) * width]]
+                args: list[str | bytes] = [nid, "", header, *(members[i] for i in group)]
+                queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
+
+        replies = await pipelined(self._bulk, build, self.scripts.all)
+        named = [line.decode().rpartition(" ") for reply in replies for line in reply]
+        if named:
+            changed = [(member, at) for member, _, at in named]
+            await pipelined(
+                self._bulk, lambda pipe: self.doorbells.queue(pipe, changed, header), []
+            )
+        return len(named)
 
     def _copy_args(
         self,
