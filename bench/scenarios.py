@@ -129,6 +129,13 @@ NOTES = """\
   over the users first, and the hub writes each stream twice (the notification, then
   its counts when the copy is written). Before that, the streams of a broadcast's last
   batch waited for every copy (Redis 40-50 us each), so the p99 was the POST's time.
+- The machine of the 2026-11-27 afternoon runs is about twice as slow as the one before
+  it on the hub's own work, and the steady and storm rows failed there at the code
+  before the announced broadcast as well: steady 500/s p99 interleaved with beded32,
+  one run each, three pairs: beded32 50.6, 59.4, 61.9 ms; 07f10ee and after 61.5, 44.6,
+  58.4 ms (the hub at 75-80% of a core, `/proc/<pid>/stat`); the storm at beded32
+  (median of 3): last caught up 12.6 s, 797 new streams/s, healthz 141 ms max. The
+  earlier machine's rows were 21.2 ms and 7.04 s.
 - Where a publish's time goes in the hub under `wrk -c32` (py-spy, 500 Hz, 2026-11-27,
   ade3e99): the request's own work (parse, validate, auth, metrics) about 35%, the
   placement pipeline 13%, routing traces 15% (two hubs alternating, 6 rounds each: 507
