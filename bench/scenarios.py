@@ -135,7 +135,8 @@ NOTES = """\
   one run each, three pairs: beded32 50.6, 59.4, 61.9 ms; 07f10ee and after 61.5, 44.6,
   58.4 ms (the hub at 75-80% of a core, `/proc/<pid>/stat`); the storm at beded32
   (median of 3): last caught up 12.6 s, 797 new streams/s, healthz 141 ms max. The
-  earlier machine's rows were 21.2 ms and 7.04 s.
+  earlier machine's rows were 21.2 ms and 7.04 s. Ingest vs the minimal floor there, at
+  e27eb07 (`--out`, not in the table): 0.75 (run medians 0.67, 0.75, 0.77).
 - Where a publish's time goes in the hub under `wrk -c32` (py-spy, 500 Hz, 2026-11-27,
   ade3e99): the request's own work (parse, validate, auth, metrics) about 35%, the
   placement pipeline 13%, routing traces 15% (two hubs alternating, 6 rounds each: 507
