@@ -36,7 +36,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -190,11 +190,7 @@ class Hub:
         """Ring (or offer the copy to) the streams of each line's user; adds them to
         `rung` if given."""
         offered = False
-        for line in payload.split(b"\n"):
-            name, _, seq = line.decode(errors="replace").rpartition(" ")
-            subs = self._subs.get(name)
-            if not subs:
-                continue
+        for subs, seq in self._local_lines(payload):
             if body is not None and "," in seq:
                 offered = True
                 n, unread, unseen, total, *rest = seq.split(",", 5)
@@ -212,6 +208,16 @@ class Hub:
         if offered and body is not None:
             self._observe_latency(body)
 
+    def _local_lines(self, payload: bytes) -> Iterator[tuple[set[Subscriber], str]]:
+        """The local streams of each doorbell line's user who has any here, with the rest
+        of the line (`tenant/user <rest>`)."""
+        subs_of = self._subs.get
+        for line in payload.split(b"\n"):
+            name, _, rest = line.decode(errors="replace").rpartition(" ")
+            subs = subs_of(name)
+            if subs:
+                yield subs, rest
+
     def _announce(self, payload: bytes) -> None:
         """Hand a broadcast's notification, announced before its copies are written, to
         the local streams of each line's user (`Subscriber.announce` keeps it only for a
@@ -222,11 +228,7 @@ class Hub:
             return
         nid = body[7:33].decode()
         local = False
-        for line in payload.split(b"\n"):
-            name, _, at = line.decode(errors="replace").rpartition(" ")
-            subs = self._subs.get(name)
-            if not subs:
-                continue
+        for subs, at in self._local_lines(payload):
             seq, _, epoch = at.partition("-")
             if not (seq.isascii() and seq.isdigit()):
                 continue
