@@ -10,6 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from integration.test_announce import waiting_at
 from integration.test_stream import no_streams_left, open_stream, send
 from support.cluster import LocalCluster
 
@@ -122,13 +123,8 @@ async def test_a_broadcast_is_announced_on_every_shard(
             ]
             for reader in readers:
                 assert (await reader.next()).event == "counts"
-            async with asyncio.timeout(5):
-                while not all(
-                    sub.cursor == 0
-                    for user in watched
-                    for sub in hub.app_state["hub"]._subs.get(f"default/{user}", ())
-                ):
-                    await asyncio.sleep(0.01)
+            for user in watched:
+                await waiting_at(hub, user, 0)
             sent = await send(hub, publish_key, everyone)
             for reader in readers:
                 shown, counts = await reader.take(2)

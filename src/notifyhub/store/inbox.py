@@ -165,6 +165,18 @@ def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
     return content, ThreadArgs(n.thread_key, window_s * 1000, created_ms, line)
 
 
+def _plain(n: Notification, *, pull: bool) -> bool:
+    """Whether every copy's live event is the notification as it stands, so a doorbell
+    may carry it: no category that preferences may silence, no collapse key, no thread,
+    not `pull`."""
+    return not (pull or n.category or n.collapse_key or n.thread_key)
+
+
+def _members(users: Sequence[UserRef]) -> list[str]:
+    """Each user's `T/U` (keys.member, without a call per user: a 100k fan-out's)."""
+    return [f"{t}/{u}" for t, u in users]
+
+
 def _inline_header(content: bytes) -> bytes:
     """The first line of a doorbell carrying a plain notification's fresh copies."""
     return INLINE_MARK + item_json(content, FRESH_STATE)
@@ -259,11 +271,10 @@ class InboxStore:
             return Placement([], [])
         content, thread = copy_content(notification)
         expires_ms = int(notification.expires_at.timestamp() * 1000)
-        members = [f"{t}/{u}" for t, u in users]  # keys.member, without a call per user
-        # The doorbell carries the copies' events when every copy is a plain new
-        # notification (no collapse key, no category that preferences may silence).
+        members = _members(users)
+        # The doorbell carries the copies' events when every copy is a plain new one.
         n = notification
-        plain = not (pull or n.category or n.collapse_key or n.thread_key or defer)
+        plain = _plain(n, pull=pull) and not defer
         inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
         ring = None
         if plain and not self._cluster:  # the script rings, after its writes
@@ -326,11 +337,11 @@ class InboxStore:
         another slot's shard channel) one call per slot group answers its lines and a
         second round trip publishes them per shard. Returns how many users were named."""
         n = notification
-        if pull or n.category or n.collapse_key or n.thread_key or not users:
+        if not (users and _plain(n, pull=pull)):
             return 0
         content, _ = copy_content(notification)
         header = ANNOUNCE_MARK + item_json(content, FRESH_STATE)
-        members = [f"{t}/{u}" for t, u in users]
+        members = _members(users)
         keys = self._keys.user_keys(members, ANNOUNCE_FIELDS)
         if self._cluster:
             return await self._announce_sharded(n.id, header, members, keys)
