@@ -207,9 +207,15 @@ class _TestServer(HubServer):
 
 
 @asynccontextmanager
-async def serve_hub(settings: Settings, app: HubApp | None = None) -> AsyncIterator[RunningHub]:
-    """A real uvicorn server on a free port, serving `app` (else `create_app(settings)`)."""
+async def serve_hub(
+    settings: Settings, app: HubApp | None = None, http: str | None = None
+) -> AsyncIterator[RunningHub]:
+    """A real uvicorn server on a free port, serving `app` (else `create_app(settings)`);
+    `http` names another of uvicorn's HTTP protocols than the hub's own."""
     app = app or create_app(settings)
+    options = head_limits()  # as `notifyhub serve` (process/supervisor.py server_config)
+    if http is not None:
+        options["http"] = http
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -217,7 +223,7 @@ async def serve_hub(settings: Settings, app: HubApp | None = None) -> AsyncItera
         lifespan="on",
         log_level="warning",
         timeout_graceful_shutdown=3,
-        **head_limits(),  # as `notifyhub serve` (process/supervisor.py server_config)
+        **options,
     )
     server = _TestServer(config, app)
     task = asyncio.create_task(server.serve())

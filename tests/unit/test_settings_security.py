@@ -33,10 +33,10 @@ def test_rate_limits_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 def test_every_hub_server_caps_request_heads() -> None:
     from fastapi import FastAPI
 
-    from notifyhub.api.protocol import MAX_HEAD_BYTES, CappedHttpToolsProtocol
+    from notifyhub.api.protocol import MAX_HEAD_BYTES, HubHttpProtocol
     from notifyhub.process.supervisor import server_config
 
     settings = Settings(jwt_secret=SECRET, _env_file=None)  # type: ignore[arg-type, call-arg]
     config = server_config(FastAPI(), settings, access_log=False)
-    assert config.http is CappedHttpToolsProtocol
+    assert config.http is HubHttpProtocol
     assert config.h11_max_incomplete_event_size == MAX_HEAD_BYTES

@@ -156,6 +156,7 @@ class StreamFastPath:
             # The scope's own copy of the app state (uvicorn copies its ~20 entries for
             # every request, about 1 KiB) would live as long as the stream, unused.
             scope["state"] = {}
+            scope["headers"] = ()  # read, and as long-lived (api/protocol.py)
             await response(scope, receive, send)  # raises only before its 200, or a bug
         except NotifyhubError as exc:
             await domain_problem(exc)(scope, receive, _counting(send, count))

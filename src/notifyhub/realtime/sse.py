@@ -1,8 +1,10 @@
 """A lean ASGI Server-Sent-Events response for one user's inbox stream.
 
-One connection costs one coroutine, one small disconnect-watch task and a doorbell:
-no queue, no task group, no timer, no Redis connection of its own (reads go through the
-shared pool; the process's `StreamClock` pings it and enforces the send timeout).
+One connection costs one coroutine and a doorbell: no queue, no task group, no timer, no
+Redis connection of its own (reads go through the shared pool; the process's
+`StreamClock` pings it and enforces the send timeout). The hub's HTTP protocol tells the
+stream when its client leaves (`ON_CLOSE`, api/protocol.py); under another server a small
+task awaits ASGI's `http.disconnect` instead.
 Catch-up and live events are the same code path: read the change log after the
 cursor, send it, wait for the doorbell.
 
@@ -71,6 +73,11 @@ from notifyhub.tracing import Attributes
 log = logging.getLogger(__name__)
 
 CATCH_UP_BATCH = 200
+EXACT: frozenset[str] = frozenset()
+"""No view marked inexact (one empty set for every stream: each new one is 216 bytes)."""
+ON_CLOSE = "notifyhub.on_close"
+"""A scope key of the hub's HTTP protocol (api/protocol.py): `scope[ON_CLOSE](callback)`
+has `callback()` called once when the client's connection closes."""
 AHEAD_TTL_S = 600.0
 """How long a stream keeps waiting for the copy of a notification it showed ahead."""
 HEADERS = [
@@ -130,7 +137,7 @@ class InboxStream(Response):
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
         self._tenant_views = tenant_views
         """The tenant's views as this process last knew them (services/views.py `known`)."""
-        self._inexact: frozenset[str] = frozenset()
+        self._inexact: frozenset[str] = EXACT
         """The views whose counts this stream sends marked `exact: false`: the tenant's, when
         the user's copy of them was older than theirs at the opening (or a reset), until
         a `views` change (the recount reached the user) comes through the log, or a read
@@ -148,6 +155,8 @@ class InboxStream(Response):
         self._client_left = False
         self._epoch = ""
         """The epoch of the seqs this stream sent (lua/common.lua)."""
+        self._opening: bytes | None = None
+        """A new stream's opening `counts` frame, read before its 200 (`_open`)."""
         self._prefetched: Changes | None = None
         """A resumed stream's first read, made before its 200 (`_open`)."""
         self.status_code = 200
@@ -157,16 +166,21 @@ class InboxStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
-            opening = await self._open()
+            cursor = await self._open()
         except BaseException:
             self._hub.detach(self._sub)
             raise
-        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        on_close = scope.get(ON_CLOSE)
+        watcher = None
+        if on_close is not None:
+            on_close(self._left)
+        else:
+            watcher = asyncio.create_task(self._watch_disconnect(receive))
         self._sub.task = asyncio.current_task()
         self._clock.add(self._sub)
         reason = StreamEnd.ERROR  # a bug: raised on
         try:
-            reason = await self._run(send, opening)
+            reason = await self._run(send, cursor)
         except asyncio.CancelledError:
             reason = StreamEnd.SHUTDOWN  # the server stopped waiting for it
             raise
@@ -174,31 +188,47 @@ class InboxStream(Response):
             self._metrics.stream_ended(reason)
             self._clock.discard(self._sub)
             self._sub.task = None
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             self._hub.detach(self._sub)
 
-    async def _open(self) -> Position | None:
-        """The first read: a new stream's position (its opening `counts`), or, for a
-        resumed one, the changes after its cursor, kept for its first catch-up (one
-        round trip instead of two: a reconnect storm is made of these)."""
+    async def _open(self) -> int:
+        """The first read; the seq the stream starts after. A new stream reads its
+        position (kept as its opening `counts` frame); a resumed one the changes after its
+        cursor, kept for its first catch-up (one round trip instead of two: a reconnect
+        storm is made of these). Neither is held longer than its first send: an idle
+        stream lives for hours."""
         if self._cursor is None:
-            return self._mark(await self._store.position(self._tenant, self._user))
-        after = self._cursor.seq
+            opening = self._mark(await self._store.position(self._tenant, self._user))
+            self._epoch = opening.epoch
+            data = position_data(opening, self._inexact)
+            self._opening = frame("counts", opening.seq, opening.epoch, data)
+            return opening.seq
+        cursor, self._epoch = self._cursor.seq, self._cursor.epoch
+        self._cursor = None
         self._prefetched = await self._reader.changes(
-            self._tenant, self._user, after, CATCH_UP_BATCH
+            self._tenant, self._user, cursor, CATCH_UP_BATCH
         )
-        return None
+        return cursor
 
-    async def _run(self, send: Send, opening: Position | None) -> StreamEnd:
+    async def _run(self, send: Send, cursor: int) -> StreamEnd:
         """Serve the stream until it ends; why it ended."""
         try:
             if self.on_start is not None:
                 self.on_start(200)
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await self._write(send, b"retry: %d\n\n" % self._settings.retry_ms)
-            await self._serve(send, opening)
+            if self._opening is not None:
+                await self._write(send, self._opening)
+                self._opening = None
+            while not self._sub.closed:
+                if self._hub.traced:
+                    cursor = await self._traced(send, cursor, None)
+                else:
+                    cursor = await self._catch_up(send, cursor)
+                cursor = await self._live(send, cursor)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except SendTimeout:
             return StreamEnd.SEND_TIMEOUT
@@ -210,26 +240,15 @@ class InboxStream(Response):
             return StreamEnd.REDIS_ERROR
         return StreamEnd.CLIENT_LEFT if self._client_left else StreamEnd.SHUTDOWN
 
-    async def _watch_disconnect(self, receive: Receive) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+    def _left(self) -> None:
+        """The client closed the connection: the stream ends."""
         self._client_left = True
         self._sub.close()
 
-    async def _serve(self, send: Send, opening: Position | None) -> None:
-        if self._cursor is None:
-            assert opening is not None
-            cursor, self._epoch = opening.seq, opening.epoch
-            data = position_data(opening, self._inexact)
-            await self._write(send, frame("counts", cursor, self._epoch, data))
-        else:
-            cursor, self._epoch = self._cursor.seq, self._cursor.epoch
-        while not self._sub.closed:
-            if self._hub.traced:
-                cursor = await self._traced(send, cursor, None)
-            else:
-                cursor = await self._catch_up(send, cursor)
-            cursor = await self._live(send, cursor)
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._left()
 
     async def _live(self, send: Send, cursor: int) -> int:
         """Wait for the doorbell (pinging, and sending what is announced, meanwhile) and
@@ -347,7 +366,7 @@ class InboxStream(Response):
             cursor, counts = last.seq, last.counts
             if self._inexact:  # recounted (a `views` change), or synced without one?
                 if any(isinstance(c.entry, ViewsChange) for c in changes.entries):
-                    self._inexact = frozenset()
+                    self._inexact = EXACT
                 else:
                     self._mark(await self._store.position(self._tenant, self._user))
             data = counts_data(
@@ -392,10 +411,10 @@ class InboxStream(Response):
         says: the tenant's views, when the user's copy of them is older than the last
         known); without the tenant's views known here, none."""
         known = self._tenant_views(self._tenant) if self._tenant_views is not None else None
-        if known is None or position.tenant_views >= known.version:
-            self._inexact = frozenset()
-        else:
-            self._inexact = frozenset(known.names() & position.counts.views.keys())
+        inexact = None
+        if known is not None and position.tenant_views < known.version:
+            inexact = known.names() & position.counts.views.keys()
+        self._inexact = frozenset(inexact) if inexact else EXACT
         return position
 
     async def _write(self, send: Send, body: bytes) -> None:
