@@ -444,9 +444,22 @@ Scenario = Callable[["BenchHub"], Awaitable[dict[str, float] | Measured]]
 
 
 def _idle_sizes() -> list[int]:
-    """1k, 5k, 10k and 20k streams, capped by what the fd hard limit lets one process hold."""
+    """1k, 5k, 10k, 20k and 50k streams, capped by what the fd hard limit lets one process
+    hold."""
     cap = streams.stream_cap()
-    return sorted({min(n, cap) for n in (1000, 5000, 10_000, 20_000)})
+    return sorted({min(n, cap) for n in (1000, 5000, 10_000, 20_000, streams.MOST_STREAMS)})
+
+
+def _broadcast_to_most() -> list[tuple[str, Scenario]]:
+    """The broadcast to as many streams as one process may hold (50k where it can)."""
+    n = streams.most_streams()
+    if n <= 10_000:
+        return []
+
+    async def scenario(hub: BenchHub) -> Measured:
+        return await streams.broadcast(hub, size=n)
+
+    return [(f"broadcast to {streams.thousands(n)} streams", scenario)]
 
 
 ALL: list[tuple[str, Scenario]] = [
@@ -458,8 +471,9 @@ ALL: list[tuple[str, Scenario]] = [
     ("100k fan-out, 5 tenant views vs none", views_fan_out),
     ("100k fan-out, routing traces on vs off", trace_fan_out),
     ("100k fan-out joining every user's open thread vs plain", threads_fan_out),
-    *((f"{n / 1000:g}k idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
+    *((f"{streams.thousands(n)} idle streams", streams.idle_streams(n)) for n in _idle_sizes()),
     ("broadcast to 10k streams", streams.broadcast),
+    *_broadcast_to_most(),
     ("steady 500/s to 1k streams", streams.steady),
     ("reconnect storm: 10k streams, 5 missed each", streams.reconnect_storm),
 ]

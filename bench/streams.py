@@ -50,6 +50,20 @@ def stream_cap() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[1] - FD_MARGIN
 
 
+MOST_STREAMS = 50_000
+"""Issue 23's streams in one process, where the fd hard limit allows them."""
+
+
+def most_streams() -> int:
+    """MOST_STREAMS, or as many as `stream_cap` allows."""
+    return min(MOST_STREAMS, stream_cap())
+
+
+def thousands(n: int) -> str:
+    """`n` streams as the scenario names write it: 19.5k."""
+    return f"{n / 1000:g}k"
+
+
 class Generator:
     """One `python -m bench.streamgen` process and its JSON-lines conversation."""
 
