@@ -166,6 +166,36 @@ NOTES = """\
   100k fan-out took 0.65 s (0.56 s on another machine at 8556930) and routing traces
   on / off gave 1.17, 1.31 and 0.99 in three runs (1.02 at cd5cee3 elsewhere): the off
   blocks alone ranged 0.70-0.91 s.
+- What an idle stream keeps (2026-11-27, 46e018d; tracemalloc over 3,000 streams, then
+  the `idle streams` rows): 15.0 KB -> 9.7 KB traced per stream, RSS 15.2-15.3 -> 9.8-9.9
+  KiB at 10k and 19.5k streams. Of what went: uvicorn's three empty deques per
+  connection (760 bytes each), the task per stream awaiting `http.disconnect` (about
+  1.3 KB), the request's headers, the opening position, an empty frozenset per stream
+  (216 bytes), and a second instance dict that one attribute too many gave every
+  connection (1.5 KB). docs/ARCHITECTURE.md, "A connection keeps little of its
+  request".
+- Issue 23's 50k streams: the rows `19.5k idle streams` and `broadcast to 19.5k
+  streams` run at the most streams one process may hold here (RLIMIT_NOFILE's hard
+  limit is 20,000, and the session may not raise it: no CAP_SYS_RESOURCE); on a machine
+  that allows more they run at 50k. The 50k targets are checked at that size and say
+  so. A broadcast to 19.5k reached its last stream at 0.71-0.79 s (three runs).
+- The storm's `last caught up s` is reported, not a target: the issue's "reconnect with
+  Last-Event-ID within 2 s" is when the clients reconnect, and the bench has them all
+  reconnect at once, which is harder. Its targets are 1,000 new streams/s, `/healthz`
+  within 100 ms, nothing lost or doubled. Here (2026-11-27, 84575f2, median of 3):
+  1,368 new streams/s, the last caught up at 7.3 s, `/healthz` at worst 85 ms. The hub
+  spends 0.64-0.67 ms of CPU per reopened stream at one core for the whole storm
+  (`/proc/<pid>/stat`), in a flat profile (py-spy, 200 Hz): the event loop's own C code
+  (uvloop's socket work) 16%, nothing else above 8%.
+- Pushpin against the hub on the machine of the 84575f2 rows (2026-11-27, median of 3):
+  Pushpin's one channel was faster there than on the machine before (p99 at 10k
+  293-316 ms, was 457 ms). The hub measured 287-432 ms. The ratio at 10k is 0.99, 1.02
+  and 1.41 in the three runs; at 5k it is 0.67, 0.98 and 1.01. In a 10k broadcast the hub is
+  on its core from the POST to the last stream (py-spy, 1,000 Hz, samples in order):
+  60% of that time is in the stream writes' `send` system calls (uvicorn's
+  `transport.write`, one per stream, about 18 us each), which Pushpin makes too. The
+  streams' own Python is about 23%, and the Pub/Sub reader handing the announcement to
+  them about 12%.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
