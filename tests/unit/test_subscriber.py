@@ -190,3 +190,38 @@ async def test_an_announcement_is_kept_only_for_a_stream_at_its_seq() -> None:
 async def sub_wait_returns(sub: Subscriber) -> bool:
     async with asyncio.timeout(1):
         return await sub.wait()
+
+
+async def test_an_idle_stream_takes_an_announcement_without_waking() -> None:
+    """A stream waiting idle whose connection can write at once (`deliver`, the hub's own
+    HTTP protocol) is handed the announcement and stays asleep; when its connection
+    cannot take it (False), or the stream is not waiting, or an earlier one is queued,
+    the announcement is queued and the stream woken, in order."""
+    handed: list[tuple[int, str, str, bytes]] = []
+    takes = True
+
+    def deliver(seq: int, epoch: str, nid: str, body: bytes) -> bool:
+        handed.append((seq, epoch, nid, body))
+        return takes
+
+    sub = Subscriber("t/a")
+    sub.cursor, sub.epoch, sub.deliver = 4, "e1", deliver
+    sub.announce(4, "e1", "n0", b"{}")  # not waiting yet: queued
+    assert handed == [] and sub.announced == [(4, "e1", "n0", b"{}")]
+    assert await sub_wait_returns(sub) is False
+    sub.announced = None
+
+    waiter = asyncio.create_task(sub.wait())
+    await asyncio.sleep(0)  # waiting now
+    sub.announce(4, "e1", "n1", b"{}")
+    assert handed == [(4, "e1", "n1", b"{}")] and sub.announced is None
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # written without waking the stream
+
+    takes = False
+    sub.announce(4, "e1", "n2", b"{}")  # the connection cannot take it now
+    sub.announce(4, "e1", "n3", b"{}")  # one is queued already: queued behind it
+    assert [a[2] for a in handed] == ["n1", "n2"]
+    assert sub.announced == [(4, "e1", "n2", b"{}"), (4, "e1", "n3", b"{}")]
+    async with asyncio.timeout(1):
+        assert await waiter is False

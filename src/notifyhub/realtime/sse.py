@@ -2,9 +2,10 @@
 
 One connection costs one coroutine and a doorbell: no queue, no task group, no timer, no
 Redis connection of its own (reads go through the shared pool; the process's
-`StreamClock` pings it and enforces the send timeout). The hub's HTTP protocol tells the
-stream when its client leaves (`ON_CLOSE`, api/protocol.py); under another server a small
-task awaits ASGI's `http.disconnect` instead.
+`StreamClock` pings it and enforces the send timeout). The hub's HTTP protocol
+(api/protocol.py) tells the stream when its client leaves, and takes a broadcast's
+announcement for an idle stream without waking it (`Connection`); under another server a
+small task awaits ASGI's `http.disconnect` instead, and every event is sent through ASGI.
 Catch-up and live events are the same code path: read the change log after the
 cursor, send it, wait for the doorbell.
 
@@ -42,6 +43,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Collection
+from typing import Protocol
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
@@ -75,9 +77,24 @@ log = logging.getLogger(__name__)
 CATCH_UP_BATCH = 200
 EXACT: frozenset[str] = frozenset()
 """No view marked inexact (one empty set for every stream: each new one is 216 bytes)."""
-ON_CLOSE = "notifyhub.on_close"
-"""A scope key of the hub's HTTP protocol (api/protocol.py): `scope[ON_CLOSE](callback)`
-has `callback()` called once when the client's connection closes."""
+CONNECTION = "notifyhub.connection"
+"""The scope key under which the hub's HTTP protocol (api/protocol.py) offers a stream
+its `Connection`."""
+
+
+class Connection(Protocol):
+    """What the hub's own HTTP server does for a stream beyond ASGI."""
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` once when the client's connection closes (at once if it
+        has): no task per stream awaiting `http.disconnect`."""
+
+    def write_now(self, body: bytes) -> bool:
+        """Write `body` as the response's next chunk now, without a task switch; False
+        when it may not (the client is not keeping up, the connection is closing):
+        send it through ASGI then."""
+
+
 AHEAD_TTL_S = 600.0
 """How long a stream keeps waiting for the copy of a notification it showed ahead."""
 HEADERS = [
@@ -155,6 +172,8 @@ class InboxStream(Response):
         self._client_left = False
         self._epoch = ""
         """The epoch of the seqs this stream sent (lua/common.lua)."""
+        self._connection: Connection | None = None
+        """The hub's HTTP protocol serving this stream, if it is the server."""
         self._opening: bytes | None = None
         """A new stream's opening `counts` frame, read before its 200 (`_open`)."""
         self._prefetched: Changes | None = None
@@ -170,10 +189,12 @@ class InboxStream(Response):
         except BaseException:
             self._hub.detach(self._sub)
             raise
-        on_close = scope.get(ON_CLOSE)
+        connection: Connection | None = scope.get(CONNECTION)
         watcher = None
-        if on_close is not None:
-            on_close(self._left)
+        if connection is not None:
+            connection.on_close(self._left)
+            self._connection = connection
+            self._sub.deliver = self._announce_now
         else:
             watcher = asyncio.create_task(self._watch_disconnect(receive))
         self._sub.task = asyncio.current_task()
@@ -187,7 +208,7 @@ class InboxStream(Response):
         finally:
             self._metrics.stream_ended(reason)
             self._clock.discard(self._sub)
-            self._sub.task = None
+            self._sub.task = self._sub.deliver = None  # (no cycle left with the stream)
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -336,6 +357,32 @@ class InboxStream(Response):
         if not frames:
             return
         await self._write(send, b"".join(frames))
+        self._count_announced(ids)
+
+    def _announce_now(self, seq: int, epoch: str, nid: str, body: bytes) -> bool:
+        """`Subscriber.announce` for this stream while it waits, idle, at exactly `seq`
+        of `epoch`: the notification is shown (or, shown already or past MAX_AHEAD,
+        dropped as `_send_announced` drops it) by writing it at once, without waking
+        the stream; False when the connection cannot take it now (it is then queued for
+        the stream). In a broadcast to 10k streams the wake-ups were most of the hub's
+        own work per stream (docs/ARCHITECTURE.md)."""
+        if nid in self._ahead or len(self._ahead) >= MAX_AHEAD:
+            return True
+        ahead = (*self._ahead, nid)
+        assert self._connection is not None
+        try:  # in the hub's reader: a failure here must not reach the other streams
+            written = self._connection.write_now(announced_frame(seq, epoch, ahead, body))
+        except Exception:
+            log.exception("stream for %s/%s: an announcement not written", self._tenant, self._user)
+            return False  # queued: the stream sends it through ASGI, and ends if it must
+        if not written:
+            return False
+        self._ahead = ahead
+        self._sub.last_sent = asyncio.get_running_loop().time()
+        self._count_announced((nid,))
+        return True
+
+    def _count_announced(self, ids: Collection[str]) -> None:
         _child(self._metrics.stream_events_sent_total, "notification").inc(len(ids))
         streamed = self._hub.streamed
         if streamed is not None:

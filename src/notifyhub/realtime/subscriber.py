@@ -17,6 +17,7 @@ stream keeps here. No stream holds a timer of its own.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 Announced = tuple[int, str, str, bytes]
 """(seq, epoch, notification id, item JSON) of an announcement (`Subscriber.announce`)."""
@@ -35,6 +36,7 @@ class Subscriber:
         "announced",
         "closed",
         "cursor",
+        "deliver",
         "epoch",
         "last_sent",
         "latest",
@@ -56,6 +58,9 @@ class Subscriber:
         """A change offered with its frames (`offer`): (seq, epoch, frames)."""
         self.announced: list[Announced] | None = None
         """Notifications announced ahead of their copies (`announce`), not yet sent."""
+        self.deliver: Callable[[int, str, str, bytes], bool] | None = None
+        """Shows an announcement to the stream while it waits, without waking it, when its
+        connection can take it now (realtime/sse.py `_announce_now`); False: queue it."""
         self.closed = False
         self._rung = False
         self._pinged = False
@@ -96,6 +101,14 @@ class Subscriber:
         for a stream that had sent exactly that much (it cannot have sent the copy),
         which the stream checks again before sending it (realtime/sse.py)."""
         if seq == self.cursor and epoch == self.epoch:
+            waiting = self._waiter is not None and not self._waiter.done()
+            if (
+                waiting
+                and self.announced is None
+                and self.deliver is not None
+                and self.deliver(seq, epoch, nid, body)
+            ):
+                return
             if self.announced is None:
                 self.announced = []
             self.announced.append((seq, epoch, nid, body))
