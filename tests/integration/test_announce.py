@@ -49,15 +49,21 @@ async def test_a_broadcast_is_shown_before_its_copy_and_counted_once(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
     token = make_token("ann-0")
+    registry = hub.app_state["metrics"].registry
+    sent = {"name": "notifyhub_stream_events_sent_total", "labels": {"type": "notification"}}
     async with open_stream(hub, token) as stream:
         opening = await stream.next()
         assert opening.event == "counts" and opening.seq == 0
         await waiting_at(hub, "ann-0", 0)
+        before = registry.get_sample_value(**sent) or 0.0
         nid = await send(hub, publish_key, ["ann-0", "ann-1", "ann-2"], title="all hands")
         shown = await stream.next()
         counted = await stream.next()
         single = await send(hub, publish_key, ["ann-0"], title="just you")
         after = await stream.next()
+    # two notification events sent, each counted once (the first shown by the hub's
+    # reader at once, api/protocol.py `write_now`; the second by the stream)
+    assert registry.get_sample_value(**sent) - before == 2
     # shown ahead: the id is the stream's cursor and the notification's id
     assert shown.event == "notification" and shown.id == f"0.{nid}"
     assert shown.data == await _get(hub, token, f"/v1/me/notifications/{nid}")
