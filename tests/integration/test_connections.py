@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from typing import Any
 
 import httpx
@@ -104,3 +105,33 @@ async def test_under_another_protocol_a_task_watches_for_the_close(
     ends when its client leaves, through ASGI's `http.disconnect`."""
     async with start_hub(settings, http=http) as other:
         await _hold_then_leave(other, make_token("watched"))
+
+
+async def test_a_chunk_is_written_at_once_only_while_the_client_keeps_up(
+    hub: Any, make_token: Any
+) -> None:
+    """`write_now` (how a broadcast's announcement reaches an idle stream) writes into the
+    connection only until the client stops keeping up (uvicorn's flow control pauses
+    writing past its high-water mark), and not after the client left: then the event goes
+    through ASGI, which waits for the client under the send timeout."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await loop.sock_connect(sock, _address(hub))
+        await loop.sock_sendall(sock, _stream_request(make_token("stuck-reader")))
+        assert (await loop.sock_recv(sock, 1024)).startswith(b"HTTP/1.1 200")
+        [protocol] = [
+            p
+            for p in hub.server.server_state.connections
+            if p.cycle is not None and p.cycle.chunked_encoding and not p.cycle.response_complete
+        ]
+        chunk = b": filler\n" * 8192
+        written = 0
+        while protocol.write_now(chunk):  # the client reads nothing more
+            written += 1
+            assert written < 1000, "never paused"
+            await asyncio.sleep(0)  # (the transport flushes what the socket takes)
+        assert written > 0 and protocol.flow.write_paused
+    await _streams_end(hub)
+    assert not protocol.write_now(b": after\n\n")

@@ -72,9 +72,20 @@ async def _read_all(reader: EventReader, received: list[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("announced", [False, True], ids=["copies", "announced"])
 async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
-    hub: Any, publish_key: str, make_token: Any
+    settings: Settings, start_hub: Any, publish_key: str, make_token: Any, announced: bool
 ) -> None:
+    """Announced (each round a broadcast shown before its copies: written at once to a
+    waiting stream while its client keeps up, api/protocol.py `write_now`, else queued
+    for the stream), the same holds."""
+    announce_at = 2 if announced else settings.limits.announce_at
+    limits = settings.limits.model_copy(update={"announce_at": announce_at})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        await _stuck_and_steady(hub, publish_key, make_token)
+
+
+async def _stuck_and_steady(hub: Any, publish_key: str, make_token: Any) -> None:
     metrics = hub.app_state["metrics"]
     socks = [await _stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
     users = [f"stuck{i}" for i in range(STUCK)] + ["steady"]
