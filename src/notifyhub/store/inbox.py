@@ -177,6 +177,20 @@ def _members(users: Sequence[UserRef]) -> list[str]:
     return [f"{t}/{u}" for t, u in users]
 
 
+def _slot_users(keys: list[str], stride: int) -> dict[int, list[int]]:
+    """The users (indices) in each Cluster slot, `stride` keys per user, all in the
+    user's slot."""
+    by_slot: dict[int, list[int]] = {}
+    for user, i in enumerate(range(0, len(keys), stride)):
+        by_slot.setdefault(key_slot(keys[i].encode()), []).append(user)
+    return by_slot
+
+
+def _keys_of(keys: list[str], stride: int, users: list[int]) -> list[str]:
+    """The keys of `users` (indices), user after user."""
+    return [k for user in users for k in keys[user * stride : (user + 1) * stride]]
+
+
 def _inline_header(content: bytes) -> bytes:
     """The first line of a doorbell carrying a plain notification's fresh copies."""
     return INLINE_MARK + item_json(content, FRESH_STATE)
@@ -361,13 +375,11 @@ class InboxStore:
     ) -> int:
         """`announce` on a Cluster: the lines of each slot group, then their doorbells."""
         width, script = len(ANNOUNCE_FIELDS), self.scripts.announce
-        by_slot: dict[int, list[int]] = {}
-        for i in range(len(members)):
-            by_slot.setdefault(key_slot(keys[i * width].encode()), []).append(i)
+        by_slot = _slot_users(keys, width)
 
         def build(pipe: Any) -> None:
             for slot, group in by_slot.items():
-                group_keys = [k for i in group for k in keys[i * width : (i + 1) * width]]
+                group_keys = _keys_of(keys, width, group)
                 args: list[str | bytes] = [nid, "", header, *(members[i] for i in group)]
                 queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
 
@@ -486,10 +498,9 @@ class InboxStore:
         user's slot); on standalone Redis one call (slot -1) takes them all."""
         if not self._cluster:
             return {-1: keys}
-        by_slot: dict[int, list[str]] = {}
-        for i in range(0, len(keys), stride):
-            by_slot.setdefault(key_slot(keys[i].encode()), []).extend(keys[i : i + stride])
-        return by_slot
+        return {
+            slot: _keys_of(keys, stride, users) for slot, users in _slot_users(keys, stride).items()
+        }
 
     def _merge(
         self, codec: type[PerUser], keys: list[str], stride: int, replies: list[list[Any]]
