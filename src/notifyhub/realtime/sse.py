@@ -347,12 +347,11 @@ class InboxStream(Response):
         announced, self._sub.announced = self._sub.announced, None
         frames, ids = [], []
         for seq, epoch, nid, body in announced or ():
-            if seq != cursor or epoch != self._epoch or nid in self._ahead:
+            ahead = self._ahead_with(nid)
+            if seq != cursor or epoch != self._epoch or ahead is None:
                 continue
-            if len(self._ahead) >= MAX_AHEAD:
-                break
-            self._ahead = (*self._ahead, nid)
-            frames.append(announced_frame(cursor, epoch, self._ahead, body))
+            self._ahead = ahead
+            frames.append(announced_frame(cursor, epoch, ahead, body))
             ids.append(nid)
         if not frames:
             return
@@ -366,9 +365,9 @@ class InboxStream(Response):
         the stream; False when the connection cannot take it now (it is then queued for
         the stream). In a broadcast to 10k streams the wake-ups were most of the hub's
         own work per stream (docs/ARCHITECTURE.md)."""
-        if nid in self._ahead or len(self._ahead) >= MAX_AHEAD:
+        ahead = self._ahead_with(nid)
+        if ahead is None:
             return True
-        ahead = (*self._ahead, nid)
         assert self._connection is not None
         try:  # in the hub's reader: a failure here must not reach the other streams
             written = self._connection.write_now(announced_frame(seq, epoch, ahead, body))
@@ -381,6 +380,13 @@ class InboxStream(Response):
         self._sub.last_sent = asyncio.get_running_loop().time()
         self._count_announced((nid,))
         return True
+
+    def _ahead_with(self, nid: str) -> tuple[str, ...] | None:
+        """The ids shown ahead once `nid` is shown too; None when it is not to be shown:
+        shown already, or MAX_AHEAD are (it waits for its copy)."""
+        if nid in self._ahead or len(self._ahead) >= MAX_AHEAD:
+            return None
+        return (*self._ahead, nid)
 
     def _count_announced(self, ids: Collection[str]) -> None:
         _child(self._metrics.stream_events_sent_total, "notification").inc(len(ids))
