@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from typing import Any
 
 import httpx
 import pytest
 
+from integration.test_slow_readers import stuck_stream
+from integration.test_stream import no_streams_left
 from notifyhub.api.protocol import HubHttpProtocol
 from notifyhub.settings import Settings
 from support.sse import EventReader
@@ -22,13 +23,6 @@ _STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
 def _address(hub: Any) -> tuple[str, int]:
     host, port = hub.base_url.removeprefix("http://").split(":")
     return host, int(port)
-
-
-async def _streams_end(hub: Any) -> None:
-    """Every stream of the hub ends within 5 s (they end asynchronously)."""
-    async with asyncio.timeout(5):
-        while hub.app_state["hub"].stream_count:
-            await asyncio.sleep(0.02)
 
 
 def _stream_request(token: str) -> bytes:
@@ -74,7 +68,7 @@ async def test_streams_whose_clients_leave_while_opening_end(hub: Any, make_toke
             await asyncio.sleep(0.01)  # some leave after their stream opened
         writer.close()
         await writer.wait_closed()
-    await _streams_end(hub)
+    await no_streams_left(hub)
     ends = hub.app_state["metrics"].registry.get_sample_value(
         "notifyhub_streams_dropped_total", {"reason": "client_left"}
     )
@@ -90,7 +84,7 @@ async def _hold_then_leave(hub: Any, token: str) -> None:
     ):
         assert (await EventReader(response).next()).event == "counts"
         assert hub.app_state["hub"].stream_count == 1
-    await _streams_end(hub)
+    await no_streams_left(hub)
 
 
 async def test_a_held_stream_ends_when_its_client_leaves(hub: Any, make_token: Any) -> None:
@@ -114,13 +108,8 @@ async def test_a_chunk_is_written_at_once_only_while_the_client_keeps_up(
     connection only until the client stops keeping up (uvicorn's flow control pauses
     writing past its high-water mark), and not after the client left: then the event goes
     through ASGI, which waits for the client under the send timeout."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.setblocking(False)
-        loop = asyncio.get_running_loop()
-        await loop.sock_connect(sock, _address(hub))
-        await loop.sock_sendall(sock, _stream_request(make_token("stuck-reader")))
-        assert (await loop.sock_recv(sock, 1024)).startswith(b"HTTP/1.1 200")
+    sock = await stuck_stream(hub, make_token("stuck-reader"))
+    with sock:
         [protocol] = [
             p
             for p in hub.server.server_state.connections
@@ -133,5 +122,5 @@ async def test_a_chunk_is_written_at_once_only_while_the_client_keeps_up(
             assert written < 1000, "never paused"
             await asyncio.sleep(0)  # (the transport flushes what the socket takes)
         assert written > 0 and protocol.flow.write_paused
-    await _streams_end(hub)
+    await no_streams_left(hub)
     assert not protocol.write_now(b": after\n\n")

@@ -38,7 +38,7 @@ def _ended(metrics: Metrics, reason: StreamEnd) -> float:
     return value
 
 
-async def _stuck_stream(hub: Any, token: str) -> socket.socket:
+async def stuck_stream(hub: Any, token: str) -> socket.socket:
     """A stream on a bare socket with a tiny receive buffer that is never read after
     the response head."""
     host, port = hub.base_url.removeprefix("http://").split(":")
@@ -87,7 +87,7 @@ async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
 
 async def _stuck_and_steady(hub: Any, publish_key: str, make_token: Any) -> None:
     metrics = hub.app_state["metrics"]
-    socks = [await _stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
+    socks = [await stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
     users = [f"stuck{i}" for i in range(STUCK)] + ["steady"]
     sent: list[str] = []
     received: list[str] = []
