@@ -50,6 +50,10 @@ from integration.test_routing import (
     test_rule_push_and_pull_over_live_streams,
     test_topic_cache_equals_postgres_after_random_changes,
 )
+from integration.test_routing_trace import (
+    test_a_trace_names_what_a_full_inbox_evicted,
+    test_traces_written_together_each_read_back_whole,
+)
 from integration.test_script_layouts import (
     test_defer_then_place_pending,
     test_deliver_answers_its_width_per_user,
@@ -72,6 +76,7 @@ __all__ = [
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",
     "test_a_replica_shortfall_still_acknowledges",
+    "test_a_trace_names_what_a_full_inbox_evicted",
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",
     "test_collapse_key_replaces_in_place",
@@ -101,6 +106,7 @@ __all__ = [
     "test_stream_on_one_process_gets_post_to_other",
     "test_the_writer_places_long_pending_lists",
     "test_topic_cache_equals_postgres_after_random_changes",
+    "test_traces_written_together_each_read_back_whole",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",
 ]

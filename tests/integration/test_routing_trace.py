@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -9,6 +10,7 @@ from redis.asyncio import Redis
 
 from integration.test_stream import open_stream
 from notifyhub.settings import Settings
+from notifyhub.store import routing_trace
 from notifyhub.store.keys import Keys
 
 
@@ -84,6 +86,32 @@ async def test_the_trace_says_who_got_it_and_why_not(
     assert (await hub.client.delete(recall, headers=_auth(publish_key))).status_code == 204
     after = (await hub.client.get(f"{url}&user=alice", headers=_auth(admin_key))).json()
     assert after["recalled_at"] is not None and after["now"]["in_inbox"] is False
+
+
+async def test_traces_written_together_each_read_back_whole(
+    hub: Any, admin_key: str, publish_key: str, redis: Redis, settings: Settings, monkeypatch: Any
+) -> None:
+    """Publishes within one write-behind window share one write: a script call per
+    Cluster slot and per WRITE_VALUES values (made small here, so they take several);
+    every trace reads back whole, with its expiry set."""
+    monkeypatch.setattr(routing_trace, "WRITE_VALUES", 12)  # two traces a call
+    tenant = f"trace-{secrets.token_hex(4)}"
+    bodies = [
+        {"tenant": tenant, "recipients": {"users": [f"u{i}"]}, "title": f"n{i}"} for i in range(12)
+    ]
+    published = await asyncio.gather(
+        *(hub.client.post("/v1/notifications", json=b, headers=_auth(publish_key)) for b in bodies)
+    )
+    keys = Keys(settings.redis_prefix)
+    for i, reply in enumerate(published):
+        nid = reply.json()["id"]
+        url = f"/v1/admin/notifications/{nid}/trace?tenant={tenant}"
+        trace = (await hub.client.get(url, headers=_auth(admin_key))).json()
+        assert trace["resolved"] == 1
+        assert [(line["user"], line["outcome"]) for line in trace["lines"]] == [
+            (f"u{i}", "delivered")
+        ]
+        assert 0 < await redis.ttl(keys.routing_trace(nid)) <= settings.routing_trace_ttl_s
 
 
 async def test_an_unknown_notification_has_no_trace(hub: Any, admin_key: str) -> None:

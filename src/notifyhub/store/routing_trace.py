@@ -3,9 +3,11 @@ operator can answer "why did (or didn't) user X get it?".
 
 Kept in Redis, next to the notification's recipient index, not in PostgreSQL: a trace is
 written behind the fan-out (inserting 100k rows into PostgreSQL would cost more than the
-fan-out): `record` queues its HSET, and the traces a process queued within
-WRITE_BEHIND_S (20 ms) share one pipelined round trip (a single-recipient publish paid a round
-trip of its own, a quarter of its time in the hub). A read of a trace (and a recall)
+fan-out): `record` queues its fields, and the traces a process queued within
+WRITE_BEHIND_S (20 ms) share one round trip (a single-recipient publish paid a round
+trip of its own, a quarter of its time in the hub), in one `_WRITE` script call (per
+Cluster slot): an HSET and an EXPIRE per trace cost redis-py as much again as the trace
+itself in packing and reading replies. A read of a trace (and a recall)
 writes the process's queue first, so it sees every trace published there before it;
 another process sees a trace at most WRITE_BEHIND_S (and one round trip) after the
 publish; a hub killed meanwhile loses those traces (they explain deliveries, they are
@@ -77,10 +79,12 @@ from typing import Any
 
 import orjson
 from redis.asyncio import Redis
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 from ulid import ULID
 
 from notifyhub.domain.notification import Notification, Recipients
+from notifyhub.store.client import is_cluster
 from notifyhub.store.inbox import Placement
 from notifyhub.store.keys import Keys
 from notifyhub.store.scripts import pipelined, queue_script
@@ -184,14 +188,30 @@ MAX_QUEUED = 1000
 """Traces a process queues at most: the publish that fills the queue writes it."""
 
 
+WRITE_VALUES = 2000
+"""Values one `_WRITE` call takes at most (a trace with more gets a call of its own)."""
+
+_WRITE = """
+-- Routing traces written behind their publishes (RoutingTraces.flush). KEYS: the traces;
+-- ARGV[1]: their TTL (s); then, trace after trace, how many fields it has and its fields
+-- and values. Returns how many traces were written.
+local at = 2
+for _, key in ipairs(KEYS) do
+  local last = at + 2 * tonumber(ARGV[at])
+  redis.call('HSET', key, unpack(ARGV, at + 1, last))
+  redis.call('EXPIRE', key, ARGV[1])
+  at = last + 1
+end
+return #KEYS
+"""
+
+
 @dataclass(slots=True)
 class _Queued:
-    """A trace recorded, not written yet."""
+    """A trace recorded, not written yet: its key, and its fields and values, flat."""
 
     key: str
-    notification_id: str
-    meta: bytes
-    buckets: dict[str, dict[str, Any]]
+    fields: list[bytes | str]
 
 
 class RoutingTraces:
@@ -211,6 +231,8 @@ class RoutingTraces:
         """The task writing them after WRITE_BEHIND_S, while any are queued."""
         self._writing = asyncio.Lock()
         """One write at a time: a read's write waits for the writer's, so it sees it."""
+        self._write = self._bulk.register_script(_WRITE)
+        self._cluster = is_cluster(self._bulk)
 
     @property
     def enabled(self) -> bool:
@@ -262,8 +284,10 @@ class RoutingTraces:
                 if out.evicted:
                     detail["evicted"] = list(out.evicted)
                 buckets.setdefault(_bucket(user), {}).setdefault(PUSHED_OUT, {})[user] = detail
-        key = self._keys.routing_trace(notification.id)
-        self._queued.append(_Queued(key, notification.id, orjson.dumps(meta), buckets))
+        fields: list[bytes | str] = ["meta", orjson.dumps(meta)]
+        for name, bucket in buckets.items():
+            fields += (name, orjson.dumps(bucket))
+        self._queued.append(_Queued(self._keys.routing_trace(notification.id), fields))
         if len(self._queued) >= MAX_QUEUED:
             await self.flush()
         elif self._writer is None:
@@ -275,24 +299,51 @@ class RoutingTraces:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write the queued traces, in one round trip; a failure is logged (the traces are
-        lost, the publishes they explain are not)."""
+        """Write the queued traces, in one round trip of `_calls`; a failure is logged (the
+        traces are lost, the publishes they explain are not)."""
         async with self._writing:
             queued, self._queued = self._queued, []
             if not queued:
                 return
-            try:
-                def build(pipe: Any) -> None:
-                    for trace in queued:
-                        fields: list[Any] = ["HSET", trace.key, "meta", trace.meta]
-                        for name, bucket in trace.buckets.items():
-                            fields += (name, orjson.dumps(bucket))
-                        pipe.execute_command(*fields)
-                        pipe.execute_command("EXPIRE", trace.key, self._ttl_s)
+            calls = self._calls(queued)
 
-                await pipelined(self._bulk, build, [])
+            def build(pipe: Any) -> None:
+                for keys, args, node in calls:
+                    queue_script(pipe, self._write, keys, args, node=node)
+
+            try:
+                await pipelined(self._bulk, build, [self._write])
             except RedisError as exc:
                 log.warning("%d routing traces not recorded: %s", len(queued), exc)
+
+    def _calls(self, queued: list[_Queued]) -> list[tuple[list[str], list[Any], Any]]:
+        """The `_WRITE` calls writing `queued`: their KEYS, ARGV and Cluster node (None on
+        one Redis). A call takes the traces of one Cluster slot (on one Redis, any),
+        WRITE_VALUES values at most unless a single trace has more."""
+        groups: dict[int, list[_Queued]] = {}
+        for trace in queued:
+            slot = key_slot(trace.key.encode()) if self._cluster else -1
+            groups.setdefault(slot, []).append(trace)
+        calls: list[tuple[list[str], list[Any], Any]] = []
+        for slot, traces in groups.items():
+            node = self._node_of(slot)
+            keys: list[str] = []
+            args: list[Any] = [self._ttl_s]
+            for trace in traces:
+                if keys and len(args) + len(trace.fields) > WRITE_VALUES:
+                    calls.append((keys, args, node))
+                    keys, args = [], [self._ttl_s]
+                keys.append(trace.key)
+                args.append(len(trace.fields) // 2)
+                args += trace.fields
+            calls.append((keys, args, node))
+        return calls
+
+    def _node_of(self, slot: int) -> Any:
+        """The Cluster node serving `slot` (None on one Redis)."""
+        if not self._cluster:
+            return None
+        return self._bulk.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         """Write what is queued (the hub is stopping)."""
@@ -359,11 +410,21 @@ def _counted(seqs: list[int], *, deferred: bool) -> dict[str, int]:
     dropped, held = seqs.count(-1), seqs.count(0)
     placed = len(seqs) - dropped - held
     return {
-        Outcome.DELIVERED.value: 0 if deferred else placed,
-        Outcome.PENDING.value: placed if deferred else 0,
-        Outcome.ALREADY_HELD.value: held,
-        Outcome.DROPPED_BY_PREFERENCE.value: dropped,
+        _DELIVERED: 0 if deferred else placed,
+        _PENDING: placed if deferred else 0,
+        _ALREADY_HELD: held,
+        _DROPPED: dropped,
     }
+
+
+_DELIVERED, _PENDING, _ALREADY_HELD, _DROPPED = (
+    Outcome.DELIVERED.value,
+    Outcome.PENDING.value,
+    Outcome.ALREADY_HELD.value,
+    Outcome.DROPPED_BY_PREFERENCE.value,
+)
+"""The outcomes' values (an enum member's `.value` is a property call: `_counted` spent
+most of its time there)."""
 
 
 PUSHED_OUT = "x"
