@@ -34,13 +34,14 @@ from notifyhub.store.codecs import (
     PageArgs,
     Paged,
     Placed,
+    PlaceTail,
     PushedOut,
     RemoveArgs,
     ResurfaceArgs,
     changes_from_reply,
 )
 from notifyhub.store.inbox import InboxStore
-from notifyhub.store.keys import Keys
+from notifyhub.store.keys import INBOX_FIELDS, Keys
 from notifyhub.store.operations import OPERATIONS, Operation
 
 LOG_MAX = 100
@@ -111,6 +112,32 @@ async def test_deliver_answers_its_width_per_user(redis: Redis, settings: Settin
     assert second.pushed_out == {0: PushedOut(None, (first.id,))}
     types = await u.appended(Operation.PLACE)
     assert types == [ChangeType.NOTIFICATION, ChangeType.DELETE]
+
+
+async def test_place_writes_both_indexes_when_its_tail_says(
+    redis: Redis, settings: Settings
+) -> None:
+    """On one Redis place.lua writes the notification's recipient index and the expiry
+    index itself (its tail's `indexed`, the last two KEYS), a thousand users per command
+    (1,001 here: two of them); a tail without a channel rings no doorbell."""
+    keys = Keys(settings.redis_prefix)
+    members = [f"default/layout-index-{i}" for i in range(1001)]
+    note = copy_args()
+    recipients = keys.recipients(note.id)
+    user_keys = keys.user_keys(members, INBOX_FIELDS)
+    tail = PlaceTail(members, indexed=True)
+    async with redis.pubsub() as doorbells:
+        await doorbells.psubscribe(f"{settings.redis_prefix}*")
+        await doorbells.get_message(timeout=1)  # the subscription's confirmation
+        raw = await InboxStore(redis, keys, Limits()).scripts.place(
+            keys=[*user_keys, recipients, keys.expiry], args=note.place_args(tail)
+        )
+        assert await doorbells.get_message(timeout=0.2) is None
+    assert Placed.from_reply(raw).firsts == [1] * len(members)
+    assert await redis.smembers(recipients) == {m.encode() for m in members}
+    assert await redis.expiretime(recipients) == note.expires_ms // 1000 + 1
+    scores = await redis.zmscore(keys.expiry, members)
+    assert scores == [float(note.expires_ms)] * len(members)
 
 
 async def test_defer_then_place_pending(redis: Redis, settings: Settings) -> None:

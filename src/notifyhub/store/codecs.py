@@ -40,14 +40,20 @@ def _next_expiry(raw: Any) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class InlineRing:
-    """place.lua's optional ARGV tail: it then PUBLISHes the doorbell with each copy's
-    event itself (standalone Redis only), the header carrying the fresh item's JSON."""
+class PlaceTail:
+    """place.lua's optional ARGV tail, for standalone Redis only (on a Cluster the keys
+    and the channel it names may live on other nodes): `indexed`, the call's last two
+    KEYS are the notification's recipient index and the expiry index, which the script
+    writes before the copies (not two commands and a third after it: redis-py's cost per
+    command was a tenth of a one-user publish); `channel`, the script PUBLISHes the
+    doorbell with each copy's event itself, its `header` carrying the fresh item's JSON."""
 
-    channel: str
-    header: bytes
     members: Sequence[str]
     """`tenant/user` of each user, in KEYS order."""
+    indexed: bool
+    channel: str = ""
+    """'': no doorbell."""
+    header: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +95,7 @@ class CopyArgs:
     thread: ThreadArgs | None = None
     """Set when it has a thread key (lua/common.lua `join`)."""
 
-    def place_args(self, ring: InlineRing | None = None) -> Args:
+    def place_args(self, tail: PlaceTail | None = None) -> Args:
         args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
         args += [self.log_max, _flag(self.critical), _flag(self.pull), self.items_per_user]
         version = "" if self.tenant_views is None else self.tenant_views
@@ -98,8 +104,8 @@ class CopyArgs:
         args += (
             ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
         )
-        if ring is not None:
-            args += [ring.channel, ring.header, *ring.members]
+        if tail is not None:
+            args += [_flag(tail.indexed), tail.channel, tail.header, *tail.members]
         return args
 
     def defer_args(self) -> Args:

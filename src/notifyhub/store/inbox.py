@@ -38,7 +38,6 @@ from notifyhub.store.codecs import (
     Dropped,
     Found,
     GetArgs,
-    InlineRing,
     LogMaxArgs,
     MarkAllArgs,
     MarkArgs,
@@ -48,6 +47,7 @@ from notifyhub.store.codecs import (
     Paged,
     PerUser,
     Placed,
+    PlaceTail,
     PushedOut,
     RemoveArgs,
     ResurfaceArgs,
@@ -259,8 +259,9 @@ class InboxStore:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
         One round trip: the recipient index is written before the copies (so a recall
-        finds every user a crash may have reached), then the copies, the expiry index and
-        one doorbell message for the batch. A plain notification's doorbell carries the
+        finds every user a crash may have reached), with the expiry index, then the copies
+        and one doorbell message for the batch; on one Redis the place script writes both
+        indexes itself (`_place_tail`). A plain notification's doorbell carries the
         copies' events, so caught-up streams send them without reading the log: on one
         Redis the place script publishes it, on a Cluster a second round trip does (for
         INLINE_MIN_USERS users or more; smaller ones ring in the writes'). Returns the new
@@ -290,29 +291,25 @@ class InboxStore:
         n = notification
         plain = _plain(n, pull=pull) and not defer
         inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
-        ring = None
-        if plain and not self._cluster:  # the script rings, after its writes
-            header = traced(_inline_header(content), trace)
-            ring = InlineRing(self.doorbells.channels[0], header, members)
+        tail = self._place_tail(content, members, trace, plain=plain, defer=defer)
         copy = self._copy_args(
             notification, content, expires_ms, pull=pull, views=views, thread=thread
         )
-        script, args, fields = self._script_call(copy, ring, defer=defer)
+        script, args, fields = self._script_call(copy, tail, defer=defer)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
-        scored: list[str | int] = [expires_ms] * (2 * len(members))
-        scored[1::2] = members
+        indexes = [recipients, expiry] if tail is not None else []  # the script's last KEYS
+        calls = [([*group, *indexes], self._master_of(slot)) for slot, group in by_slot.items()]
         scripts_at = [0]  # where the script replies start among the pipeline's: counted
 
         def build(pipe: Any) -> None:
             first = len(pipe)  # a shared pipeline holds other placements' commands before
-            pipe.sadd(recipients, *members)
-            pipe.expireat(recipients, expires_ms // 1000 + 1)
+            if tail is None:  # (else the script writes them)
+                self._queue_indexes(pipe, recipients, members, expires_ms)
             scripts_at[0] = len(pipe) - first
-            for slot, group_keys in by_slot.items():
-                queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
-            pipe.execute_command("ZADD", expiry, "LT", *scored)
+            for call_keys, node in calls:
+                queue_script(pipe, script, call_keys, args, node=node)
             if not (self._cluster or plain):  # one connection: the doorbell follows the writes
                 self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:
@@ -392,6 +389,32 @@ class InboxStore:
             )
         return len(named)
 
+    def _place_tail(
+        self, content: bytes, members: list[str], trace: bytes | None, *, plain: bool, defer: bool
+    ) -> PlaceTail | None:
+        """place.lua's tail on one Redis: the script writes the notification's recipient
+        and expiry indexes, and rings a plain notification's doorbell after its writes.
+        None on a Cluster (the indexes and the channel live on other slots), or for
+        defer.lua."""
+        if self._cluster or defer:
+            return None
+        if not plain:
+            return PlaceTail(members, indexed=True)
+        header = traced(_inline_header(content), trace)
+        return PlaceTail(members, indexed=True, channel=self.doorbells.channels[0], header=header)
+
+    def _queue_indexes(
+        self, pipe: Any, recipients: str, members: list[str], expires_ms: int
+    ) -> None:
+        """The notification's recipient index (a recall finds every user a crash may have
+        reached: it goes before the copies) and the users' expiry index (ZADD LT: a user's
+        earlier expiry stays), as commands of their own."""
+        pipe.sadd(recipients, *members)
+        pipe.expireat(recipients, expires_ms // 1000 + 1)
+        scored: list[str | int] = [expires_ms] * (2 * len(members))
+        scored[1::2] = members
+        pipe.execute_command("ZADD", self._keys.expiry, "LT", *scored)
+
     def _copy_args(
         self,
         notification: Notification,
@@ -422,13 +445,13 @@ class InboxStore:
         )
 
     def _script_call(
-        self, copy: CopyArgs, ring: InlineRing | None, *, defer: bool
+        self, copy: CopyArgs, tail: PlaceTail | None, *, defer: bool
     ) -> tuple[AsyncScript, Args, tuple[str, ...]]:
         """The script for a placement, its ARGV, and the keys it takes per user."""
         if defer:
             fields = ("pend", "prefs") if copy.category else ("pend",)
             return self.scripts.defer, copy.defer_args(), fields
-        return self.scripts.place, copy.place_args(ring), INBOX_FIELDS
+        return self.scripts.place, copy.place_args(tail), INBOX_FIELDS
 
     async def _pipelined(self, build: Callable[[Any], None], *, share: bool) -> list[Any]:
         """`pipelined` on the bulk client; `share`: in the tick's shared pipeline."""

@@ -7,10 +7,13 @@
 --       evaluated ('' none) and the copy's mask of them, its thread key ('' none), the
 --       thread window (ms), its creation (ms) and its actor line ("<id>\t<JSON>", '' none)
 --       (lua/common.lua `join`),
---       then optionally a doorbell channel, its header (`!<item JSON>`) and each user's
---       `tenant/user`: the script then PUBLISHes the doorbell with every copy's event
---       (store/doorbells.py), after its writes and in the same round trip (standalone
---       Redis only: on a Cluster the channel may live on another node).
+--       then optionally (standalone Redis only: on a Cluster these keys and the channel
+--       may live on other nodes) a tail: '1' when the last two KEYS are the
+--       notification's recipient index and the expiry index ('' not), a doorbell channel
+--       ('' none), its header (`!<item JSON>`) and each user's `tenant/user`. Indexed,
+--       the script adds every user to both indexes (the set expiring a second after the
+--       notification) before its copies; with a channel it PUBLISHes the doorbell with
+--       every copy's event (store/doorbells.py), after its writes.
 -- Returns seven values per user: the new seq (0 when that user already has this id, a
 -- retried fan-out; -1 when the user's preferences drop this category, inbox: false);
 -- how many oldest notifications its full inbox dropped (changes after that seq); its
@@ -23,8 +26,27 @@
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
 -- `tenant/user seq,unread,unseen,total,epoch`, then `,<names>:<counters>` (lua/common.lua
 -- `logged_counts`) when the user has views.
--- Codec: store/codecs.py CopyArgs.place_args (+ InlineRing) -> Placed
+-- Codec: store/codecs.py CopyArgs.place_args (+ PlaceTail) -> Placed
 -- (layout tested by test_script_layouts.py).
+
+-- Add the `count` users named from ARGV[first] on to the notification's recipient index
+-- `rk` and, scored by the copy's expiry, to the expiry index `ek` (ZADD LT: an earlier
+-- expiry of the user's stays); `rk` expires a second after the notification.
+local function index_recipients(rk, ek, first, count)
+  local last = first + count - 1
+  for i = first, last, 1000 do
+    local upto = math.min(i + 999, last)
+    redis.call('SADD', rk, unpack(ARGV, i, upto))
+    local scored = {}
+    for j = i, upto do
+      scored[#scored + 1] = ARGV[5]
+      scored[#scored + 1] = ARGV[j]
+    end
+    redis.call('ZADD', ek, 'LT', unpack(scored))
+  end
+  redis.call('EXPIREAT', rk, math.floor(tonumber(ARGV[5]) / 1000) + 1)
+end
+
 local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            expires_ms = tonumber(ARGV[5]), log_max = tonumber(ARGV[6]),
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9]),
@@ -33,11 +55,15 @@ local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            created_ms = tonumber(ARGV[16]), actor = ARGV[17]}
 n.state = format_state(fresh_state(n))
 
-local channel = ARGV[18]
-local ring = channel and {ARGV[19]}
+local WHO = 21  -- ARGV of the first user's `tenant/user`, when there is a tail
+local indexed = ARGV[18] == '1'
+local per_user = #KEYS - (indexed and 2 or 0)
+if indexed then index_recipients(KEYS[per_user + 1], KEYS[per_user + 2], WHO, per_user / 10) end
+local channel = ARGV[19]
+local ring = channel and channel ~= '' and {ARGV[20]}
 
 local out, evicted, pushed = {}, 0, {}
-for o = 0, #KEYS - 1, 10 do
+for o = 0, per_user - 1, 10 do
   local u = inbox(o)
   local placed = place_pending(u)  -- what is pending first: seqs keep placement order
   local seq, dropped, c, replaced, ids = copy(u, n)
@@ -47,7 +73,7 @@ for o = 0, #KEYS - 1, 10 do
   end
   local e = seq > 0 and epoch(u) or ''
   if ring then  -- a copy whose inbox dropped others is re-read: the log has those too
-    local who = ARGV[20 + o / 10]
+    local who = ARGV[WHO + o / 10]
     if seq > 0 and dropped == 0 then
       local line = who .. ' ' .. seq .. ',' .. c.unread .. ',' .. c.unseen .. ',' .. c.total
         .. ',' .. e
