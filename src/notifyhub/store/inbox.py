@@ -300,7 +300,7 @@ class InboxStore:
         by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
         indexes = [recipients, expiry] if tail is not None else []  # the script's last KEYS
-        calls = [([*group, *indexes], self._master_of(slot)) for slot, group in by_slot.items()]
+        calls = [(slot, [*group, *indexes]) for slot, group in by_slot.items()]
         scripts_at = [0]  # where the script replies start among the pipeline's: counted
 
         def build(pipe: Any) -> None:
@@ -308,8 +308,8 @@ class InboxStore:
             if tail is None:  # (else the script writes them)
                 self._queue_indexes(pipe, recipients, members, expires_ms)
             scripts_at[0] = len(pipe) - first
-            for call_keys, node in calls:
-                queue_script(pipe, script, call_keys, args, node=node)
+            for slot, call_keys in calls:  # (the Cluster client knows its nodes by now)
+                queue_script(pipe, script, call_keys, args, node=self._master_of(slot))
             if not (self._cluster or plain):  # one connection: the doorbell follows the writes
                 self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:

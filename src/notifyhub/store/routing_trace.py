@@ -307,36 +307,35 @@ class RoutingTraces:
                 return
             calls = self._calls(queued)
 
-            def build(pipe: Any) -> None:
-                for keys, args, node in calls:
-                    queue_script(pipe, self._write, keys, args, node=node)
+            def build(pipe: Any) -> None:  # (a Cluster client knows its nodes by now)
+                for slot, keys, args in calls:
+                    queue_script(pipe, self._write, keys, args, node=self._node_of(slot))
 
             try:
                 await pipelined(self._bulk, build, [self._write])
             except RedisError as exc:
                 log.warning("%d routing traces not recorded: %s", len(queued), exc)
 
-    def _calls(self, queued: list[_Queued]) -> list[tuple[list[str], list[Any], Any]]:
-        """The `_WRITE` calls writing `queued`: their KEYS, ARGV and Cluster node (None on
-        one Redis). A call takes the traces of one Cluster slot (on one Redis, any),
-        WRITE_VALUES values at most unless a single trace has more."""
+    def _calls(self, queued: list[_Queued]) -> list[tuple[int, list[str], list[Any]]]:
+        """The `_WRITE` calls writing `queued`: their Cluster slot (-1 on one Redis), KEYS
+        and ARGV. A call takes the traces of one slot (on one Redis, any), WRITE_VALUES
+        values at most unless a single trace has more."""
         groups: dict[int, list[_Queued]] = {}
         for trace in queued:
             slot = key_slot(trace.key.encode()) if self._cluster else -1
             groups.setdefault(slot, []).append(trace)
-        calls: list[tuple[list[str], list[Any], Any]] = []
+        calls: list[tuple[int, list[str], list[Any]]] = []
         for slot, traces in groups.items():
-            node = self._node_of(slot)
             keys: list[str] = []
             args: list[Any] = [self._ttl_s]
             for trace in traces:
                 if keys and len(args) + len(trace.fields) > WRITE_VALUES:
-                    calls.append((keys, args, node))
+                    calls.append((slot, keys, args))
                     keys, args = [], [self._ttl_s]
                 keys.append(trace.key)
                 args.append(len(trace.fields) // 2)
                 args += trace.fields
-            calls.append((keys, args, node))
+            calls.append((slot, keys, args))
         return calls
 
     def _node_of(self, slot: int) -> Any:
