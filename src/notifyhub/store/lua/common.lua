@@ -464,8 +464,9 @@ local function drop_thread(u, id, content)
 end
 
 -- Remove one item and its indexes; returns its state, or nil when it was not there.
-local function drop(u, id)
-  local raw = redis.call('HGET', u.state, id)
+-- `raw`: its raw state, when read already.
+local function drop(u, id, raw)
+  raw = raw or redis.call('HGET', u.state, id)
   if not raw then return nil end
   local st = parse_state(raw)
   if st.thread then drop_thread(u, id, redis.call('HGET', u.items, id)) end
@@ -486,15 +487,15 @@ local function wishes(prefs, category, critical)
   return string.sub(flags, 1, 1) == '1' or critical, string.sub(flags, 2, 2) == '1'
 end
 
--- A full inbox drops its oldest notifications, each a delete change streams see.
--- Returns their ids.
+-- A full inbox drops its oldest notifications, each a delete change streams see (each
+-- pass takes one member off the time index: a copy's, or a stale one). Returns their ids.
 local function evict(u, cap, log_max)
   local ids = {}
-  while redis.call('ZCARD', u.time) > cap do
+  for _ = 1, redis.call('ZCARD', u.time) - cap do
     local oldest = redis.call('ZRANGE', u.time, 0, 0)[1]
-    local id = member_id(u, oldest)
+    local id, raw = member_id(u, oldest)
     local st, c
-    if id then st, c = drop(u, id) end
+    if id then st, c = drop(u, id, raw) end
     if not st then redis.call('ZREM', u.time, oldest) else
       append(u, {type = 'delete', id = id}, log_max, c)
       ids[#ids + 1] = id
