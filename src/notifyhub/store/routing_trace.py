@@ -6,8 +6,9 @@ written behind the fan-out (inserting 100k rows into PostgreSQL would cost more 
 fan-out): `record` queues its fields, and the traces a process queued within
 WRITE_BEHIND_S (20 ms) share one round trip (a single-recipient publish paid a round
 trip of its own, a quarter of its time in the hub), in one `_WRITE` script call (per
-Cluster slot): an HSET and an EXPIRE per trace cost redis-py as much again as the trace
-itself in packing and reading replies. A read of a trace (and a recall)
+Cluster slot), not an HSET and an EXPIRE per trace: redis-py's packing and reading of
+those was most of the writes' cost (py-spy under `wrk -c32`: the write-behind went from
+4.3% of the hub's samples to 1.6%). A read of a trace (and a recall)
 writes the process's queue first, so it sees every trace published there before it;
 another process sees a trace at most WRITE_BEHIND_S (and one round trip) after the
 publish; a hub killed meanwhile loses those traces (they explain deliveries, they are
