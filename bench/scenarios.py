@@ -202,6 +202,28 @@ NOTES = """\
   303-471 ms), at 5k 0.54, 0.71 and 0.78. In the same window the system calls are now
   57% of the hub's samples and the reader's loop, which writes the streams itself,
   most of the rest. Counting the metric and the routing trace's tally per stream is 8%.
+- A slower machine on 2026-11-27 evening (Intel Xeon, 2 CPUs; the rows dated 19:1x
+  UTC). The same code's CPU per publish moved 420-710 us between 4-second rounds there,
+  so compare medians of one run. Ingest vs the minimal floor at da7c705, before this
+  pass: 0.72 (runs 0.72, 0.67, 0.82). Hub CPU per publish, A/B in alternating `wrk`
+  rounds: routing traces written by one script call per flush, 605 -> 580 us
+  (py-spy: the write-behind 4.3% -> 1.6% of the hub's samples); place.lua writing the
+  recipient and expiry indexes itself on one Redis, about 4% less again. Then 0.83 (0.83,
+  0.84, 0.75). The hub was busy only 78-85% of its core while the floor's was at 99%:
+  every publish of a tick rode one shared pipeline, so the hub waited out Redis' whole
+  batch (32 place scripts on a full inbox, 150-200 us each) with nothing to do, then
+  answered all 32 connections at once and got their next requests together. Pipelines
+  of 8 (`SHARED_MAX_PLACEMENTS`): 96% busy, +12% publishes/s in alternating rounds;
+  0.88 (0.92, 0.81, 0.88), and 0.91 (0.91, 0.96, 0.89) in the rows above. Redis per
+  publish stayed 170-210 us: place.lua's own Lua, not its commands (about 46 us of
+  commands in a 200 us call; defining common.lua's functions 10-20 us of every call).
+- On that machine the steady 500/s p99 and the storm miss their targets (rows above:
+  31.7 ms; 688 new streams/s, `/healthz` 106 ms, and in one run 181 of 10,000 streams
+  not back within the 20 s the client waits). They miss them at da7c705 too, before
+  this pass: `--out` runs of da7c705 and b304973 alternating, one run each, steady p99
+  27.2, 29.3, 39.1, 35.7, 36.1 ms (da7c705) and 33.9, 33.1, 30.9, 36.0, 31.3 ms
+  (b304973); storm 705 and 948 new streams/s (da7c705), 727 and 790 (b304973), every
+  stream caught up, `/healthz` 98-114 ms in all four.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.

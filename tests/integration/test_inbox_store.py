@@ -541,7 +541,7 @@ async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: An
     assert counts.total == 1 and seq == 1
 
 
-async def test_small_placements_of_one_tick_share_one_pipeline(
+async def test_small_placements_of_one_tick_share_pipelines(
     redis: Redis, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Publishes to a few users each, made at once (32 connections of a busy service),
