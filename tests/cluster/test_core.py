@@ -52,6 +52,7 @@ from integration.test_routing import (
 )
 from integration.test_routing_trace import (
     test_a_trace_names_what_a_full_inbox_evicted,
+    test_one_flush_counts_the_streams_of_many_notifications,
     test_traces_written_together_each_read_back_whole,
 )
 from integration.test_script_layouts import (
@@ -88,6 +89,7 @@ __all__ = [
     "test_idempotency_key",
     "test_live_notification_update_delete",
     "test_not_before_due_then_promptly",
+    "test_one_flush_counts_the_streams_of_many_notifications",
     "test_paging_with_cursor",
     "test_pending_copies_keep_delivery_order",
     "test_per_user_stream_cap",

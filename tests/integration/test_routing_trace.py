@@ -94,7 +94,7 @@ async def test_traces_written_together_each_read_back_whole(
     """Publishes within one write-behind window share one write: a script call per
     Cluster slot and per WRITE_VALUES values (made small here, so they take several);
     every trace reads back whole, with its expiry set."""
-    monkeypatch.setattr(routing_trace, "WRITE_VALUES", 12)  # two traces a call
+    monkeypatch.setattr(routing_trace, "WRITE_VALUES", 8)  # two traces a call
     tenant = f"trace-{secrets.token_hex(4)}"
     bodies = [
         {"tenant": tenant, "recipients": {"users": [f"u{i}"]}, "title": f"n{i}"} for i in range(12)
@@ -244,6 +244,30 @@ async def test_a_line_counts_the_streams_that_were_sent_the_copy(
     assert lines["tam"]["streamed_to"] == 0  # no stream open
     assert [line["streamed_to"] for line in alone["lines"]] == [1]
     assert alone["now"]["streams_open"] in (0, 1)  # presence is as last reported
+
+
+async def test_one_flush_counts_the_streams_of_many_notifications(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any, monkeypatch: Any
+) -> None:
+    """A flush reads and adds the counts of many traces in a few script calls (two traces
+    or counts a call here, so five notifications take three of each); each trace gets its
+    own counts: sy has one stream, tam two."""
+    monkeypatch.setattr(routing_trace, "USERS_PER_CALL", 2)
+    tenant = f"trace-{secrets.token_hex(4)}"
+    sends = [["sy"], ["tam"], ["sy", "tam"], ["tam"], ["sy"]]
+    sy, tam = make_token("sy", tenant), make_token("tam", tenant)
+    async with open_stream(hub, sy) as s1, open_stream(hub, tam) as t1, open_stream(hub, tam) as t2:
+        for stream in (s1, t1, t2):
+            assert (await stream.next()).event == "counts"
+        ids = [await _publish(hub, publish_key, tenant, users) for users in sends]
+        for stream, user in ((s1, "sy"), (t1, "tam"), (t2, "tam")):
+            for nid, users in zip(ids, sends, strict=True):
+                if user in users:
+                    event, _ = await stream.until("notification")
+                    assert event.data["id"] == nid
+        streamed = [await _lines(hub, admin_key, tenant, nid) for nid in ids]
+    counted = [{user: line["streamed_to"] for user, line in lines.items()} for lines in streamed]
+    assert counted == [{"sy": 1}, {"tam": 2}, {"sy": 1, "tam": 2}, {"tam": 2}, {"sy": 1}]
 
 
 async def test_streams_of_every_hub_process_add_up(

@@ -50,12 +50,16 @@ of 6, 80 us of the hub's CPU per trace with those reads, 48 us without.
 "Streamed to K connections" is counted where the event is written: each stream that sends
 a `notification` event (offered by a fan-out's doorbell, or read from the log) tells its
 process's `StreamedTally` (realtime/sse.py), a dict; once a second (and before a trace
-read in that process) the tally is added to the traces: one pipelined HGET of their
-`meta`, then one round trip of `_ADD` calls (a script HINCRBYing the counts, given as one
-JSON argument, into a trace that still exists). Notifications with no trace (traces off
-where it was published, or expired) get nothing, and of a trace with fewer lines than
-recipients only the users with a line are counted (their buckets are read to tell), so
-the `s:` fields of a trace are at most its lines. Processes add up. A copy that joined
+read in that process) the tally is added to the traces: one round trip of `_METAS` calls
+reading their `meta`, then one of `_ADD` calls (a script HINCRBYing the counts, each
+trace's given as one JSON argument, into the traces that still exist), a call per
+USERS_PER_CALL traces or counts and Cluster slot. A command per trace made the flush
+one pause a second in every stream: at 500 one-user notifications/s, 1,000 commands in
+one go, and the steady row's p99 was 18-21 ms with traces on and 4-6 ms with them off.
+Notifications with no trace (traces off where it was published, or expired) get
+nothing, and of a trace with fewer lines than recipients only the users with a line are
+counted (their buckets are read to tell), so the `s:` fields of a trace are at most its
+lines. Processes add up. A copy that joined
 the user's open thread is streamed as an update of the thread (named by the thread's id)
 and is not counted; nor is a snoozed copy resurfacing. Cost: a dict increment per event
 written; a 10k-stream broadcast's flush takes the process about 5 ms of CPU and Redis
@@ -76,7 +80,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from redis.asyncio import Redis
@@ -91,6 +95,8 @@ from notifyhub.store.keys import Keys
 from notifyhub.store.scripts import pipelined, queue_script
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Sources = tuple[tuple[int, str], ...]
 """Where resolved recipients came from, in resolution order: (end, source) says the users
@@ -191,7 +197,8 @@ MAX_QUEUED = 1000
 
 
 WRITE_VALUES = 2000
-"""Values one `_WRITE` call takes at most (a trace with more gets a call of its own)."""
+"""Fields and values one `_WRITE` call takes at most (a trace with more gets a call of
+its own)."""
 
 _WRITE = """
 -- Routing traces written behind their publishes (RoutingTraces.flush). KEYS: the traces;
@@ -214,6 +221,37 @@ class _Queued:
 
     key: str
     fields: list[bytes | str]
+
+
+def _script_calls(
+    entries: Sequence[tuple[str, T, int]], *, cluster: bool, limit: int
+) -> list[tuple[int, list[tuple[str, T]]]]:
+    """Script calls for many keys, each `(key, value, weight)`: per call its Cluster slot
+    (-1 on one Redis) and its entries, all of one slot (on one Redis, any), their weights
+    adding up to `limit` at most unless a single entry weighs more."""
+    groups: dict[int, list[tuple[str, T, int]]] = {}
+    for entry in entries:
+        groups.setdefault(key_slot(entry[0].encode()) if cluster else -1, []).append(entry)
+    calls: list[tuple[int, list[tuple[str, T]]]] = []
+    for slot, group in groups.items():
+        call: list[tuple[str, T]] = []
+        weight = 0
+        for key, value, w in group:
+            if call and weight + w > limit:
+                calls.append((slot, call))
+                call, weight = [], 0
+            call.append((key, value))
+            weight += w
+        calls.append((slot, call))
+    return calls
+
+
+def _node_of(redis: Redis, slot: int) -> Any:
+    """The Cluster node serving `slot` (None on one Redis, slot -1). Asked while a
+    pipeline is built: a Cluster client that has sent nothing yet knows no slots."""
+    if slot < 0:
+        return None
+    return redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
 
 
 class RoutingTraces:
@@ -302,50 +340,27 @@ class RoutingTraces:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write the queued traces, in one round trip of `_calls`; a failure is logged (the
-        traces are lost, the publishes they explain are not)."""
+        """Write the queued traces, in one round trip of `_WRITE` calls (`_script_calls`); a
+        failure is logged (the traces are lost, the publishes they explain are not)."""
         async with self._writing:
             queued, self._queued = self._queued, []
             if not queued:
                 return
-            calls = self._calls(queued)
+            entries = [(trace.key, trace.fields, len(trace.fields)) for trace in queued]
+            calls = _script_calls(entries, cluster=self._cluster, limit=WRITE_VALUES)
 
-            def build(pipe: Any) -> None:  # (a Cluster client knows its nodes by now)
-                for slot, keys, args in calls:
-                    queue_script(pipe, self._write, keys, args, node=self._node_of(slot))
+            def build(pipe: Any) -> None:
+                for slot, call in calls:
+                    args: list[Any] = [self._ttl_s]
+                    for _key, fields in call:
+                        args += (len(fields) // 2, *fields)
+                    keys = [key for key, _ in call]
+                    queue_script(pipe, self._write, keys, args, node=_node_of(self._bulk, slot))
 
             try:
                 await pipelined(self._bulk, build, [self._write])
             except RedisError as exc:
                 log.warning("%d routing traces not recorded: %s", len(queued), exc)
-
-    def _calls(self, queued: list[_Queued]) -> list[tuple[int, list[str], list[Any]]]:
-        """The `_WRITE` calls writing `queued`: their Cluster slot (-1 on one Redis), KEYS
-        and ARGV. A call takes the traces of one slot (on one Redis, any), WRITE_VALUES
-        values at most unless a single trace has more."""
-        groups: dict[int, list[_Queued]] = {}
-        for trace in queued:
-            slot = key_slot(trace.key.encode()) if self._cluster else -1
-            groups.setdefault(slot, []).append(trace)
-        calls: list[tuple[int, list[str], list[Any]]] = []
-        for slot, traces in groups.items():
-            keys: list[str] = []
-            args: list[Any] = [self._ttl_s]
-            for trace in traces:
-                if keys and len(args) + len(trace.fields) > WRITE_VALUES:
-                    calls.append((slot, keys, args))
-                    keys, args = [], [self._ttl_s]
-                keys.append(trace.key)
-                args.append(len(trace.fields) // 2)
-                args += trace.fields
-            calls.append((slot, keys, args))
-        return calls
-
-    def _node_of(self, slot: int) -> Any:
-        """The Cluster node serving `slot` (None on one Redis)."""
-        if not self._cluster:
-            return None
-        return self._bulk.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         """Write what is queued (the hub is stopping)."""
@@ -483,16 +498,28 @@ FLUSH_S = 1.0
 """How often a process adds its streams' counts to the traces."""
 
 USERS_PER_CALL = 1000
-"""Counts one call of `_ADD` adds (a broadcast's take several, in one round trip)."""
+"""Counts one `_ADD` call adds at most (a broadcast's take several, in one round trip);
+traces one `_METAS` call reads."""
+
+_METAS = """
+-- KEYS: routing traces. Each one's `meta` field (nil where the trace is gone).
+local out = {}
+for i, key in ipairs(KEYS) do out[i] = redis.call('HGET', key, 'meta') end
+return out
+"""
 
 _ADD = """
--- KEYS[1]: a routing trace; ARGV[1]: JSON {user: count}. HINCRBY each `s:<user>`, unless
--- the trace is gone (expired since the flush read it): a trace key is never made here.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+-- KEYS: routing traces; ARGV[i]: JSON {user: count} for KEYS[i]. HINCRBY each `s:<user>`
+-- of a trace that still exists (one expired since the flush read it is skipped: a trace
+-- key is never made here). Returns how many counts were added.
 local added = 0
-for user, count in pairs(cjson.decode(ARGV[1])) do
-  redis.call('HINCRBY', KEYS[1], 's:' .. user, count)
-  added = added + 1
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then
+    for user, count in pairs(cjson.decode(ARGV[i])) do
+      redis.call('HINCRBY', key, 's:' .. user, count)
+      added = added + 1
+    end
+  end
 end
 return added
 """
@@ -507,6 +534,8 @@ class StreamedTally:
         self._redis = redis
         self._keys = keys
         self._add = redis.register_script(_ADD)
+        self._metas = redis.register_script(_METAS)
+        self._cluster = is_cluster(redis)
         self._pending: dict[str, dict[str, int]] = {}
         self._size = 0
         self._flushing = asyncio.Lock()
@@ -541,10 +570,7 @@ class StreamedTally:
 
     async def _flush(self, pending: dict[str, dict[str, int]]) -> int:
         keys = {nid: self._keys.routing_trace(nid) for nid in pending}
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for key in keys.values():
-                pipe.hget(key, "meta")
-            metas = await pipe.execute()
+        metas = await self._metas_of(list(keys.values()))
         writes: list[tuple[str, dict[str, int]]] = []
         partial: list[tuple[str, dict[str, int]]] = []
         now_ms = time.time() * 1000
@@ -578,22 +604,47 @@ class StreamedTally:
                 kept.append((key, counted))
         return kept
 
+    async def _metas_of(self, keys: list[str]) -> list[bytes | None]:
+        """The `meta` of each trace (None: gone), in one round trip of `_METAS` calls (per
+        Cluster slot, USERS_PER_CALL traces each), not a command per trace: a second's
+        500 notifications cost redis-py 500 HGETs at once, a pause in every stream."""
+        calls = _script_calls(
+            [(key, None, 1) for key in keys], cluster=self._cluster, limit=USERS_PER_CALL
+        )
+
+        def build(pipe: Any) -> None:
+            for slot, call in calls:
+                batch = [key for key, _ in call]
+                queue_script(pipe, self._metas, batch, [], node=_node_of(self._redis, slot))
+
+        replies = await pipelined(self._redis, build, [self._metas])
+        found = {
+            key: meta
+            for (_, call), reply in zip(calls, replies, strict=True)
+            for (key, _), meta in zip(call, reply, strict=True)
+        }
+        return [found[key] for key in keys]
+
     async def _write(self, writes: list[tuple[str, dict[str, int]]]) -> int:
-        """HINCRBY each count in its trace, in one round trip: a script call per trace
-        (per USERS_PER_CALL of its users) taking the counts as one JSON argument, not a
-        command or two arguments per user (10k HINCRBYs cost redis-py 200 ms of packing
-        and parsing, 20k arguments 45 ms, 10 JSON arguments a few)."""
-        calls: list[tuple[str, bytes]] = []
+        """HINCRBY each count in its trace, in one round trip: `_ADD` calls of up to
+        USERS_PER_CALL counts (per Cluster slot), each trace's counts as one JSON argument,
+        not a command or two arguments per user (10k HINCRBYs cost redis-py 200 ms of
+        packing and parsing, 20k arguments 45 ms, 10 JSON arguments a few), nor a call
+        per trace (a second's 500 notifications, 500 calls)."""
+        entries: list[tuple[str, bytes, int]] = []
         for key, counts in writes:
             users = list(counts.items())
             for i in range(0, len(users), USERS_PER_CALL):
-                calls.append((key, orjson.dumps(dict(users[i : i + USERS_PER_CALL]))))
-        if not calls:
+                chunk = users[i : i + USERS_PER_CALL]
+                entries.append((key, orjson.dumps(dict(chunk)), len(chunk)))
+        if not entries:
             return 0
+        calls = _script_calls(entries, cluster=self._cluster, limit=USERS_PER_CALL)
 
         def build(pipe: Any) -> None:
-            for key, counts in calls:
-                queue_script(pipe, self._add, [key], [counts])
+            for slot, call in calls:
+                keys, counts = [key for key, _ in call], [json for _, json in call]
+                queue_script(pipe, self._add, keys, counts, node=_node_of(self._redis, slot))
 
         return sum(int(added) for added in await pipelined(self._redis, build, [self._add]))
 
