@@ -217,13 +217,21 @@ NOTES = """\
   0.88 (0.92, 0.81, 0.88), and 0.91 (0.91, 0.96, 0.89) in the rows above. Redis per
   publish stayed 170-210 us: place.lua's own Lua, not its commands (about 46 us of
   commands in a 200 us call; defining common.lua's functions 10-20 us of every call).
-- On that machine the steady 500/s p99 and the storm miss their targets (rows above:
-  31.7 ms; 688 new streams/s, `/healthz` 106 ms, and in one run 181 of 10,000 streams
-  not back within the 20 s the client waits). They miss them at da7c705 too, before
-  this pass: `--out` runs of da7c705 and b304973 alternating, one run each, steady p99
-  27.2, 29.3, 39.1, 35.7, 36.1 ms (da7c705) and 33.9, 33.1, 30.9, 36.0, 31.3 ms
-  (b304973); storm 705 and 948 new streams/s (da7c705), 727 and 790 (b304973), every
+- On that machine the storm misses its targets (the row above, at a78852f: 726 new
+  streams/s, `/healthz` 102 ms, every stream caught up; at b304973, 688 and 106 ms, and
+  in one run 181 of 10,000 streams not back within the 20 s the client waits), and so
+  did the steady 500/s p99 at first (31.7 ms at b304973). Both missed at da7c705,
+  before this pass, too: `--out` runs of da7c705 and b304973 alternating, one run each,
+  steady p99 27.2, 29.3, 39.1, 35.7, 36.1 ms (da7c705) and 33.9, 33.1, 30.9, 36.0, 31.3
+  ms (b304973); storm 705 and 948 new streams/s (da7c705), 727 and 790 (b304973), every
   stream caught up, `/healthz` 98-114 ms in all four.
+- The steady row's tail was the routing traces' stream-count flush: with
+  `NOTIFYHUB_ROUTING_TRACE_USERS=0` its p99 was 4.3 and 6.2 ms, with traces on 21.5 and
+  18.0 (alternating runs). Once a second the flush read every counted notification's
+  trace `meta` with an HGET and added its counts with a script call of its own: at 500
+  notifications/s, 1,000 commands in one go, a pause in every stream. In a few script
+  calls over many keys (a78852f): p99 6.3, 5.3, 10.8 ms against 22.9, 21.3, 21.6 at
+  6370ffc (alternating), and 7.9 ms (median of 3) in the row above.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
