@@ -59,7 +59,7 @@ from notifyhub.store.codecs import (
 from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, Doorbells, traced
 from notifyhub.store.items import item_json, parse_item
 from notifyhub.store.keys import INBOX_FIELDS, Keys, member
-from notifyhub.store.scripts import InboxScripts, pipelined, queue_script
+from notifyhub.store.scripts import InboxScripts, pipelined, queue_script, slot_node
 
 UserRef = tuple[str, str]
 """(tenant, user)."""
@@ -315,7 +315,7 @@ class InboxStore:
                 self._queue_indexes(pipe, recipients, members, expires_ms)
             scripts_at[0] = len(pipe) - first
             for slot, call_keys in calls:  # (the Cluster client knows its nodes by now)
-                queue_script(pipe, script, call_keys, args, node=self._master_of(slot))
+                queue_script(pipe, script, call_keys, args, node=slot_node(self._redis, slot))
             if not (self._cluster or plain):  # one connection: the doorbell follows the writes
                 self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:
@@ -384,7 +384,7 @@ class InboxStore:
             for slot, group in by_slot.items():
                 group_keys = _keys_of(keys, width, group)
                 args: list[str | bytes] = [nid, "", header, *(members[i] for i in group)]
-                queue_script(pipe, script, group_keys, args, node=self._master_of(slot))
+                queue_script(pipe, script, group_keys, args, node=slot_node(self._redis, slot))
 
         replies = await pipelined(self._bulk, build, self.scripts.all)
         named = [line.decode().rpartition(" ") for reply in replies for line in reply]
@@ -540,12 +540,6 @@ class InboxStore:
         slots = [key_slot(keys[i].encode()) for i in range(0, len(keys), stride)]
         return codec.from_slot_replies(slots, replies)
 
-    def _master_of(self, slot: int) -> Any:
-        """The Cluster node serving `slot` (None on standalone Redis: one connection)."""
-        if not self._cluster:
-            return None
-        return self._redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
-
     def _queue_wait(self, pipe: Any, slots: list[int]) -> None:
         """WAIT on the connection that wrote (it waits for that connection's writes): on a
         Cluster once per master of `slots` (every slot the pipeline wrote). A shortfall
@@ -555,7 +549,7 @@ class InboxStore:
         if not self._cluster:
             pipe.execute_command("WAIT", replicas, timeout_ms)
             return
-        masters = [self._master_of(slot) for slot in slots]
+        masters = [slot_node(self._redis, slot) for slot in slots]
         for node in {node.name: node for node in masters}.values():
             pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 

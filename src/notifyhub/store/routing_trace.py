@@ -59,9 +59,9 @@ one go, and the steady row's p99 was 18-21 ms with traces on and 4-6 ms with the
 Notifications with no trace (traces off where it was published, or expired) get
 nothing, and of a trace with fewer lines than recipients only the users with a line are
 counted (their buckets are read to tell), so the `s:` fields of a trace are at most its
-lines. Processes add up. A copy that joined
-the user's open thread is streamed as an update of the thread (named by the thread's id)
-and is not counted; nor is a snoozed copy resurfacing. Cost: a dict increment per event
+lines. Processes add up. A copy that joined the user's open thread is streamed as an
+update of the thread (named by the thread's id) and is not counted; nor is a snoozed
+copy resurfacing. Cost: a dict increment per event
 written; a 10k-stream broadcast's flush takes the process about 5 ms of CPU and Redis
 10k HINCRBYs, in calls of USERS_PER_CALL.
 
@@ -92,7 +92,7 @@ from notifyhub.domain.notification import Notification, Recipients
 from notifyhub.store.client import is_cluster
 from notifyhub.store.inbox import Placement
 from notifyhub.store.keys import Keys
-from notifyhub.store.scripts import pipelined, queue_script
+from notifyhub.store.scripts import pipelined, queue_script, slot_node
 
 log = logging.getLogger(__name__)
 
@@ -246,14 +246,6 @@ def _script_calls(
     return calls
 
 
-def _node_of(redis: Redis, slot: int) -> Any:
-    """The Cluster node serving `slot` (None on one Redis, slot -1). Asked while a
-    pipeline is built: a Cluster client that has sent nothing yet knows no slots."""
-    if slot < 0:
-        return None
-    return redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
-
-
 class RoutingTraces:
     def __init__(
         self, redis: Redis, keys: Keys, *, ttl_s: int, users: int, bulk: Redis | None = None
@@ -347,15 +339,16 @@ class RoutingTraces:
             if not queued:
                 return
             entries = [(trace.key, trace.fields, len(trace.fields)) for trace in queued]
-            calls = _script_calls(entries, cluster=self._cluster, limit=WRITE_VALUES)
+            calls = []  # (slot, KEYS, ARGV) of each `_WRITE` call
+            for slot, call in _script_calls(entries, cluster=self._cluster, limit=WRITE_VALUES):
+                args: list[Any] = [self._ttl_s]
+                for _key, fields in call:
+                    args += (len(fields) // 2, *fields)
+                calls.append((slot, [key for key, _ in call], args))
 
             def build(pipe: Any) -> None:
-                for slot, call in calls:
-                    args: list[Any] = [self._ttl_s]
-                    for _key, fields in call:
-                        args += (len(fields) // 2, *fields)
-                    keys = [key for key, _ in call]
-                    queue_script(pipe, self._write, keys, args, node=_node_of(self._bulk, slot))
+                for slot, keys, args in calls:
+                    queue_script(pipe, self._write, keys, args, node=slot_node(self._bulk, slot))
 
             try:
                 await pipelined(self._bulk, build, [self._write])
@@ -615,7 +608,7 @@ class StreamedTally:
         def build(pipe: Any) -> None:
             for slot, call in calls:
                 batch = [key for key, _ in call]
-                queue_script(pipe, self._metas, batch, [], node=_node_of(self._redis, slot))
+                queue_script(pipe, self._metas, batch, [], node=slot_node(self._redis, slot))
 
         replies = await pipelined(self._redis, build, [self._metas])
         found = {
@@ -639,12 +632,14 @@ class StreamedTally:
                 entries.append((key, orjson.dumps(dict(chunk)), len(chunk)))
         if not entries:
             return 0
-        calls = _script_calls(entries, cluster=self._cluster, limit=USERS_PER_CALL)
+        calls = [
+            (slot, [key for key, _ in call], [json for _, json in call])
+            for slot, call in _script_calls(entries, cluster=self._cluster, limit=USERS_PER_CALL)
+        ]
 
         def build(pipe: Any) -> None:
-            for slot, call in calls:
-                keys, counts = [key for key, _ in call], [json for _, json in call]
-                queue_script(pipe, self._add, keys, counts, node=_node_of(self._redis, slot))
+            for slot, keys, counts in calls:
+                queue_script(pipe, self._add, keys, counts, node=slot_node(self._redis, slot))
 
         return sum(int(added) for added in await pipelined(self._redis, build, [self._add]))
 

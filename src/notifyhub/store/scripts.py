@@ -12,7 +12,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from notifyhub.store.client import SOCKET_TIMEOUT_S
+from notifyhub.store.client import SOCKET_TIMEOUT_S, is_cluster
 from notifyhub.store.operations import OPERATIONS
 
 READ_SCRIPTS = ("get", "counts", "page", "changes", "activities")
@@ -39,6 +39,15 @@ def queue_script(
     skips hashing every key)."""
     route = {"target_nodes": node} if node is not None else {}
     pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **route)
+
+
+def slot_node(redis: Redis, slot: int) -> Any:
+    """The Cluster node serving `slot`, for `queue_script`'s `node` (None on one Redis:
+    one connection). Asked while a pipeline is built: a Cluster client that has sent
+    nothing yet knows no slots."""
+    if not is_cluster(redis):
+        return None
+    return redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
 
 
 async def pipelined(
