@@ -251,7 +251,7 @@ class IngestService:
             return 0
         removed = 0
         for user_tenant, user in holders:
-            removed += await self._store.remove(user_tenant, user, [notification_id])
+            removed += await self._store.recall(user_tenant, user, notification_id)
         await self._store.forget(notification_id)
         if self.durable is not None:
             self.durable.changed(tenant, "", RecallOp(id=notification_id))
