@@ -86,6 +86,79 @@ async def test_identity_fields_in_bodies_are_422(
     assert "user" in response.text or "tenant" in response.text
 
 
+# --- numbers and booleans are JSON numbers and booleans -------------------------------
+
+_NOTE = {"recipients": {"users": ["strict-nobody"]}, "title": "t"}
+_DEFINITION = {"url": "https://example.com/hook"}
+_STRICT_CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"snooze": "3600"}, "snooze"),
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"snooze": 3600.0}, "snooze"),
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"snooze": True}, "snooze"),
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"read": "true"}, "read"),
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"archived": 1}, "archived"),
+    ("PATCH", "/v1/me/notifications/{id}", "user", {"pinned": "false"}, "pinned"),
+    ("POST", "/v1/me/notifications/bulk", "user", {"ids": ["{id}"], "read": "true"}, "read"),
+    ("PUT", "/v1/me/preferences", "user", {"categories": {"c": {"inbox": "false"}}}, "inbox"),
+    ("PUT", "/v1/me/preferences", "user", {"categories": {"c": {"push": 0}}}, "push"),
+    ("POST", "/v1/notifications", "publish", {**_NOTE, "ttl": "3600"}, "ttl"),
+    ("POST", "/v1/notifications", "publish", {**_NOTE, "delay": "60"}, "delay"),
+    ("POST", "/v1/notifications", "publish", {**_NOTE, "thread_key": "k", "thread_window_s": "60"},
+     "thread_window_s"),
+    ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "delay_ms": "1000"}, "delay_ms"),
+    ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "priority": "5"}, "priority"),
+    ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "ttl_ms": "30000"}, "ttl_ms"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin", {**_DEFINITION, "timeout_s": "5"},
+     "timeout_s"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin", {**_DEFINITION, "max_retries": "3"},
+     "max_retries"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
+     {**_DEFINITION, "need_confirm": "true"}, "need_confirm"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
+     {**_DEFINITION, "max_confirm_delay_s": "60"}, "max_confirm_delay_s"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
+     {**_DEFINITION, "rotate_secret": 1}, "rotate_secret"),
+    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
+     {**_DEFINITION, "alert": {"trigger": "after_n", "after_n": "3"}}, "after_n"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "who", "body", "field"),
+    _STRICT_CASES,
+    ids=[f"{c[0]} {c[1]} {orjson.dumps(c[3]).decode()}" for c in _STRICT_CASES],
+)
+async def test_numbers_and_booleans_in_strings_are_422_naming_the_field(
+    hub: Any,
+    publish_key: str,
+    admin_key: str,
+    make_token: Any,
+    method: str,
+    path: str,
+    who: str,
+    body: dict[str, Any],
+    field: str,
+) -> None:
+    """`{"snooze": "3600"}` is refused as `{"archived": "yes"}` is: a number must be a JSON
+    number, a boolean a JSON boolean; nothing is converted, nothing changes."""
+    user = _unique("strict")
+    mine = await _publish(hub, publish_key, [user])
+    key = {"user": make_token(user), "publish": publish_key, "admin": admin_key}[who]
+    sent = orjson.loads(orjson.dumps(body).replace(b"{id}", mine.encode()))
+    url = path.replace("{id}", mine)
+    response = await hub.client.request(method, url, json=sent, headers=_auth(key))
+    _assert_problem(response, 422)
+    assert field in response.json()["detail"], response.text
+    item = (await hub.client.get(f"/v1/me/notifications/{mine}", headers=_auth(make_token(user))))
+    shown = item.json()
+    assert (shown["status"], shown["archived"], shown["pinned"]) == ("unread", False, False)
+    assert shown["snoozed_until"] is None
+    if path == "/v1/notifications":
+        counts = await hub.client.get(
+            "/v1/me/notifications/counts", headers=_auth(make_token("strict-nobody"))
+        )
+        assert counts.json()["total"] == 0
+
+
 # --- tokens -------------------------------------------------------------------------
 
 

@@ -183,8 +183,18 @@ async def test_a_publish_with_a_bad_key_or_scope(
         {"content": b"{not json", "headers": {"content-type": "application/json"}},
         {"json": VALID, "headers": {"idempotency-key": "k" * 201}},
         {"json": {**VALID, "recipients": {"groups": ["parity-no-such-group"]}}},
+        {"json": {**VALID, "ttl": "3600"}},
+        {"json": {**VALID, "thread_key": "k", "thread_window_s": "60"}},
     ],
-    ids=["missing-field", "extra-field", "not-json", "long-idempotency-key", "unknown-group"],
+    ids=[
+        "missing-field",
+        "extra-field",
+        "not-json",
+        "long-idempotency-key",
+        "unknown-group",
+        "number-in-a-string",
+        "thread-window-in-a-string",
+    ],
 )
 async def test_a_publish_refused_with_422(
     spied: Hubs, publish_key: str, request_: dict[str, Any]

@@ -196,6 +196,12 @@ async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None
     assert (update_a.id, update_a.seen, update_a.read_at_ms > 0) == (a.id, True, True)
     assert (update_a.counts.unread, update_a.counts.total) == (2, 3)
 
+    recalled = Dropped.from_reply(await u.call("recall", RemoveArgs(LOG_MAX, [b.id]).to_args()))
+    assert recalled == Dropped(7, 1, c.expires_ms)
+    assert await u.appended(Operation.RECALL) == [ChangeType.DELETE]
+    again = Dropped.from_reply(await u.call("recall", RemoveArgs(LOG_MAX, [b.id]).to_args()))
+    assert again == Dropped(0, 0, c.expires_ms)
+
 
 async def test_state_flags_and_resurface(redis: Redis, settings: Settings) -> None:
     """archived / pinned / snoozed ride in mark's ARGV and the state's flags; a refused

@@ -135,6 +135,16 @@ async def probe_recall(t: Tenants) -> None:
     owner = t.key(t.b, "publish")
     _ok(await t.client.delete(f"/v1/notifications/{nid}?tenant={t.b}", headers=owner), 204)
     assert await _total(t, t.b) == 0
+    # a thread's latest activity: the same user name and thread key in both tenants
+    mine = await _publish(t, t.a, thread_key="k")
+    first = await _publish(t, t.b, thread_key="k")
+    latest = await _publish(t, t.b, thread_key="k", title="latest-of-" + t.b)
+    _refused(await t.client.delete(f"/v1/notifications/{latest}", headers=attacker), 403, 404)
+    assert (await _item(t, t.b, first))["title"] == f"latest-of-{t.b}"
+    _ok(await t.client.delete(f"/v1/notifications/{latest}?tenant={t.b}", headers=owner), 204)
+    shown = await _item(t, t.b, first)
+    assert (shown["title"], shown["thread"]["activity_count"]) == (f"secret-of-{t.b}", 1)
+    assert (await _item(t, t.a, mine))["thread"]["activity_count"] == 1
 
 
 # --- the inbox: the tenant is the token's; the same user id elsewhere is someone else -------

@@ -273,6 +273,142 @@ async def test_an_action_on_an_activity_no_longer_shown_is_refused(
     assert item is not None and item.completed is None
 
 
+async def _recall(hub: Any, key: str, nid: str) -> None:
+    response = await hub.client.delete(f"/v1/notifications/{nid}", headers=_auth(key))
+    assert response.status_code == 204, response.text
+
+
+async def _activities(hub: Any, me: dict[str, str], nid: str) -> list[str]:
+    response = await hub.client.get(f"{BASE}/{nid}/activities", headers=me)
+    assert response.status_code == 200, response.text
+    return [a["id"] for a in response.json()["items"]]
+
+
+async def _counts(hub: Any, me: dict[str, str]) -> dict[str, Any]:
+    response = await hub.client.get(f"{BASE}/counts", headers=me)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def test_a_recalled_latest_activity_leaves_the_thread_showing_the_one_before(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """The item shows the previous activity again (content, category, its place in
+    lists), counts one fewer, lists the activity no more, drops its actor; an open stream
+    gets the whole item as an `update`; counts (a personal view's too) stay exact."""
+    user = unique("th-recall")
+    me = _auth(make_token(user))
+    tab = {"filter": {"categories": ["alert"]}}
+    assert (await hub.client.put("/v1/me/views/alerts", json=tab, headers=me)).status_code == 201
+    first = await _comment(hub, publish_key, [user], "ana", 0, category="comment")
+    second = await _comment(hub, publish_key, [user], "bo", 1, category="comment")
+    between = await _publish(hub, publish_key, [user], title="between")
+    latest = await _comment(hub, publish_key, [user], "cy", 2, category="alert")
+    assert [i["id"] for i in await _items(hub, me)] == [first, between]
+    assert (await _counts(hub, me))["views"]["alerts"]["total"] == 1
+    async with open_stream(hub.client, make_token(user)) as stream:
+        await stream.next()  # the opening counts
+        await _recall(hub, publish_key, latest)
+        event, _ = await stream.until("update")
+        assert event.data["id"] == first and event.data["body"] == "comment 1"
+        assert event.data["thread"]["activity_count"] == 2
+        assert event.data["thread"]["latest_id"] == second
+    items = await _items(hub, me)
+    assert [i["id"] for i in items] == [between, first]  # back where comment 1 put it
+    thread = items[1]
+    assert (thread["title"], thread["body"]) == ("bo commented on Launch plan", "comment 1")
+    assert thread["category"] == "comment"
+    assert thread["thread"]["activity_count"] == 2
+    assert [a["id"] for a in thread["thread"]["actors"]] == ["bo", "ana"]
+    assert await _activities(hub, me, first) == [second, first]
+    counts = await _counts(hub, me)
+    assert (counts["unread"], counts["total"]) == (2, 2)
+    assert counts["views"]["alerts"] == {"unread": 0, "unseen": 0, "total": 0, "exact": True}
+    assert await _items(hub, me, "?view=alerts") == []
+
+
+async def test_a_recalled_middle_or_first_activity_is_listed_no_more(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """The thread keeps showing its latest activity and its id (the first activity's,
+    even once that one is recalled); the recalled ones leave its activities and count."""
+    user = unique("th-mid")
+    me = _auth(make_token(user))
+    sent = [await _comment(hub, publish_key, [user], a, i) for i, a in enumerate("abcd")]
+    await _recall(hub, publish_key, sent[1])
+    [item] = await _items(hub, me)
+    assert item["id"] == sent[0] and item["body"] == "comment 3"
+    assert item["thread"]["activity_count"] == 3
+    assert [a["id"] for a in item["thread"]["actors"]] == ["d", "c", "a"]
+    assert await _activities(hub, me, sent[0]) == [sent[3], sent[2], sent[0]]
+    await _recall(hub, publish_key, sent[0])
+    [item] = await _items(hub, me)
+    assert item["id"] == sent[0] and item["body"] == "comment 3"
+    assert item["thread"]["activity_count"] == 2
+    assert await _activities(hub, me, sent[0]) == [sent[3], sent[2]]
+    counts = await _counts(hub, me)
+    assert (counts["unread"], counts["total"]) == (1, 1)
+
+
+async def test_recalling_a_threads_only_activity_removes_the_item(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    user = unique("th-only")
+    me = _auth(make_token(user))
+    first = await _comment(hub, publish_key, [user], "ana", 0)
+    second = await _comment(hub, publish_key, [user], "bo", 1)
+    await _recall(hub, publish_key, first)
+    async with open_stream(hub.client, make_token(user)) as stream:
+        await stream.next()  # the opening counts
+        await _recall(hub, publish_key, second)
+        event, _ = await stream.until("delete")
+        assert event.data == {"id": first}
+    assert await _items(hub, me) == []
+    counts = await _counts(hub, me)
+    assert (counts["unread"], counts["unseen"], counts["total"]) == (0, 0, 0)
+    gone = await hub.client.get(f"{BASE}/{first}/activities", headers=me)
+    assert gone.status_code == 404
+
+
+async def test_a_recall_reaches_a_retired_thread(redis: Redis, settings: Settings) -> None:
+    """An activity of a thread retired by a newer one with its key is found and taken out;
+    dropping both threads leaves nothing in the user's hash."""
+    keys = Keys(settings.redis_prefix)
+    store = InboxStore(redis, keys, Limits())
+    user = ("default", unique("th-rretire"))
+    now = datetime.now(UTC)
+
+    def at(minutes_ago: int) -> Notification:
+        created = now - timedelta(minutes=minutes_ago)
+        return Notification(
+            id=str(ULID.from_datetime(created)),
+            tenant="default",
+            title=f"t{minutes_ago}",
+            created_at=created,
+            expires_at=now + timedelta(minutes=10),
+            thread_key="k",
+            thread_window_s=3600,
+        )
+
+    old = [at(120), at(100), at(90)]
+    new = [at(30), at(0)]
+    for n in [*old, *new]:
+        await store.place(n, [user])
+    assert await store.recall(*user, old[2].id) == 1
+    item = await store.get(*user, old[0].id)
+    assert item is not None and item.thread is not None
+    assert (item.title, item.thread.activity_count) == ("t100", 2)
+    listed = await store.activities(*user, old[0].id)
+    assert [a.id for a in listed or []] == [old[0].id, old[1].id]
+    assert await store.recall(*user, old[2].id) == 0  # once
+    assert await store.recall(*user, new[1].id) == 1
+    item = await store.get(*user, new[0].id)
+    assert item is not None and item.thread is not None and item.title == "t30"
+    assert await store.remove(*user, [old[0].id])
+    assert await store.remove(*user, [new[0].id])
+    assert await redis.hlen(keys.inbox(*user).items) == 0
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

@@ -10,7 +10,15 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
-from pydantic import AfterValidator, Field, JsonValue, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    model_validator,
+)
 
 from notifyhub.api.schemas import (
     TIME_EXAMPLE,
@@ -77,7 +85,7 @@ class AlertIn(Strict):
 
     trigger: AlertTrigger = AlertTrigger.FINAL_FAILURE
     """When to alert: final_failure, every_failure, after_n failures, or never."""
-    after_n: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    after_n: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
     """With `after_n`: after how many failed attempts."""
     emails: Annotated[list[Email], Field(max_length=20)] = []
     """Addresses to email."""
@@ -112,23 +120,23 @@ class DefinitionIn(Strict):
     url: HttpUrl
     """The receiver: an absolute http(s) URL (private addresses are refused unless
     `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
-    timeout_s: Annotated[float, Field(gt=0, le=60)] = 10.0
+    timeout_s: Annotated[StrictFloat, Field(gt=0, le=60)] = 10.0
     """How long one attempt may take."""
     retry_intervals: Annotated[
         str, Field(min_length=1, max_length=500), AfterValidator(_intervals)
     ] = "5s,5m,1h,1d"
     """Waits between attempts, comma-separated (`s`, `m`, `h`, `d`); the last repeats."""
-    max_retries: Annotated[int, Field(ge=-1, le=10_000)] = 5
+    max_retries: Annotated[StrictInt, Field(ge=-1, le=10_000)] = 5
     """Retries after the first attempt; -1 retries forever."""
     alert: AlertIn = AlertIn()
     """Who hears of failures."""
-    need_confirm: bool = False
+    need_confirm: StrictBool = False
     """A 2xx is not enough: the delivery waits for `POST /v1/deliveries/{id}/confirm`."""
-    max_confirm_delay_s: Annotated[int, Field(ge=1, le=7 * 86400)] = 300
+    max_confirm_delay_s: Annotated[StrictInt, Field(ge=1, le=7 * 86400)] = 300
     """With `need_confirm`: how long to wait for the confirmation before retrying."""
-    rotate_secret: bool = False
+    rotate_secret: StrictBool = False
     """Start a rotation: a new secret; every attempt is signed with both until dropped."""
-    drop_previous_secret: bool = False
+    drop_previous_secret: StrictBool = False
     """End a rotation: sign with the current secret only."""
 
 

@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     JsonValue,
     StrictBool,
+    StrictInt,
     WithJsonSchema,
     model_validator,
 )
@@ -203,7 +204,9 @@ class Documented(BaseModel):
 
 
 class Strict(Documented):
-    """A request body: unknown fields are refused (422)."""
+    """A request body: unknown fields are refused (422); its numbers and booleans are
+    `StrictInt`, `StrictFloat` and `StrictBool` (a JSON string or a number in their place
+    is a 422, never converted: tests/unit/test_strict_bodies.py walks every body)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -286,7 +289,7 @@ class PublishRequest(Strict):
     target: Ref | None = None
     """What it is about."""
     # Bounded so date arithmetic cannot overflow; `max_ttl_s` (a setting) is checked later.
-    ttl: Annotated[int, Field(ge=1, le=MAX_TTL_FIELD_S)] | None = None
+    ttl: Annotated[StrictInt, Field(ge=1, le=MAX_TTL_FIELD_S)] | None = None
     """Seconds until it expires (default: the configured TTL, 30 days)."""
     expires_at: Time | None = None
     """When it expires, instead of `ttl`: RFC 3339 or epoch milliseconds."""
@@ -299,7 +302,7 @@ class PublishRequest(Strict):
     """Copies with this key join each user's open thread with it (one item per
     conversation: its `thread` counts the activities and their actors, it shows the latest
     and comes back unread on top) instead of adding items; not with `collapse_key`."""
-    thread_window_s: Annotated[int, Field(ge=1, le=30 * 86400)] | None = None
+    thread_window_s: Annotated[StrictInt, Field(ge=1, le=30 * 86400)] | None = None
     """How long after a thread's first activity this notification may still join it
     (default 86400, a day); later, it starts a new thread."""
     actions: Actions = Field(default_factory=list)
@@ -308,7 +311,7 @@ class PublishRequest(Strict):
     definition (`webhook`)."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
-    delay: Annotated[int, Field(ge=0, le=366 * 24 * 3600)] | None = None
+    delay: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600)] | None = None
     """Deliver later, after this many seconds; not with `deliver_at`."""
 
     @model_validator(mode="after")
@@ -383,7 +386,7 @@ class PatchRequest(Strict):
     """Snooze it until this time (RFC 3339 or epoch milliseconds; in the future, at most
     90 days ahead): out of the default list and the counts until then, when it comes
     back unread (a `notification` event with `"resurfaced": true`). `null` unsnoozes."""
-    snooze: Annotated[int, Field(ge=1, le=90 * 24 * 3600)] | None = None
+    snooze: Annotated[StrictInt, Field(ge=1, le=90 * 24 * 3600)] | None = None
     """Snooze it for this many seconds (instead of `snoozed_until`)."""
 
     @model_validator(mode="after")
@@ -886,13 +889,13 @@ class DelayedIn(Strict):
     topic: DeprecatedTopic = None
     body: JsonValue = None
     """Any JSON, up to 64 KiB serialized, handed to the consumer as is."""
-    delay_ms: Annotated[int, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
+    delay_ms: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
     """Due after this many milliseconds; exactly one of `delay_ms` and `due_at`."""
     due_at: Time | None = None
     """Due at this time (RFC 3339 or epoch milliseconds)."""
-    priority: Annotated[int, Field(ge=0, le=9)] = 0
+    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
     """Higher first among messages equally due."""
-    ttl_ms: Annotated[int, Field(ge=100, le=24 * 3600 * 1000)] | None = None
+    ttl_ms: Annotated[StrictInt, Field(ge=100, le=24 * 3600 * 1000)] | None = None
     """How long a consumer may hold it before it is offered again (default: configured)."""
     biz_key: Annotated[Line, Field(max_length=200)] | None = None
     """Your own reference (an order number), returned with the message."""

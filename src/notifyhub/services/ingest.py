@@ -242,7 +242,8 @@ class IngestService:
     async def recall(
         self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str
     ) -> int:
-        """Remove a notification from every inbox holding it; returns how many. A
+        """Remove a notification from every inbox holding it (a thread's activity leaves
+        its thread, which shows the one before: InboxStore.recall); returns how many. A
         notification not published yet is cancelled in the delayed queue, in `unit`."""
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
@@ -251,7 +252,7 @@ class IngestService:
             return 0
         removed = 0
         for user_tenant, user in holders:
-            removed += await self._store.remove(user_tenant, user, [notification_id])
+            removed += await self._store.recall(user_tenant, user, notification_id)
         await self._store.forget(notification_id)
         if self.durable is not None:
             self.durable.changed(tenant, "", RecallOp(id=notification_id))

@@ -716,6 +716,17 @@ class InboxStore:
         await self._publish([(member(tenant, user), removed.seq)])
         return removed.dropped
 
+    async def recall(self, tenant: str, user: str, notification_id: str) -> int:
+        """Take a recalled notification out of the user's inbox (lua/recall.lua): its own
+        item, or its activity out of a thread (which then shows the one before, or goes
+        with its last); returns 1 when something changed, else 0."""
+        args = RemoveArgs(self._limits.change_log_max, ids=[notification_id])
+        recalled = Dropped.from_reply(
+            await self._call(self.scripts.recall, tenant, user, args.to_args())
+        )
+        await self._publish([(member(tenant, user), recalled.seq)])
+        return recalled.dropped
+
     async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
         """Drop the user's expired items; returns (purged, next expiry ms or None)."""
         args = LogMaxArgs(self._limits.change_log_max).to_args()

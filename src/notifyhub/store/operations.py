@@ -127,7 +127,7 @@ class RecallOp(LoggedOp):
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
         for holder_tenant, holder in await store.recipients(self.id):
             if holder_tenant == tenant:
-                await store.remove(holder_tenant, holder, [self.id])
+                await store.recall(holder_tenant, holder, self.id)
         await store.forget(self.id)
 
 
@@ -184,7 +184,7 @@ OPERATIONS: Final[Mapping[Operation, OperationSpec]] = {
     Operation.MARK_ALL: OperationSpec("mark_all", (_U,), MarkAllOp),
     Operation.REMOVE: OperationSpec("remove", (_D,), RemoveOp),
     Operation.PURGE: OperationSpec("purge", (_D,)),
-    Operation.RECALL: OperationSpec("remove", (_D,), RecallOp),  # per holder
+    Operation.RECALL: OperationSpec("recall", (_U, _D), RecallOp),  # per holder
     Operation.RESURFACE: OperationSpec("resurface", (_N,), ResurfaceOp),
     Operation.ACT: OperationSpec("act", (_U,), ActOp),
     # Not logged: after a Redis loss the next read syncs the user's views again.

@@ -112,6 +112,7 @@ class InboxScripts:
         self.mark: AsyncScript = loaded["mark"]
         self.mark_all: AsyncScript = loaded["mark_all"]
         self.remove: AsyncScript = loaded["remove"]
+        self.recall: AsyncScript = loaded["recall"]
         self.purge: AsyncScript = loaded["purge"]
         self.get: AsyncScript = loaded["get"]
         self.counts: AsyncScript = loaded["counts"]

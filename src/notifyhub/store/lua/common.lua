@@ -365,7 +365,9 @@ end
 --   "a:<activity id>" = each of those activities' own content.
 -- A copy created within the window of the thread's first activity joins it, unless it
 -- expired. A thread whose window has passed while its item lives on is retired when a new
--- one takes its key: its activity ids move to "I:<its id>". Kept as flat strings that C
+-- one takes its key: its activity ids move to "I:<its id>", and its id joins the key's
+-- retired ones, "R:<key>" = "<id> <id> ..." (so a recall finds the thread of an activity
+-- it names: lua/recall.lua). Kept as flat strings that C
 -- string functions edit: a join touches no Lua table but the state's. `drop` removes
 -- them with the item.
 local MAX_ACTIVITIES = 100
@@ -453,13 +455,29 @@ local function shown_content(u, id)
   return thread_content(tid, count, first, last, key, shown, latest)
 end
 
+-- The key's retired threads ("R:<key>") without `id`.
+local function unretire(u, key, id)
+  local field = 'R:' .. key
+  local retired = redis.call('HGET', u.items, field)
+  if not retired then return end
+  local at = string.find(retired, id .. ' ', 1, true)
+  if not at then return end
+  retired = string.sub(retired, 1, at - 1) .. string.sub(retired, at + #id + 1)
+  if retired == '' then redis.call('HDEL', u.items, field) else
+    redis.call('HSET', u.items, field, retired)
+  end
+end
+
 local function drop_thread(u, id, content)
   local record, ids = thread_fields(u, id, content)
   local fields = {ids}
   for _, activity in ipairs(activity_ids(redis.call('HGET', u.items, ids) or '')) do
     fields[#fields + 1] = 'a:' .. activity
   end
-  if record then fields[#fields + 1] = record end
+  if record then fields[#fields + 1] = record else
+    local key = string.match(content or '', '^{"thread":{"id":"[^"]*","key":"([^"]*)"')
+    if key then unretire(u, key, id) end
+  end
   redis.call('HDEL', u.items, unpack(fields))
 end
 
@@ -619,6 +637,8 @@ local function copy(u, n)
         local content = shown_content(u, tid)
         if content then fields[#fields + 1], fields[#fields + 2] = tid, content end
         fields[#fields + 1], fields[#fields + 2] = 'I:' .. tid, got[2]
+        local retired = redis.call('HGET', u.items, 'R:' .. n.thread) or ''
+        fields[#fields + 1], fields[#fields + 2] = 'R:' .. n.thread, retired .. tid .. ' '
       end
     end
     -- a new thread: its item (the summary, then the activity), record and first activity
