@@ -27,7 +27,7 @@ class Subscriber:
     """Rung by the hub when its user's inbox changed; awaited by one stream.
 
     A flag and a future made only while waiting, not an `asyncio.Event`: an Event
-    carries a deque of about 760 bytes, and a hub holds one Subscriber per stream."""
+    carries a deque, and a hub holds one Subscriber per stream."""
 
     __slots__ = (
         "_pinged",

@@ -330,8 +330,7 @@ class IngestService:
 
     def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:
         """The notification of a draft. Not validated again: a draft's fields are valid
-        notification fields (dumping the draft and validating the dump was an eighth of a
-        one-user publish; py-spy)."""
+        notification fields, and validating twice costs a publish (docs/scaling.md)."""
         created = from_ms(record.created_ms)
         expires = self._expiry(draft, created)
         fields = {name: getattr(draft, name) for name in _CONTENT}

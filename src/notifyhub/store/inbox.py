@@ -76,20 +76,17 @@ their writes' own pipeline."""
 ANNOUNCE_FIELDS = ("state", "cnt", "seq")
 """The keys announce.lua reads per user."""
 ANNOUNCE_BATCH = 1000
-"""Users per announce.lua call (Redis spends 6-10 us on each): the first streams hear of a
-broadcast after one batch, and no call holds Redis for long."""
+"""Users per announce.lua call: the first streams hear of a broadcast after one batch, and
+no call holds Redis for long."""
 
 SHARED_MAX_USERS = 32
 """Placements for at most this many users (a publish to a few users: the common case)
 made in one event-loop tick share one pipeline (`InboxStore._shared`)."""
 SHARED_MAX_PLACEMENTS = 8
-"""Placements per shared pipeline (more in one tick take several, sent at once). Not
-all of a tick's in one: under `wrk -c32` every publish then rode one pipeline, and the
-hub waited out Redis' whole batch (32 place scripts, about 6 ms) with nothing to do, then
-answered all 32 at once and read the next 32 together (a convoy: the hub at 84% of its
-core). In pipelines of 8 the replies of the first come back while Redis runs the rest,
-and the hub answers those meanwhile: 96% of its core, 12% more publishes/s (A/B, 10
-alternating rounds; 4 was no better than 8, 16 5% worse)."""
+"""Placements per shared pipeline (more in one tick take several, sent at once). Not all
+of a tick's in one, which makes the hub wait out Redis' whole batch idle and then answer
+every connection at once: the replies of the first pipeline come back while Redis runs
+the rest, and the hub answers those meanwhile (docs/scaling.md, "Design notes")."""
 
 FRESH_STATE = b"0|0||"
 """A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
@@ -232,9 +229,8 @@ class InboxStore:
         self._shared: Coalescer[Callable[[Any], None], list[Any]] = Coalescer(
             self._run_shared, max_batch=SHARED_MAX_PLACEMENTS
         )
-        """Small placements of one tick, one pipeline: a publish to one user paid a round
-        trip of its own (redis-py's pipeline, a socket write and a read: a fifth of the
-        hub's CPU in the ingest benchmark)."""
+        """Small placements of one tick, one pipeline: not a pipeline, a socket write and
+        a read for every publish to one user."""
 
     async def place(
         self,

@@ -52,8 +52,8 @@ _new_draft = trusted(Draft)
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     """The request as the domain takes it. Built without validating again: every field
-    was validated by `PublishRequest`, as strictly as `Draft` would, or more (py-spy:
-    dumping the request and validating the dump was a sixth of a one-user publish)."""
+    was validated by `PublishRequest`, as strictly as `Draft` would, or more, and
+    validating twice costs a publish (docs/scaling.md, "Design notes")."""
     deliver_at = body.deliver_at
     if body.delay is not None:
         deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
