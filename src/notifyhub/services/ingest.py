@@ -389,7 +389,7 @@ class IngestService:
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         if 0 < limits.announce_at <= len(users) and not defer:
             # streams hear of it before every copy (not of a deferred fan-out: announcing
-            # costs as much as deferring, 100k users went from 0.85-1.09 s to 1.45-1.67 s)
+            # costs as much as deferring: docs/scaling.md, "Design notes")
             await self._store.announce(notification, users, pull=pull)
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
