@@ -15,7 +15,7 @@ choices: docs/scaling.md, "Design notes".
     <p>n{id}:trace  hash  meta      JSON: tenant, created/expires, who was named, outcomes
                           b:<k>     JSON: the lines of the recorded users whose id's
                                     CRC-32 is k modulo BUCKETS, as {"<source>\t<outcome>":
-                                    {user: seq (0 unless delivered)}}, and under "x" what
+                                    {user: seq (0 unless placed)}}, and under "x" what
                                     a copy pushed out: {user: {replaced, evicted}}
                           recalled  ms of the recall, if any
                           s:<user>  how many live streams were sent the user's copy's
@@ -94,7 +94,7 @@ from the previous entry's end up to `end` (exclusive) were first reached through
 
 class Outcome(StrEnum):
     DELIVERED = "delivered"
-    """Stored in the user's inbox, as their change `seq`."""
+    """Placed: stored in the user's inbox, as their change `seq` (the public word)."""
     PENDING = "pending"
     """Left pending by a big fan-out: the user's next read makes the copy."""
     ALREADY_HELD = "already_held"
@@ -105,8 +105,9 @@ class Outcome(StrEnum):
 
 def _outcome(seq: int, placed: str) -> str:
     """What `InboxStore.place` answered for one user (their seq), as an outcome's value;
-    `placed`: a new copy's (delivered, or pending in a deferred fan-out). Values, not
-    `Outcome` members: a member's `.value` is a property call, on every recipient."""
+    `placed`: a new copy's (`delivered`, i.e. placed, or pending in a deferred fan-out).
+    Values, not `Outcome` members: a member's `.value` is a property call, on every
+    recipient."""
     if seq > 0:
         return placed
     return _ALREADY_HELD if seq == 0 else _DROPPED

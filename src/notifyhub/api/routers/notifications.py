@@ -96,7 +96,7 @@ async def publish(
 
 def _accepted_json(accepted: Published) -> bytes:
     """`PublishAccepted`'s JSON, answered directly (FastAPI would validate it again); one
-    delivered now is written by orjson, exactly as pydantic writes it (no time to
+    published now (not scheduled) is written by orjson, exactly as pydantic writes it (no time to
     format), and without building the model."""
     if accepted.scheduled_for is None:
         answer = {"id": accepted.id, "recipients": accepted.recipients, "scheduled_for": None}
