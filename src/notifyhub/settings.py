@@ -23,8 +23,8 @@ class Limits(BaseModel):
     user), which the user's next read or change makes a copy first (store/inbox.py
     place); 0: never."""
     announce_at: int = Field(1000, ge=0)
-    """A fan-out of a plain notification (no category, collapse key or thread) to at least
-    this many users, and fewer than `defer_fanout_at`, is announced to their streams
+    """A fan-out of an inlinable notification (no category, collapse key or thread) to at
+    least this many users, and fewer than `defer_fanout_at`, is announced to their streams
     before its copies are written, so a broadcast's streams do not wait for every copy
     (store/inbox.py announce); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
