@@ -1,4 +1,4 @@
-"""Reliable deliveries (Design 2): definitions, the outbox, its history, attempts, alerts.
+"""Reliable deliveries: definitions, the outbox, its history, attempts, alerts.
 
 Revision ID: 0004
 Revises: 0003

@@ -23,13 +23,13 @@ class Limits(BaseModel):
     user), which the user's next read or change makes a copy first (store/inbox.py
     place); 0: never."""
     announce_at: int = Field(1000, ge=0)
-    """A fan-out of a plain notification (no category, collapse key or thread) to at least
-    this many users, and fewer than `defer_fanout_at`, is announced to their streams
+    """A fan-out of an inlinable notification (no category, collapse key or thread) to at
+    least this many users, and fewer than `defer_fanout_at`, is announced to their streams
     before its copies are written, so a broadcast's streams do not wait for every copy
     (store/inbox.py announce); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
-    """Users per Lua call of a deferred fan-out: a pending copy costs Redis about 4 us,
-    a copy about 30, so 2,000 hold Redis for less time than `fanout_batch` copies."""
+    """Users per Lua call of a deferred fan-out: a pending copy costs Redis a fraction of
+    a copy, so 2,000 hold Redis for less time than `fanout_batch` copies."""
     streams_per_user: int = Field(10, ge=1)
     change_log_max: int = Field(1000, ge=10)
     stream_read_bytes: int = Field(32 * 1024, ge=1024)
@@ -222,7 +222,7 @@ class Settings(BaseSettings):
     cors_origins: list[str] = []
     fast_paths: bool = True
     """Serve event streams and valid publishes before FastAPI's machinery (api/fastpath.py);
-    False leaves them to the FastAPI routes, which answer the same (A/B benchmarks)."""
+    False leaves them to the FastAPI routes, which answer the same (to compare the two)."""
     producers_file: Path | None = None
     traces_exporter: str = Field(
         "none", validation_alias=AliasChoices("OTEL_TRACES_EXPORTER", "traces_exporter")

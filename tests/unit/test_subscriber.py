@@ -193,19 +193,19 @@ async def sub_wait_returns(sub: Subscriber) -> bool:
 
 
 async def test_an_idle_stream_takes_an_announcement_without_waking() -> None:
-    """A stream waiting idle whose connection can write at once (`deliver`, the hub's own
+    """A stream waiting idle whose connection can write at once (`announce_now`, the hub's own
     HTTP protocol) is handed the announcement and stays asleep; when its connection
     cannot take it (False), or the stream is not waiting, or an earlier one is queued,
     the announcement is queued and the stream woken, in order."""
     handed: list[tuple[int, str, str, bytes]] = []
     takes = True
 
-    def deliver(seq: int, epoch: str, nid: str, body: bytes) -> bool:
+    def announce_now(seq: int, epoch: str, nid: str, body: bytes) -> bool:
         handed.append((seq, epoch, nid, body))
         return takes
 
     sub = Subscriber("t/a")
-    sub.cursor, sub.epoch, sub.deliver = 4, "e1", deliver
+    sub.cursor, sub.epoch, sub.announce_now = 4, "e1", announce_now
     sub.announce(4, "e1", "n0", b"{}")  # not waiting yet: queued
     assert handed == [] and sub.announced == [(4, "e1", "n0", b"{}")]
     assert await sub_wait_returns(sub) is False

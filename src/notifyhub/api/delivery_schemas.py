@@ -1,4 +1,4 @@
-"""Request and response bodies of the reliable-deliveries API (Design 2).
+"""Request and response bodies of the reliable-deliveries API.
 
 The response models describe the JSON `services/deliveries.py` builds today (dicts, for
 now: the deliveries work turns them into typed results)."""

@@ -1,30 +1,29 @@
 """Fast paths: the two hottest requests, served before FastAPI's request machinery.
 
 `GET /v1/me/stream`: an SSE connection lives for hours, and every frame between the
-server and the stream stays alive with it. Served by the FastAPI route, each stream
-kept FastAPI's router, exit stacks, dependency frames and exception wrappers: about
-6 KiB of a 28 KiB stream (measured with tracemalloc and RSS at 3k streams). Even as a
-middleware it still passed FastAPI's and Starlette's own outer layers (the app's call,
-its error, telemetry and body-limit middlewares), five frames per stream and a send
-wrapper every event went through; `HubApp` hands a stream to `stream_entry` (limits,
-CORS when configured, `StreamFastPath`) before any of them.
+server and the stream stays alive with it. Served by the FastAPI route, each stream kept
+FastAPI's router, exit stacks, dependency frames and exception wrappers, a good part of
+its memory (docs/scaling.md, "Design notes"). Even as a middleware it still passed
+FastAPI's and Starlette's own outer layers (the app's call, its error, telemetry and
+body-limit middlewares), five frames per stream and a send wrapper every event went
+through; `HubApp` hands a stream to `stream_entry` (limits, CORS when configured,
+`StreamFastPath`) before any of them.
 
 `POST /v1/notifications`: every microservice's every notification. FastAPI's dependency
-solving, body handling and response validation were about a fifth of the hub's CPU under
-the ingest benchmark (cProfile, by package). The fast path serves requests that parse
-and validate; any other request (a body that is not JSON or does not validate, a header
-out of bounds) is handed on, body replayed, to the FastAPI route, which answers it
-exactly as before (its 422 problem details). The authentication runs once (the route
-reuses its principal).
+solving, body handling and response validation were a large share of the hub's CPU per
+publish. The fast path serves requests that parse and validate; any other request (a
+body that is not JSON or does not validate, a header out of bounds) is handed on, body
+replayed, to the FastAPI route, which answers it exactly as before (its 422 problem
+details). The authentication runs once (the route reuses its principal).
 
 A publish also enters before FastAPI's outer layers (`HubApp.publish_entry`: limits,
 CORS when configured, metrics, `PublishFastPath`), unless OpenTelemetry tracing is on:
 its instrumentation wraps the app's whole stack, and a publish keeps its server span and
 the caller's trace context. Those layers (the app's call, its error, telemetry and
-body-limit middlewares, each a coroutine and a wrapper per request) were about 5% of
-the hub's CPU under the ingest benchmark (py-spy). A request the fast path hands on goes to the
-stack's inner part (the app's exception middleware and router, `HubApp.route`), never
-through the limits and metrics it has passed already.
+body-limit middlewares, each a coroutine and a wrapper per request) cost every publish
+too. A request the fast path hands on goes to the stack's inner part (the app's
+exception middleware and router, `HubApp.route`), never through the limits and metrics
+it has passed already.
 
 Each route has one definition, in its router module (`stream.serve`,
 `notifications.serve`): the same dependencies, models and handler the FastAPI route
@@ -34,7 +33,7 @@ still wrap both, and request metrics count both (a stream counts itself when its
 response starts: the metrics middleware would otherwise keep a frame alive in every
 stream); errors raised inside are answered as problem+json like everywhere (401, 422,
 429, 503 on outages, 500 for a bug). `Settings.fast_paths = False` leaves both routes to
-FastAPI (for A/B benchmarks and tests/integration/test_route_parity.py).
+FastAPI (to compare the two in the bench and in tests/integration/test_route_parity.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def json_depth(body: bytes, *, stop_above: int | None = None) -> int:
 
     Strings are skipped by a regular expression, the remaining brackets become +1/-1
     steps and a running sum finds the deepest point, all in C (several times faster than
-    a byte-by-byte loop: docs/benchmarks.md, "Design notes"). With `stop_above` the scan
+    a byte-by-byte loop: docs/scaling.md, "Design notes"). With `stop_above` the scan
     ends at the first chunk that goes deeper (deep nesting is the attack case).
     """
     steps = array("b", _STRING.sub(b"", body).translate(_STEPS, _NOT_BRACKETS))

@@ -11,8 +11,8 @@ from notifyhub.metrics import Metrics
 
 
 def record(metrics: Metrics, method: str, route: str, status: int, seconds: float) -> None:
-    """Count one request and observe its duration (through `Metrics.requests`: looking
-    the labels up was 5.5 of a request's 7 us here)."""
+    """Count one request and observe its duration (through `Metrics.requests`, which
+    keeps each label set's children: looking labels up costs more than counting)."""
     count, duration = metrics.requests(method, route, status)
     count.inc()
     duration.observe(seconds)

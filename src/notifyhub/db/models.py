@@ -60,7 +60,7 @@ class GroupMember(Base):
 
 
 class Topic(Base):
-    """A subscription list (Design 1's message type + warehouse -> users and roles)."""
+    """A topic: a subscription list (say, a message type + warehouse -> users and roles)."""
 
     __tablename__ = "topics"
     __table_args__ = (UniqueConstraint("tenant", "name", name="uq_topics_tenant_name"),)
@@ -85,7 +85,7 @@ class TopicMember(Base):
 
 
 class Rule(Base):
-    """Design 3: an `executor_action[_target]` rule on a target type."""
+    """A rule: an `executor_action[_target]` phrase on a target type, and who gets what."""
 
     __tablename__ = "rules"
     __table_args__ = (UniqueConstraint("tenant", "name", name="uq_rules_tenant_name"),)
@@ -164,7 +164,7 @@ class UserLocale(Base):
 
 
 class DelayedMessage(Base):
-    """Design 5's recovery log: the whole message, and its last known status."""
+    """The delayed queue's recovery log: the whole message, and its last known status."""
 
     __tablename__ = "delayed_messages"
 
@@ -197,7 +197,7 @@ class DelayedTransition(Base):
 
 
 class DeliveryDefinition(Base):
-    """Design 2: where a kind of delivery goes, how it is retried, who hears of failures."""
+    """A delivery definition: where a kind of delivery goes, its retries, who hears of failures."""
 
     __tablename__ = "delivery_definitions"
 

@@ -1,10 +1,9 @@
-"""Models built from values that are valid already, at a fifth of `model_construct`'s cost.
+"""Models built from values that are valid already, cheaper than `model_construct`.
 
 A publish builds two models from fields validated once at the edge: its `Draft` (from
-the request) and its `Notification` (from the draft). pydantic's `model_construct` spends
-about 30 us on each (it looks every field up under its aliases and deep-copies every
-default: measured with timeit on 2026-11-27, 31 us for a `Notification`, 6 us this way),
-a twelfth of a one-user publish in the hub. `trusted(cls)` returns a constructor that
+the request) and its `Notification` (from the draft). pydantic's `model_construct` looks
+every field up under its aliases and deep-copies every default, a noticeable part of a
+publish (docs/scaling.md, "Design notes"). `trusted(cls)` returns a constructor that
 sets the same `__dict__` (fields in declaration order, the defaults for those not given)
 and the same fields-set as `model_construct`, for models where both agree by
 construction: no aliases, no `model_post_init`, extra fields not allowed (checked when

@@ -31,8 +31,8 @@ class Publishing:
     ingest: IngestService
     rules: RuleService
     scheduled: ScheduledNotifications
-    """Delivers scheduled notifications and snooze wake-ups when the delayed queue makes
-    them ready."""
+    """Publishes scheduled notifications and resurfaces snoozed copies when the delayed
+    queue makes their messages ready."""
     inbox: InboxService
     """Users' own inboxes (snoozes are scheduled on the delayed queue)."""
     views: Views

@@ -12,7 +12,7 @@ defaults:
   (re)connect, and can land in the middle of a broadcast. Yet it finds almost nothing:
   streams free themselves by reference counting.
 
-The measurements are in docs/benchmarks.md, "Design notes".
+The measurements are in docs/scaling.md, "Design notes".
 
 So (`CollectorPolicy.install`):
 

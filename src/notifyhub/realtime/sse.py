@@ -194,7 +194,7 @@ class InboxStream(Response):
         if connection is not None:
             connection.on_close(self._left)
             self._connection = connection
-            self._sub.deliver = self._announce_now
+            self._sub.announce_now = self._announce_now
         else:
             watcher = asyncio.create_task(self._watch_disconnect(receive))
         self._sub.task = asyncio.current_task()
@@ -208,7 +208,7 @@ class InboxStream(Response):
         finally:
             self._metrics.stream_ended(reason)
             self._clock.discard(self._sub)
-            self._sub.task = self._sub.deliver = None  # (no cycle left with the stream)
+            self._sub.task = self._sub.announce_now = None  # (no cycle left with the stream)
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

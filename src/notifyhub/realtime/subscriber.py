@@ -27,16 +27,16 @@ class Subscriber:
     """Rung by the hub when its user's inbox changed; awaited by one stream.
 
     A flag and a future made only while waiting, not an `asyncio.Event`: an Event
-    carries a deque of about 760 bytes, and a hub holds one Subscriber per stream."""
+    carries a deque, and a hub holds one Subscriber per stream."""
 
     __slots__ = (
         "_pinged",
         "_rung",
         "_waiter",
+        "announce_now",
         "announced",
         "closed",
         "cursor",
-        "deliver",
         "epoch",
         "last_sent",
         "latest",
@@ -58,7 +58,7 @@ class Subscriber:
         """A change offered with its frames (`offer`): (seq, epoch, frames)."""
         self.announced: list[Announced] | None = None
         """Notifications announced ahead of their copies (`announce`), not yet sent."""
-        self.deliver: Callable[[int, str, str, bytes], bool] | None = None
+        self.announce_now: Callable[[int, str, str, bytes], bool] | None = None
         """Shows an announcement to the stream while it waits, without waking it, when its
         connection can take it now (realtime/sse.py `_announce_now`); False: queue it."""
         self.closed = False
@@ -105,8 +105,8 @@ class Subscriber:
             if (
                 waiting
                 and self.announced is None
-                and self.deliver is not None
-                and self.deliver(seq, epoch, nid, body)
+                and self.announce_now is not None
+                and self.announce_now(seq, epoch, nid, body)
             ):
                 return
             if self.announced is None:

@@ -330,8 +330,7 @@ class IngestService:
 
     def _build(self, draft: Draft, record: IdempotencyRecord) -> Notification:
         """The notification of a draft. Not validated again: a draft's fields are valid
-        notification fields (dumping the draft and validating the dump was an eighth of a
-        one-user publish; py-spy)."""
+        notification fields, and validating twice costs a publish (docs/scaling.md)."""
         created = from_ms(record.created_ms)
         expires = self._expiry(draft, created)
         fields = {name: getattr(draft, name) for name in _CONTENT}
@@ -380,7 +379,7 @@ class IngestService:
         route: Route,
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
-        a big plain broadcast is announced to streams first (store/inbox.py `announce`).
+        a big inlinable broadcast is announced to streams first (store/inbox.py `announce`).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
@@ -390,7 +389,7 @@ class IngestService:
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
         if 0 < limits.announce_at <= len(users) and not defer:
             # streams hear of it before every copy (not of a deferred fan-out: announcing
-            # costs as much as deferring, 100k users went from 0.85-1.09 s to 1.45-1.67 s)
+            # costs as much as deferring: docs/scaling.md, "Design notes")
             await self._store.announce(notification, users, pull=pull)
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None

@@ -2,7 +2,7 @@
 
 The sandbox stops a template from reaching Python's internals, not from spending the
 process: nested `range` loops hold the event loop for seconds, and a repeated string
-grows the hub by its size (docs/benchmarks.md, "Design notes"). Here every loop step,
+grows the hub by its size (docs/scaling.md, "Design notes"). Here every loop step,
 call and operator is charged, and anything a template builds is refused past `MAX_CHARS`:
 
     {% for %} ........ the iterable is wrapped (`_nh_steps`): a step per item

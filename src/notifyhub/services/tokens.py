@@ -31,12 +31,12 @@ class PreparedHMAC(HMACAlgorithm):
     """HMAC whose keys PyJWT checks and prepares once per key, not on every token.
 
     PyJWT prepares the key for each decode: it refuses secrets that look like asymmetric
-    keys or JWKs by JSON-parsing the secret and trying it as a DER certificate, a third
-    of an HS256 verification (33.7 us -> 23.6 us per decode) and 3% of the hub's CPU in
-    a reconnect storm (py-spy). The same checks still run, once for each key: a key they
-    refuse is refused every time (errors are not kept). Only the hub's own secrets reach
-    it (the key comes from configuration, never from a token); the KEYS_KEPT keys prepared
-    last are kept (a hub has two: the user tokens' and the stream tokens').
+    keys or JWKs by JSON-parsing the secret and trying it as a DER certificate, a large
+    part of a verification (docs/scaling.md, "Design notes"). The same checks still run,
+    once for each key: a key they refuse is refused every time (errors are not kept).
+    Only the hub's own secrets reach it (the key comes from configuration, never from a
+    token); the KEYS_KEPT keys prepared last are kept (a hub has two: the user tokens'
+    and the stream tokens').
     """
 
     KEYS_KEPT = 8

@@ -180,7 +180,7 @@ def _cluster(cluster: ClusterUrl, pool_size: int | None, options: dict[str, Any]
 class _HiredisPacking:
     """Commands packed by hiredis' C packer, as redis-py's sync connections already do:
     its asyncio connections pack in Python, per argument, and a big fan-out sends
-    hundreds of thousands of arguments (docs/benchmarks.md, "Design notes")."""
+    hundreds of thousands of arguments (docs/scaling.md, "Design notes")."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         if isinstance(args[0], str):  # "CONFIG GET" style names are sent as two arguments
@@ -278,7 +278,7 @@ def create_redis(
 
     `socket_timeout_s=None` makes the client for big pipelines: redis-py arms a timer
     for every reply it reads, so big pipelines of stream reads spend much of their time
-    on timers (docs/benchmarks.md, "Design notes"); those pipelines bound their whole execution
+    on timers (docs/scaling.md, "Design notes"); those pipelines bound their whole execution
     with one timer instead (`scripts.pipelined`)."""
     retry = Retry(
         ExponentialWithJitterBackoff(base=0.05, cap=1.0),

@@ -44,8 +44,8 @@ class PlaceTail:
     """place.lua's optional ARGV tail, for standalone Redis only (on a Cluster the keys
     and the channel it names may live on other nodes): `indexed`, the call's last two
     KEYS are the notification's recipient index and the expiry index, which the script
-    writes before the copies (not three commands of their own: redis-py packing them
-    and reading their replies was 4% of the hub's CPU per one-user publish);
+    writes before the copies (three commands fewer for redis-py to pack and read per
+    publish);
     `channel`, the script PUBLISHes the doorbell with each copy's event itself, its
     `header` carrying the fresh item's JSON."""
 

@@ -5,8 +5,8 @@
                                                       process SSUBSCRIBEs to every shard
                                                       on the node serving its slot
 
-A message is lines of `tenant/user seq` (seq 0: "re-read"). A plain notification's
-message may start with `!<notification JSON>` (its fresh copy as `item_json` gives it;
+A message is lines of `tenant/user seq` (seq 0: "re-read"). An inline doorbell
+(store/inbox.py) starts with `!<notification JSON>` (its fresh copy as `item_json` gives it;
 place.lua publishes such messages itself on one Redis); then a line
 `tenant/user seq,unread,unseen,total,epoch` says that copy is the user's change `seq`
 (of that epoch, lua/common.lua) and those are its counts after it, so a stream that sent

@@ -76,20 +76,17 @@ their writes' own pipeline."""
 ANNOUNCE_FIELDS = ("state", "cnt", "seq")
 """The keys announce.lua reads per user."""
 ANNOUNCE_BATCH = 1000
-"""Users per announce.lua call (Redis spends 6-10 us on each): the first streams hear of a
-broadcast after one batch, and no call holds Redis for long."""
+"""Users per announce.lua call: the first streams hear of a broadcast after one batch, and
+no call holds Redis for long."""
 
 SHARED_MAX_USERS = 32
 """Placements for at most this many users (a publish to a few users: the common case)
 made in one event-loop tick share one pipeline (`InboxStore._shared`)."""
 SHARED_MAX_PLACEMENTS = 8
-"""Placements per shared pipeline (more in one tick take several, sent at once). Not
-all of a tick's in one: under `wrk -c32` every publish then rode one pipeline, and the
-hub waited out Redis' whole batch (32 place scripts, about 6 ms) with nothing to do, then
-answered all 32 at once and read the next 32 together (a convoy: the hub at 84% of its
-core). In pipelines of 8 the replies of the first come back while Redis runs the rest,
-and the hub answers those meanwhile: 96% of its core, 12% more publishes/s (A/B, 10
-alternating rounds; 4 was no better than 8, 16 5% worse)."""
+"""Placements per shared pipeline (more in one tick take several, sent at once). Not all
+of a tick's in one, which makes the hub wait out Redis' whole batch idle and then answer
+every connection at once: the replies of the first pipeline come back while Redis runs
+the rest, and the hub answers those meanwhile (docs/scaling.md, "Design notes")."""
 
 FRESH_STATE = b"0|0||"
 """A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
@@ -171,10 +168,10 @@ def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
     return content, ThreadArgs(n.thread_key, window_s * 1000, created_ms, line)
 
 
-def _plain(n: Notification, *, pull: bool) -> bool:
+def _inlinable(n: Notification, *, pull: bool) -> bool:
     """Whether every copy's live event is the notification as it stands, so a doorbell
-    may carry it: no category that preferences may silence, no collapse key, no thread,
-    not `pull`."""
+    may carry it inline: no category that preferences may silence, no collapse key, no
+    thread, not `pull`."""
     return not (pull or n.category or n.collapse_key or n.thread_key)
 
 
@@ -198,7 +195,7 @@ def _keys_of(keys: list[str], stride: int, users: list[int]) -> list[str]:
 
 
 def _inline_header(content: bytes) -> bytes:
-    """The first line of a doorbell carrying a plain notification's fresh copies."""
+    """The first line of a doorbell carrying an inlinable notification's fresh copies."""
     return INLINE_MARK + item_json(content, FRESH_STATE)
 
 
@@ -232,9 +229,8 @@ class InboxStore:
         self._shared: Coalescer[Callable[[Any], None], list[Any]] = Coalescer(
             self._run_shared, max_batch=SHARED_MAX_PLACEMENTS
         )
-        """Small placements of one tick, one pipeline: a publish to one user paid a round
-        trip of its own (redis-py's pipeline, a socket write and a read: a fifth of the
-        hub's CPU in the ingest benchmark)."""
+        """Small placements of one tick, one pipeline: not a pipeline, a socket write and
+        a read for every publish to one user."""
 
     async def place(
         self,
@@ -267,7 +263,7 @@ class InboxStore:
         One round trip: the recipient index is written before the copies (so a recall
         finds every user a crash may have reached), with the expiry index, then the copies
         and one doorbell message for the batch; on one Redis the place script writes both
-        indexes itself (`_place_tail`). A plain notification's doorbell carries the
+        indexes itself (`_place_tail`). An inlinable notification's doorbell carries the
         copies' events, so caught-up streams send them without reading the log: on one
         Redis the place script publishes it, on a Cluster a second round trip does (for
         INLINE_MIN_USERS users or more; smaller ones ring in the writes'). Returns the new
@@ -293,11 +289,11 @@ class InboxStore:
         content, thread = copy_content(notification)
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         members = _members(users)
-        # The doorbell carries the copies' events when every copy is a plain new one.
+        # The doorbell carries the copies' events when every copy is a fresh one (inlinable).
         n = notification
-        plain = _plain(n, pull=pull) and not defer
-        inline = plain and self._cluster and len(users) >= INLINE_MIN_USERS
-        tail = self._place_tail(content, members, trace, plain=plain, defer=defer)
+        inlinable = _inlinable(n, pull=pull) and not defer
+        rings_inline = inlinable and self._cluster and len(users) >= INLINE_MIN_USERS
+        tail = self._place_tail(content, members, trace, inlinable=inlinable, defer=defer)
         copy = self._copy_args(
             notification, content, expires_ms, pull=pull, views=views, thread=thread
         )
@@ -316,7 +312,7 @@ class InboxStore:
             scripts_at[0] = len(pipe) - first
             for slot, call_keys in calls:  # (the Cluster client knows its nodes by now)
                 queue_script(pipe, script, call_keys, args, node=slot_node(self._redis, slot))
-            if not (self._cluster or plain):  # one connection: the doorbell follows the writes
+            if not (self._cluster or inlinable):  # one connection: the doorbell follows the writes
                 self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
@@ -330,7 +326,7 @@ class InboxStore:
         reply = self._merge(Deferred if defer else Placed, keys, len(fields), replies)
         seqs, evicted = reply.firsts, reply.evicted
         if self._cluster:
-            ringing = reply if inline and isinstance(reply, Placed) else None
+            ringing = reply if rings_inline and isinstance(reply, Placed) else None
             await self._ring_after_writes(members, ringing, content, trace)
         if defer:
             evicted += await self._place_long(users, seqs)
@@ -342,8 +338,8 @@ class InboxStore:
     async def announce(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
     ) -> int:
-        """Tell the streams of `users` about a plain notification before its copies are
-        written (a big broadcast's streams then wait for one message, not for every
+        """Tell the streams of `users` about an inlinable notification before its copies
+        are written (a big broadcast's streams then wait for one message, not for every
         copy): announce.lua names each user who does not hold it yet with their seq and
         epoch now, ANNOUNCE_BATCH users per call, all in one round trip, in `^` doorbells
         (store/doorbells.py). A stream that has sent exactly that seq sends the
@@ -354,7 +350,7 @@ class InboxStore:
         another slot's shard channel) one call per slot group answers its lines and a
         second round trip publishes them per shard. Returns how many users were named."""
         n = notification
-        if not (users and _plain(n, pull=pull)):
+        if not (users and _inlinable(n, pull=pull)):
             return 0
         content, _ = copy_content(notification)
         header = ANNOUNCE_MARK + item_json(content, FRESH_STATE)
@@ -396,15 +392,21 @@ class InboxStore:
         return len(named)
 
     def _place_tail(
-        self, content: bytes, members: list[str], trace: bytes | None, *, plain: bool, defer: bool
+        self,
+        content: bytes,
+        members: list[str],
+        trace: bytes | None,
+        *,
+        inlinable: bool,
+        defer: bool,
     ) -> PlaceTail | None:
         """place.lua's tail on one Redis: the script writes the notification's recipient
-        and expiry indexes, and rings a plain notification's doorbell after its writes.
+        and expiry indexes, and rings an inlinable notification's doorbell after its writes.
         None on a Cluster (the indexes and the channel live on other slots), or for
         defer.lua."""
         if self._cluster or defer:
             return None
-        if not plain:
+        if not inlinable:
             return PlaceTail(members, indexed=True)
         header = traced(_inline_header(content), trace)
         return PlaceTail(members, indexed=True, channel=self.doorbells.channels[0], header=header)

@@ -9,8 +9,8 @@ process). Only one request per bucket and process asks Redis at a time; concurre
 wait for its lease. Buckets whose lease would be one token are asked on every request.
 
 The asks of one event-loop tick go to Redis as one pipeline (store/coalesce.py): a
-reconnect storm opens thousands of streams, each asking its own user's bucket, and one
-script call each was a sixth of the hub's CPU in the storm.
+reconnect storm opens thousands of streams, each asking its own user's bucket, and a
+script call each would cost the hub more than the streams' own work.
 
 While Redis is unavailable the limiter admits (fails open): rate limiting is not worth a
 503 from endpoints that need only PostgreSQL (deliveries, admin), and those that need

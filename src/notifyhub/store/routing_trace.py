@@ -1,25 +1,21 @@
 """Routing traces: per notification, what routing decided for each recipient, so an
 operator can answer "why did (or didn't) user X get it?".
 
-Kept in Redis, next to the notification's recipient index, not in PostgreSQL: a trace is
-written behind the fan-out (inserting 100k rows into PostgreSQL would cost more than the
-fan-out): `record` queues its fields, and the traces a process queued within
-WRITE_BEHIND_S (20 ms) share one round trip (a single-recipient publish paid a round
-trip of its own, a quarter of its time in the hub), in one `_WRITE` script call (per
-Cluster slot), not an HSET and an EXPIRE per trace: redis-py's packing and reading of
-those was most of the writes' cost (py-spy under `wrk -c32`: the write-behind went from
-4.3% of the hub's samples to 1.6%). A read of a trace (and a recall)
-writes the process's queue first, so it sees every trace published there before it;
-another process sees a trace at most WRITE_BEHIND_S (and one round trip) after the
-publish; a hub killed meanwhile loses those traces (they explain deliveries, they are
-not deliveries). It is bounded: the first `users` recipients each get a line, the rest
-are only counted; and it expires after `ttl_s` (7 days by default). Losing Redis loses
-the traces (they explain deliveries, they are not deliveries).
+Kept in Redis beside the notification's recipient index, not in PostgreSQL (a big
+fan-out's rows would cost more than the fan-out), and written behind the publish:
+`record` queues a trace, and the traces a process queued within WRITE_BEHIND_S share
+one `_WRITE` script call per Cluster slot. A read of a trace (and a recall) writes its
+process's queue first, so it sees every trace published there before it; another
+process sees a trace up to WRITE_BEHIND_S later, and a hub killed meanwhile, like a
+Redis that loses data, loses those traces (they explain deliveries, they are not
+deliveries). Bounded: the first `users` recipients each get a line, the rest are only
+counted; a trace expires after `ttl_s` (7 days by default). The numbers behind these
+choices: docs/scaling.md, "Design notes".
 
     <p>n{id}:trace  hash  meta      JSON: tenant, created/expires, who was named, outcomes
                           b:<k>     JSON: the lines of the recorded users whose id's
                                     CRC-32 is k modulo BUCKETS, as {"<source>\t<outcome>":
-                                    {user: seq (0 unless delivered)}}, and under "x" what
+                                    {user: seq (0 unless placed)}}, and under "x" what
                                     a copy pushed out: {user: {replaced, evicted}}
                           recalled  ms of the recall, if any
                           s:<user>  how many live streams were sent the user's copy's
@@ -27,10 +23,8 @@ the traces (they explain deliveries, they are not deliveries).
                                     only; absent: none)
 
 Lines go in BUCKETS fields, grouped by (source, outcome), rather than a field or a JSON
-object per user: a 100k fan-out's 10,000 lines as 10,000 fields cost the publish 40 ms
-in redis-py packing the HSET, and as 10,000 dicts 35 ms more in a big process, most of it
-the garbage collector's; this way a line is one dict entry. Reading one user's line
-parses their bucket (about 160 lines).
+object per user, so a big fan-out packs a few fields and a line is one dict entry.
+Reading one user's line parses their bucket.
 
 A line's source is where routing first reached the user: `user` (named directly),
 `group:<name>`, `topic:<name>` (directly or through a group the topic lists), or, when a
@@ -42,28 +36,22 @@ publish), not a source per user.
 
 What a copy pushed out (the copy it replaced by collapse key, the oldest ones a full
 inbox at `limits.items_per_user` evicted) comes in place.lua's own reply, which knows
-it as it writes (`Placement.pushed_out`). It used to be read back from the user's change
-log when the trace was written, a pipelined ZRANGEBYSCORE per such copy, at every
-publish to a full inbox: in a loop recording and writing one-user traces in pipelines
-of 6, 80 us of the hub's CPU per trace with those reads, 48 us without.
+it as it writes (`Placement.pushed_out`), so writing a trace reads nothing back.
 
-"Streamed to K connections" is counted where the event is written: each stream that sends
-a `notification` event (offered by a fan-out's doorbell, or read from the log) tells its
-process's `StreamedTally` (realtime/sse.py), a dict; once a second (and before a trace
-read in that process) the tally is added to the traces: one round trip of `_METAS` calls
-reading their `meta`, then one of `_ADD` calls (a script HINCRBYing the counts, each
-trace's given as one JSON argument, into the traces that still exist), a call per
-USERS_PER_CALL traces or counts and Cluster slot. A command per trace made the flush
-one pause a second in every stream: at 500 one-user notifications/s, 1,000 commands in
-one go, and the steady row's p99 was 18-21 ms with traces on and 4-6 ms with them off.
-Notifications with no trace (traces off where it was published, or expired) get
-nothing, and of a trace with fewer lines than recipients only the users with a line are
-counted (their buckets are read to tell), so the `s:` fields of a trace are at most its
-lines. Processes add up. A copy that joined the user's open thread is streamed as an
-update of the thread (named by the thread's id) and is not counted; nor is a snoozed
-copy resurfacing. Cost: a dict increment per event
-written; a 10k-stream broadcast's flush takes the process about 5 ms of CPU and Redis
-10k HINCRBYs, in calls of USERS_PER_CALL.
+"Streamed to K connections" is counted where the event is written: each stream that
+sends a `notification` event (carried inline by a fan-out's doorbell, or read from the
+log) tells its process's `StreamedTally` (realtime/sse.py), a dict; once a second (and
+before a trace read in that process) the tally is added to the traces: one round trip of
+`_METAS` calls reading their `meta`, then one of `_ADD` calls (a script HINCRBYing the
+counts, each trace's given as one JSON argument, into the traces that still exist), a
+call per USERS_PER_CALL traces or counts and Cluster slot, never a command per trace,
+which would pause every stream once a second. Notifications with no trace (traces off
+where it was published, or expired) get nothing, and of a trace with fewer lines than
+recipients only the users with a line are counted (their buckets are read to tell), so
+the `s:` fields of a trace are at most its lines. Processes add up. A copy that joined
+the user's open thread is streamed as an update of the thread (named by the thread's id)
+and is not counted; nor is a snoozed copy resurfacing. Cost: a dict increment per event
+written, and a flush in calls of USERS_PER_CALL.
 
 "Expired" is not recorded when a copy goes: expired copies leave in the inbox scripts
 (every read drops them, the cleaner purges what nobody reads), which answer counts, not
@@ -106,7 +94,7 @@ from the previous entry's end up to `end` (exclusive) were first reached through
 
 class Outcome(StrEnum):
     DELIVERED = "delivered"
-    """Stored in the user's inbox, as their change `seq`."""
+    """Placed: stored in the user's inbox, as their change `seq` (the public word)."""
     PENDING = "pending"
     """Left pending by a big fan-out: the user's next read makes the copy."""
     ALREADY_HELD = "already_held"
@@ -117,9 +105,9 @@ class Outcome(StrEnum):
 
 def _outcome(seq: int, placed: str) -> str:
     """What `InboxStore.place` answered for one user (their seq), as an outcome's value;
-    `placed`: a new copy's (delivered, or pending in a deferred fan-out). Values, not
-    `Outcome` members: a member's `.value` is a property call, and a one-user trace took
-    twice as long with them (12 -> 6 us, timeit)."""
+    `placed`: a new copy's (`delivered`, i.e. placed, or pending in a deferred fan-out).
+    Values, not `Outcome` members: a member's `.value` is a property call, on every
+    recipient."""
     if seq > 0:
         return placed
     return _ALREADY_HELD if seq == 0 else _DROPPED
@@ -186,10 +174,8 @@ class RoutingTrace:
 
 WRITE_BEHIND_S = 0.02
 """How long a queued trace waits for others to share its write: a write is one pipeline,
-and redis-py's cost per pipeline is several traces' own. At 1,200 one-user publishes/s a
-5 ms wait made pipelines of 6 traces, 20 ms of 24: in a loop recording and writing
-traces on this machine's Redis, 48-67 us of CPU per trace in pipelines of 6, 28-40 us
-in pipelines of 24 (2026-11-27; the machine's noise is that wide)."""
+and redis-py's cost per pipeline is several traces' own, so longer waits make fewer,
+fuller pipelines (docs/scaling.md, "Design notes")."""
 
 
 MAX_QUEUED = 1000
@@ -621,9 +607,8 @@ class StreamedTally:
     async def _write(self, writes: list[tuple[str, dict[str, int]]]) -> int:
         """HINCRBY each count in its trace, in one round trip: `_ADD` calls of up to
         USERS_PER_CALL counts (per Cluster slot), each trace's counts as one JSON argument,
-        not a command or two arguments per user (10k HINCRBYs cost redis-py 200 ms of
-        packing and parsing, 20k arguments 45 ms, 10 JSON arguments a few), nor a call
-        per trace (a second's 500 notifications, 500 calls)."""
+        not a command or two arguments per user (redis-py's packing and parsing grow with
+        arguments, not bytes), nor a call per trace."""
         entries: list[tuple[str, bytes, int]] = []
         for key, counts in writes:
             users = list(counts.items())

@@ -1,4 +1,4 @@
-"""The delayed queue's HTTP API (Design 5).
+"""The delayed queue's HTTP API.
 
 A queue is one (tenant, queue name). Every route names its tenant (`tenant` in the push
 body, `?tenant=` elsewhere, "default" when omitted); a key bound to another tenant gets

@@ -1,4 +1,4 @@
-"""Reliable deliveries' HTTP API (Design 2): definitions, outbox, confirm, replay.
+"""Reliable deliveries' HTTP API: definitions, outbox, confirm, replay.
 
 Every definition and delivery belongs to one tenant (`default` unless named, as in the
 rest of the API). A key bound to a tenant naming another gets 403; a delivery id of

@@ -52,8 +52,8 @@ _new_draft = trusted(Draft)
 
 def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     """The request as the domain takes it. Built without validating again: every field
-    was validated by `PublishRequest`, as strictly as `Draft` would, or more (py-spy:
-    dumping the request and validating the dump was a sixth of a one-user publish)."""
+    was validated by `PublishRequest`, as strictly as `Draft` would, or more, and
+    validating twice costs a publish (docs/scaling.md, "Design notes")."""
     deliver_at = body.deliver_at
     if body.delay is not None:
         deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
@@ -96,7 +96,7 @@ async def publish(
 
 def _accepted_json(accepted: Published) -> bytes:
     """`PublishAccepted`'s JSON, answered directly (FastAPI would validate it again); one
-    delivered now is written by orjson, exactly as pydantic writes it (no time to
+    published now (not scheduled) is written by orjson, exactly as pydantic writes it (no time to
     format), and without building the model."""
     if accepted.scheduled_for is None:
         answer = {"id": accepted.id, "recipients": accepted.recipients, "scheduled_for": None}

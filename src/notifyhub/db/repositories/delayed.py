@@ -55,7 +55,7 @@ async def unfinished(
 
 async def copy_transitions(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
     """Rows of `TRANSITION_COLUMNS`, by COPY: far cheaper per row than an INSERT
-    executemany (docs/benchmarks.md, "Design notes")."""
+    executemany (docs/scaling.md, "Design notes")."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
     await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]

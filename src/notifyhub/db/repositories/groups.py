@@ -90,7 +90,7 @@ _MEMBER_IDS = (
 async def members_page(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:
     """Member ids after `after`, in order, read by asyncpg itself in the session's
     transaction: a big fan-out reads many of them, and SQLAlchemy's row handling took
-    longer than the query (docs/benchmarks.md, "Design notes")."""
+    longer than the query (docs/scaling.md, "Design notes")."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
     rows = await raw.driver_connection.fetch(_MEMBER_IDS, gid, after or "", limit)  # type: ignore[union-attr]
