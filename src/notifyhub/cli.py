@@ -270,9 +270,15 @@ def apikey_list() -> None:
 
 
 @apikey_app.command("revoke")
-def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) -> None:
-    """Revoke a key (processes may accept it for up to 30 s from their cache)."""
-    if not _with_session(_store_settings(), lambda s: apikeys.revoke_key(s, name)):
+def apikey_revoke(
+    name: Annotated[str, typer.Argument(help="The key's name.")],
+    tenant: Annotated[
+        str | None, typer.Option(help="The key's tenant (default: the hub-wide key).")
+    ] = None,
+) -> None:
+    """Revoke a key (running hubs may accept it for up to their key cache's TTL, 30 s;
+    `DELETE /v1/admin/api-keys/{name}` ends its use everywhere at once)."""
+    if not _with_session(_store_settings(), lambda s: apikeys.revoke_key(s, name, tenant)):
         raise typer.BadParameter(f"no active key named {name!r}")
     console.print(f"revoked {name}")
 

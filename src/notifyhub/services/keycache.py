@@ -1,7 +1,9 @@
 """A short-lived in-process cache of verified API keys, sparing PostgreSQL a hit per request.
 
-A key is checked against PostgreSQL again once its entry is `ttl_s` old (default 30 s), so
-a revoked key stops working in a process within that while PostgreSQL is up. When that
+A key is checked against PostgreSQL again once its entry is `ttl_s` old (default 30 s). A
+revoked key is dropped at once in every process: the revocation is published to them all
+(store/revocations.py), and after a Pub/Sub gap, which may have missed one, every entry is
+checked again (`expire_all`); the TTL bounds only what a lost message leaves. When that
 check fails because PostgreSQL is unavailable, a key verified before keeps working for
 up to `stale_s` past its TTL (stale-while-error): the inbox path, which needs only Redis,
 keeps publishing through a PostgreSQL outage. PostgreSQL is then asked again at most
@@ -74,11 +76,16 @@ class KeyCache:
         entry = _Entry(principal, now + self._ttl_s, now + self._ttl_s + self._stale_s)
         self._entries[self._digest(presented)] = entry
 
-    def forget(self, name: str) -> None:
-        """Drop every entry of the key named `name` (just revoked through this process):
-        here it is refused at once; other processes refuse it within their `ttl_s`."""
-        for digest in [d for d, e in self._entries.items() if e.principal.name == name]:
+    def forget(self, key_id: str) -> None:
+        """Drop every entry of the key `key_id` (just revoked): it is refused at once."""
+        for digest in [d for d, e in self._entries.items() if e.principal.key_id == key_id]:
             del self._entries[digest]
+
+    def expire_all(self) -> None:
+        """Check every key against PostgreSQL again on its next use (a revocation may have
+        been missed); the entries stay, to be served stale through a PostgreSQL outage."""
+        for entry in self._entries.values():
+            entry.fresh_until = 0.0
 
     async def verify(
         self, presented: str, check: Callable[[], Awaitable[ServicePrincipal]]
