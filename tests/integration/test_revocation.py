@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from notifyhub.services import apikeys
 from notifyhub.settings import Settings
+from notifyhub.store.keys import Keys
 from support.sse import EventReader
 
 CreateKey = Callable[..., Awaitable[str]]
@@ -175,3 +178,30 @@ async def test_a_users_revocation_is_audited_and_never_moves_back(
     entries = (await hub.client.get("/v1/admin/audit", headers=bound)).json()["entries"]
     mine = [e for e in entries if e["route"].endswith("/revoke-tokens")]
     assert [(e["tenant"], e["method"], e["status"]) for e in mine] == [(tenant, "POST", 200)] * 2
+
+
+async def test_revocations_missed_in_a_pubsub_gap_are_caught_up(
+    hub: Any, settings: Settings, admin_key: str, redis: Any, sessionmaker: Any
+) -> None:
+    """A revocation published while a process's Pub/Sub connection was down never reaches
+    it: once it subscribes again it reads the "not before" times and the keys of its
+    tails again, and ends what was revoked."""
+    tenant = _tenant("gap")
+    name, secret = await _key(hub, admin_key, tenant)
+    token = hub.tokens.mint_user_token("carol", tenant)
+    tail_url = f"/v1/admin/tail?user=dan&tenant={tenant}"
+    async with (
+        _open(hub.client, tail_url, _auth(secret)) as tail,
+        _open(hub.client, "/v1/me/stream", _auth(token)) as mine,
+    ):
+        # revoked in the stores, as if the Pub/Sub message had been lost
+        async with sessionmaker() as session, session.begin():
+            assert await apikeys.revoke_key(session, name, tenant) is not None
+        nbf = Keys(settings.redis_prefix).token_nbf
+        await redis.hset(nbf, f"{tenant}/carol", str(int(time.time() * 1000)))
+        for info in await redis.client_list(_type="pubsub"):
+            if info.get("name") == hub.app_state["hub"].client_name:
+                await redis.client_kill_filter(_id=info["id"])
+        await asyncio.gather(_ends_within(tail, 5.0), _ends_within(mine, 5.0))
+    counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(token))
+    assert counts.status_code == 401

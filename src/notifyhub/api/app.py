@@ -108,7 +108,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 outbox.loops,
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
-            revocations = await _revocations(stack, clients, inbox, keys_cache)
+            revocations = _revocations(stack, clients, db, inbox, keys_cache)
             await features.open_streams(stack, inbox)
             await revocations.load()
             limiter = RateLimiter(clients.redis, clients.keys, settings.rate_limits)
@@ -217,12 +217,17 @@ def _state(
     )
 
 
-async def _revocations(
-    stack: AsyncExitStack, clients: features.RedisClients, inbox: features.Inbox, keys: KeyCache
+def _revocations(
+    stack: AsyncExitStack,
+    clients: features.RedisClients,
+    db: features.Database,
+    inbox: features.Inbox,
+    keys: KeyCache,
 ) -> Revocations:
     """Revocations heard on the hub's Pub/Sub: a revoked key leaves the key cache, a user's
     "not before" the token check's; after a gap both look again (the stores know)."""
-    revocations = Revocations(RevocationStore(clients.redis, clients.keys, inbox.store.doorbells))
+    store = RevocationStore(clients.redis, clients.keys, inbox.store.doorbells)
+    revocations = Revocations(store, inbox.hub, db.sessionmaker)
     stack.push_async_callback(revocations.close)
 
     def heard(revocation: Revocation) -> None:

@@ -254,10 +254,12 @@ class Hub:
             self._observe_latency(body)
 
     def _revoke(self, payload: bytes) -> None:
-        """End the local streams a revocation concerns, then tell `on_revocation`."""
         revocation = Revocation.parse(payload)
-        if revocation is None:
-            return
+        if revocation is not None:
+            self.revoke(revocation)
+
+    def revoke(self, revocation: Revocation) -> None:
+        """End the local streams a revocation concerns, then tell `on_revocation`."""
         ended = self._revoked_streams(revocation)
         for sub in ended:
             sub.close()
@@ -268,6 +270,10 @@ class Hub:
                 hook(revocation)
             except Exception:  # the listener must go on whatever a hook does
                 log.exception("revocation hook failed")
+
+    def tail_keys(self) -> set[str]:
+        """The API keys that opened local streams (admin tails)."""
+        return {s.key_id for subs in self._subs.values() for s in subs if s.key_id is not None}
 
     def _revoked_streams(self, revocation: Revocation) -> list[Subscriber]:
         """The local streams a key opened, or a user's opened with a token issued at or

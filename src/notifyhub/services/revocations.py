@@ -4,8 +4,9 @@ Revoking a user's tokens sets their "not before" (PostgreSQL, the durable record
 Redis's hash, store/revocations.py): a token issued at or before it (its `iat`, or any
 token without one) is refused with a 401, and the user's streams opened with such tokens
 end. Every process keeps the hash in memory, so a request's check reads no store: it is
-loaded at start and again whenever the Pub/Sub listener (re)subscribes (revocations of a
-gap are missed), and each revocation heard on Pub/Sub updates it (realtime/hub.py).
+loaded at start, each revocation heard on Pub/Sub updates it (realtime/hub.py), and
+whenever the Pub/Sub listener subscribes again (it may have missed revocations) it is
+read again and the local streams of revoked keys and tokens are ended (`catch_up`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.repositories import apikeys
 from notifyhub.db.repositories import revocations as repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError
+from notifyhub.realtime.hub import Hub
 from notifyhub.store.keys import member
 from notifyhub.store.revocations import Revocation, RevocationStore
 
@@ -28,17 +31,24 @@ log = logging.getLogger(__name__)
 class Revocations:
     """The users' "not before" times as this process knows them, and the revoking."""
 
-    def __init__(self, store: RevocationStore) -> None:
+    def __init__(
+        self,
+        store: RevocationStore,
+        hub: Hub | None = None,
+        sessionmaker: async_sessionmaker[AsyncSession] | None = None,
+    ) -> None:
         self._store = store
-        self._not_before_s: dict[str, float] = {}
+        self._hub = hub
+        self._sessionmaker = sessionmaker
+        self._not_before_ms: dict[str, int] = {}
         self._loading: asyncio.Task[None] | None = None
 
     def check(self, principal: UserPrincipal) -> UserPrincipal:
         """`principal`, unless its token was issued at or before the user's "not before"
         (401)."""
-        not_before = self._not_before_s.get(member(principal.tenant, principal.user))
+        not_before = self._not_before_ms.get(member(principal.tenant, principal.user))
         if not_before is not None and (
-            principal.issued_at is None or principal.issued_at <= not_before
+            principal.issued_at is None or principal.issued_at * 1000 <= not_before
         ):
             raise AuthenticationError("this token was revoked; sign in again for a new one")
         return principal
@@ -49,9 +59,8 @@ class Revocations:
             self._note(revocation.member, revocation.not_before_ms)
 
     def _note(self, who: str, not_before_ms: int) -> None:
-        not_before_s = not_before_ms / 1000
-        if self._not_before_s.get(who, -1.0) < not_before_s:
-            self._not_before_s[who] = not_before_s
+        if self._not_before_ms.get(who, -1) < not_before_ms:
+            self._not_before_ms[who] = not_before_ms
 
     async def load(self) -> None:
         """Read every user's "not before" from Redis."""
@@ -59,15 +68,30 @@ class Revocations:
             self._note(who, ms)
 
     def reload(self) -> None:
-        """`load` in the background (the hub's `on_subscribed`: after a Pub/Sub gap)."""
+        """`catch_up` in the background (the hub's `on_subscribed`)."""
         if self._loading is None or self._loading.done():
-            self._loading = asyncio.create_task(self._load_logged(), name="notifyhub-revocations")
+            self._loading = asyncio.create_task(self._catch_up(), name="notifyhub-revocations")
 
-    async def _load_logged(self) -> None:
+    async def _catch_up(self) -> None:
         try:
-            await self.load()
+            await self.catch_up()
         except Exception:
-            log.warning("users' token revocations not reloaded", exc_info=True)
+            log.warning("revocations of a Pub/Sub gap not caught up", exc_info=True)
+
+    async def catch_up(self) -> None:
+        """What revocations Pub/Sub may have missed: read the "not before" times again,
+        and end the local streams of revoked tokens and of revoked keys (PostgreSQL)."""
+        await self.load()
+        if self._hub is None:
+            return
+        for who in self._hub.local_streams().keys() & self._not_before_ms.keys():
+            self._hub.revoke(Revocation(member=who, not_before_ms=self._not_before_ms[who]))
+        keys = self._hub.tail_keys()
+        if keys and self._sessionmaker is not None:
+            async with self._sessionmaker() as session:
+                revoked = await apikeys.revoked_among(session, keys)
+            for key_id in revoked:
+                self._hub.revoke(Revocation(key_id=key_id))
 
     async def close(self) -> None:
         if self._loading is not None:

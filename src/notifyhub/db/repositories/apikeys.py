@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
@@ -50,3 +51,11 @@ async def revoke(session: AsyncSession, key_id: str) -> bool:
         .values(revoked_at=datetime.now(UTC))
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def revoked_among(session: AsyncSession, key_ids: Collection[str]) -> list[str]:
+    """Which of `key_ids` are revoked (or gone)."""
+    found = await session.scalars(
+        select(ApiKey.id).where(ApiKey.id.in_(key_ids), ApiKey.revoked_at.is_(None))
+    )
+    return sorted(set(key_ids) - set(found))
