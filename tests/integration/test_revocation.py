@@ -205,3 +205,20 @@ async def test_revocations_missed_in_a_pubsub_gap_are_caught_up(
         await asyncio.gather(_ends_within(tail, 5.0), _ends_within(mine, 5.0))
     counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(token))
     assert counts.status_code == 401
+
+
+async def test_a_users_revocation_outlives_redis_losing_it(
+    hub: Any, settings: Settings, start_hub: Any, admin_key: str, redis: Any
+) -> None:
+    """PostgreSQL keeps the "not before": a hub starting after Redis lost its data (here:
+    the hash and the epoch marker gone) writes it back and refuses the old token."""
+    tenant = _tenant("loss")
+    token = hub.tokens.mint_user_token("erin", tenant)
+    url = f"/v1/admin/users/{tenant}/erin/revoke-tokens"
+    assert (await hub.client.post(url, headers=_auth(admin_key))).status_code == 200
+    keys = Keys(settings.redis_prefix)
+    await redis.delete(keys.token_nbf, keys.epoch)
+    async with start_hub(settings) as fresh:  # never heard the revocation on Pub/Sub
+        counts = await fresh.client.get("/v1/me/notifications/counts", headers=_auth(token))
+        assert counts.status_code == 401
+    assert await redis.hget(keys.token_nbf, f"{tenant}/erin") is not None

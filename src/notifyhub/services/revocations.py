@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -22,8 +23,8 @@ from notifyhub.db.repositories import revocations as repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError
 from notifyhub.realtime.hub import Hub
-from notifyhub.store.keys import member
-from notifyhub.store.revocations import Revocation, RevocationStore
+from notifyhub.store.keys import Keys, member
+from notifyhub.store.revocations import Revocation, RevocationStore, restore
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +117,14 @@ class Revocations:
         the streams it opened)."""
         await self._store.announce(Revocation(key_id=key_id))
 
-    async def restore(self, session: AsyncSession) -> None:
-        """Write PostgreSQL's "not before" times back to Redis (after Redis lost data)."""
-        found = await repo.all_not_befores(session)
-        await self._store.restore({member(t, u): _ms(at) for t, u, at in found})
+
+
+async def rebuild_cache(session: AsyncSession, redis: Any, keys: Keys) -> int:
+    """Redis's "not before" times from PostgreSQL (the epoch watch, after Redis lost data);
+    how many users have one."""
+    found = await repo.all_not_befores(session)
+    await restore(redis, keys, {member(t, u): _ms(at) for t, u, at in found})
+    return len(found)
 
 
 def _ms(at: datetime) -> int:

@@ -76,12 +76,13 @@ class RevocationStore:
         found = await self._redis.hgetall(self._keys.token_nbf)
         return {_text(m): int(ms) for m, ms in found.items()}
 
-    async def restore(self, not_befores: dict[str, int]) -> None:
-        """Write PostgreSQL's copy back (after Redis lost its data)."""
-        if not_befores:
-            await self._redis.hset(
-                self._keys.token_nbf, mapping={m: str(ms) for m, ms in not_befores.items()}
-            )
+
+
+async def restore(redis: Any, keys: Keys, not_befores: dict[str, int]) -> None:
+    """Write PostgreSQL's copy of the "not before" times back (after Redis lost data)."""
+    if not_befores:
+        mapping = {m: str(ms) for m, ms in not_befores.items()}
+        await redis.hset(keys.token_nbf, mapping=mapping)
 
 
 def _text(value: bytes | str) -> str:
