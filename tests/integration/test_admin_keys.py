@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from notifyhub.db.base import Base
 from notifyhub.settings import Settings
 
 
@@ -166,3 +172,24 @@ async def test_hub_wide_key_names_are_unique_among_themselves(hub: Any, admin_ke
     assert (await hub.client.delete(f"{url}/{name}", headers=_auth(admin_key))).status_code == 204
     assert await _consume(hub.client, first.json()["key"]) == 401
     assert await _consume(hub.client, made.json()["key"], scoped["tenant"]) == 200
+
+
+def _drift(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    tables = ("api_keys", "token_revocations")
+    found = compare_metadata(context, Base.metadata)
+    return [d for d in found if any(table in repr(d) for table in tables)]
+
+
+async def test_the_migrated_tables_match_the_models(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    async with sessionmaker() as session:
+        connection = await session.connection()
+        with warnings.catch_warnings():  # alembic skips expression indexes, with a warning
+            warnings.simplefilter("ignore")
+            assert await connection.run_sync(_drift) == []
+        index = await session.scalar(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_api_keys_tenant_name'")
+        )
+    assert index is not None and "UNIQUE" in index and "COALESCE(tenant" in index
