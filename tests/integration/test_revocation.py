@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -222,3 +225,26 @@ async def test_a_users_revocation_outlives_redis_losing_it(
         counts = await fresh.client.get("/v1/me/notifications/counts", headers=_auth(token))
         assert counts.status_code == 401
     assert await redis.hget(keys.token_nbf, f"{tenant}/erin") is not None
+
+
+async def test_the_cli_revoke_tells_running_hubs_too(
+    hub: Any, settings: Settings, admin_key: str
+) -> None:
+    tenant = _tenant("cli")
+    name, secret = await _key(hub, admin_key, tenant)
+    env = {
+        **os.environ,
+        "NOTIFYHUB_REDIS_URL": str(settings.redis_url),
+        "NOTIFYHUB_DATABASE_URL": str(settings.database_url),
+        "NOTIFYHUB_REDIS_PREFIX": settings.redis_prefix,
+        "NOTIFYHUB_JWT_SECRET": settings.jwt_secret.get_secret_value(),  # type: ignore[union-attr]
+    }
+    cli = Path(sys.executable).parent / "notifyhub"
+    async with _open(hub.client, f"/v1/admin/tail?user=u&tenant={tenant}", _auth(secret)) as tail:
+        revoke = await asyncio.create_subprocess_exec(
+            cli, "apikey", "revoke", name, "--tenant", tenant, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        said, _ = await revoke.communicate()
+        assert revoke.returncode == 0 and said.decode().splitlines()[-1] == f"revoked {name}"
+        await _ends_within(tail, BOUND_S)
