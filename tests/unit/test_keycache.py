@@ -102,6 +102,26 @@ def test_forget_drops_every_entry_of_the_key_only() -> None:
     assert cache.get("nh_ffffffffffff_other") == other
 
 
+async def test_a_check_begun_before_the_revocation_does_not_cache_the_key() -> None:
+    cache, pg = KeyCache(ttl_s=30), Postgres()
+    started, revoked = asyncio.Event(), asyncio.Event()
+
+    async def slow_check() -> ServicePrincipal:
+        started.set()
+        await revoked.wait()  # PostgreSQL answered before the revocation committed
+        return PRINCIPAL
+
+    verifying = asyncio.create_task(cache.verify(KEY, slow_check))
+    await started.wait()
+    cache.forget(PRINCIPAL.key_id)
+    revoked.set()
+    assert await verifying == PRINCIPAL  # this request began before the revocation
+    assert cache.get(KEY) is None and cache.revoked(PRINCIPAL.key_id)
+    pg.revoked = True
+    with pytest.raises(AuthenticationError):
+        await cache.verify(KEY, pg.check())
+
+
 async def test_expire_all_checks_again_but_keeps_the_stale_entry() -> None:
     cache, pg = KeyCache(ttl_s=30), Postgres()
     await cache.verify(KEY, pg.check())

@@ -57,6 +57,9 @@ class KeyCache:
         self._stale_s = stale_s
         self._max = max_entries
         self._entries: dict[str, _Entry] = {}
+        self._revoked: dict[str, None] = {}
+        """Ids of keys revoked since this process started (the newest `max_entries`): a
+        check that began before the revocation cannot put its key back."""
 
     @staticmethod
     def _digest(presented: str) -> str:
@@ -70,6 +73,8 @@ class KeyCache:
         return found.principal
 
     def put(self, presented: str, principal: ServicePrincipal) -> None:
+        if principal.key_id in self._revoked:
+            return
         if len(self._entries) >= self._max:
             self._entries.clear()
         now = self.clock()
@@ -78,8 +83,15 @@ class KeyCache:
 
     def forget(self, key_id: str) -> None:
         """Drop every entry of the key `key_id` (just revoked): it is refused at once."""
+        if len(self._revoked) >= self._max:
+            del self._revoked[next(iter(self._revoked))]
+        self._revoked[key_id] = None
         for digest in [d for d, e in self._entries.items() if e.principal.key_id == key_id]:
             del self._entries[digest]
+
+    def revoked(self, key_id: str) -> bool:
+        """Whether this process heard that the key was revoked."""
+        return key_id in self._revoked
 
     def expire_all(self) -> None:
         """Check every key against PostgreSQL again on its next use (a revocation may have

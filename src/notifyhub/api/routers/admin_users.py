@@ -22,6 +22,7 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import InboxPage
+from notifyhub.errors import AuthenticationError
 from notifyhub.realtime.sse import InboxStream
 from notifyhub.services.inbox import ListRequest
 
@@ -111,7 +112,10 @@ async def user_tail(
     """A live tail of the user's events (Server-Sent Events, the same events their own
     streams get, from now on: a `counts` event first). It counts as one of the user's open
     streams (429 at their cap), so a tail cannot be used to open unbounded streams."""
-    return open_stream(state, principal.own(tenant), user, None, key_id=principal.key_id)
+    tenant = principal.own(tenant)
+    if state["keys_cache"].revoked(principal.key_id):  # revoked while this request waited
+        raise AuthenticationError("invalid API key")
+    return open_stream(state, tenant, user, None, key_id=principal.key_id)
 
 
 @router.post("/users/{tenant}/{user:path}/revoke-tokens", response_model=TokensRevoked)

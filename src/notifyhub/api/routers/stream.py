@@ -130,6 +130,7 @@ async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream
     seen. Authenticated by a user JWT, or by `?access_token=` with a stream token
     (`POST /v1/me/stream-tokens`) where EventSource cannot send headers; 429 past the
     per-user cap of open streams."""
+    state["revocations"].check(me)  # again: the tokens may have been revoked meanwhile
     return open_stream(state, me.tenant, me.user, cursor, issued_at=me.issued_at)
 
 
