@@ -109,7 +109,7 @@ class Hub:
         self.on_revocation: list[Callable[[Revocation], None]] = []
         """Told of every revocation heard (after the streams it ends are closed)."""
         self.on_subscribed: list[Callable[[], None]] = []
-        """Told whenever the listener (re)subscribed: revocations of the gap are missed."""
+        """Told whenever the listener (re)subscribed: it may have missed revocations."""
 
     @property
     def healthy(self) -> bool:
