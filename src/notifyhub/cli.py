@@ -270,11 +270,32 @@ def apikey_list() -> None:
 
 
 @apikey_app.command("revoke")
-def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) -> None:
-    """Revoke a key (processes may accept it for up to 30 s from their cache)."""
-    if not _with_session(_store_settings(), lambda s: apikeys.revoke_key(s, name)):
+def apikey_revoke(
+    name: Annotated[str, typer.Argument(help="The key's name.")],
+    tenant: Annotated[
+        str | None, typer.Option(help="The key's tenant (default: the hub-wide key).")
+    ] = None,
+) -> None:
+    """Revoke a key: running hubs refuse it at once and end the tails it opened."""
+    settings = _store_settings()
+    key_id = _with_session(settings, lambda s: apikeys.revoke_key(s, name, tenant))
+    if key_id is None:
         raise typer.BadParameter(f"no active key named {name!r}")
+    try:
+        asyncio.run(_tell_hubs(settings, key_id))
+    except Exception as exc:  # revoked all the same: hubs see it within their key cache TTL
+        console.print(f"revoked {name}; running hubs could not be told at once ({exc})")
+        return
     console.print(f"revoked {name}")
+
+
+async def _tell_hubs(settings: Settings, key_id: str) -> None:
+    from notifyhub.features import redis_clients
+    from notifyhub.services.revocations import announce_key_revoked
+
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await redis_clients(stack, settings)
+        await announce_key_revoked(clients.redis, clients.keys, key_id)
 
 
 @app.command()

@@ -400,6 +400,9 @@ async def probe_api_key_create(t: Tenants) -> None:
     body = {"name": name, "scope": "publish", "tenant": t.b}
     made = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin")), 201).json()
     assert made["tenant"] == t.b
+    # B has the name now; A making a key of that name learns nothing of it (no 409)
+    own = {**body, "tenant": t.a}
+    assert _ok(await t.client.post(url, json=own, headers=t.key(t.a, "admin")), 201)
 
 
 async def probe_api_key_revoke(t: Tenants) -> None:
@@ -408,8 +411,15 @@ async def probe_api_key_revoke(t: Tenants) -> None:
     url = "/v1/admin/api-keys"
     secret = _ok(await t.client.post(url, json=body, headers=t.key(t.b, "admin"))).json()["key"]
     _refused(await t.client.delete(f"{url}/{name}", headers=t.key(t.a, "admin")), 404)
+    named = await t.client.delete(f"{url}/{name}?tenant={t.b}", headers=t.key(t.a, "admin"))
+    _refused(named, 403)
     await _publish(t, t.b)  # B's own key still works, and so does the victim:
     note = {"tenant": t.b, "recipients": {"users": [t.user]}, "title": "still valid"}
+    _ok(await t.client.post("/v1/notifications", json=note, headers=_auth(secret)), 202)
+    # A's key of the same name is another key: A revokes its own, B's still works
+    own = {**body, "tenant": t.a}
+    _ok(await t.client.post(url, json=own, headers=t.key(t.a, "admin")), 201)
+    _ok(await t.client.delete(f"{url}/{name}", headers=t.key(t.a, "admin")), 204)
     _ok(await t.client.post("/v1/notifications", json=note, headers=_auth(secret)), 202)
     _ok(await t.client.delete(f"{url}/{name}", headers=t.key(t.b, "admin")), 204)
     refused = await t.client.post("/v1/notifications", json=note, headers=_auth(secret))
@@ -682,6 +692,21 @@ async def probe_user_lookup(t: Tenants) -> None:
     owner = t.key(t.b, "admin")
     found = _ok(await t.client.get(f"/v1/admin/users/{t.b}/{t.user}", headers=owner)).json()
     assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
+
+
+async def probe_user_revoke_tokens(t: Tenants) -> None:
+    counts = "/v1/me/notifications/counts"
+    victim = t.me(t.b)
+    attacker = t.key(t.a, "admin")
+    answer = await t.client.post(f"/v1/admin/users/{t.b}/{t.user}/revoke-tokens", headers=attacker)
+    _refused(answer, 403)
+    _ok(await t.client.get(counts, headers=victim))
+    # A revoking its own user of the same id leaves B's user alone
+    _ok(await t.client.post(f"/v1/admin/users/{t.a}/{t.user}/revoke-tokens", headers=attacker))
+    _ok(await t.client.get(counts, headers=victim))
+    owner = t.key(t.b, "admin")
+    _ok(await t.client.post(f"/v1/admin/users/{t.b}/{t.user}/revoke-tokens", headers=owner))
+    _refused(await t.client.get(counts, headers=victim), 401)
 
 
 async def probe_user_inbox(t: Tenants) -> None:
@@ -1034,6 +1059,7 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/queues": probe_queue_list,
     "GET /v1/admin/deliveries": probe_delivery_list,
     "GET /v1/admin/users/{tenant}/{user}": probe_user_lookup,
+    "POST /v1/admin/users/{tenant}/{user}/revoke-tokens": probe_user_revoke_tokens,
     "GET /v1/admin/inbox": probe_user_inbox,
     "GET /v1/admin/tail": probe_user_tail,
     "POST /v1/admin/recipients": probe_recipients_preview,

@@ -92,14 +92,44 @@ async def test_the_stale_window_is_bounded() -> None:
         await cache.verify(KEY, pg.check())
 
 
-def test_forget_drops_every_entry_of_the_named_key_only() -> None:
+def test_forget_drops_every_entry_of_the_key_only() -> None:
     cache = KeyCache(ttl_s=30)
-    other = ServicePrincipal(key_id="k2", name="consumer", scope=Scope.CONSUME, tenant=None)
+    other = ServicePrincipal(key_id="k2", name="publisher", scope=Scope.CONSUME, tenant="acme")
     cache.put(KEY, PRINCIPAL)
-    cache.put("nh_ffffffffffff_other", other)
-    cache.forget("publisher")
+    cache.put("nh_ffffffffffff_other", other)  # the same name in a tenant: another key
+    cache.forget("k1")
     assert cache.get(KEY) is None
     assert cache.get("nh_ffffffffffff_other") == other
+
+
+async def test_a_check_begun_before_the_revocation_does_not_cache_the_key() -> None:
+    cache, pg = KeyCache(ttl_s=30), Postgres()
+    started, revoked = asyncio.Event(), asyncio.Event()
+
+    async def slow_check() -> ServicePrincipal:
+        started.set()
+        await revoked.wait()  # PostgreSQL answered before the revocation committed
+        return PRINCIPAL
+
+    verifying = asyncio.create_task(cache.verify(KEY, slow_check))
+    await started.wait()
+    cache.forget(PRINCIPAL.key_id)
+    revoked.set()
+    assert await verifying == PRINCIPAL  # this request began before the revocation
+    assert cache.get(KEY) is None and cache.revoked(PRINCIPAL.key_id)
+    pg.revoked = True
+    with pytest.raises(AuthenticationError):
+        await cache.verify(KEY, pg.check())
+
+
+async def test_expire_all_checks_again_but_keeps_the_stale_entry() -> None:
+    cache, pg = KeyCache(ttl_s=30), Postgres()
+    await cache.verify(KEY, pg.check())
+    cache.expire_all()
+    assert cache.get(KEY) is None
+    pg.down = True  # a missed revocation is looked for, yet an outage still serves stale
+    assert await cache.verify(KEY, pg.check()) == PRINCIPAL
+    assert pg.calls == 2
 
 
 def test_an_entry_is_fresh_until_its_ttl_on_the_cache_clock() -> None:

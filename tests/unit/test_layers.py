@@ -67,6 +67,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("snooze.py", "transactions"): "a snoozing PATCH (else Redis-only) commits its wake-up alone",
     ("actions.py", "transactions"): "an action's webhook (else Redis-only) commits alone",
     ("views.py", "transactions"): "Redis-only inbox reads look up views (cached) on their own",
+    ("revocations.py", "transactions"): "after a Pub/Sub gap, a background read of revoked keys",
 }
 
 

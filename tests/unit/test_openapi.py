@@ -65,6 +65,7 @@ def test_not_found_and_conflict_only_where_answered() -> None:
         ("post", "/v1/deliveries"),
         ("post", "/v1/deliveries/{delivery_id}/confirm"),
         ("post", "/v1/admin/api-keys"),  # the name is taken
+        ("delete", "/v1/admin/api-keys/{name}"),  # several tenants' keys have the name
         ("patch", "/v1/me/notifications/{notification_id}"),  # the pin limit
         ("post", "/v1/me/notifications/{notification_id}/actions/{action_id}"),  # done once
         ("put", "/v1/admin/views/{name}"),  # the view limit

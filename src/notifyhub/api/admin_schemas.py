@@ -313,6 +313,21 @@ _SUBSCRIPTION = {
 }
 
 
+class TokensRevoked(Documented):
+    """A user's tokens revoked: those issued at or before `not_before` are refused."""
+
+    model_config = examples({"tenant": "default", "user": "alice", "not_before": TIME_EXAMPLE})
+
+    tenant: str
+    """The user's tenant."""
+    user: str
+    """The user id."""
+    not_before: datetime
+    """The user's tokens issued (`iat`) at or before this second, and tokens without
+    `iat`, are refused (401); their streams opened with such tokens have ended, in every
+    hub process. A later revocation moves it on, never back."""
+
+
 class UserOut(Documented):
     """One user as the hub holds them now."""
 

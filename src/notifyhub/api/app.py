@@ -44,10 +44,12 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.actions import ActionService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.revocations import Revocations
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.ratelimit import RateLimiter
+from notifyhub.store.revocations import Revocation, RevocationStore
 from notifyhub.workers.runner import Runner
 
 if TYPE_CHECKING:
@@ -105,7 +107,10 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 producers.loops,
                 outbox.loops,
             )
+            keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
+            revocations = _revocations(stack, clients, db, inbox, keys_cache)
             await features.open_streams(stack, inbox)
+            await revocations.load()
             limiter = RateLimiter(clients.redis, clients.keys, settings.rate_limits)
             stack.push_async_callback(limiter.aclose)
             await runner.start()
@@ -122,6 +127,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 publishing=publishing,
                 outbox=outbox,
                 limiter=limiter,
+                keys_cache=keys_cache,
+                revocations=revocations,
             )
             try:
                 yield state
@@ -175,6 +182,8 @@ def _state(
     publishing: features.Publishing,
     outbox: features.Outbox,
     limiter: RateLimiter,
+    keys_cache: KeyCache,
+    revocations: Revocations,
 ) -> State:
     """What requests see: the features' parts, and the request-only services on them."""
     return State(
@@ -187,7 +196,8 @@ def _state(
         reader=inbox.reader,
         clock=inbox.clock,
         tokens=TokenService(settings),
-        keys_cache=KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s),
+        keys_cache=keys_cache,
+        revocations=revocations,
         ingest=publishing.ingest,
         inbox=publishing.inbox,
         views=publishing.views,
@@ -205,6 +215,29 @@ def _state(
         users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
         actions=ActionService(inbox.store, db.sessionmaker, outbox.sender, durable.log),
     )
+
+
+def _revocations(
+    stack: AsyncExitStack,
+    clients: features.RedisClients,
+    db: features.Database,
+    inbox: features.Inbox,
+    keys: KeyCache,
+) -> Revocations:
+    """Revocations heard on the hub's Pub/Sub: a revoked key leaves the key cache, a user's
+    "not before" the token check's; after a gap both look again (the stores know)."""
+    store = RevocationStore(clients.redis, clients.keys, inbox.store.doorbells)
+    revocations = Revocations(store, inbox.hub, db.sessionmaker)
+    stack.push_async_callback(revocations.close)
+
+    def heard(revocation: Revocation) -> None:
+        if revocation.key_id is not None:
+            keys.forget(revocation.key_id)
+        revocations.heard(revocation)
+
+    inbox.hub.on_revocation.append(heard)
+    inbox.hub.on_subscribed.extend((keys.expire_all, revocations.reload))
+    return revocations
 
 
 def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics, *, traced: bool) -> None:

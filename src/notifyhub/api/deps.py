@@ -27,6 +27,7 @@ from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.preferences import PreferenceService
+from notifyhub.services.revocations import Revocations
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
@@ -53,6 +54,7 @@ class State(TypedDict):
     reader: ChangeReader
     tokens: TokenService
     keys_cache: KeyCache
+    revocations: Revocations
     ingest: IngestService
     inbox: InboxService
     views: Views
@@ -173,7 +175,7 @@ Admin = Annotated[ServicePrincipal, Depends(_admin, scope="function")]
 
 
 async def _user(state: AppState, presented: Bearer) -> UserPrincipal:
-    principal = state["tokens"].verify_user_token(presented)
+    principal = state["revocations"].check(state["tokens"].verify_user_token(presented))
     await state["limiter"].check_user(principal)
     return principal
 
@@ -198,6 +200,7 @@ async def stream_user(
         principal = state["tokens"].verify_stream_token(access_token)
     else:
         principal = state["tokens"].verify_user_token(await bearer(request))
+    state["revocations"].check(principal)
     await state["limiter"].check_user(principal)
     return principal
 

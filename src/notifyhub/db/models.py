@@ -28,10 +28,16 @@ from notifyhub.db.base import Base
 
 
 class ApiKey(Base):
+    """A service API key. Names are unique per tenant; hub-wide keys (no tenant) share
+    one namespace of their own (the index reads a missing tenant as '', never a tenant)."""
+
     __tablename__ = "api_keys"
+    __table_args__ = (
+        Index("uq_api_keys_tenant_name", func.coalesce(text("tenant"), ""), "name", unique=True),
+    )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(String(100))
     key_prefix: Mapped[str] = mapped_column(String(16), unique=True)
     key_hash: Mapped[str] = mapped_column(String(64))
     scope: Mapped[str] = mapped_column(String(16))
@@ -161,6 +167,17 @@ class UserLocale(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     locale: Mapped[str] = mapped_column(String(35))
+
+
+class TokenRevocation(Base):
+    """A user's "not before": their tokens issued at or before it are refused (the durable
+    copy of Redis's `<p>token-nbf`, store/revocations.py)."""
+
+    __tablename__ = "token_revocations"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    not_before: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class DelayedMessage(Base):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from notifyhub.errors import PermissionDenied
@@ -42,3 +42,6 @@ class UserPrincipal:
 
     tenant: str
     user: str
+    issued_at: float | None = field(default=None, compare=False)
+    """The token's `iat` (seconds), when it has one: checked against the user's "not
+    before" (services/revocations.py); not part of who the user is."""

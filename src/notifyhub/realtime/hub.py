@@ -23,6 +23,10 @@ When any of them fails (a master died, or a slot moved and Redis sent an unsolic
 SUNSUBSCRIBE) all are closed, the topology is read again, every shard re-subscribed and
 every local stream resynced, as above.
 
+A revocation (store/revocations.py) comes on the same channel: the hub ends the local
+streams it concerns (those an API key opened, or a user's opened with tokens issued
+before their "not before") and tells `on_revocation` (the key cache, the token check).
+
 Tracing on, a doorbell carrying a publish's trace (store/doorbells.py) is a span of that
 trace, and each stream it rings keeps the trace (`traced`, at most TRACES_KEPT) until its
 next write, which is a span of the same trace (realtime/sse.py). Off, nothing of this runs
@@ -36,7 +40,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -55,6 +59,7 @@ from notifyhub.store.changes import view_counts
 from notifyhub.store.client import close, connect, parse_cluster_url
 from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, TRACE_MARK, Doorbells
 from notifyhub.store.keys import member
+from notifyhub.store.revocations import REVOKE_MARK, Revocation
 from notifyhub.tracing import Tracing
 
 if TYPE_CHECKING:
@@ -101,6 +106,10 @@ class Hub:
         self.streamed = streamed
         """Routing traces on: where streams count the `notification` events they sent
         (store/routing_trace.py); None when off."""
+        self.on_revocation: list[Callable[[Revocation], None]] = []
+        """Told of every revocation heard (after the streams it ends are closed)."""
+        self.on_subscribed: list[Callable[[], None]] = []
+        """Told whenever the listener (re)subscribed: it may have missed revocations."""
 
     @property
     def healthy(self) -> bool:
@@ -134,14 +143,17 @@ class Hub:
             await asyncio.wait({self._task}, timeout=1.0)
         self.listening = False
 
-    def attach(self, tenant: str, user: str) -> Subscriber:
-        """Register a stream for a user; refuses past the per-user cap."""
+    def attach(
+        self, tenant: str, user: str, *, key_id: str | None = None, issued_at: float | None = None
+    ) -> Subscriber:
+        """Register a stream for a user, opened by API key `key_id` (an admin tail) or by
+        the user's token issued at `issued_at`; refuses past the per-user cap."""
         key = member(tenant, user)
         local = self._subs.setdefault(key, set())
         if len(local) >= self._per_user:
             self._metrics.stream_ended(StreamEnd.CAP)
             raise TooManyStreams(f"at most {self._per_user} open streams per user")
-        sub = Subscriber(key)
+        sub = Subscriber(key, key_id=key_id, issued_at=issued_at)
         local.add(sub)
         self._metrics.streams_open.inc()
         return sub
@@ -163,6 +175,9 @@ class Hub:
         body = None
         if payload[:1] == ANNOUNCE_MARK:
             self._announce(payload)
+            return
+        if payload[:1] == REVOKE_MARK:
+            self._revoke(payload)
             return
         if payload[:1] == INLINE_MARK:
             head, _, payload = payload.partition(b"\n")
@@ -237,6 +252,41 @@ class Hub:
                 sub.announce(int(seq), epoch, nid, body)
         if local:
             self._observe_latency(body)
+
+    def _revoke(self, payload: bytes) -> None:
+        revocation = Revocation.parse(payload)
+        if revocation is not None:
+            self.revoke(revocation)
+
+    def revoke(self, revocation: Revocation) -> None:
+        """End the local streams a revocation concerns, then tell `on_revocation`."""
+        ended = self._revoked_streams(revocation)
+        for sub in ended:
+            sub.close()
+        if ended:
+            log.info("revocation ended %d local streams", len(ended))
+        for hook in self.on_revocation:
+            try:
+                hook(revocation)
+            except Exception:  # the listener must go on whatever a hook does
+                log.exception("revocation hook failed")
+
+    def tail_keys(self) -> set[str]:
+        """The API keys that opened local streams (admin tails)."""
+        return {s.key_id for subs in self._subs.values() for s in subs if s.key_id is not None}
+
+    def _revoked_streams(self, revocation: Revocation) -> list[Subscriber]:
+        """The local streams a key opened, or a user's opened with a token issued at or
+        before their "not before" (admin tails of the user stay: a key opened them)."""
+        if revocation.key_id is not None:
+            key_id = revocation.key_id
+            return [s for subs in self._subs.values() for s in subs if s.key_id == key_id]
+        not_before_s = revocation.not_before_ms / 1000
+        return [
+            s
+            for s in self._subs.get(revocation.member or "", ())
+            if s.key_id is None and (s.issued_at is None or s.issued_at <= not_before_s)
+        ]
 
     def _observe_latency(self, body: bytes) -> None:
         """Publish-to-stream time of an inline doorbell's notification: its id (the item
@@ -319,6 +369,8 @@ class Hub:
         self.listening = True
         self._subscribed.set()
         self.resync_all()
+        for hook in self.on_subscribed:
+            hook()
 
     async def _pump(self, pubsub: PubSub) -> None:
         """Read messages; PING when idle and give up on a connection that stays silent."""

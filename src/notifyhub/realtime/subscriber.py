@@ -38,6 +38,8 @@ class Subscriber:
         "closed",
         "cursor",
         "epoch",
+        "issued_at",
+        "key_id",
         "last_sent",
         "latest",
         "member",
@@ -47,8 +49,15 @@ class Subscriber:
         "timed_out",
     )
 
-    def __init__(self, member: str) -> None:
+    def __init__(
+        self, member: str, *, key_id: str | None = None, issued_at: float | None = None
+    ) -> None:
         self.member = member
+        self.key_id = key_id
+        """The API key that opened this stream (an admin tail); None for a user's own."""
+        self.issued_at = issued_at
+        """When the user's token was issued (`iat`, seconds), if it says; revoking the
+        user's tokens ends the stream unless its token is newer (realtime/hub.py)."""
         self.latest = 0
         self.cursor = -1
         """The last seq the stream sent, as of its last wait (-1: not waiting yet)."""

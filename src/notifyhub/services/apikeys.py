@@ -47,7 +47,8 @@ async def create_key(session: AsyncSession, *, name: str, scope: Scope, tenant: 
         tenant=tenant,
     )
     if not await repo.add(session, row):
-        raise Conflict(f"an API key named {name!r} exists")
+        where = f"tenant {tenant}" if tenant is not None else "the hub-wide keys"
+        raise Conflict(f"{where} has an API key named {name!r}")
     return key
 
 
@@ -58,8 +59,13 @@ async def list_keys(session: AsyncSession) -> list[ApiKeyInfo]:
     ]
 
 
-async def revoke_key(session: AsyncSession, name: str) -> bool:
-    return await repo.revoke(session, name)
+async def revoke_key(session: AsyncSession, name: str, tenant: str | None = None) -> str | None:
+    """Revoke the key named `name` of `tenant` (None: the hub-wide one); its id, or None
+    when there is no such active key (the CLI's revoke)."""
+    row = await repo.by_name(session, tenant, name)
+    if row is None or not await repo.revoke(session, row.id):
+        return None
+    return row.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,20 +86,37 @@ async def issue_key(
     if tenant is not None:
         by.own(tenant)
     key = await create_key(session, name=name, scope=scope, tenant=tenant)
-    row = await repo.by_name(session, name)
+    row = await repo.by_name(session, tenant, name)
     assert row is not None  # just added, same transaction
     return NewKey(ApiKeyInfo(row.name, scope, row.tenant, row.created_at, row.revoked_at), key)
 
 
-async def revoke_visible(session: AsyncSession, by: ServicePrincipal, name: str) -> None:
-    """Revoke the key named `name` if `by` may see it. Another tenant's key is a 404,
-    worded like a name nobody has; revoking a revoked key again changes nothing."""
-    row = await repo.by_name(session, name)
-    if row is None or (by.tenant is not None and row.tenant != by.tenant):
+async def revoke_visible(
+    session: AsyncSession, by: ServicePrincipal, name: str, tenant: str | None = None
+) -> str:
+    """Revoke the key named `name` (of `tenant` if given) if `by` may see it; its id.
+    A tenant-bound key names its own tenant's keys (naming another tenant is a 403; a
+    name only another tenant has is a 404, worded like a name nobody has). An unbound key
+    names the hub-wide key, else the only key of that name (several: a 409 asking for the
+    tenant). Revoking a revoked key again changes nothing."""
+    row = await _visible(session, by, name, tenant)
+    if row is None:
         raise NotFound(f"no API key named {name!r}")
     if row.tenant is not None:
         by.own(row.tenant)  # (names the tenant acted on, for the audit log)
-    await repo.revoke(session, name)
+    await repo.revoke(session, row.id)
+    return row.id
+
+
+async def _visible(
+    session: AsyncSession, by: ServicePrincipal, name: str, tenant: str | None
+) -> ApiKey | None:
+    if by.tenant is not None or tenant is not None:
+        return await repo.by_name(session, by.own(tenant or by.tenant or ""), name)
+    rows = await repo.named(session, name)
+    if len(rows) > 1 and rows[0].tenant is not None:
+        raise Conflict(f"several tenants have an API key named {name!r}: name one (`tenant`)")
+    return rows[0] if rows else None
 
 
 async def authenticate(session: AsyncSession, presented: str) -> ServicePrincipal:

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
 from notifyhub.metrics import Metrics
+from notifyhub.services import revocations
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.preferences import PreferenceService
@@ -137,12 +138,14 @@ class EpochWatch:
             return await self._topics.rebuild_cache(session)
 
     async def _rebuild_derived(self) -> None:
-        """Preferences, the delayed queue and (durable inbox mode) every inbox from
-        PostgreSQL, then the marker (idempotent)."""
+        """Preferences, the delayed queue, users' token revocations and (durable inbox
+        mode) every inbox from PostgreSQL, then the marker (idempotent)."""
         async with self._sessionmaker.begin() as session:
             users = await self._preferences.rebuild_cache(session)
         async with self._sessionmaker.begin() as session:
             messages = await self._delayed.restore(session, expired=True)
+        async with self._sessionmaker.begin() as session:
+            await revocations.rebuild_cache(session, self._redis, self._keys)
         if self._inboxes is not None:
             await self._inboxes.rebuild()
         await self._redis.set(self._keys.epoch, str(ULID()), nx=True)

@@ -1,7 +1,9 @@
 """A short-lived in-process cache of verified API keys, sparing PostgreSQL a hit per request.
 
-A key is checked against PostgreSQL again once its entry is `ttl_s` old (default 30 s), so
-a revoked key stops working in a process within that while PostgreSQL is up. When that
+A key is checked against PostgreSQL again once its entry is `ttl_s` old (default 30 s). A
+revoked key is dropped at once in every process: the revocation is published to them all
+(store/revocations.py), and after a Pub/Sub gap, which may have missed one, every entry is
+checked again (`expire_all`); the TTL bounds only what a lost message leaves. When that
 check fails because PostgreSQL is unavailable, a key verified before keeps working for
 up to `stale_s` past its TTL (stale-while-error): the inbox path, which needs only Redis,
 keeps publishing through a PostgreSQL outage. PostgreSQL is then asked again at most
@@ -55,6 +57,9 @@ class KeyCache:
         self._stale_s = stale_s
         self._max = max_entries
         self._entries: dict[str, _Entry] = {}
+        self._revoked: dict[str, None] = {}
+        """Ids of keys revoked since this process started (the newest `max_entries`): a
+        check that began before the revocation cannot put its key back."""
 
     @staticmethod
     def _digest(presented: str) -> str:
@@ -68,17 +73,31 @@ class KeyCache:
         return found.principal
 
     def put(self, presented: str, principal: ServicePrincipal) -> None:
+        if principal.key_id in self._revoked:
+            return
         if len(self._entries) >= self._max:
             self._entries.clear()
         now = self.clock()
         entry = _Entry(principal, now + self._ttl_s, now + self._ttl_s + self._stale_s)
         self._entries[self._digest(presented)] = entry
 
-    def forget(self, name: str) -> None:
-        """Drop every entry of the key named `name` (just revoked through this process):
-        here it is refused at once; other processes refuse it within their `ttl_s`."""
-        for digest in [d for d, e in self._entries.items() if e.principal.name == name]:
+    def forget(self, key_id: str) -> None:
+        """Drop every entry of the key `key_id` (just revoked): it is refused at once."""
+        if len(self._revoked) >= self._max:
+            del self._revoked[next(iter(self._revoked))]
+        self._revoked[key_id] = None
+        for digest in [d for d, e in self._entries.items() if e.principal.key_id == key_id]:
             del self._entries[digest]
+
+    def revoked(self, key_id: str) -> bool:
+        """Whether this process heard that the key was revoked."""
+        return key_id in self._revoked
+
+    def expire_all(self) -> None:
+        """Check every key against PostgreSQL again on its next use (a revocation may have
+        been missed); the entries stay, to be served stale through a PostgreSQL outage."""
+        for entry in self._entries.values():
+            entry.fresh_until = 0.0
 
     async def verify(
         self, presented: str, check: Callable[[], Awaitable[ServicePrincipal]]

@@ -132,7 +132,9 @@ class TokenService:
             raise AuthenticationError("invalid `sub` claim")
         if not isinstance(tenant, str) or not TENANT.match(tenant):
             raise AuthenticationError("invalid `tenant` claim")
-        return UserPrincipal(tenant=tenant, user=sub)
+        iat = claims.get("iat")  # (PyJWT has checked that it is a number)
+        issued_at = float(iat) if isinstance(iat, int | float) else None
+        return UserPrincipal(tenant=tenant, user=sub, issued_at=issued_at)
 
     def verify_user_token(self, token: str) -> UserPrincipal:
         try:
@@ -145,12 +147,14 @@ class TokenService:
         return self._principal(claims)
 
     def mint_stream_token(self, principal: UserPrincipal) -> tuple[str, datetime]:
-        expires = datetime.now(UTC) + self._stream_ttl
+        now = datetime.now(UTC)
+        expires = now + self._stream_ttl
         claims = {
             "sub": principal.user,
             "tenant": principal.tenant,
             "aud": self._audience,
             "typ": STREAM_TYP,
+            "iat": now,  # a stream token is refused once the user's tokens are revoked
             "exp": expires,
         }
         return jwt.encode(claims, self._stream_key, algorithm="HS256"), expires
@@ -165,11 +169,13 @@ class TokenService:
         """Development tokens (HS256 only): production tokens come from your identity provider."""
         if self._algorithms != ["HS256"]:
             raise InvalidInput("user tokens can only be minted with an HS256 secret")
+        now = datetime.now(UTC)
         claims = {
             "sub": user,
             "tenant": tenant,
             "aud": self._audience,
-            "exp": datetime.now(UTC) + timedelta(seconds=ttl_s),
+            "iat": now,
+            "exp": now + timedelta(seconds=ttl_s),
         }
         if self._issuer:
             claims["iss"] = self._issuer

@@ -62,6 +62,8 @@ are still published to their own tenant: the message carries it).
     <p>dq{i}:due:<q>        zset  id -> due_ms: layout 1, converted by the mover as it runs
     <p>epoch          string set once per Redis dataset; missing = Redis lost its data
     <p>hubs           zset   process id -> ms of its last stream presence report
+    <p>token-nbf      hash   "T/U" -> ms: the user's tokens issued at or before it are
+                             refused (store/revocations.py; durable in PostgreSQL)
     <p>t{T/name}:users   set  a topic's users     (cache of PostgreSQL, version-guarded)
     <p>t{T/name}:groups  set  a topic's groups
     <p>t{T/name}:meta    hash version of the cached membership
@@ -179,6 +181,7 @@ class Keys:
         self.expiry = f"{prefix}expiry"
         self.epoch = f"{prefix}epoch"
         self.hubs = f"{prefix}hubs"
+        self.token_nbf = f"{prefix}token-nbf"
 
     def shard_channel(self, index: int) -> str:
         """Sharded Pub/Sub channel `index`, its own hash tag so the shards spread over slots."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from notifyhub.api.admin_schemas import ApiKeyCreated, ApiKeyIn
 from notifyhub.api.audit import note_target
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
-from notifyhub.api.schemas import ApiKeyList, ApiKeyOut, Name
+from notifyhub.api.schemas import ApiKeyList, ApiKeyOut, Name, Tenant
 from notifyhub.db.unit import AfterCommit
 from notifyhub.services import apikeys
 
@@ -45,8 +45,8 @@ async def list_api_keys(principal: Admin, unit: Unit) -> ApiKeyList:
 )
 async def create_api_key(body: ApiKeyIn, principal: Admin, unit: Unit) -> ApiKeyCreated:
     """Create a key; the answer carries its secret, shown this once. A tenant-bound admin
-    key creates keys of its own tenant only (another tenant, or none: 403); a name in
-    use is a 409."""
+    key creates keys of its own tenant only (another tenant, or none: 403). Names are
+    unique per tenant (and among hub-wide keys): a name the tenant has is a 409."""
     note_target(principal, body.name)
     made = await apikeys.issue_key(
         unit.session, principal, name=body.name, scope=body.scope, tenant=body.tenant
@@ -54,20 +54,40 @@ async def create_api_key(body: ApiKeyIn, principal: Admin, unit: Unit) -> ApiKey
     return ApiKeyCreated(**_out(made.info).model_dump(), key=made.key)
 
 
-@router.delete("/api-keys/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
+KeyTenantQuery = Annotated[
+    Tenant | None,
+    Query(
+        description="The key's tenant. A tenant-bound admin key names its own (another: "
+        "403); an unbound one, when omitted, the hub-wide key of that name, else the only "
+        "key of that name (several tenants have one: 409).",
+        examples=["acme"],
+    ),
+]
+
+
+@router.delete(
+    "/api-keys/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={**NOT_FOUND, **CONFLICT},
+)
 async def revoke_api_key(
-    name: KeyNamePath, principal: Admin, state: AppState, unit: Unit
+    name: KeyNamePath,
+    principal: Admin,
+    state: AppState,
+    unit: Unit,
+    tenant: KeyTenantQuery = None,
 ) -> Response:
-    """Revoke the key: this process refuses it at once, every other within the key
-    cache's TTL (`NOTIFYHUB_API_KEYS__CACHE_TTL_S`, 30 s). Another tenant's key is a 404;
-    revoking a revoked key again is a 204 that changes nothing."""
-    await apikeys.revoke_visible(unit.session, principal, name)
-    unit.after_commit(_forget(state, name))
+    """Revoke the key: every hub process refuses it at once, and the streams it opened
+    (admin tails) end. Another tenant's key is a 404; revoking a revoked key again is a
+    204 that changes nothing."""
+    key_id = await apikeys.revoke_visible(unit.session, principal, name, tenant)
+    unit.after_commit(_forget(state, key_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def _forget(state: AppState, name: str) -> AfterCommit:
+def _forget(state: AppState, key_id: str) -> AfterCommit:
     async def forget() -> None:
-        state["keys_cache"].forget(name)
+        state["keys_cache"].forget(key_id)  # here at once, whatever Pub/Sub does
+        await state["revocations"].announce_key(key_id)
 
     return forget

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
-from notifyhub.api.admin_schemas import UserOut
+from notifyhub.api.admin_schemas import TokensRevoked, UserOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.params import TenantQuery
@@ -21,6 +22,7 @@ from notifyhub.api.schemas import (
 )
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import InboxPage
+from notifyhub.errors import AuthenticationError
 from notifyhub.realtime.sse import InboxStream
 from notifyhub.services.inbox import ListRequest
 
@@ -110,4 +112,22 @@ async def user_tail(
     """A live tail of the user's events (Server-Sent Events, the same events their own
     streams get, from now on: a `counts` event first). It counts as one of the user's open
     streams (429 at their cap), so a tail cannot be used to open unbounded streams."""
-    return open_stream(state, principal.own(tenant), user, None)
+    tenant = principal.own(tenant)
+    if state["keys_cache"].revoked(principal.key_id):  # revoked while this request waited
+        raise AuthenticationError("invalid API key")
+    return open_stream(state, tenant, user, None, key_id=principal.key_id)
+
+
+@router.post("/users/{tenant}/{user:path}/revoke-tokens", response_model=TokensRevoked)
+async def revoke_user_tokens(
+    tenant: TenantPath, user: UserPath, principal: Admin, state: AppState, unit: Unit
+) -> TokensRevoked:
+    """Refuse the user's tokens issued until now (their `iat` at or before this second, or
+    none) and stream tokens made from them, in every hub process at once (401), and end
+    their streams opened with such tokens (their admin tails stay). The user signs in
+    again for a new token. For a leaked token, or a user removed from the tenant."""
+    tenant = principal.own(tenant)
+    revocations = state["revocations"]
+    not_before = await revocations.revoke_user(unit.session, tenant, user)
+    unit.after_commit(functools.partial(revocations.announce_user, tenant, user, not_before))
+    return TokensRevoked(tenant=tenant, user=user, not_before=not_before)

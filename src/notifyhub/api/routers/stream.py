@@ -130,17 +130,28 @@ async def stream(me: StreamUser, state: AppState, cursor: Cursor) -> InboxStream
     seen. Authenticated by a user JWT, or by `?access_token=` with a stream token
     (`POST /v1/me/stream-tokens`) where EventSource cannot send headers; 429 past the
     per-user cap of open streams."""
-    return open_stream(state, me.tenant, me.user, cursor)
+    state["revocations"].check(me)  # again: the tokens may have been revoked meanwhile
+    return open_stream(state, me.tenant, me.user, cursor, issued_at=me.issued_at)
 
 
-def open_stream(state: State, tenant: str, user: str, cursor: EventId | None) -> InboxStream:
-    """The user's event stream, attached as one of their streams (429 at their cap)."""
+def open_stream(
+    state: State,
+    tenant: str,
+    user: str,
+    cursor: EventId | None,
+    *,
+    key_id: str | None = None,
+    issued_at: float | None = None,
+) -> InboxStream:
+    """The user's event stream, attached as one of their streams (429 at their cap);
+    opened by API key `key_id` (a tail) or a token issued at `issued_at`, which a
+    revocation of either ends (realtime/hub.py)."""
     return InboxStream(
         store=state["store"],
         reader=state["reader"],
         hub=state["hub"],
         clock=state["clock"],
-        sub=state["hub"].attach(tenant, user),
+        sub=state["hub"].attach(tenant, user, key_id=key_id, issued_at=issued_at),
         settings=state["settings"].stream,
         metrics=state["metrics"],
         tenant=tenant,
