@@ -2,7 +2,7 @@
 #   make run [PORT=8000] [HOST=127.0.0.1]   the service and its embedded stores only
 #   make test | lint | bench                 add the dev (and bench) tools
 #   make test-fast                          unit + integration tests not marked `slow`
-#   make format                             ruff format (lint checks it once the tree is)
+#   make format                             ruff format (lint checks it)
 PYTHON ?= python3
 VENV ?= .venv
 HOST ?= 127.0.0.1
@@ -46,9 +46,13 @@ test: $(DEV_STAMP)
 test-fast: $(DEV_STAMP)
 	$(BIN)/pytest -m "not slow" tests/unit tests/integration tests/clients
 
+# ruff (rules and formatting), mypy, and the import contracts of pyproject.toml's
+# [tool.importlinter] (the layers of docs/ARCHITECTURE.md).
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench clients
+	$(BIN)/ruff format --check src tests bench clients
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format src tests bench clients
