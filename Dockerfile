@@ -1,15 +1,17 @@
 # notifyhub: the hub against external Redis and PostgreSQL (see compose.yaml).
 # Build stage: a wheel of notifyhub (Alembic's scripts inside it) installed, with its
-# runtime dependencies only, into a virtualenv. No `embedded` extra: the production image
-# carries no Valkey or PostgreSQL binaries.
+# runtime dependencies only, into a virtualenv, at the versions requirements/runtime.txt
+# pins (`make lock`). No `embedded` extra: the production image carries no Valkey or
+# PostgreSQL binaries.
 FROM python:3.12-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY requirements/runtime.txt ./requirements/runtime.txt
 COPY src ./src
 COPY migrations ./migrations
 RUN python -m venv /opt/notifyhub \
- && /opt/notifyhub/bin/pip install . \
+ && /opt/notifyhub/bin/pip install -c requirements/runtime.txt . \
  && /opt/notifyhub/bin/pip uninstall --yes pip
 
 # Run stage: the virtualenv alone, owned by root, run by an unprivileged user.

@@ -10,14 +10,16 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from notifyhub.db import models  # noqa: F401  (registers the tables)
 from notifyhub.db.base import Base
+from notifyhub.db.migrate import migration_lock
 
 target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata)
-    with context.begin_transaction():
-        context.run_migrations()
+    with migration_lock(connection):  # several processes starting at once take turns
+        context.configure(connection=connection, target_metadata=target_metadata)
+        with context.begin_transaction():
+            context.run_migrations()
 
 
 async def _online(url: str) -> None:

@@ -105,10 +105,11 @@ def test_thaws_run_every_interval() -> None:
 
         async def main():
             thaws = asyncio.create_task(policy.thaw_every())
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0)  # the task is in its first interval's wait
             assert gone() is not None, "no thaw before the first interval"
-            await asyncio.sleep(0.2)
-            assert gone() is None
+            async with asyncio.timeout(5):  # a condition wait: until a thaw reclaims it
+                while gone() is not None:
+                    await asyncio.sleep(0.01)
             thaws.cancel()
 
         asyncio.run(main())

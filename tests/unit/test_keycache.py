@@ -18,6 +18,19 @@ KEY = "nh_0123456789ab_secret"
 PRINCIPAL = ServicePrincipal(key_id="k1", name="publisher", scope=Scope.PUBLISH, tenant=None)
 
 
+class Clock:
+    """The cache's injected clock: a test moves it past a TTL instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class Postgres:
     """A stand-in for `apikeys.authenticate` against a PostgreSQL that can go away."""
 
@@ -49,11 +62,13 @@ async def test_fresh_entries_spare_postgres() -> None:
 
 
 async def test_revocation_takes_effect_after_the_ttl_while_postgres_is_up() -> None:
-    cache, pg = KeyCache(ttl_s=0.05), Postgres()
+    clock, pg = Clock(), Postgres()
+    cache = KeyCache(ttl_s=30, clock=clock)
     await cache.verify(KEY, pg.check())
     pg.revoked = True
+    clock.advance(29.9)
     assert await cache.verify(KEY, pg.check()) == PRINCIPAL  # within the TTL
-    await asyncio.sleep(0.06)
+    clock.advance(0.1)
     with pytest.raises(AuthenticationError):
         await cache.verify(KEY, pg.check())
     pg.down = True  # forgotten: an outage now cannot bring it back
@@ -62,32 +77,40 @@ async def test_revocation_takes_effect_after_the_ttl_while_postgres_is_up() -> N
 
 
 async def test_known_keys_are_served_stale_through_an_outage() -> None:
-    cache, pg = KeyCache(ttl_s=0.05, stale_s=60), Postgres()
+    clock, pg = Clock(), Postgres()
+    cache = KeyCache(ttl_s=30, stale_s=60, clock=clock)
     await cache.verify(KEY, pg.check())
     pg.down = True
-    await asyncio.sleep(0.06)
+    clock.advance(30)
     for _ in range(10):
         assert await cache.verify(KEY, pg.check()) == PRINCIPAL
     assert pg.calls == 2  # asked once, then not again before RECHECK_S
+    clock.advance(keycache.RECHECK_S)
+    assert await cache.verify(KEY, pg.check()) == PRINCIPAL
+    assert pg.calls == 3  # RECHECK_S later: asked again, still served stale
     with pytest.raises(OperationalError):  # a key it never saw: no principal to serve
         await cache.verify("nh_ba9876543210_other", pg.check())
 
 
 async def test_a_hung_check_is_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(keycache, "CHECK_BUDGET_S", 0.05)
-    cache, pg = KeyCache(ttl_s=0.01, stale_s=60), Postgres()
+    clock, pg = Clock(), Postgres()
+    cache = KeyCache(ttl_s=30, stale_s=60, clock=clock)
     await cache.verify(KEY, pg.check())
     pg.hung = True
-    await asyncio.sleep(0.02)
+    clock.advance(30)
     async with asyncio.timeout(1):
         assert await cache.verify(KEY, pg.check()) == PRINCIPAL
 
 
 async def test_the_stale_window_is_bounded() -> None:
-    cache, pg = KeyCache(ttl_s=0.02, stale_s=0.03), Postgres()
+    clock, pg = Clock(), Postgres()
+    cache = KeyCache(ttl_s=30, stale_s=60, clock=clock)
     await cache.verify(KEY, pg.check())
     pg.down = True
-    await asyncio.sleep(0.06)
+    clock.advance(30 + 59.5)
+    assert await cache.verify(KEY, pg.check()) == PRINCIPAL  # within the window
+    clock.advance(keycache.RECHECK_S)  # asked again, now past it
     with pytest.raises(OperationalError):
         await cache.verify(KEY, pg.check())
 
