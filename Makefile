@@ -2,6 +2,7 @@
 #   make run [PORT=8000] [HOST=127.0.0.1]   the service and its embedded stores only
 #   make test | lint | bench                 add the dev (and bench) tools
 #   make test-fast                          unit + integration tests not marked `slow`
+#   make docs                               the docs site into site/ (offline, strict)
 #   make format                             ruff format (lint checks it once the tree is)
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +12,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-fast lint format bench clean venv venv-run
+.PHONY: run test test-fast lint format bench docs clean venv venv-run
 
 # $(1): the extras to install, $(2): more pip options; the stamp is the target.
 define install
@@ -57,5 +58,10 @@ bench: $(DEV_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
+# MkDocs + Material (the `docs` extra, also in `dev`), built with no network: the theme's
+# web fonts are off and no page loads anything from another host (tests/readme/test_site.py).
+docs: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
