@@ -244,7 +244,8 @@ def _list_differences(
     rest = bool(shown) and shown[-1] == REST
     items = shown[:-1] if rest else shown
     if len(actual) < len(items) or (not rest and len(actual) != len(items)):
-        return [f"{path}: shown {len(items)} item(s){' or more' if rest else ''}, got {len(actual)}"]
+        more = " or more" if rest else ""
+        return [f"{path}: shown {len(items)} item(s){more}, got {len(actual)}"]
     found: list[str] = []
     for i, item in enumerate(items):
         found.extend(differences(item, actual[i], variables, f"{path}[{i}]"))
