@@ -1,4 +1,4 @@
-"""`docs/api.md`: the API contract, rendered from the OpenAPI document.
+"""`docs/api.md`: the HTTP API reference, rendered from the OpenAPI document.
 
 `python -m notifyhub.api.apidoc > docs/api.md` regenerates it;
 tests/unit/test_api_doc.py fails when the file and the document disagree."""
