@@ -41,15 +41,9 @@ from readme.doccheck import (
     expectations,
     output_differences,
     shell_blocks,
+    shown_values,
 )
 from support.processes import HubProcess
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
-    pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq"),
-]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_HUB = "localhost:8000"
@@ -312,6 +306,20 @@ def test_every_page_is_in_the_nav() -> None:
     assert on_disk <= listed
 
 
+def test_every_page_follows_the_convention() -> None:
+    """Before any hub starts: no value in a comment, every ```json output parses."""
+    for page in pages():
+        for block in shell_blocks(page.read_text()):
+            where = f"{page.relative_to(ROOT)} line {block.line}"
+            expectations(block.text)  # raises ConventionError
+            if block.output is not None and block.output.kind == "json":
+                assert shown_values(block.output.text), f"{where}: an empty output block"
+
+
+@pytest.mark.slow  # it starts a hub and its stores
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+@pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq")
 async def test_every_page_runs_against_an_embedded_hub(clone: Path) -> None:
     blocks = {page: shell_blocks(page.read_text()) for page in pages()}
     readme = blocks[ROOT / "README.md"]
