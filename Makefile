@@ -5,6 +5,7 @@
 #   make lock                               regenerate requirements/ (the pinned versions)
 #   make test-compat                        the suite's core at the lowest and the highest
 #                                           versions pyproject.toml allows (not in CI)
+#   make docs                               the docs site into site/ (offline, strict)
 #   make format                             ruff format (lint checks it)
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,7 +19,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 DEV_LOCK := requirements/dev.txt
 RUN_LOCK := requirements/runtime.txt
 
-.PHONY: run test test-fast test-compat lint lock format bench clean venv venv-run
+.PHONY: run test test-fast test-compat lint lock format bench docs clean venv venv-run
 
 # $(1): the extras to install, $(2): the lock (pip constraints), $(3): more pip options;
 # the stamp is the target.
@@ -112,5 +113,10 @@ test-compat: $(UV)
 	  $$venv/bin/pytest -p no:cacheprovider $(COMPAT_TESTS) || exit 1; \
 	done
 
+# MkDocs + Material (the `docs` extra, also in `dev`), built with no network: the theme's
+# web fonts are off and no page loads anything from another host (tests/readme/test_site.py).
+docs: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache site

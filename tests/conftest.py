@@ -35,10 +35,22 @@ from notifyhub.process.server import HubServer
 from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
+from support import optional
 from support.heap import forget_apps
 from support.receiver import Receiver
 
 RUN_ID = secrets.token_hex(4)
+
+
+def pytest_report_header() -> list[str]:
+    """Once, at the start: which optional programs are missing, and how to install them."""
+    return optional.header()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport() -> Iterator[None]:
+    outcome = yield
+    optional.fold(outcome.get_result())  # type: ignore[attr-defined]
 _counter = itertools.count()
 
 

@@ -74,8 +74,9 @@ async def test_types_name_what_the_script_exports(browser: Any, browser_hub: Any
 
 
 def test_readme_example_is_the_checked_one() -> None:
-    """The README's React example is clients/react/sample/readme.tsx, which tsc checks."""
-    readme = (npm.REACT_DIR.parents[1] / "README.md").read_text()
-    found = re.search(r"^### React\n.*?^```tsx\n(.*?)^```", readme, re.M | re.S)
+    """The docs' React example (docs/clients.md) is clients/react/sample/readme.tsx, which
+    tsc checks."""
+    page = (npm.REACT_DIR.parents[1] / "docs" / "clients.md").read_text()
+    found = re.search(r"^## React\n.*?^```tsx\n(.*?)^```", page, re.M | re.S)
     assert found is not None
     assert found.group(1) == (npm.REACT_DIR / "sample" / "readme.tsx").read_text()

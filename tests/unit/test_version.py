@@ -30,7 +30,7 @@ def test_docs_show_the_current_version() -> None:
     """Where docs spell the version out (a /healthz answer, an image tag), it is this one."""
     shown = {
         version
-        for doc in ("README.md", "deploy/k8s/README.md")
+        for doc in ("README.md", "docs/operations.md", "deploy/k8s/README.md")
         for version in re.findall(
             r'(?:"version": "|notifyhub:)(\d+\.\d+\.\d+)', (ROOT / doc).read_text()
         )

@@ -1,4 +1,4 @@
-"""`docs/api.md`: the API contract, rendered from the OpenAPI document.
+"""`docs/api.md`: the HTTP API reference, rendered from the OpenAPI document.
 
 `python -m notifyhub.api.apidoc > docs/api.md` regenerates it;
 tests/unit/test_api_doc.py fails when the file and the document disagree."""
@@ -6,6 +6,7 @@ tests/unit/test_api_doc.py fails when the file and the document disagree."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -23,8 +24,12 @@ routers and schemas, not this file.
 All bodies are JSON; times in answers are RFC 3339 UTC strings (inputs also take epoch
 milliseconds where noted). Errors are RFC 9457 `application/problem+json` with `type`,
 `title`, `status`, `detail` (and `errors` for a 422). Services authenticate with
-`Authorization: Bearer <API key>`, users with `Authorization: Bearer <JWT>`.
+`Authorization: Bearer <API key>`, users with `Authorization: Bearer <JWT>`. "Design 1"
+to "Design 5" name the five designs notifyhub implements ([Where notifyhub comes
+from](origins.md)).
 """
+# The stream's description links each event's schema; on this page, its own section.
+SCHEMA_LINK = re.compile(r"^- `(\w+)`: (.*)\[(\w+)\]\(#/components/schemas/\w+\)", re.M)
 
 
 def offline_document() -> dict[str, Any]:
@@ -104,7 +109,8 @@ def _operation(document: dict[str, Any], method: str, path: str, op: dict[str, A
 def _stream_events(document: dict[str, Any]) -> list[str]:
     response = document["paths"]["/v1/me/stream"]["get"]["responses"]["200"]
     events = response["content"]["text/event-stream"]["schema"]["x-sse-events"]
-    lines = ["## Stream events", "", response["description"], ""]
+    description = SCHEMA_LINK.sub(r"- `\1`: \2[\3](#\1)", response["description"])
+    lines = ["## Stream events", "", description, ""]
     for name, ref in events.items():
         schema = ref["$ref"].removeprefix(REF)
         example = document["components"]["schemas"][schema]["examples"][0]

@@ -1,4 +1,4 @@
-"""Reliable deliveries (Design 2, docs/designs.md): statuses, retry schedules and alert triggers."""
+"""Reliable deliveries (Design 2, docs/origins.md): statuses, retry schedules and alert triggers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The delayed queue (Design 5, docs/designs.md): PostgreSQL is the log, Redis does the timing.
+"""The delayed queue (Design 5, docs/origins.md): PostgreSQL is the log, Redis does the timing.
 
 A queue is one (tenant, name): every message belongs to one tenant, and every lookup by
 id names the tenant asking (another tenant's id answers exactly like a missing one).

@@ -1,4 +1,4 @@
-"""Reliable deliveries (Design 2, docs/designs.md): definitions, the outbox, confirm, replay.
+"""Reliable deliveries (Design 2, docs/origins.md): definitions, the outbox, confirm, replay.
 
 Library mode, for code that shares notifyhub's PostgreSQL::
 

@@ -1,4 +1,4 @@
-"""Rules (Design 3, docs/designs.md): relationships subscribe users; events render, publish."""
+"""Rules (Design 3, docs/origins.md): relationships subscribe users; events render, publish."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Topics (Design 1, docs/designs.md): PostgreSQL is the truth, Redis caches membership for sends.
+"""Topics (Design 1, docs/origins.md): PostgreSQL is the truth, Redis caches membership for sends.
 
 Every change runs in the caller's unit of work, takes the topic's row lock and a new
 version first, and writes the cache after the unit commits; the cache refuses versions

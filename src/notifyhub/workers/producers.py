@@ -1,7 +1,7 @@
 """Periodic producers: read-only SQL checks on an interval whose rows become notifications.
 
 Implementers add producers by configuration, without code (the restock design's "scan
-business tables for anomalies", docs/designs.md). Each row is rendered with the same
+business tables for anomalies", docs/origins.md). Each row is rendered with the same
 sandboxed templates as rules; a row whose dedupe key was notified within the window is
 skipped.
 """
