@@ -106,6 +106,24 @@ def _not_now(exc: BaseException) -> bool:
     return state[:2] in NOT_NOW_CLASSES or state in NOT_NOW_STATES
 
 
+_LAYERS: dict[str, Dependency] = {"notifyhub.store": "redis", "notifyhub.db": "postgres"}
+"""Our own code over each store: a wait there is a wait on it (a request sharing another's
+rate-limit ask waits on a future of the store layer, not in the driver)."""
+
+
+def waited_on(exc: TimeoutError) -> Dependency | None:
+    """The store a request was waiting on when its deadline (`asyncio.timeout`) ran out:
+    the innermost frame of a driver or of our layer over it where the cancellation struck
+    (`exc` is raised from it)."""
+    cancelled = exc.__cause__ or exc.__context__
+    found = None
+    for frame, _ in traceback.walk_tb(cancelled.__traceback__ if cancelled else None):
+        module = str(frame.f_globals.get("__name__", ""))
+        layer = ".".join(module.split(".", 2)[:2])
+        found = _DRIVERS.get(module.partition(".")[0]) or _LAYERS.get(layer) or found
+    return found
+
+
 def _raised_by(exc: BaseException) -> Dependency | None:
     """Which store's driver raised a raw socket error (the innermost driver frame wins):
     asyncpg's connect and command timeouts reach us unwrapped by SQLAlchemy."""
