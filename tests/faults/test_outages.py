@@ -2,7 +2,7 @@
 problem+json within a client's 5 s timeout, the rest keeps working, and the hub
 recovers without a restart.
 
-Five outages, each on the scenario's own processes: PostgreSQL refusing (stopped),
+Five outages, each on the scenario's own processes: PostgreSQL stopped (refusing),
 PostgreSQL hanging (its processes SIGSTOPped: connections are accepted by the kernel and
 never answered), PostgreSQL refusing new connections and ending the hub's (what a
 restart, a failover or an operator's `pg_terminate_backend` does: `ALTER DATABASE ...
