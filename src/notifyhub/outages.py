@@ -7,6 +7,14 @@ the rate limiter admits while Redis is down).
 Outages are: refused or lost connections, connect and command timeouts, pool checkout
 timeouts, a server shutting down or refusing new clients, and PostgreSQL's statement
 timeout. A failed constraint or a syntax error is a bug or a conflict, never an outage.
+
+PostgreSQL's errors are told apart by SQLSTATE, never by message text: the classes that
+mean "not now" (`NOT_NOW_CLASSES`: connection exceptions, insufficient resources such as
+too many connections, operator intervention such as an admin shutdown or a server that
+cannot accept connections yet, and the statement timeout) and a serialization failure
+or deadlock (`NOT_NOW_STATES`: the transaction was rolled back, a retry may pass). A
+connect the server refuses for any reason (a database set to `ALLOW_CONNECTIONS false`
+answers 55000) is marked a disconnect by the engine (db/engine.py), so it is an outage too.
 """
 
 from __future__ import annotations
@@ -32,13 +40,20 @@ REDIS_OUTAGES: tuple[type[Exception], ...] = (
     redis_errors.TryAgainError,
     redis_errors.OutOfMemoryError,  # maxmemory reached with noeviction
 )
+NOT_NOW_CLASSES = frozenset({"08", "53", "57"})
+"""SQLSTATE classes of a PostgreSQL that cannot serve us now: 08 connection exception,
+53 insufficient resources (53300 too many connections), 57 operator intervention (57014
+statement timeout, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now,
+57P04 database dropped)."""
+NOT_NOW_STATES = frozenset({"40001", "40P01"})
+"""Serialization failure and deadlock: the transaction was rolled back; a retry may pass."""
 POSTGRES_OUTAGES: tuple[type[Exception], ...] = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.TooManyConnectionsError,
-    asyncpg.exceptions.QueryCanceledError,  # statement_timeout (a cancel we did not ask for)
+    # asyncpg's classes for the SQLSTATEs above (each class's errors subclass its base)
+    asyncpg.exceptions.PostgresConnectionError,  # 08
+    asyncpg.exceptions.InsufficientResourcesError,  # 53
+    asyncpg.exceptions.OperatorInterventionError,  # 57
+    asyncpg.exceptions.SerializationError,  # 40001
+    asyncpg.exceptions.DeadlockDetectedError,  # 40P01
     PoolTimeoutError,  # SQLAlchemy's pool: no connection free within pool_timeout
 )
 _DRIVERS: dict[str, Dependency] = {
@@ -52,7 +67,7 @@ def outage_of(exc: BaseException) -> Dependency | None:
     """The store `exc` says is unavailable, or None when it is not an outage."""
     if isinstance(exc, REDIS_OUTAGES):
         return "redis"
-    if isinstance(exc, POSTGRES_OUTAGES):
+    if isinstance(exc, POSTGRES_OUTAGES) or _not_now(exc):
         return "postgres"
     if isinstance(exc, DBAPIError):
         return "postgres" if _is_connection_failure(exc) else None
@@ -79,7 +94,34 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _is_connection_failure(exc: DBAPIError) -> bool:
     if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
         return True
-    return any(isinstance(e, (*POSTGRES_OUTAGES, OSError)) for e in _chain(exc))
+    return any(isinstance(e, (*POSTGRES_OUTAGES, OSError)) or _not_now(e) for e in _chain(exc))
+
+
+def _not_now(exc: BaseException) -> bool:
+    """Whether the error's SQLSTATE (asyncpg's `sqlstate`, a DBAPI error's `pgcode`) says
+    PostgreSQL cannot serve us now, rather than that the request or our SQL is wrong."""
+    state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+    if not isinstance(state, str):
+        return False
+    return state[:2] in NOT_NOW_CLASSES or state in NOT_NOW_STATES
+
+
+_LAYERS: dict[str, Dependency] = {"notifyhub.store": "redis", "notifyhub.db": "postgres"}
+"""Our own code over each store: a wait there is a wait on it (a request sharing another's
+rate-limit ask waits on a future of the store layer, not in the driver)."""
+
+
+def waited_on(exc: TimeoutError) -> Dependency | None:
+    """The store a request was waiting on when its deadline (`asyncio.timeout`) ran out:
+    the innermost frame of a driver or of our layer over it where the cancellation struck
+    (`exc` is raised from it)."""
+    cancelled = exc.__cause__ or exc.__context__
+    found = None
+    for frame, _ in traceback.walk_tb(cancelled.__traceback__ if cancelled else None):
+        module = str(frame.f_globals.get("__name__", ""))
+        layer = ".".join(module.split(".", 2)[:2])
+        found = _DRIVERS.get(module.partition(".")[0]) or _LAYERS.get(layer) or found
+    return found
 
 
 def _raised_by(exc: BaseException) -> Dependency | None:

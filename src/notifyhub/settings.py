@@ -194,6 +194,11 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(2.0, gt=0)
     """A request's Redis command (or pipeline) fails after this long without a reply (a
     503); a refused connection fails at once (after three quick retries)."""
+    request_deadline_s: float = Field(3.5, gt=0)
+    """Every request starts its answer within this long, whatever Redis and PostgreSQL do:
+    past it, its store calls are cancelled and it answers 503 (api/deadline.py). One
+    budget for all of a request's calls, below a client's usual 5 s timeout; an event
+    stream's applies to its opening, a long poll's to each of its rounds."""
     redis_pubsub_shards: int = Field(16, ge=1, le=1024)
     """Sharded Pub/Sub channels on a Redis Cluster (every process must agree)."""
     redis_wait_replicas: int = Field(0, ge=0)

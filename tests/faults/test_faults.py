@@ -2,10 +2,11 @@
 while they run, and the checker classifies each id as delivered, duplicated or lost.
 
 Promises checked: no acknowledged delayed message or outbound delivery (webhook) is ever
-lost; no inbox notification is lost across hub kills, Pub/Sub drops and PostgreSQL
-restarts; the hub recovers without a restart. Redis-only inbox mode may lose inbox data
-when Redis loses data: reported. When Redis loses every inbox under 20 live streams, no
-stream may silently miss what comes after: it sends it, or a `reset` (support/streams.py).
+lost; no inbox notification is lost across hub kills, Pub/Sub drops, PostgreSQL
+restarts or refusing connections, and Redis frozen; the hub recovers without a restart.
+Redis-only inbox mode may lose inbox data when Redis loses data: reported. When Redis
+loses every inbox under 20 live streams, no stream may silently miss what comes after:
+it sends it, or a `reset` (support/streams.py).
 A snooze survives a durable-mode FLUSHALL and a kill -9 with AOF: hidden until its time,
 then back in the list and streamed as resurfaced once, at its time (`SnoozeWorkload`).
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from support.faultenv import FaultEnv
+from support.faultenv import FaultEnv, frozen, refusing_connections
 from support.history import History, Verdict
 from support.streams import LiveStreamsWorkload
 from support.workloads import (
@@ -87,6 +88,30 @@ async def kill_redis(env: FaultEnv) -> None:
     await asyncio.to_thread(env.redis.start)
 
 
+REFUSING_S = 15.0
+"""How long PostgreSQL refuses the hub (the issue's probe: 15 s)."""
+FROZEN_S = 10.0
+"""How long Redis stays SIGSTOPped (the issue's probe: 10 s)."""
+
+
+async def refuse_postgres(env: FaultEnv) -> None:
+    """The hub's database refuses new connections and its backends are terminated, as
+    a restart, a failover or `pg_terminate_backend` does (support/faultenv.py)."""
+    until = asyncio.get_running_loop().time() + REFUSING_S
+    async with refusing_connections(env):
+        await _assert_unready(env, "postgres")
+        await asyncio.sleep(max(0.0, until - asyncio.get_running_loop().time()))
+
+
+async def freeze_redis(env: FaultEnv) -> None:
+    """Redis SIGSTOPped: connections accepted by the kernel, nothing answered."""
+    assert env.redis.proc is not None
+    until = asyncio.get_running_loop().time() + FROZEN_S
+    with frozen([env.redis.proc.pid]):
+        await _assert_unready(env, "redis")
+        await asyncio.sleep(max(0.0, until - asyncio.get_running_loop().time()))
+
+
 async def flush_redis(env: FaultEnv) -> None:
     client = env.redis.client()
     try:
@@ -150,6 +175,11 @@ SCENARIOS = [
     ),
     Scenario("Pub/Sub CLIENT KILL", kill_pubsub),
     Scenario("PostgreSQL stop -m immediate + start", restart_postgres),
+    Scenario(
+        "PostgreSQL refusing connections 15 s (ALLOW_CONNECTIONS false + pg_terminate_backend)",
+        refuse_postgres,
+    ),
+    Scenario("Redis SIGSTOP 10 s", freeze_redis),
     Scenario("Redis kill -9 + restart (AOF everysec)", kill_redis, inbox_survives=False),
     Scenario("Redis kill -9 + restart (no AOF)", kill_redis, False, inbox_survives=False),
     Scenario("Redis FLUSHALL", flush_redis, inbox_survives=False),

@@ -1,5 +1,5 @@
 """The engine on real PostgreSQL: closed pooled connections are replaced without a ping,
-relaxed commits only where asked, autocommitted statements."""
+relaxed commits only where asked, autocommitted statements, refused connects are outages."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from notifyhub.db.engine import autocommit, create_engine, create_sessionmaker
+from notifyhub.outages import outage_of
 
 
 def _dsn(database_url: str) -> str:
@@ -75,3 +77,24 @@ async def test_an_autocommitted_statement_is_committed_when_it_returns(
         async with sessionmaker() as other:  # another connection already sees it
             assert (await other.execute(text(f"SELECT n FROM {name}"))).scalar_one() == 1
         await session.execute(text(f"DROP TABLE {name}"))
+
+
+async def test_a_connect_the_server_refuses_is_an_outage_a_bad_statement_is_not(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """Whatever SQLSTATE the server refuses a connection with (3D000 here, 55000 for a
+    database set to `ALLOW_CONNECTIONS false`), the hub cannot reach PostgreSQL: a 503.
+    A statement the server rejects on a working connection is our bug: not an outage."""
+    missing = create_engine(database_url.rsplit("/", 1)[0] + "/nh_no_such_database")
+    try:
+        with pytest.raises(DBAPIError) as refused:
+            async with missing.connect():
+                pass
+    finally:
+        await missing.dispose()
+    assert refused.value.connection_invalidated
+    assert outage_of(refused.value) == "postgres"
+    with pytest.raises(DBAPIError) as rejected:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELEC 1"))
+    assert outage_of(rejected.value) is None

@@ -1,5 +1,6 @@
-"""A TCP proxy in front of a hub whose connections a test can cut: a real dropped
-connection (the client sees the socket close mid-stream), not a mock."""
+"""A TCP proxy in front of a hub (or a store) whose connections a test can cut: a real
+dropped connection (the client sees the socket close mid-stream), not a mock; or freeze:
+connections stay open and nothing passes either way, as with a hung peer."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class CuttableProxy:
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @property
     def url(self) -> str:
@@ -37,6 +40,15 @@ class CuttableProxy:
 
     def resume(self) -> None:
         self._refusing = False
+
+    def freeze(self) -> None:
+        """Hold every byte, either way, until `thaw`: connections (new ones too) open and
+        stay open, and nothing is answered, as from a SIGSTOPped server."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Pass on what was held, and everything after."""
+        self._flowing.set()
 
     async def close(self) -> None:
         self.cut()
@@ -71,6 +83,7 @@ class CuttableProxy:
         head = b""
         with contextlib.suppress(ConnectionError, asyncio.CancelledError):
             while chunk := await reader.read(65536):
+                await self._flowing.wait()
                 if record and b"\r\n\r\n" not in head:
                     head += chunk
                     if b"\r\n\r\n" in head:

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp
 
 from notifyhub import __version__, features
 from notifyhub.api.cors import ProblemCORSMiddleware
+from notifyhub.api.deadline import RequestDeadline
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
 from notifyhub.api.errors import install_error_handlers
@@ -252,16 +253,20 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics, *, tr
         "allow_headers": ["*"],
     }
     max_body_bytes = settings.limits.max_body_bytes
+    deadline = {"seconds": settings.request_deadline_s, "metrics": metrics}
     app.add_middleware(Handoff)
     if settings.fast_paths and traced:
         app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
+    app.add_middleware(RequestDeadline, **deadline)  # type: ignore[arg-type]
     app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(ProblemCORSMiddleware, **cors)  # type: ignore[arg-type]
     app.add_middleware(RequestMetrics, metrics=metrics)
     if not settings.fast_paths:
         return
-    streams: ASGIApp = StreamFastPath(app.exception_handlers)
+    streams: ASGIApp = StreamFastPath(
+        app.exception_handlers, deadline_s=settings.request_deadline_s
+    )
     streams = RequestLimits(streams, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
         streams = ProblemCORSMiddleware(streams, **cors)  # type: ignore[arg-type]
@@ -269,6 +274,7 @@ def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics, *, tr
     if traced:
         return
     publish: ASGIApp = PublishFastPath(app.route, app.exception_handlers, outermost=True)
+    publish = RequestDeadline(publish, seconds=settings.request_deadline_s, metrics=metrics)
     publish = RequestLimits(publish, max_body_bytes=max_body_bytes)
     if settings.cors_origins:
         publish = ProblemCORSMiddleware(publish, **cors)  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ FastAPI (to compare the two in the bench and in tests/integration/test_route_par
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -49,12 +50,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from notifyhub.api.deadline import late_answer
 from notifyhub.api.deps import State
 from notifyhub.api.errors import domain_problem, unavailable
 from notifyhub.api.limits import replay
 from notifyhub.api.observe import record
 from notifyhub.api.routers import notifications, stream
 from notifyhub.errors import NotifyhubError
+from notifyhub.metrics import Metrics
 from notifyhub.outages import outage_of
 
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -132,9 +135,11 @@ class StreamFastPath:
     stays around its `send`. An unexpected error before the 200 is answered 500 by the
     app's handler and raised on, as Starlette's error middleware does."""
 
-    def __init__(self, handlers: Mapping[Any, Handler]) -> None:
+    def __init__(self, handlers: Mapping[Any, Handler], *, deadline_s: float | None = None) -> None:
         self.handlers = handlers
         """The app's exception handlers (the one for Exception answers a bug)."""
+        self.deadline_s = deadline_s
+        """How long a stream may take to open (api/deadline.py); None: unbounded."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         return self._stream(scope, receive, send)
@@ -143,33 +148,51 @@ class StreamFastPath:
         scope["route"] = STREAM_ROUTE
         metrics, started = scope["state"]["metrics"], time.perf_counter()
         opened = False
+        # The request deadline, until the 200: no wrapper around `send` for the stream's life.
+        deadline = asyncio.timeout(self.deadline_s)
 
         def count(status: int) -> None:
             nonlocal opened
             opened = True
             record(metrics, "GET", stream.PATH, status, time.perf_counter() - started)
 
+        def streaming(status: int) -> None:
+            if not deadline.expired():
+                deadline.reschedule(None)  # open: the stream lives on
+            count(status)
+
         try:
-            response = await stream.serve(Request(scope))
-            response.on_start = count
-            # The scope's own copy of the app state (uvicorn copies its ~20 entries for
-            # every request, about 1 KiB) would live as long as the stream, unused.
-            scope["state"] = {}
-            scope["headers"] = ()  # read, and as long-lived (api/protocol.py)
-            await response(scope, receive, send)  # raises only before its 200, or a bug
+            async with deadline:
+                response = await stream.serve(Request(scope))
+                response.on_start = streaming
+                # The scope's own copy of the app state (uvicorn copies its ~20 entries
+                # for every request, about 1 KiB) would live as long as the stream, unused.
+                scope["state"] = {}
+                scope["headers"] = ()  # read, and as long-lived (api/protocol.py)
+                await response(scope, receive, send)  # raises only before its 200, or a bug
         except NotifyhubError as exc:
             await domain_problem(exc)(scope, receive, _counting(send, count))
         except Exception as exc:
-            dependency = outage_of(exc)
-            if dependency is not None:  # a 503 if it is not streaming yet, else it ends
+            late = deadline.expired() and isinstance(exc, TimeoutError)
+            if late or outage_of(exc) is not None:  # a 503 if not streaming yet, else it ends
                 if not opened:
-                    answer = unavailable(dependency, metrics)
+                    answer = self._unavailable(scope, exc, metrics, late=late)
                     await answer(scope, receive, _counting(send, count))
                 return
             if not opened:
                 problem = await _answer(self.handlers[Exception], Request(scope, receive), exc)
                 await problem(scope, receive, _counting(send, count))
             raise
+
+    def _unavailable(
+        self, scope: Scope, exc: Exception, metrics: Metrics, *, late: bool
+    ) -> Response:
+        """The 503 of a stream that could not open: a store is down, or its deadline ran
+        out (`late`) while it waited on one."""
+        if late:
+            assert isinstance(exc, TimeoutError)
+            return late_answer(scope, exc, self.deadline_s or 0, metrics)
+        return unavailable(outage_of(exc), metrics)
 
 
 async def _answer(handler: Handler, request: Request, exc: Exception) -> Response:

@@ -57,6 +57,12 @@ def _socket_failure_disconnects(context: ExceptionContext) -> None:
     if isinstance(context.original_exception, OSError):  # TimeoutError is an OSError
         context.is_disconnect = True
         context.invalidate_pool_on_disconnect = False
+    elif context.connection is None and not context.is_pre_ping:
+        # No connection: the server refused to open one, whatever its SQLSTATE says
+        # (55000 for a database set to `ALLOW_CONNECTIONS false`, 3D000 for one dropped,
+        # 28P01 for a password rotated under us). For the hub that is PostgreSQL being
+        # unavailable (outages.py reads `connection_invalidated`), not a bug of ours.
+        context.is_disconnect = True
 
 
 def _abort_invalidated(

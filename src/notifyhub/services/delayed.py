@@ -27,6 +27,7 @@ from pydantic import JsonValue
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
+from notifyhub import deadline as request_deadline
 from notifyhub.db.models import DelayedMessage
 from notifyhub.db.repositories import delayed as repo
 from notifyhub.db.repositories.delayed import FINISHED
@@ -322,6 +323,7 @@ class DelayedService:
         """Long-poll one queue: return as soon as something is ready, or [] after `wait_s`."""
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
+            request_deadline.renew()  # each round's Redis calls get the request's budget
             started_ns = time.time_ns() if self._tracing.enabled else 0
             found = await self._reserve(queue, max_messages)
             if found and self._tracing.enabled:  # the reads that found nothing: no span
