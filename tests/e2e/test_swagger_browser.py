@@ -1,6 +1,6 @@
 """`/docs` and `/redoc` render their operations in Chromium with every host but the hub's
-blocked, and ask nothing of any other host: they work behind a firewall. The screenshot is `docs/swagger-offline.png` when
-NOTIFYHUB_UPDATE_SCREENSHOT=1."""
+blocked, and ask nothing of any other host: they work behind a firewall. The screenshot
+is `docs/swagger-offline.png` when NOTIFYHUB_UPDATE_SCREENSHOT=1."""
 
 from __future__ import annotations
 
