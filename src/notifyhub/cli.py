@@ -256,7 +256,7 @@ def migrate() -> None:
     from notifyhub.db.migrate import upgrade_head
 
     upgrade_head(_database_url(_store_settings()))
-    _console().print("migrations applied")
+    typer.echo("migrations applied")
 
 
 @app.command()
@@ -272,7 +272,7 @@ def restore() -> None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
     _database_url(settings)
     asyncio.run(restore_redis(settings))
-    _console().print("Redis restored from PostgreSQL")
+    typer.echo("Redis restored from PostgreSQL")
 
 
 @apikey_app.command("create")
@@ -292,7 +292,7 @@ def apikey_create(
         )
     except NotifyhubError as exc:
         raise typer.BadParameter(exc.detail) from exc
-    _console().print(key)
+    typer.echo(key)
 
 
 def _iso(moment: datetime | None) -> str:
@@ -327,7 +327,7 @@ def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) 
 
     if not _with_session(_store_settings(), lambda s: apikeys.revoke_key(s, name)):
         raise typer.BadParameter(f"no active key named {name!r}")
-    _console().print(f"revoked {name}")
+    typer.echo(f"revoked {name}")
 
 
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -371,7 +371,7 @@ def token(
     if settings.jwt_secret is None and settings.embedded:
         settings = type(settings)(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
     minted = TokenService(settings).mint_user_token(user, tenant, lifetime_s)
-    _console().print(minted, markup=False, highlight=False)
+    typer.echo(minted)
     until = _iso(datetime.now(UTC) + timedelta(seconds=lifetime_s))
     typer.echo(f"valid {_duration(lifetime_s)}, until {until}", err=True)
 
