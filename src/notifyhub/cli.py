@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import secrets
+import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from notifyhub.datalock import DataDirBusy, DataDirLock
-from notifyhub.db.engine import create_engine, create_sessionmaker
-from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
-from notifyhub.embedded import (
-    EmbeddedServers,
-    EmbeddedUnavailable,
-    publish_stores,
-    require_extra,
-    running_stores,
-)
-from notifyhub.errors import NotifyhubError
-from notifyhub.services import apikeys
-from notifyhub.services.tokens import TokenService
-from notifyhub.settings import Settings
+
+if TYPE_CHECKING:  # imported where used: `notifyhub --help` loads none of them
+    from rich.console import Console
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from notifyhub.settings import Settings
 
 app = typer.Typer(
     help="notifyhub: a notification hub with live Server-Sent Events.", no_args_is_help=True
@@ -38,11 +27,27 @@ apikey_app = typer.Typer(help="Create, list and revoke service API keys.", no_ar
 app.add_typer(apikey_app, name="apikey")
 producers_app = typer.Typer(help="Periodic producers (SQL checks).", no_args_is_help=True)
 app.add_typer(producers_app, name="producers")
-console = Console()
 T = TypeVar("T")
 
 DEV_USER = "alice"
 DEV_TOKEN_TTL_S = 30 * 24 * 3600
+"""The lifetime of the user token `make run` prints (the demo link keeps working)."""
+TOKEN_TTL_S = 3600
+"""`notifyhub token`'s default lifetime: a token minted at hand for a curl session."""
+
+
+def _console() -> Console:
+    """Where the CLI prints: lines never wrapped, and a table as wide as it needs when
+    the output is not a terminal (a log file, a pipe)."""
+    from rich.console import Console
+
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1000)
+
+
+def _settings() -> Settings:
+    from notifyhub.settings import Settings
+
+    return Settings()
 
 
 def _database_url(settings: Settings) -> str:
@@ -54,7 +59,7 @@ def _database_url(settings: Settings) -> str:
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(message, style="red", markup=False, soft_wrap=True)
+    _console().print(message, style="red", markup=False)
     return typer.Exit(1)
 
 
@@ -62,9 +67,11 @@ def _store_settings() -> Settings:
     """The settings a command that reads the stores runs with. With no store URL set
     (embedded mode), the stores of the hub running on NOTIFYHUB_DATA_DIR, found through
     the `stores.json` it wrote; with none running, what to do instead."""
-    settings = Settings()
+    settings = _settings()
     if not settings.embedded:
         return settings
+    from notifyhub.embedded import running_stores
+
     data_dir = settings.data_dir.resolve()
     found = running_stores(data_dir)
     if found is None:
@@ -78,10 +85,14 @@ def _store_settings() -> Settings:
     update: dict[str, object] = {"redis_url": found.redis_url, "database_url": found.database_url}
     if settings.jwt_secret is None and settings.jwt_algorithm == "HS256":
         update.update(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
-    return Settings.model_validate({**settings.model_dump(), **update})
+    return settings.model_validate({**settings.model_dump(), **update})
 
 
 def _with_session(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    import asyncio
+
+    from notifyhub.db.engine import create_engine, create_sessionmaker
+
     async def run() -> T:
         engine = create_engine(_database_url(settings))
         try:
@@ -105,12 +116,19 @@ def _dev_secret(data_dir: Path) -> str:
 def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack) -> Settings:
     """Lock the data directory, start the stores and say where they listen (`stores.json`,
     for the CLI in another terminal); `stack` undoes all three."""
+    from notifyhub.datalock import DataDirBusy, DataDirLock
+    from notifyhub.embedded import (
+        EmbeddedServers,
+        EmbeddedUnavailable,
+        publish_stores,
+        require_extra,
+    )
+
     try:
         require_extra()
         lock = DataDirLock.acquire(settings.data_dir, url)
     except (EmbeddedUnavailable, DataDirBusy) as exc:
-        console.print(str(exc), style="red", markup=False, soft_wrap=True)
-        raise typer.Exit(1) from exc
+        raise _fail(str(exc)) from exc
     stack.callback(lock.release)
     servers = EmbeddedServers.start(settings.data_dir)
     stack.callback(servers.stop)
@@ -121,7 +139,7 @@ def _embedded_settings(settings: Settings, url: str, stack: contextlib.ExitStack
     }
     if settings.jwt_secret is None and settings.jwt_algorithm == "HS256":
         update.update(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
-    return Settings.model_validate({**settings.model_dump(), **update})
+    return settings.model_validate({**settings.model_dump(), **update})
 
 
 DEV_KEYS = (
@@ -134,6 +152,9 @@ DEV_KEYS = (
 
 def _dev_key(settings: Settings, label: str, scope: Scope, path: Path) -> str:
     """The dev key kept in `path`, made (unbound, named `dev-<label>`) if missing."""
+    from notifyhub.errors import NotifyhubError
+    from notifyhub.services import apikeys
+
     if not path.exists():
 
         async def make(session: AsyncSession) -> str:
@@ -157,23 +178,30 @@ def _dev_credentials(settings: Settings, url: str) -> Callable[[], None]:
     """First embedded start: make an admin, a publish and a consume key. Returns what
     prints them, a user token and the demo URL (called once the hub listens, so they are
     the last lines of the start-up)."""
+    from notifyhub.services.tokens import TokenService
+
     keys = [
         (label, _dev_key(settings, label, scope, settings.data_dir / file))
         for label, scope, file in DEV_KEYS
     ]
     token = TokenService(settings).mint_user_token(DEV_USER, ttl_s=DEV_TOKEN_TTL_S)
+    lifetime = _duration(DEV_TOKEN_TTL_S)
 
     def show() -> None:
+        console = _console()
         console.print("[bold green]notifyhub (embedded dev mode)[/]")
         for label, key in keys:
-            console.print(f"  {label + ' API key':<15} : [cyan]{key}[/]", soft_wrap=True)
-        console.print(
-            f"  user token      : [cyan]{token}[/]  (user {DEV_USER!r}, 30 days)", soft_wrap=True
-        )
-        console.print(f"  demo inbox      : {url}/demo#token={token}", soft_wrap=True)
+            console.print(f"  {label + ' API key':<15} : [cyan]{key}[/]")
+        who = f"user {DEV_USER!r}, valid {lifetime}"
+        console.print(f"  user token      : [cyan]{token}[/]  ({who})")
+        console.print(f"  demo inbox      : {url}/demo#token={token}")
         console.print(f"  data, logs      : {settings.data_dir.resolve()}  (Ctrl-C stops it all)")
         console.print(
             "  more keys       : notifyhub apikey create --name N --scope S (another terminal)"
+        )
+        console.print(
+            f"  more tokens     : notifyhub token --user U (valid {_duration(TOKEN_TTL_S)}; "
+            "--ttl 30d for longer)"
         )
 
     return show
@@ -191,7 +219,10 @@ def serve(
     ] = False,
 ) -> None:
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
+    import logging
+
     from notifyhub.api.app import create_app
+    from notifyhub.db.migrate import upgrade_head
     from notifyhub.process.gc import CollectorPolicy
     from notifyhub.process.server import HubServer, exit_on_signals
     from notifyhub.process.supervisor import run_workers, server_config
@@ -199,7 +230,7 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = Settings()
+    settings = _settings()
     url = f"http://{host}:{port}"
     embedded = settings.embedded
     with exit_on_signals(), contextlib.ExitStack() as stack:
@@ -222,14 +253,18 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply database migrations (idempotent)."""
+    from notifyhub.db.migrate import upgrade_head
+
     upgrade_head(_database_url(_store_settings()))
-    console.print("migrations applied")
+    typer.echo("migrations applied")
 
 
 @app.command()
 def restore() -> None:
     """Rebuild Redis from PostgreSQL: topic caches, preferences, the delayed queue and,
     in durable inbox mode, every inbox (idempotent; safe while the hub runs)."""
+    import asyncio
+
     from notifyhub.features import restore_redis
 
     settings = _store_settings()
@@ -237,7 +272,7 @@ def restore() -> None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
     _database_url(settings)
     asyncio.run(restore_redis(settings))
-    console.print("Redis restored from PostgreSQL")
+    typer.echo("Redis restored from PostgreSQL")
 
 
 @apikey_app.command("create")
@@ -247,6 +282,9 @@ def apikey_create(
     tenant: Annotated[str | None, typer.Option(help="Bind the key to one tenant.")] = None,
 ) -> None:
     """Create a key and print it once (it is stored hashed)."""
+    from notifyhub.errors import NotifyhubError
+    from notifyhub.services import apikeys
+
     try:
         key = _with_session(
             _store_settings(),
@@ -254,19 +292,32 @@ def apikey_create(
         )
     except NotifyhubError as exc:
         raise typer.BadParameter(exc.detail) from exc
-    console.print(key, soft_wrap=True)
+    typer.echo(key)
+
+
+def _iso(moment: datetime | None) -> str:
+    """A full RFC 3339 time in UTC with milliseconds, as the API shows times ('' none)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @apikey_app.command("list")
 def apikey_list() -> None:
-    """List keys: names, scopes, tenants; never the keys."""
+    """List keys: names, scopes, tenants, when made and revoked (UTC); never the keys."""
+    from rich.table import Table
+
+    from notifyhub.services import apikeys
+
     keys = _with_session(_store_settings(), apikeys.list_keys)
-    table = Table("name", "scope", "tenant", "created", "revoked")
+    table = Table("name", "scope", "tenant")
+    for column in ("created", "revoked"):
+        table.add_column(column, no_wrap=True, min_width=24)
     for k in keys:
         table.add_row(
-            k.name, k.scope.value, k.tenant or "*", str(k.created_at), str(k.revoked_at or "")
+            k.name, k.scope.value, k.tenant or "*", _iso(k.created_at), _iso(k.revoked_at)
         )
-    console.print(table)
+    _console().print(table)
 
 
 @apikey_app.command("revoke")
@@ -277,6 +328,10 @@ def apikey_revoke(
     ] = None,
 ) -> None:
     """Revoke a key: running hubs refuse it at once and end the tails it opened."""
+    import asyncio
+
+    from notifyhub.services import apikeys
+
     settings = _store_settings()
     key_id = _with_session(settings, lambda s: apikeys.revoke_key(s, name, tenant))
     if key_id is None:
@@ -284,9 +339,29 @@ def apikey_revoke(
     try:
         asyncio.run(_tell_hubs(settings, key_id))
     except Exception as exc:  # revoked all the same: hubs see it within their key cache TTL
-        console.print(f"revoked {name}; running hubs could not be told at once ({exc})")
+        typer.echo(f"revoked {name}; running hubs could not be told at once ({exc})")
         return
-    console.print(f"revoked {name}")
+    typer.echo(f"revoked {name}")
+
+
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(ttl: str) -> int:
+    """`3600`, `90s`, `45m`, `1h` or `30d` in seconds."""
+    number, unit = (ttl[:-1], ttl[-1]) if ttl[-1:] in _UNITS_S else (ttl, "s")
+    if not number.isdigit() or int(number) == 0:
+        raise typer.BadParameter(f"{ttl!r}: give seconds or a number and s, m, h or d (1h)")
+    return int(number) * _UNITS_S[unit]
+
+
+def _duration(seconds: int) -> str:
+    """`30 days`, `1 hour`, `90 seconds`: the largest whole unit."""
+    for name, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {name}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
 
 
 async def _tell_hubs(settings: Settings, key_id: str) -> None:
@@ -302,13 +377,26 @@ async def _tell_hubs(settings: Settings, key_id: str) -> None:
 def token(
     user: Annotated[str, typer.Option(help="The user id (`sub`).")],
     tenant: Annotated[str, typer.Option(help="The tenant claim.")] = "default",
-    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 3600,
+    ttl: Annotated[
+        str,
+        typer.Option(
+            help="Lifetime: seconds, or a number and s, m, h or d (`30d`: as long as the "
+            "token `make run` prints).",
+        ),
+    ] = "1h",
 ) -> None:
-    """Mint a development user token (HS256 secret only)."""
-    settings = Settings()
+    """Mint a development user token (HS256 secret only), valid 1 hour unless --ttl says
+    otherwise. The token goes to stdout, its lifetime to stderr."""
+    from notifyhub.services.tokens import TokenService
+
+    lifetime_s = _seconds(ttl)
+    settings = _settings()
     if settings.jwt_secret is None and settings.embedded:
-        settings = Settings(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
-    console.print(TokenService(settings).mint_user_token(user, tenant, ttl), soft_wrap=True)
+        settings = type(settings)(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
+    minted = TokenService(settings).mint_user_token(user, tenant, lifetime_s)
+    typer.echo(minted)
+    until = _iso(datetime.now(UTC) + timedelta(seconds=lifetime_s))
+    typer.echo(f"valid {_duration(lifetime_s)}, until {until}", err=True)
 
 
 @producers_app.command("check")
@@ -316,12 +404,14 @@ def producers_check(
     path: Annotated[Path, typer.Argument(help="The producers YAML file.", exists=True)],
 ) -> None:
     """Validate a producers file: schema, read-only queries, templates."""
+    from notifyhub.errors import NotifyhubError
     from notifyhub.workers.producers import load
 
+    console = _console()
     try:
         found = load(path)
     except NotifyhubError as exc:
-        console.print(f"[red]invalid[/]: {exc.detail}", soft_wrap=True)
+        console.print(f"[red]invalid[/]: {exc.detail}")
         raise typer.Exit(1) from exc
     for producer in found:
         console.print(

@@ -65,6 +65,19 @@ async def screen(page: Any, hash_: str) -> None:
     await page.wait_for_function(READY)
 
 
+async def test_the_login_page_shows_only_the_login(page: Any, browser_hub: Any) -> None:
+    """Before a key is given, the navigation and the screens stay hidden (the `hidden`
+    attribute wins over the layout's `display: flex`)."""
+    await page.goto(f"{browser_hub.base_url}/console")
+    await page.locator("#login-form").wait_for(state="visible")
+    assert await page.locator("#nav").is_hidden()
+    assert await page.locator("#app").is_hidden()
+    assert await page.evaluate("getComputedStyle(document.getElementById('app')).display") == (
+        "none"
+    )
+    assert page.errors == []
+
+
 async def test_console_login_user_trace_delivery_and_keys(
     page: Any,
     browser_hub: Any,

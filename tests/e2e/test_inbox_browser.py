@@ -129,6 +129,8 @@ async def test_snooze_bodies_and_list_membership(library_page: Any) -> None:
         ({}, {"status": "snoozed"}, None, False),
         ({}, {"pinned": True}, None, False),
         ({"pinned": True}, {"pinned": True}, None, True),
+        ({}, {"pinned": False}, None, True),
+        ({"pinned": True}, {"pinned": False}, None, False),
         ({}, {"tagsAny": ["eu", "us"], "tagsAll": ["invoice"]}, None, True),
         ({}, {"tagsAll": ["invoice", "us"]}, None, False),
         ({}, {"severityAtLeast": "error"}, None, False),

@@ -190,6 +190,39 @@ async def test_inbox_lists_receives_marks_read_and_counts(
     assert sample.problems == []
 
 
+async def test_inbox_renders_markdown_bodies(
+    sample_page: tuple[Any, str, str], origin: str, publish_key: str, make_token: Any
+) -> None:
+    """A markdown body shows rendered (notifyhub.js's `renderBody`: markdown-it and
+    DOMPurify, loaded from the hub by the provider); a text body stays text."""
+    context, url, hub_url = sample_page
+    user = f"react-md-{origin}"
+    ids = {}
+    async with httpx.AsyncClient(base_url=hub_url) as client:
+        for name, fields in (
+            ("markdown", {"body": "Invoice **42** is `overdue`", "body_format": "markdown"}),
+            ("text", {"body": "a **literal** star"}),
+        ):
+            body = {"recipients": {"users": [user]}, "title": name, **fields}
+            answer = await client.post(
+                "/v1/notifications", json=body, headers={"Authorization": f"Bearer {publish_key}"}
+            )
+            assert answer.status_code == 202, answer.text
+            ids[name] = answer.json()["id"]
+
+    sample = Sample(await context.new_page())
+    await sample.page.goto(f"{url}#hub={hub_url}&token={make_token(user)}")
+    rendered = sample.item(ids["markdown"]).locator("[data-nh=body] strong")
+    await rendered.wait_for()
+    assert await rendered.text_content() == "42"
+    code = sample.item(ids["markdown"]).locator("[data-nh=body] code")
+    assert await code.text_content() == "overdue"
+    text = sample.item(ids["text"]).locator("[data-nh=body]")
+    assert await text.text_content() == "a **literal** star"
+    assert await text.locator("strong").count() == 0
+    assert sample.problems == []
+
+
 # ---- a view's list: live notifications outside the view stay out ------------------------
 
 RECORD_RECEIVED = """() => {

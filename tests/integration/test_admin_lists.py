@@ -132,6 +132,23 @@ async def test_queues_count_delayed_ready_and_in_flight(
     assert elsewhere.status_code == 403
 
 
+async def test_internal_queues_are_listed_only_when_asked(
+    hub: Any, create_key: CreateKey, tenant: str
+) -> None:
+    admin, publish = await create_key("tl", "admin", tenant), await create_key("tp", "publish")
+    body = {"recipients": {"users": ["later"]}, "title": "later", "tenant": tenant, "delay": 3600}
+    answer = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish))
+    assert answer.status_code == 202, answer.text
+    queued = {"tenant": tenant, "queue": "jobs", "body": {}, "delay_ms": 3_600_000}
+    answer = await hub.client.post("/v1/delayed", json=queued, headers=_auth(publish))
+    assert answer.status_code == 201, answer.text
+    url = f"/v1/admin/queues?tenant={tenant}"
+    shown = (await hub.client.get(url, headers=_auth(admin))).json()["queues"]
+    assert [q["name"] for q in shown] == ["jobs"]
+    every = (await hub.client.get(f"{url}&internal=true", headers=_auth(admin))).json()
+    assert [q["name"] for q in every["queues"]] == ["jobs", "notifyhub.scheduled"]
+
+
 async def test_deliveries_filtered_and_paged(
     hub: Any, create_key: CreateKey, tenant: str, receiver: Receiver
 ) -> None:

@@ -442,3 +442,72 @@ async def test_concurrent_duplicates_send_once(
     assert accepted and all(a == accepted[0] for a in accepted)
     counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(make_token(user)))
     assert counts.json()["total"] == 1
+
+
+# --- the wording of refusals -------------------------------------------------------
+
+
+async def test_a_long_title_is_counted_in_characters(hub: Any, publish_key: str) -> None:
+    body = {"recipients": {"users": ["x"]}, "title": "x" * 5000}
+    response = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+    _assert_problem(response, 422)
+    error = response.json()["errors"][0]
+    assert error["field"] == "body.title" and error["type"] == "string_too_long"
+    assert error["message"] == "String should have at most 200 characters, not 5000"
+    assert "items" not in response.json()["detail"]
+
+
+async def test_malformed_json_names_its_place_not_a_field(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    raw = b'{"recipients": {"users": ["x"]},\n "title": "x",,}'
+    for path, method, key in (
+        ("/v1/notifications", "POST", publish_key),
+        ("/v1/me/preferences", "PUT", make_token("json")),
+    ):
+        headers = {**_auth(key), "content-type": "application/json"}
+        response = await hub.client.request(method, path, content=raw, headers=headers)
+        _assert_problem(response, 422)
+        where = "invalid JSON at line 2, column 15 (position 47)"
+        assert response.json()["detail"].startswith(f"request body is not valid JSON: {where}")
+        assert response.json()["errors"][0]["field"] == "body"
+
+
+async def test_json_without_a_content_type_is_read_as_json(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """No Content-Type: the body is read as JSON (as the publish fast path reads it); a
+    body of another type is refused saying what the hub wants."""
+    user = _auth(make_token("untyped"))
+    body = orjson.dumps({"recipients": {"users": ["untyped"]}, "title": "plain"})
+    published = await hub.client.post("/v1/notifications", content=body, headers=_auth(publish_key))
+    assert published.status_code == 202, published.text
+    put = await hub.client.put("/v1/me/preferences", content=b'{"locale": "pt"}', headers=user)
+    assert put.status_code == 200 and put.json()["locale"] == "pt"
+    typed = {**user, "content-type": "text/plain"}
+    refused = await hub.client.put("/v1/me/preferences", content=b'{"locale": "pt"}', headers=typed)
+    _assert_problem(refused, 422)
+    wanted = "the body must be a JSON object (sent with Content-Type: application/json)"
+    assert refused.json()["detail"] == f"body: {wanted}"
+
+
+async def test_the_wrong_kind_of_credential_is_named(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    body = {"recipients": {"users": ["x"]}, "title": "t"}
+    token = make_token("kind")
+    as_key = await hub.client.post("/v1/notifications", json=body, headers=_auth(token))
+    _assert_problem(as_key, 401)
+    assert as_key.json()["detail"] == (
+        "this route takes an API key (nh_...); the credential sent is a user token"
+    )
+    for path in ("/v1/me/notifications", "/v1/me/stream"):
+        as_token = await hub.client.get(path, headers=_auth(publish_key))
+        _assert_problem(as_token, 401)
+        assert as_token.json()["detail"] == (
+            "this route takes a user token (a JWT); the credential sent is an API key"
+        )
+    stream = await hub.client.get(f"/v1/me/stream?access_token={publish_key}")
+    assert "the credential sent is an API key" in stream.json()["detail"]
+    garbage = await hub.client.post("/v1/notifications", json=body, headers=_auth("nh_x_y"))
+    assert garbage.json()["detail"] == "invalid API key"

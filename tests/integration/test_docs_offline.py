@@ -38,3 +38,13 @@ async def test_swagger_ui_gets_the_bundle_and_the_schema(hub: Any) -> None:
     assert '"validatorUrl": null' in html  # no schema sent to validator.swagger.io
     assert (await hub.client.get("/docs/oauth2-redirect")).status_code == 200
     assert (await hub.client.get("/openapi.json")).status_code == 200
+
+
+async def test_redoc_gets_its_bundle_without_the_cdn_logo(hub: Any) -> None:
+    html = (await hub.client.get("/redoc")).text
+    assert 'src="/docs/redoc.js"' in html
+    bundle = await hub.client.get("/docs/redoc.js")
+    assert "javascript" in bundle.headers["content-type"]
+    assert "Redoc.init" in bundle.text or "redoc" in bundle.text.lower()
+    assert "cdn.redoc.ly" not in bundle.text  # its side menu's logo: an inline image
+    assert "data:image/svg+xml" in bundle.text

@@ -76,21 +76,61 @@ async def test_archive_all_and_bulk_archive(hub: Any, publish_key: str, make_tok
     assert await _counts(hub, me) == {"unread": 0, "unseen": 0, "total": 0, "views": {}}
 
 
-async def test_pinned_lead_the_first_page_only(hub: Any, publish_key: str, make_token: Any) -> None:
+async def _pages(hub: Any, headers: dict[str, str], limit: int) -> list[list[str]]:
+    """Every page of the default list, `limit` at a time, following `next_cursor`."""
+    pages: list[list[str]] = []
+    cursor: str | None = ""
+    while cursor is not None:
+        query = f"?limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+        response = await hub.client.get(f"{BASE}{query}", headers=headers)
+        assert response.status_code == 200, response.text
+        pages.append([item["id"] for item in response.json()["items"]])
+        cursor = response.json()["next_cursor"]
+    return pages
+
+
+async def test_pinned_lead_the_list_within_limit(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
     me = _auth(make_token("pins"))
     ids = [await _publish(hub, publish_key, ["pins"], title=f"n{i}") for i in range(5)]
     for nid in (ids[0], ids[2]):
         pinned = await hub.client.patch(f"{BASE}/{nid}", json={"pinned": True}, headers=me)
         assert pinned.status_code == 200 and pinned.json()["pinned"] is True
 
-    first = (await hub.client.get(f"{BASE}?limit=2", headers=me)).json()
-    assert [i["id"] for i in first["items"]] == [ids[2], ids[0], ids[4], ids[3]]
-    second = await _ids(hub, me, f"?limit=2&cursor={first['next_cursor']}")
-    assert second == [ids[1]]  # the pinned ones are not repeated
+    assert await _ids(hub, me, "?limit=1") == [ids[2]]  # `limit` bounds the page
+    expected = [ids[2], ids[0], ids[4], ids[3], ids[1]]
+    for limit in (1, 2, 3, 5):
+        pages = await _pages(hub, me, limit)
+        assert all(len(page) <= limit for page in pages)
+        assert [nid for page in pages for nid in page] == expected  # each once, pinned first
+    assert (await _pages(hub, me, 2))[:2] == [[ids[2], ids[0]], [ids[4], ids[3]]]
     assert await _ids(hub, me, "?pinned=true") == [ids[2], ids[0]]
+    assert await _ids(hub, me, "?pinned=false") == [ids[4], ids[3], ids[1]]
 
     await hub.client.patch(f"{BASE}/{ids[2]}", json={"pinned": False}, headers=me)
     assert await _ids(hub, me, "?pinned=true") == [ids[0]]
+    assert await _ids(hub, me, "?pinned=false") == [ids[4], ids[3], ids[2], ids[1]]
+
+
+async def test_a_page_of_pinned_items_keeps_other_filters(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Pinned items lead only where the other filters let them in: a category, or
+    `created_before`."""
+    me = _auth(make_token("pinf"))
+    bill = await _publish(hub, publish_key, ["pinf"], category="billing")
+    other = await _publish(hub, publish_key, ["pinf"], category="restock")
+    await hub.client.patch(f"{BASE}/{bill}", json={"pinned": True}, headers=me)
+    assert await _ids(hub, me, "?category=restock&limit=1") == [other]
+    first = (await hub.client.get(f"{BASE}?limit=1", headers=me)).json()
+    assert [i["id"] for i in first["items"]] == [bill]
+    assert first["next_cursor"].startswith("pin.")
+    assert await _ids(hub, me, f"?limit=1&cursor={first['next_cursor']}") == [other]
+    after = first["items"][0]["created_at"]
+    assert await _ids(hub, me, f"?created_after={after}") == [other]
+    bad = await hub.client.get(f"{BASE}?cursor=pin.nope", headers=me)
+    assert bad.status_code == 422
 
 
 async def test_a_pin_past_the_limit_is_409_naming_it(

@@ -442,8 +442,23 @@ class InboxModel(RuleBasedStateMachine):
         snoozed = self.run(self.store.page("default", "m", PageQuery(status="snoozed", limit=100)))
         expected = sorted(n for n, i in self.model.items() if i["snoozed"] and not i["archived"])
         assert sorted(i.id for i in snoozed.items) == expected
-        only = self.run(self.store.page("default", "m", PageQuery(pinned_only=True, limit=100)))
+        only = self.run(self.store.page("default", "m", PageQuery(pinned=True, limit=100)))
         assert [i.id for i in only.items] == pinned
+        others = self.run(self.store.page("default", "m", PageQuery(pinned=False, limit=100)))
+        assert [i.id for i in others.items] == rest
+        assert self.paged(limit=2) == pinned + rest  # `limit` counts pinned items too
+
+    def paged(self, limit: int) -> list[str]:
+        """The default list's ids, page after page of `limit` (each at most `limit`)."""
+        ids: list[str] = []
+        page = self.run(self.store.page("default", "m", PageQuery(limit=limit)))
+        while True:
+            assert len(page.items) <= limit
+            ids += [i.id for i in page.items]
+            if page.next_cursor is None:
+                return ids
+            query = PageQuery(limit=limit, cursor=page.next_cursor)
+            page = self.run(self.store.page("default", "m", query))
 
     def teardown(self) -> None:
         async def clean() -> None:

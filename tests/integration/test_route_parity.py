@@ -185,6 +185,8 @@ async def test_a_publish_with_a_bad_key_or_scope(
         {"json": {**VALID, "recipients": {"groups": ["parity-no-such-group"]}}},
         {"json": {**VALID, "ttl": "3600"}},
         {"json": {**VALID, "thread_key": "k", "thread_window_s": "60"}},
+        {"json": {**VALID, "title": "x" * 300}},
+        {"content": b'{"title": "x"', "headers": {"content-type": "text/plain"}},
     ],
     ids=[
         "missing-field",
@@ -194,6 +196,8 @@ async def test_a_publish_with_a_bad_key_or_scope(
         "unknown-group",
         "number-in-a-string",
         "thread-window-in-a-string",
+        "long-title",
+        "not-a-json-type",
     ],
 )
 async def test_a_publish_refused_with_422(
@@ -203,6 +207,23 @@ async def test_a_publish_refused_with_422(
     headers = {**_key(publish_key), **request.pop("headers", {})}
     fast, routed = await both(spied, lambda hub: publish(hub, headers, **request))
     assert fast.status == 422, fast.body
+    assert_same(fast, routed)
+
+
+async def test_a_publish_without_a_content_type_is_json(spied: Hubs, publish_key: str) -> None:
+    body = b'{"recipients": {"users": ["parity-ann"]}, "title": "untyped"}'
+    fast, routed = await both(spied, lambda hub: publish(hub, _key(publish_key), content=body))
+    assert fast.status == 202, fast.body
+    assert_same(fast, routed)
+    assert spied.served == ["publish"]
+
+
+async def test_a_publish_with_a_user_token_names_the_credential(
+    spied: Hubs, make_token: Any
+) -> None:
+    token = make_token("parity-ann")
+    fast, routed = await both(spied, lambda hub: publish(hub, _key(token), json=VALID))
+    assert fast.status == 401 and "the credential sent is a user token" in fast.body["detail"]
     assert_same(fast, routed)
 
 

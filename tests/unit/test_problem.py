@@ -122,7 +122,10 @@ async def test_malformed_json_is_422(client: httpx.AsyncClient) -> None:
     response = await client.post(
         "/drafts", content=b'{"title": ', headers={"content-type": "application/json"}
     )
-    assert _problem(response, 422)["detail"] == "request body is not valid JSON"
+    problem = _problem(response, 422)
+    where = "invalid JSON at line 1, column 11 (position 10): Expecting value"
+    assert problem["detail"] == f"request body is not valid JSON: {where}"
+    assert problem["errors"] == [{"field": "body", "message": where, "type": "json_invalid"}]
 
 
 async def test_domain_error_keeps_status_title_detail(client: httpx.AsyncClient) -> None:

@@ -1,6 +1,6 @@
-import type { ReactNode } from "react";
+import { useLayoutEffect, useRef, type ReactNode } from "react";
 import { useCounts, useNotifications, type NotificationsOptions } from "./hooks.js";
-import type { InboxItem } from "./notifyhub.js";
+import type { InboxItem, NotifyHubGlobal } from "./notifyhub.js";
 import { useNotifyHub } from "./provider.js";
 
 export interface InboxProps extends NotificationsOptions {
@@ -15,11 +15,31 @@ export interface InboxProps extends NotificationsOptions {
   className?: string;
 }
 
+/**
+ * A markdown body as notifyhub.js's `NotifyHub.renderBody` makes it: the safe subset
+ * (emphasis, code, lists, http(s) links) through markdown-it and DOMPurify, loaded with
+ * notifyhub.js by the provider. Without them (or without notifyhub.js), its text.
+ */
+export function MarkdownBody({ item }: { item: Pick<InboxItem, "body" | "body_format"> }): ReactNode {
+  const ref = useRef<HTMLSpanElement>(null);
+  const { body, body_format } = item;
+  useLayoutEffect(() => {
+    const node = ref.current;
+    if (node === null) return;
+    const hub = (globalThis as { NotifyHub?: Partial<NotifyHubGlobal> }).NotifyHub;
+    if (typeof hub?.renderBody === "function") node.replaceChildren(hub.renderBody({ body, body_format }));
+    else node.textContent = body;
+  }, [body, body_format]);
+  return <span data-nh="body" data-format="markdown" ref={ref} />;
+}
+
 function DefaultItem({ item }: { item: InboxItem }): ReactNode {
+  const body =
+    item.body_format === "markdown" ? <MarkdownBody item={item} /> : <span data-nh="body">{item.body}</span>;
   return (
     <>
       <strong data-nh="title">{item.title}</strong>
-      {item.body !== "" && <span data-nh="body">{item.body}</span>}
+      {item.body !== "" && body}
       <time data-nh="time" dateTime={item.created_at}>
         {new Date(item.created_at).toLocaleString()}
       </time>

@@ -1,4 +1,4 @@
-export { Inbox, type InboxProps } from "./Inbox.js";
+export { Inbox, MarkdownBody, type InboxProps } from "./Inbox.js";
 export {
   useCounts,
   useNotification,

@@ -44,26 +44,41 @@ function loadedGlobal(): NotifyHubGlobal | undefined {
   return typeof found?.connect === "function" ? (found as NotifyHubGlobal) : undefined;
 }
 
+/** notifyhub.js's markdown renderer and sanitiser (its `renderBody`), served next to it. */
+const RENDERERS = ["vendor/markdown-it.min.js", "vendor/purify.min.js"];
+
+function loadScript(src: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = src;
+    script.async = true;
+    script.onload = () => resolve();
+    script.onerror = () => reject(new Error(`could not load ${src}`));
+    document.head.append(script);
+  });
+}
+
+/** markdown-it and DOMPurify from next to notifyhub.js; without them markdown bodies show
+ * as their text (never as HTML), so a failure here is not one of the provider's. */
+async function loadRenderers(src: string): Promise<void> {
+  const base = new URL(src, document.baseURI);
+  await Promise.all(RENDERERS.map((path) => loadScript(new URL(path, base).toString()).catch(() => {})));
+}
+
 /**
- * The global `NotifyHub`, loading notifyhub.js from `src` once if the page has not. It is
- * loaded as a classic script from the hub: it finds its SharedWorker next to itself.
+ * The global `NotifyHub`, loading notifyhub.js from `src` once if the page has not (and
+ * with it the markdown renderer its `renderBody` uses). It is loaded as a classic script
+ * from the hub: it finds its SharedWorker next to itself.
  */
 export function loadNotifyHub(src: string): Promise<NotifyHubGlobal> {
   const ready = loadedGlobal();
   if (ready !== undefined) return Promise.resolve(ready);
   let promise = loading.get(src);
   if (promise === undefined) {
-    promise = new Promise<NotifyHubGlobal>((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = src;
-      script.async = true;
-      script.onload = () => {
-        const hub = loadedGlobal();
-        if (hub !== undefined) resolve(hub);
-        else reject(new Error(`${src} did not define NotifyHub`));
-      };
-      script.onerror = () => reject(new Error(`could not load ${src}`));
-      document.head.append(script);
+    promise = Promise.all([loadScript(src), loadRenderers(src)]).then(() => {
+      const hub = loadedGlobal();
+      if (hub === undefined) throw new Error(`${src} did not define NotifyHub`);
+      return hub;
     });
     promise.catch(() => loading.delete(src)); // a later mount may try again
     loading.set(src, promise);

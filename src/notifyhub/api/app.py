@@ -137,7 +137,15 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 app.running = None
 
     app = HubApp(
-        title="notifyhub", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+        title="notifyhub",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        # A body without a Content-Type is read as JSON, as the publish fast path reads
+        # it. No cross-site risk: every route wants an Authorization header (no cookies),
+        # which a browser sends cross-site only after a CORS preflight.
+        strict_content_type=False,
     )
     install_error_handlers(app)
     install_openapi(app)

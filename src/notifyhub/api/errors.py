@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Sequence
 from http import HTTPStatus
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -113,14 +114,34 @@ def _field(loc: Sequence[object]) -> str:
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     """Field, message and type of each error; never the offending input itself."""
-    return [
-        {
-            "field": _field(error.get("loc", ())),
-            "message": str(error.get("msg", "")),
-            "type": str(error.get("type", "")),
-        }
-        for error in exc.errors()
-    ]
+    return [_worded(error, exc.body) for error in exc.errors()]
+
+
+def _worded(error: dict[str, Any], body: Any) -> dict[str, str]:
+    """One error in the words a client needs: a text's length in characters, a JSON
+    syntax error's place (not a field), a body that is not a JSON object."""
+    loc, kind, message = tuple(error.get("loc", ())), str(error.get("type", "")), error.get("msg")
+    ctx = error.get("ctx") or {}
+    if kind == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int):
+        return {"field": "body", "message": _json_place(body, loc[1], ctx), "type": kind}
+    if kind in ("too_long", "too_short") and isinstance(error.get("input"), str):
+        bound = "most" if kind == "too_long" else "least"
+        limit = ctx.get("max_length" if kind == "too_long" else "min_length")
+        actual = ctx.get("actual_length", len(error["input"]))
+        message = f"String should have at {bound} {limit} characters, not {actual}"
+        kind = f"string_{kind}"
+    elif loc == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        message = "the body must be a JSON object (sent with Content-Type: application/json)"
+    return {"field": _field(loc), "message": str(message or ""), "type": kind}
+
+
+def _json_place(body: Any, position: int, ctx: dict[str, Any]) -> str:
+    """`invalid JSON at line L, column C (position N): why`, from the document parsed."""
+    text = body if isinstance(body, str) else ""
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    why = f": {ctx['error']}" if ctx.get("error") else ""
+    return f"invalid JSON at line {line}, column {column} (position {position}){why}"
 
 
 def _validation_detail(errors: list[dict[str, str]]) -> str:
@@ -132,8 +153,9 @@ def _validation_detail(errors: list[dict[str, str]]) -> str:
 
 async def _validation(request: Request, exc: RequestValidationError) -> Response:
     errors = _validation_errors(exc)
-    if any(e["type"] == "json_invalid" for e in errors):
-        detail = "request body is not valid JSON"
+    invalid_json = [e for e in errors if e["type"] == "json_invalid"]
+    if invalid_json:
+        detail = f"request body is not valid JSON: {invalid_json[0]['message']}"
     else:
         detail = _validation_detail(errors)
     return problem_response(InvalidInput.status, InvalidInput.title, detail, errors=errors)

@@ -796,10 +796,11 @@ class PreferencesIn(Strict):
         max_length=200,
         json_schema_extra={"propertyNames": {"minLength": 1, "maxLength": 64, "pattern": TOKEN}},
     )
-    """By category name; `PUT` replaces them all."""
+    """By category name; `PUT` replaces them all (left out: unchanged)."""
     locale: Annotated[str, Field(max_length=35, pattern=LOCALE)] | None = None
     """The user's language, a BCP 47 tag (`pt-BR`): rules and producers with translations
-    send theirs, falling back `pt-BR` -> `pt` -> their default; null: the default."""
+    send theirs, falling back `pt-BR` -> `pt` -> their default; null: the default (`PUT`
+    with null clears it, without it leaves it unchanged)."""
 
 
 class SubscriptionOut(Documented):

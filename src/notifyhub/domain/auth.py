@@ -7,6 +7,20 @@ from enum import StrEnum
 
 from notifyhub.errors import PermissionDenied
 
+API_KEY_PREFIX = "nh_"
+"""Every API key starts so (services/apikeys.py); a token (a JWT) never does."""
+WANTS_API_KEY = "this route takes an API key (nh_...); the credential sent is a user token"
+WANTS_TOKEN = "this route takes a user token (a JWT); the credential sent is an API key"
+
+
+def looks_like_api_key(credential: str) -> bool:
+    return credential.startswith(API_KEY_PREFIX)
+
+
+def looks_like_token(credential: str) -> bool:
+    """A JWT's shape: three dot-separated parts (header, claims, signature)."""
+    return credential.count(".") == 2 and not looks_like_api_key(credential)
+
 
 class Scope(StrEnum):
     PUBLISH = "publish"

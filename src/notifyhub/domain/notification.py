@@ -353,7 +353,8 @@ class Counts(BaseModel):
     """Notifications in the inbox (archived and snoozed ones are in no count)."""
     views: dict[str, ViewCount] = Field(default_factory=dict)
     """Per view (tab) the user has, the tenant's and their own: its counts, kept in the
-    same script as every change that moves them."""
+    same script as every change that moves them. Always present: `{}` for a user with
+    no views."""
 
 
 class InboxPage(BaseModel):

@@ -17,7 +17,7 @@ from ulid import ULID
 
 from notifyhub.db.models import ApiKey
 from notifyhub.db.repositories import apikeys as repo
-from notifyhub.domain.auth import Scope, ServicePrincipal
+from notifyhub.domain.auth import WANTS_API_KEY, Scope, ServicePrincipal, looks_like_token
 from notifyhub.errors import AuthenticationError, Conflict, NotFound, PermissionDenied
 
 
@@ -122,7 +122,8 @@ async def _visible(
 async def authenticate(session: AsyncSession, presented: str) -> ServicePrincipal:
     parts = presented.split("_")
     if len(parts) < 3 or parts[0] != "nh" or len(presented) > 200:
-        raise AuthenticationError("invalid API key")
+        wrong_kind = looks_like_token(presented)
+        raise AuthenticationError(WANTS_API_KEY if wrong_kind else "invalid API key")
     row = await repo.by_prefix(session, parts[1])
     if (
         row is None

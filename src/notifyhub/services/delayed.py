@@ -41,6 +41,8 @@ from notifyhub.tracing import Attributes, Tracing
 log = logging.getLogger(__name__)
 
 HOST = socket.gethostname()
+RESERVED_PREFIX = "notifyhub."
+"""The hub's internal queues (scheduled notifications, snooze ends) are named so."""
 POLL_S = 0.02
 BURST_HOLD_S = 0.2
 """How long a full mover batch holds the transition log's flushes back."""
@@ -345,11 +347,16 @@ class DelayedService:
         return await self._store.ready_queues(name)
 
     async def queue_stats(
-        self, tenant: str, after: str | None, limit: int
+        self, tenant: str, after: str | None, limit: int, *, internal: bool = False
     ) -> tuple[list[QueueStats], str | None]:
         """`tenant`'s queues by name after `after` (those Redis has held a message of),
-        with their counts; and the next page's cursor (None: the last page)."""
-        names = [q for q in await self._store.all_queues() if q.tenant == tenant]
+        with their counts; and the next page's cursor (None: the last page). The hub's
+        internal queues (`notifyhub.*`) only with `internal`."""
+        names = [
+            q
+            for q in await self._store.all_queues()
+            if q.tenant == tenant and (internal or not q.name.startswith(RESERVED_PREFIX))
+        ]
         after_cursor = [q for q in names if after is None or q.name > after]
         shown = after_cursor[:limit]
         more = len(after_cursor) > limit

@@ -24,7 +24,7 @@ from notifyhub.errors import InvalidInput, LimitReached, NotFound
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
 from notifyhub.services.views import Views
-from notifyhub.store.inbox import InboxStore, ListStatus, PageQuery
+from notifyhub.store.inbox import PIN_CURSOR, InboxStore, ListStatus, PageQuery
 from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
 
 NOTIFICATION_FIELDS = set(Notification.model_fields)
@@ -37,7 +37,8 @@ class ListRequest:
     limit: int = 20
     cursor: str | None = None
     since: datetime | None = None
-    pinned: bool = False
+    pinned: bool | None = None
+    """True: only pinned; False: only unpinned; None: pinned first."""
     tags_any: tuple[str, ...] = ()
     tags_all: tuple[str, ...] = ()
     severity_at_least: Severity | None = None
@@ -74,7 +75,7 @@ def _check_cursor(cursor: str | None) -> None:
     if cursor is None:
         return
     try:
-        ULID.from_str(cursor)
+        ULID.from_str(cursor.removeprefix(PIN_CURSOR))
     except ValueError as exc:
         raise InvalidInput("cursor: not a cursor this API returned") from exc
 
@@ -108,7 +109,7 @@ class InboxService:
             limit=request.limit,
             cursor=request.cursor,
             since_id=ulid_floor(request.since) if request.since is not None else None,
-            pinned_only=request.pinned,
+            pinned=request.pinned,
             tags_any=request.tags_any,
             tags_all=request.tags_all,
             severity_at_least=request.severity_at_least,

@@ -19,7 +19,7 @@ from typing import Any
 import jwt
 from jwt.algorithms import HMACAlgorithm
 
-from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.auth import WANTS_TOKEN, UserPrincipal, looks_like_api_key
 from notifyhub.errors import AuthenticationError, InvalidInput
 from notifyhub.settings import Settings
 
@@ -137,6 +137,8 @@ class TokenService:
         return UserPrincipal(tenant=tenant, user=sub, issued_at=issued_at)
 
     def verify_user_token(self, token: str) -> UserPrincipal:
+        if looks_like_api_key(token):
+            raise AuthenticationError(WANTS_TOKEN)
         try:
             key = self._verification_key(token)
         except jwt.PyJWTError as exc:
@@ -160,6 +162,8 @@ class TokenService:
         return jwt.encode(claims, self._stream_key, algorithm="HS256"), expires
 
     def verify_stream_token(self, token: str) -> UserPrincipal:
+        if looks_like_api_key(token):
+            raise AuthenticationError(WANTS_TOKEN)
         claims = self._decode(token, self._stream_key, ["HS256"])
         if claims.get("typ") != STREAM_TYP:
             raise AuthenticationError("not a stream token")

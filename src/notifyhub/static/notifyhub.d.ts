@@ -268,7 +268,7 @@ export interface ListOptions {
   category?: string | null;
   /** A view's name (`fetchViews()`): its filter applies; an unknown view is a 404. */
   view?: string | null;
-  /** Only pinned copies. */
+  /** true: only pinned copies; false: only unpinned ones; omitted: pinned first. */
   pinned?: boolean | null;
   /** Copies with at least one of these tags. */
   tagsAny?: string[] | null;

@@ -276,7 +276,8 @@
    */
   function matchesList(item, options = {}, viewFilter = null) {
     const o = options;
-    if (!inStatus(item, o.status) || (o.pinned && !item.pinned)) return false;
+    if (!inStatus(item, o.status)) return false;
+    if (typeof o.pinned === "boolean" && Boolean(item.pinned) !== o.pinned) return false;
     if (o.category && item.category !== o.category) return false;
     if (o.actor && !(item.actor && item.actor.id === o.actor)) return false;
     if (o.createdAfter && !(Date.parse(item.created_at) > timeMs(o.createdAfter))) return false;
@@ -590,7 +591,7 @@
     if (cursor) query.set("cursor", cursor);
     if (category) query.set("category", category);
     if (view) query.set("view", view);
-    if (pinned) query.set("pinned", "true");
+    if (typeof pinned === "boolean") query.set("pinned", String(pinned));
     if (actor) query.set("actor", actor);
     if (options.severityAtLeast) query.set("severity_at_least", options.severityAtLeast);
     if (options.createdAfter) query.set("created_after", isoTime(options.createdAfter));

@@ -479,9 +479,10 @@ class PageArgs:
     """At most this many ids scanned."""
     stop: str = ""
     """ZRANGEBYLEX form: where the scan ends ('' for the end of its order)."""
-    pinned: Literal["first", "skip", "only", ""] = ""
-    """'first': pinned items lead the page; 'skip': left out (pages after the first);
-    'only': nothing else; '': in time order with the rest."""
+    pinned: Literal["first", "skip", "only", "none", ""] = ""
+    """'first': pinned items lead the list and count in `limit`; 'skip': left out (the
+    pages past them); 'only': nothing else; 'none': only unpinned items; '': in time
+    order with the rest."""
     tags_any: Sequence[str] = ()
     tags_all: Sequence[str] = ()
     severity_min: int = 0
@@ -489,6 +490,8 @@ class PageArgs:
     actor: str | None = None
     view: str | None = None
     """Only the copies in this view of the user's."""
+    pin_after: str = ""
+    """With 'first': only the pinned items sorting below this ULID (a `pin.` cursor's)."""
 
     def to_args(self) -> Args:
         args: Args = [self.log_max, self.order, self.bound, self.limit, self.status]
@@ -503,6 +506,7 @@ class PageArgs:
             *filters,
             self.actor or "",
             self.view or "",
+            self.pin_after,
         ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any, Literal
 
@@ -90,6 +90,8 @@ the rest, and the hub answers those meanwhile (docs/scaling.md, "Design notes").
 
 FRESH_STATE = b"0|0||"
 """A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
+PIN_CURSOR = "pin."
+"""How a cursor of a page that ended among the pinned items starts (page.lua)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +102,10 @@ class PageQuery:
     cursor: str | None = None
     since_id: str | None = None
     """Oldest-first listing of ids >= this ULID bound (the `since=` poll)."""
-    pinned_only: bool = False
-    """Only pinned items; otherwise pinned items lead the first page of the newest-first
-    list (on top of `limit` others) and stay out of the pages after it."""
+    pinned: bool | None = None
+    """True: only pinned items; False: only unpinned ones; None: in the newest-first
+    list the pinned items lead, counted in `limit` (a page that ends among them has a
+    `pin.` cursor), and the pages after them leave them out."""
     tags_any: tuple[str, ...] = ()
     tags_all: tuple[str, ...] = ()
     severity_at_least: Severity | None = None
@@ -594,12 +597,12 @@ class InboxStore:
         return synced
 
     async def page(self, tenant: str, user: str, query: PageQuery) -> InboxPage:
+        pin_after = ""
+        if query.cursor is not None and query.cursor.startswith(PIN_CURSOR):
+            pin_after = query.cursor.removeprefix(PIN_CURSOR)
+            query = replace(query, cursor=None)  # the pins' page: the others from the top
         order, bound, stop = _page_bounds(query)
-        pinned: Literal["first", "skip", "only", ""] = ""
-        if query.pinned_only:
-            pinned = "only"
-        elif order == "desc" and query.status not in ("archived", "snoozed"):
-            pinned = "skip" if query.cursor else "first"
+        pinned = _pin_mode(query, order)
         severity = query.severity_at_least
         args = PageArgs(
             log_max=self._limits.change_log_max,
@@ -616,6 +619,7 @@ class InboxStore:
             severity_min=SEVERITY_RANK[severity] if severity else 0,
             actor=query.actor,
             view=query.view,
+            pin_after=pin_after,
         )
         paged = Paged.from_reply(await self._call(self.scripts.page, tenant, user, args.to_args()))
         items = [parse_item(content, state) for _id, content, state in paged.rows]
@@ -818,6 +822,18 @@ class InboxStore:
 def _glob_escape(text: str) -> str:
     """`text` matched literally by a SCAN pattern."""
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def _pin_mode(
+    query: PageQuery, order: Literal["asc", "desc"]
+) -> Literal["first", "skip", "only", "none", ""]:
+    """Where page.lua puts pinned items: only them, none of them, first in the
+    newest-first list (its pages past them: left out), or in time order."""
+    if query.pinned is not None:
+        return "only" if query.pinned else "none"
+    if order == "desc" and query.status not in ("archived", "snoozed"):
+        return "skip" if query.cursor else "first"
+    return ""
 
 
 def _page_bounds(query: PageQuery) -> tuple[Literal["asc", "desc"], str, str]:

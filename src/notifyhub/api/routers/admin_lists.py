@@ -97,10 +97,20 @@ async def list_queues(
     tenant: TenantQuery = "default",
     cursor: CursorQuery = None,
     limit: LimitQuery = 100,
+    internal: Annotated[
+        bool,
+        Query(
+            description="Also the hub's internal queues (`notifyhub.scheduled`: scheduled "
+            "notifications, `notifyhub.snoozed`: snooze ends).",
+            examples=[True],
+        ),
+    ] = False,
 ) -> QueuePage:
     """The tenant's delayed queues by name, counted in Redis now: messages delayed, ready
-    and in flight, and how long the longest-waiting due message has waited."""
-    found, next_cursor = await state["delayed"].queue_stats(principal.own(tenant), cursor, limit)
+    and in flight, and how long the longest-waiting due message has waited. The hub's
+    internal queues only with `internal=true`."""
+    delayed, own = state["delayed"], principal.own(tenant)
+    found, next_cursor = await delayed.queue_stats(own, cursor, limit, internal=internal)
     queues = [
         QueueOut(
             tenant=s.queue.tenant,

@@ -39,11 +39,17 @@ from notifyhub.api.schemas import (
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import InvalidInput
-from notifyhub.services.delayed import MessageInfo, MessageState, NewMessage, Reserved, due_ms_from
+from notifyhub.services.delayed import (
+    RESERVED_PREFIX,
+    MessageInfo,
+    MessageState,
+    NewMessage,
+    Reserved,
+    due_ms_from,
+)
 from notifyhub.store.keys import Queue
 
 router = APIRouter(tags=["delayed"], responses=SERVICE)
-RESERVED_PREFIX = "notifyhub."
 Consumer = Annotated[ServicePrincipal, Depends(require(Scope.CONSUME))]
 Wait = Annotated[
     int,

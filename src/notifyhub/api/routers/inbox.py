@@ -32,8 +32,9 @@ from notifyhub.domain.notification import (
 from notifyhub.services.inbox import ListRequest, StateChange
 
 router = APIRouter(prefix="/v1/me/notifications", tags=["inbox"], responses=USER)
-ULID_CURSOR = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
-"""Cursors are the ULID of the last item of the previous page."""
+ULID_CURSOR = r"^(pin\.)?[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+"""Cursors are the ULID of the last item of the previous page (`pin.` and it when that
+page ended among the pinned items)."""
 PageLimit = Annotated[
     int, Query(ge=1, le=100, description="Notifications per page.", examples=[20])
 ]
@@ -75,9 +76,13 @@ async def list_notifications(
         ),
     ] = None,
     pinned: Annotated[
-        bool,
-        Query(description="Only the pinned notifications.", examples=[True]),
-    ] = False,
+        bool | None,
+        Query(
+            description="`true`: only the pinned notifications; `false`: only the "
+            "unpinned ones. Omitted: the pinned ones first, then the others.",
+            examples=[True],
+        ),
+    ] = None,
     tags_any: Annotated[
         list[Tag] | None,
         Query(
@@ -138,8 +143,9 @@ async def list_notifications(
 ) -> InboxPage:
     """The user's notifications, newest first (oldest first with `since`), a page at a
     time, with the unread count. Archived ones only with `status=archived`. In the
-    newest-first list the pinned ones lead the first page (on top of `limit` others)
-    and stay out of the pages after it. A notification back from a snooze sorts (and
+    newest-first list the pinned ones come first, then the others; a page holds at
+    most `limit` notifications, pinned ones included, and paging on with `next_cursor`
+    lists each notification once. A notification back from a snooze sorts (and
     `since`, `created_after` and `created_before` take it) as of when it came back: at
     the top. Filters combine (all must hold)."""
     request = ListRequest(

@@ -36,14 +36,21 @@ async def get_preferences(me: CurrentUser, state: AppState, session: Session) ->
 async def put_preferences(
     body: PreferencesIn, me: CurrentUser, state: AppState, session: Session
 ) -> PreferencesIn:
-    """Replace the user's preferences: `push: false` keeps a category in the inbox without
-    live events; `inbox: false` drops it (unless `critical`); `locale` picks rules' and
-    producers' translations."""
-    wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
+    """Set the user's preferences: `categories` replaces them all (`push: false` keeps a
+    category in the inbox without live events; `inbox: false` drops it, unless
+    `critical`); `locale` picks rules' and producers' translations (null clears it). A
+    field left out stays as it is."""
     preferences = state["preferences"]
-    categories = await preferences.put(session, me, wanted)  # holds the user's turn
-    await preferences.set_locale(session, me, body.locale)
-    return _out(categories, body.locale)
+    given = body.model_fields_set
+    if "categories" in given:
+        wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
+        categories = await preferences.put(session, me, wanted)  # holds the user's turn
+    else:
+        categories = await preferences.get(session, me)
+    if "locale" in given:
+        await preferences.set_locale(session, me, body.locale)
+        return _out(categories, body.locale)
+    return _out(categories, await preferences.locale(session, me))
 
 
 @router.get("/subscriptions", response_model=SubscriptionList)

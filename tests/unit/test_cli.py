@@ -1,0 +1,77 @@
+"""The `notifyhub` command: light to start, tokens that say how long they last, output
+that a log file keeps whole."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jwt
+import pytest
+from typer.testing import CliRunner
+
+from notifyhub import cli
+from notifyhub.settings import Settings
+
+SECRET = "cli-test-secret-" + "x" * 32
+
+
+def test_importing_the_cli_loads_no_server_or_store_library() -> None:
+    """`notifyhub --help` must not pay for the hub: its libraries load in the commands."""
+    heavy = ("fastapi", "sqlalchemy", "redis", "rich", "uvicorn", "notifyhub.settings")
+    code = f"import sys, notifyhub.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+@pytest.mark.parametrize(
+    ("ttl", "seconds", "said"),
+    [
+        (None, 3600, "valid 1 hour"),
+        ("30d", 30 * 86400, "valid 30 days"),
+        ("90", 90, "valid 90 seconds"),
+    ],
+)
+def test_token_says_its_lifetime(
+    monkeypatch: pytest.MonkeyPatch, ttl: str | None, seconds: int, said: str
+) -> None:
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", SECRET)
+    args = ["token", "--user", "bob"] + (["--ttl", ttl] if ttl else [])
+    before = int(time.time())
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    claims = jwt.decode(
+        result.stdout.strip(), SECRET, algorithms=["HS256"], options={"verify_aud": False}
+    )
+    assert claims["sub"] == "bob"
+    assert before + seconds <= claims["exp"] <= int(time.time()) + seconds
+    assert result.stderr.startswith(said + ", until ")
+
+
+def test_token_refuses_a_lifetime_it_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", SECRET)
+    result = CliRunner().invoke(cli.app, ["token", "--user", "bob", "--ttl", "soon"])
+    assert result.exit_code == 2 and "number and s, m, h or d" in result.output
+
+
+def test_the_banner_keeps_each_line_whole_in_a_log_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Printed to a file (not a terminal), no line is wrapped at 80 columns, and the
+    token's lifetime is said."""
+    data = tmp_path / ("a-long-directory-name-" * 6) / "data"
+    data.mkdir(parents=True)
+    for label, _scope, file in cli.DEV_KEYS:
+        (data / file).write_text(f"nh_{label}_" + "k" * 43)
+    settings = Settings(jwt_secret=SECRET, data_dir=data, _env_file=None)  # type: ignore[arg-type,call-arg]
+    cli._dev_credentials(settings, "http://127.0.0.1:8000")()
+    lines = capsys.readouterr().out.splitlines()
+    assert any(str(data.resolve()) in line for line in lines)
+    token_line = next(line for line in lines if "user token" in line)
+    assert "(user 'alice', valid 30 days)" in token_line
+    assert any("notifyhub token --user U (valid 1 hour" in line for line in lines)
+    assert all(line.startswith("  ") or line.startswith("notifyhub") for line in lines)
