@@ -21,8 +21,10 @@ Generated from the hub's OpenAPI document (`GET /openapi.json`, browsable at `/d
 `python -m notifyhub.api.apidoc > docs/api.md`; a test fails when they differ, so edit the
 routers and schemas, not this file.
 
-All bodies are JSON; times in answers are RFC 3339 UTC strings (inputs also take epoch
-milliseconds where noted). Errors are RFC 9457 `application/problem+json` with `type`,
+All bodies are JSON (a body sent without `Content-Type` is read as JSON); numbers and
+booleans must be JSON numbers and booleans (`"3600"` or `"true"` is a 422 naming the
+field). Times in answers are RFC 3339 UTC strings (inputs also take epoch milliseconds
+where noted). Errors are RFC 9457 `application/problem+json` with `type`,
 `title`, `status`, `detail` (and `errors` for a 422). Services authenticate with
 `Authorization: Bearer <API key>`, users with `Authorization: Bearer <JWT>`. "Design 1"
 to "Design 5" name the five designs notifyhub implements ([Where notifyhub comes
