@@ -27,12 +27,15 @@ keeps matters (the bench's `idle streams` rows; tracemalloc, 3,000 streams):
 
 A broadcast's announcement is written to an idle stream's connection at once
 (`write_now`), the same chunk uvicorn's `send` would write, so that 10k streams are not
-10k task wake-ups.
+10k task wake-ups. A stream bounds its connection's kernel send buffer
+(`bound_send_buffer`): what a client that stops reading can hold.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -140,6 +143,14 @@ class HubHttpProtocol(HttpToolsProtocol):
             return False
         self.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
         return True
+
+    def bound_send_buffer(self, size_bytes: int) -> None:
+        """Give the connection a kernel send buffer of `size_bytes` (SO_SNDBUF) instead of
+        the auto-tuned one; 0 leaves it."""
+        sock = self.transport.get_extra_info("socket")
+        if size_bytes and sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size_bytes)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
