@@ -154,3 +154,31 @@ async def test_an_http_client_reads_the_431(
     assert response.status_code == 431
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["title"] == "Request header fields too large"
+
+
+async def test_an_oversized_head_behind_a_stream_closes_it_without_an_answer(
+    hub: Any, make_token: Any
+) -> None:
+    """A head pipelined behind an open stream and past the cap: no 431 written into the
+    stream's body; the connection closes and the stream ends as its client's leaving."""
+    host, port = hub.base_url.removeprefix("http://").split(":")
+    loop, metrics = asyncio.get_running_loop(), hub.app_state["metrics"]
+    with socket.socket() as sock:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (host, int(port)))
+        await loop.sock_sendall(sock, request_head("/v1/me/stream", make_token("piped")))
+        received = await loop.sock_recv(sock, 65536)
+        assert received.startswith(b"HTTP/1.1 200 ")
+        try:
+            async with asyncio.timeout(10):
+                await loop.sock_sendall(sock, request_head(PATH, "t", 200 * 1024))
+                while chunk := await loop.sock_recv(sock, 65536):
+                    received += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+    assert b"431" not in received
+    async with asyncio.timeout(5):
+        while hub.app_state["hub"].stream_count:
+            await asyncio.sleep(0.02)
+    ended = metrics.streams_dropped_total.labels(reason="error")._value.get()
+    assert ended == 0

@@ -185,9 +185,14 @@ class HubHttpProtocol(HttpToolsProtocol):
             self._refuse()
 
     def _refuse(self) -> None:
-        """Answer 431 and close gracefully (the module's docstring says why)."""
+        """Answer 431 and close gracefully (the module's docstring says why); just close
+        when the head was pipelined behind a response still under way (a stream): an
+        answer there would land inside that response."""
         self._dropping = LINGER_BYTES
-        transport = self.transport
+        transport, cycle = self.transport, self.cycle
+        if cycle is not None and not cycle.response_complete:
+            transport.close()
+            return
         transport.write(REFUSAL)
         if transport.can_write_eof():
             transport.write_eof()  # the client reads the answer, then its end of file
