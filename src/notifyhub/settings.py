@@ -49,6 +49,12 @@ class StreamSettings(BaseModel):
     ping_s: float = Field(15.0, gt=0)
     retry_ms: int = Field(3000, ge=0)
     send_timeout_s: float = Field(10.0, gt=0)
+    send_buffer_bytes: int = Field(64 * 1024, ge=0)
+    """The kernel's send buffer of a stream's connection (SO_SNDBUF, which Linux doubles)
+    instead of the auto-tuned one, which grows to MiBs: with the transport's 64 KiB, what a
+    client that stops reading holds before its stream waits for it (and ends after
+    `send_timeout_s`), so a stuck client costs the hub no more reads and writes than that.
+    0 keeps the kernel's."""
     token_ttl_s: int = Field(60, ge=5, le=3600)
     shutdown_grace_s: float = Field(2.0, ge=0)
     presence_interval_s: float = Field(5.0, gt=0, le=300)

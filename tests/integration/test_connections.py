@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from integration.test_slow_readers import stuck_stream
 from integration.test_stream import no_streams_left
 from notifyhub.api.protocol import HubHttpProtocol
 from notifyhub.settings import Settings
+from support.rawhttp import stuck_stream
 from support.sse import EventReader
 
 _STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
@@ -108,7 +108,7 @@ async def test_a_chunk_is_written_at_once_only_while_the_client_keeps_up(
     connection only until the client stops keeping up (uvicorn's flow control pauses
     writing past its high-water mark), and not after the client left: then the event goes
     through ASGI, which waits for the client under the send timeout."""
-    sock = await stuck_stream(hub, make_token("stuck-reader"))
+    sock = await stuck_stream(hub.base_url, make_token("stuck-reader"))
     with sock:
         [protocol] = [
             p

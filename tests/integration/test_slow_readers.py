@@ -4,7 +4,6 @@ Redis error, and every way a stream ends is counted by reason."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import httpx
@@ -16,6 +15,7 @@ from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.settings import Limits, Settings, StreamSettings
 from notifyhub.store.inbox import ChangeRead, InboxStore
 from notifyhub.store.keys import Keys, member
+from support.rawhttp import stuck_stream
 from support.sse import EventReader
 
 STUCK = 12
@@ -38,20 +38,9 @@ def _ended(metrics: Metrics, reason: StreamEnd) -> float:
     return value
 
 
-async def stuck_stream(hub: Any, token: str) -> socket.socket:
-    """A stream on a bare socket with a tiny receive buffer that is never read after
-    the response head."""
-    host, port = hub.base_url.removeprefix("http://").split(":")
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    loop = asyncio.get_running_loop()
-    await loop.sock_connect(sock, (host, int(port)))
-    request = f"GET /v1/me/stream HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    await loop.sock_sendall(sock, request.encode())
-    head = await loop.sock_recv(sock, 1024)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    return sock
+def _notifications_sent(metrics: Metrics) -> float:
+    value: float = metrics.stream_events_sent_total.labels(type="notification")._value.get()
+    return value
 
 
 async def _publish_round(hub: Any, key: str, users: list[str], sent: list[str]) -> None:
@@ -87,7 +76,7 @@ async def test_stuck_clients_end_by_send_timeout_and_spare_a_healthy_stream(
 
 async def _stuck_and_steady(hub: Any, publish_key: str, make_token: Any) -> None:
     metrics = hub.app_state["metrics"]
-    socks = [await stuck_stream(hub, make_token(f"stuck{i}")) for i in range(STUCK)]
+    socks = [await stuck_stream(hub.base_url, make_token(f"stuck{i}")) for i in range(STUCK)]
     users = [f"stuck{i}" for i in range(STUCK)] + ["steady"]
     sent: list[str] = []
     received: list[str] = []
@@ -111,6 +100,90 @@ async def _stuck_and_steady(hub: Any, publish_key: str, make_token: Any) -> None
     assert sorted(received) == sorted(sent)  # the healthy stream got every event, once
     assert _ended(metrics, StreamEnd.SEND_TIMEOUT) == STUCK
     assert _ended(metrics, StreamEnd.REDIS_ERROR) == 0
+
+
+OTHERS = 20
+BURST = 120
+NOTE = "n" * 4000
+"""About 4.2 KB an event: a burst puts 500 KB behind each stuck stream, more than its
+bounded buffers hold, less than the kernel's auto-tuned send buffer alone would (MBs)."""
+HEALTHY_WITHIN_S = 20.0
+"""A third of the send timeout these tests set (60 s): the stuck streams' end cannot be
+what lets the burst through."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("announced", [False, True], ids=["copies", "announced"])
+async def test_stuck_streams_do_not_hold_back_a_healthy_one(
+    settings: Settings, start_hub: Any, publish_key: str, make_token: Any, announced: bool
+) -> None:
+    """Stuck streams (2 KB receive buffers, never read) of other users and one of the
+    healthy user's own, all recipients of every notification of a burst (announced: each
+    a broadcast shown ahead of its copies): the healthy stream gets the whole burst long
+    before any send timeout, and each stuck stream is sent no more than its bounded
+    buffers hold, then waits in its send."""
+    stream = settings.stream.model_copy(update={"send_timeout_s": 60.0})
+    announce_at = 2 if announced else settings.limits.announce_at
+    limits = settings.limits.model_copy(update={"announce_at": announce_at})
+    async with start_hub(settings.model_copy(update={"stream": stream, "limits": limits})) as hub:
+        users = [f"other{i}" for i in range(OTHERS)] + ["healthy"]
+        socks = [await stuck_stream(hub.base_url, make_token(u), rcvbuf=2048) for u in users]
+        try:
+            await _burst_past_stuck_streams(hub, publish_key, make_token, users)
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+async def _burst_past_stuck_streams(
+    hub: Any, publish_key: str, make_token: Any, users: list[str]
+) -> None:
+    metrics, settings = hub.app_state["metrics"], hub.app_state["settings"]
+    sent: list[str] = []
+    received: list[str] = []
+    before = _notifications_sent(metrics)
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream(
+            "GET", f"{hub.base_url}/v1/me/stream", headers=_auth(make_token("healthy"))
+        ) as response,
+    ):
+        events = EventReader(response)
+        assert (await events.next()).event == "counts"
+        task = asyncio.create_task(_read_all(events, received))
+        try:
+            async with asyncio.timeout(HEALTHY_WITHIN_S):
+                await _burst(hub, publish_key, users, sent)
+                while len(received) < len(sent) and not task.done():
+                    await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+        assert sorted(received) == sorted(sent)
+        await _until_stuck_streams_wait(hub.app_state["hub"], len(users))
+    to_stuck = _notifications_sent(metrics) - before - len(sent)
+    held = 2 * settings.stream.send_buffer_bytes + 64 * 1024 + 2 * settings.limits.stream_read_bytes
+    assert to_stuck <= len(users) * held / len(NOTE), to_stuck  # (without a bound: all)
+    assert _ended(metrics, StreamEnd.SEND_TIMEOUT) == 0
+
+
+async def _burst(hub: Any, key: str, users: list[str], sent: list[str]) -> None:
+    body = {"recipients": {"users": users}, "title": "burst", "body": NOTE}
+    gate = asyncio.Semaphore(10)
+
+    async def publish() -> None:
+        async with gate:
+            response = await hub.client.post("/v1/notifications", json=body, headers=_auth(key))
+        assert response.status_code == 202, response.text
+        sent.append(response.json()["id"])
+
+    await asyncio.gather(*(publish() for _ in range(BURST)))
+
+
+async def _until_stuck_streams_wait(hub: Any, stuck: int) -> None:
+    """Until every stuck stream waits in a send: its client holds all it may."""
+    async with asyncio.timeout(10):
+        while sum(1 for subs in hub._subs.values() for sub in subs if sub.sending_since) < stuck:
+            await asyncio.sleep(0.05)
 
 
 async def test_a_read_stops_at_its_byte_budget(redis: Redis, settings: Settings) -> None:

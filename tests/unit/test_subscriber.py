@@ -9,7 +9,7 @@ import pytest
 
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.clock import StreamClock
-from notifyhub.realtime.events import frame
+from notifyhub.realtime.events import MAX_AHEAD, frame
 from notifyhub.realtime.hub import Hub
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
@@ -226,3 +226,14 @@ async def test_an_idle_stream_takes_an_announcement_without_waking() -> None:
     assert sub.announced == [(4, "e1", "n2", b"{}"), (4, "e1", "n3", b"{}")]
     async with asyncio.timeout(1):
         assert await waiter is False
+
+
+def test_a_stream_that_does_not_wait_keeps_at_most_max_ahead_announcements() -> None:
+    """A stream stuck in a send takes announcements of one seq into its queue only up to
+    the MAX_AHEAD it could show at once: the rest reach it as copies, through the log."""
+    sub = Subscriber("t/a")
+    sub.cursor, sub.epoch = 4, "e1"
+    for n in range(MAX_AHEAD + 50):
+        sub.announce(4, "e1", f"n{n}", b"{}")
+    assert sub.announced is not None
+    assert [a[2] for a in sub.announced] == [f"n{n}" for n in range(MAX_AHEAD)]

@@ -2,9 +2,14 @@
 
 uvicorn's default parser (httptools) keeps a request's head in memory however long it
 grows: an unauthenticated huge header cost the hub its size before its 401. Here the bytes
-of a head are counted as they arrive and a head past `MAX_HEAD_BYTES` is answered 431
-and the connection closed, after at most one more read (256 KiB). h11, uvicorn's other
-parser, has the cap built in (`h11_max_incomplete_event_size`), set to the same value.
+of a head are counted as they arrive and the parser is fed at most `MAX_HEAD_BYTES` of
+it: a head that does not end within them is answered 431 problem+json. The connection is
+then closed gracefully: the answer, a FIN, and what the client still sends (the rest of
+its head) read and dropped until it closes, for at most LINGER_S and LINGER_BYTES.
+Closing at once, with the client's bytes unread, made the kernel reset the connection,
+and a reset can destroy the answer before the client reads it. h11, uvicorn's other
+parser, has the cap built in (`h11_max_incomplete_event_size`, set to the same value;
+its refusal is uvicorn's plain 400).
 
 Most of the hub's connections are idle event streams, held for hours, so what each one
 keeps matters (the bench's `idle streams` rows; tracemalloc, 3,000 streams):
@@ -22,12 +27,15 @@ keeps matters (the bench's `idle streams` rows; tracemalloc, 3,000 streams):
 
 A broadcast's announcement is written to an idle stream's connection at once
 (`write_now`), the same chunk uvicorn's `send` would write, so that 10k streams are not
-10k task wake-ups.
+10k task wake-ups. A stream bounds its connection's kernel send buffer
+(`bound_send_buffer`): what a client that stops reading can hold.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +46,10 @@ from notifyhub.realtime.sse import CONNECTION
 
 MAX_HEAD_BYTES = 64 * 1024
 """Request line and headers together (nginx allows 32 KiB by default)."""
+LINGER_S = 2.0
+LINGER_BYTES = 1024 * 1024
+"""After a 431, how long and how much of what the client still sends is read and dropped
+before the connection closes (a client sending more than this gets a reset)."""
 
 
 def _refusal() -> bytes:
@@ -81,7 +93,7 @@ class HubHttpProtocol(HttpToolsProtocol):
 
     # Slots: past uvicorn's ~30 attributes, one more in the instance dict makes CPython
     # give every connection a dict of its own (1.5 KiB, tracemalloc).
-    __slots__ = ("_head_bytes", "_lost", "_on_close")
+    __slots__ = ("_dropping", "_head_bytes", "_lost", "_on_close")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,6 +103,8 @@ class HubHttpProtocol(HttpToolsProtocol):
         self._on_close: Callable[[], None] | None = None
         """Called once when the connection closes during the current response."""
         self._lost = False
+        self._dropping: int | None = None
+        """Refused (431): the bytes of the client's still to drop before closing."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -130,6 +144,14 @@ class HubHttpProtocol(HttpToolsProtocol):
         self.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
         return True
 
+    def bound_send_buffer(self, size_bytes: int) -> None:
+        """Give the connection a kernel send buffer of `size_bytes` (SO_SNDBUF) instead of
+        the auto-tuned one; 0 leaves it."""
+        sock = self.transport.get_extra_info("socket")
+        if size_bytes and sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size_bytes)
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope[CONNECTION] = self  # type: ignore[literal-required]
@@ -139,14 +161,48 @@ class HubHttpProtocol(HttpToolsProtocol):
         super().on_response_complete()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_bytes is not None:
-            self._head_bytes += len(data)
-        super().data_received(data)  # may complete the head (`on_headers_complete`)
-        if self._head_bytes is not None and self._head_bytes > MAX_HEAD_BYTES:
-            self._head_bytes = None
-            if not self.transport.is_closing():
-                self.transport.write(REFUSAL)
-                self.transport.close()
+        head = self._head_bytes
+        if head is None or head + len(data) <= MAX_HEAD_BYTES:
+            if head is not None:
+                self._head_bytes = head + len(data)
+            super().data_received(data)
+        elif self._dropping is not None:
+            self._drop(len(data))
+        else:
+            self._past_limit(data, MAX_HEAD_BYTES - head)
+
+    def _past_limit(self, data: bytes, room: int) -> None:
+        """`data` takes the head past the cap: the parser gets what fits. A head that ends
+        within it is served (the rest is its body, or the next request); else 431."""
+        self._head_bytes = MAX_HEAD_BYTES
+        if room > 0:
+            super().data_received(data[:room])  # may complete the head (`on_headers_complete`)
+        if self.transport.is_closing():
+            return  # the parser refused the request (400)
+        if self._head_bytes != MAX_HEAD_BYTES:
+            self.data_received(data[room:])
+        else:
+            self._refuse()
+
+    def _refuse(self) -> None:
+        """Answer 431 and close gracefully (the module's docstring says why); just close
+        when the head was pipelined behind a response still under way (a stream): an
+        answer there would land inside that response."""
+        self._dropping = LINGER_BYTES
+        transport, cycle = self.transport, self.cycle
+        if cycle is not None and not cycle.response_complete:
+            transport.close()
+            return
+        transport.write(REFUSAL)
+        if transport.can_write_eof():
+            transport.write_eof()  # the client reads the answer, then its end of file
+        self.loop.call_later(LINGER_S, transport.close)
+
+    def _drop(self, received: int) -> None:
+        """Drop what a refused client still sends; close once it has sent too much."""
+        self._dropping = dropping = (self._dropping or 0) - received
+        if dropping < 0:
+            self.transport.close()
 
     def on_headers_complete(self) -> None:
         self._head_bytes = None

@@ -94,6 +94,10 @@ class Connection(Protocol):
         when it may not (the client is not keeping up, the connection is closing):
         send it through ASGI then."""
 
+    def bound_send_buffer(self, size_bytes: int) -> None:
+        """Give the connection a kernel send buffer of `size_bytes` instead of the
+        auto-tuned one (StreamSettings.send_buffer_bytes); 0 leaves it."""
+
 
 AHEAD_TTL_S = 600.0
 """How long a stream keeps waiting for the copy of a notification it showed ahead."""
@@ -192,6 +196,7 @@ class InboxStream(Response):
         connection: Connection | None = scope.get(CONNECTION)
         watcher = None
         if connection is not None:
+            connection.bound_send_buffer(self._settings.send_buffer_bytes)
             connection.on_close(self._left)
             self._connection = connection
             self._sub.announce_now = self._announce_now

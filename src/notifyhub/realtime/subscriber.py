@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from notifyhub.realtime.events import MAX_AHEAD
+
 Announced = tuple[int, str, str, bytes]
 """(seq, epoch, notification id, item JSON) of an announcement (`Subscriber.announce`)."""
 
@@ -120,7 +122,8 @@ class Subscriber:
                 return
             if self.announced is None:
                 self.announced = []
-            self.announced.append((seq, epoch, nid, body))
+            if len(self.announced) < MAX_AHEAD:  # more are not shown: they come as copies
+                self.announced.append((seq, epoch, nid, body))
             self._wake()
 
     def restart(self, seq: int) -> None:
