@@ -40,9 +40,7 @@ class Snoozes:
     """Schedules wake-ups in transactions of its own: a PATCH that snoozes writes to
     PostgreSQL; every other PATCH stays Redis-only."""
 
-    def __init__(
-        self, delayed: DelayedService, units: Units
-    ) -> None:
+    def __init__(self, delayed: DelayedService, units: Units) -> None:
         self._delayed = delayed
         self._units = units
 
