@@ -13,6 +13,7 @@ import orjson
 from bench import scenarios
 from bench.scenarios import RawClient
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.services.deliveries import enqueue
 
 if TYPE_CHECKING:
@@ -105,9 +106,9 @@ async def _backlog(hub: BenchHub, name: str, first: int, total: int) -> float:
     """Commit `total` deliveries in one library-mode transaction; the commit's time."""
     engine = create_engine(str(hub.settings.database_url))
     try:
-        async with create_sessionmaker(engine).begin() as session:
+        async with UnitOfWork(create_sessionmaker(engine)) as unit:
             for i in range(first, first + total):
-                await enqueue(session, name, {"i": i, "pad": "x" * 200})
+                await enqueue(unit, name, {"i": i, "pad": "x" * 200})
         return time.perf_counter()
     finally:
         await engine.dispose()

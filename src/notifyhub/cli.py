@@ -92,12 +92,13 @@ def _with_session(settings: Settings, work: Callable[[AsyncSession], Awaitable[T
     import asyncio
 
     from notifyhub.db.engine import create_engine, create_sessionmaker
+    from notifyhub.db.unit import UnitOfWork
 
     async def run() -> T:
         engine = create_engine(_database_url(settings))
         try:
-            async with create_sessionmaker(engine)() as session, session.begin():
-                return await work(session)
+            async with UnitOfWork(create_sessionmaker(engine)) as unit:
+                return await work(unit.session)
         finally:
             await engine.dispose()
 
@@ -160,11 +161,8 @@ def _dev_key(settings: Settings, label: str, scope: Scope, path: Path) -> str:
         async def make(session: AsyncSession) -> str:
             names = [f"dev-{label}", f"dev-{label}-{secrets.token_hex(3)}"]  # (file lost)
             for name in names:
-                try:
-                    async with session.begin_nested():
-                        return await apikeys.create_key(
-                            session, name=name, scope=scope, tenant=None
-                        )
+                try:  # a taken name is rolled back to create_key's savepoint
+                    return await apikeys.create_key(session, name=name, scope=scope, tenant=None)
                 except NotifyhubError:
                     continue
             raise RuntimeError(f"no free name for the dev {label} key")

@@ -11,12 +11,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.base import Base
+from notifyhub.db.unit import UnitOfWork
+from notifyhub.domain.auth import Scope
+from notifyhub.errors import Conflict
+from notifyhub.services import apikeys
 from notifyhub.settings import Settings
 
 
@@ -193,3 +198,22 @@ async def test_the_migrated_tables_match_the_models(
             text("SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_api_keys_tenant_name'")
         )
     assert index is not None and "UNIQUE" in index and "COALESCE(tenant" in index
+
+
+async def test_a_taken_name_rolls_back_to_a_savepoint_and_the_unit_goes_on(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """`notifyhub`'s first start tries another name for a dev key in the same unit: the
+    refused one leaves the unit usable, and the other key commits."""
+    taken, other = _name("taken"), _name("other")
+    async with UnitOfWork(sessionmaker) as unit:
+        await apikeys.create_key(unit.session, name=taken, scope=Scope.CONSUME, tenant=None)
+        with pytest.raises(Conflict):
+            await apikeys.create_key(unit.session, name=taken, scope=Scope.CONSUME, tenant=None)
+        await apikeys.create_key(unit.session, name=other, scope=Scope.CONSUME, tenant=None)
+    async with sessionmaker() as session:
+        found = await session.scalars(
+            text("SELECT name FROM api_keys WHERE name IN (:a, :b) ORDER BY name"),
+            {"a": taken, "b": other},
+        )
+        assert sorted(found) == sorted([taken, other])

@@ -12,7 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from notifyhub.db.engine import autocommit, create_engine, create_sessionmaker
+from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.outages import outage_of
 
 
@@ -71,7 +72,8 @@ async def test_an_autocommitted_statement_is_committed_when_it_returns(
 ) -> None:
     sessionmaker = create_sessionmaker(engine)
     name = f"autocommit_{id(engine)}"
-    async with autocommit(sessionmaker) as session:
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        session = unit.session
         await session.execute(text(f"CREATE TABLE {name} (n int)"))
         await session.execute(text(f"INSERT INTO {name} VALUES (1)"))
         async with sessionmaker() as other:  # another connection already sees it

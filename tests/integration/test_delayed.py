@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from notifyhub.api.app import create_app
+from notifyhub.db.unit import units
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
@@ -161,7 +162,8 @@ async def test_two_movers_never_duplicate_or_lose(
 ) -> None:
     keys = Keys(settings.redis_prefix)
     services = [
-        DelayedService(DelayedStore(redis, keys, 4), TransitionLog(sessionmaker)) for _ in range(2)
+        DelayedService(DelayedStore(redis, keys, 4), TransitionLog(units(sessionmaker)))
+        for _ in range(2)
     ]
     pusher = DelayedCalls(services[0], sessionmaker)
     now_ms = int(time.time() * 1000)

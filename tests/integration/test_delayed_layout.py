@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.models import DelayedTransition
+from notifyhub.db.unit import units
 from notifyhub.errors import Conflict
 from notifyhub.services.delayed import DelayedService, NewMessage, Reserved, TransitionLog
 from notifyhub.store.delayed import DelayedStore
@@ -30,7 +31,7 @@ def _service(
     redis: Redis, settings: Any, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> DelayedCalls:
     store = DelayedStore(redis, Keys(settings.redis_prefix), SETS)
-    return DelayedCalls(DelayedService(store, TransitionLog(sessionmaker)), sessionmaker)
+    return DelayedCalls(DelayedService(store, TransitionLog(units(sessionmaker))), sessionmaker)
 
 
 def _now_ms() -> int:
@@ -192,7 +193,7 @@ async def test_transition_log_is_held_during_a_burst_but_never_lost(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     ids = [f"LOG{uuid.uuid4().hex[:23].upper()}" for _ in range(5)]
-    log = TransitionLog(sessionmaker)
+    log = TransitionLog(units(sessionmaker))
     log.add_ids(ids[:3], "ready", 1, "mover")
     log.hold(3600)
     assert await log.flush_unless_held() == 0  # the mover is busy: later
@@ -201,7 +202,7 @@ async def test_transition_log_is_held_during_a_burst_but_never_lost(
     assert await log.flush() == 5  # an explicit flush (shutdown, restore) never waits
     assert await _logged(sessionmaker, ids) == ids
 
-    capped = TransitionLog(sessionmaker, max_hold_s=0)  # held no longer than this
+    capped = TransitionLog(units(sessionmaker), max_hold_s=0)  # held no longer than this
     more = [f"LOG{uuid.uuid4().hex[:23].upper()}" for _ in range(2)]
     capped.add_ids(more, "reserved", 0, "consumer")
     capped.hold(3600)

@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from redis.asyncio import Redis
 
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.unit import units
 from notifyhub.errors import Conflict
 from notifyhub.services.delayed import DelayedService, NewMessage, TransitionLog
 from notifyhub.store.delayed import DelayedStore
@@ -41,7 +42,7 @@ class DelayedModel(RuleBasedStateMachine):
         self.prefix = f"nhtest:dqm:{uuid.uuid4().hex[:8]}:"
         maker = create_sessionmaker(self.engine)
         self.service = DelayedService(
-            DelayedStore(self.redis, Keys(self.prefix), 3), TransitionLog(maker)
+            DelayedStore(self.redis, Keys(self.prefix), 3), TransitionLog(units(maker))
         )
         self.queue = DelayedCalls(self.service, maker)
         self.keys = Keys(self.prefix)

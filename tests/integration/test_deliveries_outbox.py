@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.engine import autocommit
 from notifyhub.db.models import Delivery, DeliveryAlert, DeliveryAttempt, DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Settlement
+from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import Conflict, InvalidInput
@@ -40,7 +40,8 @@ async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[Del
     )
     guard = AddressGuard(False, settings.allow_networks)
     outbound = Outbound(guard, settings.response_cap_bytes, settings.concurrency)
-    sender = DeliverySender(sessionmaker, outbound, settings, DeliveryMetrics(CollectorRegistry()))
+    metrics = DeliveryMetrics(CollectorRegistry())
+    sender = DeliverySender(units(sessionmaker), outbound, settings, metrics)
     sender.start()
     try:
         yield sender
@@ -68,7 +69,7 @@ async def _definition(sessionmaker: Maker, url: str) -> str:
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks(), sessionmaker, LOCAL).put_definition(
+        await DeliveryService(NoKicks(), LOCAL).put_definition(
             session, "default", name, spec, False, False
         )
     return name
@@ -95,8 +96,8 @@ async def test_inline_sender_and_dispatcher_racing_settle_each_attempt_once(
     wins = {"inline": 0, "dispatcher": 0}
     async with a_sender(sessionmaker) as inline, a_sender(sessionmaker) as dispatcher:
         for i in range(1000):
-            async with sessionmaker.begin() as session:
-                ids.append(await enqueue(session, name, {"i": i}))
+            async with UnitOfWork(sessionmaker) as unit:
+                ids.append(await enqueue(unit, name, {"i": i}))
             by_inline, by_dispatcher = await asyncio.gather(
                 inline.attempt_exact([(ids[-1], 0)]), dispatcher.attempt_due(10)
             )
@@ -118,8 +119,8 @@ async def test_a_dispatcher_killed_mid_send_is_redelivered_with_the_same_webhook
 ) -> None:
     name = await _definition(sessionmaker, receiver.url("/crash"))
     receiver.plan("/crash", Reply(200, delay_s=60))  # the first receipt hangs
-    async with sessionmaker.begin() as session:
-        delivery_id = await enqueue(session, name, {"n": 1})
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
 
     async with a_sender(sessionmaker, lease_s=1) as doomed:
         sending = asyncio.create_task(doomed.attempt_exact([(delivery_id, 0)]))
@@ -145,9 +146,15 @@ async def test_a_dispatcher_killed_mid_send_is_redelivered_with_the_same_webhook
 @dataclass
 class Recorder:
     kicked: list[tuple[str, int]]
+    kicks: int = 0
 
     def kick(self, expected: Iterable[tuple[str, int]]) -> None:
         self.kicked.extend(expected)
+        self.kicks += 1
+
+
+class RolledBack(Exception):
+    """Raised inside a unit of work to roll it back."""
 
 
 async def test_library_mode_sends_after_commit_and_never_for_a_rollback(
@@ -156,24 +163,27 @@ async def test_library_mode_sends_after_commit_and_never_for_a_rollback(
     name = await _definition(sessionmaker, receiver.url("/library"))
     recorder = Recorder([])
 
-    async with sessionmaker() as session:
-        async with session.begin():
-            rolled_back = await enqueue(session, name, {"order": 1}, sender=recorder)
+    with contextlib.suppress(RolledBack):
+        async with UnitOfWork(sessionmaker) as unit:
+            rolled_back = await enqueue(unit, name, {"order": 1}, sender=recorder)
             assert recorder.kicked == []  # not before the commit
-            await session.rollback()
-        async with session.begin():
-            committed = await enqueue(session, name, {"order": 2}, sender=recorder)
-        assert recorder.kicked == [(committed, 0)]
+            raise RolledBack
+    async with UnitOfWork(sessionmaker) as unit:
+        committed = await enqueue(unit, name, {"order": 2}, sender=recorder)
+        again = await enqueue(unit, name, {"order": 2.5}, sender=recorder)
+        assert recorder.kicked == []
+    assert recorder.kicked == [(committed, 0), (again, 0)]
+    assert recorder.kicks == 1  # one kick per unit, however many it added
 
     async with a_sender(sessionmaker) as sender:
-        async with sessionmaker.begin() as session:  # real at-once send after commit
-            at_once = await enqueue(session, name, {"order": 3}, sender=sender)
+        async with UnitOfWork(sessionmaker) as unit:  # real at-once send after commit
+            at_once = await enqueue(unit, name, {"order": 3}, sender=sender)
         await receiver.wait_for("/library", 1)
         for _ in range(3):
             await sender.attempt_due(100)
 
     arrived = {r.headers["webhook-id"] for r in receiver.at("/library")}
-    assert arrived == {committed, at_once}
+    assert arrived == {committed, again, at_once}
     assert rolled_back not in arrived
     async with sessionmaker() as session:
         assert await session.get(Delivery, rolled_back) is None
@@ -191,13 +201,14 @@ async def test_enqueue_refuses_unknown_and_disabled_definitions_and_adds_nothing
             .values(disabled_at=func.now())
         )
     recorder = Recorder([])
-    async with sessionmaker.begin() as session:
+    async with UnitOfWork(sessionmaker) as unit:
         with pytest.raises(InvalidInput):
-            await enqueue(session, unique("missing"), {"n": 1}, sender=recorder)
+            await enqueue(unit, unique("missing"), {"n": 1}, sender=recorder)
         with pytest.raises(Conflict):
-            await enqueue(session, name, {"n": 2}, sender=recorder)
+            await enqueue(unit, name, {"n": 2}, sender=recorder)
         # still usable: the refusals did not abort the caller's transaction
-        assert (await session.execute(select(func.count()).select_from(Delivery))).scalar_one() >= 0
+        counted = await unit.session.execute(select(func.count()).select_from(Delivery))
+        assert counted.scalar_one() >= 0
     assert recorder.kicked == []
     async with sessionmaker() as session:
         found = await session.scalars(select(Delivery).where(Delivery.definition == name))
@@ -211,14 +222,19 @@ async def test_create_commits_before_it_returns_then_sends_at_once(
     any session, and its attempt 0 was handed to the sender."""
     name = await _definition(sessionmaker, receiver.url("/create"))
     recorder = Recorder([])
-    service = DeliveryService(recorder, sessionmaker, LOCAL)
-    delivery_id = await service.create("default", name, {"n": 1}, "test")
+    service = DeliveryService(recorder, LOCAL)
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        delivery_id = await service.create(unit, "default", name, {"n": 1}, "test")
+        async with sessionmaker() as session:  # committed by the INSERT itself
+            assert await session.get(Delivery, delivery_id) is not None
+        assert recorder.kicked == []
     assert recorder.kicked == [(delivery_id, 0)]
     async with sessionmaker() as session:
         row = await session.get(Delivery, delivery_id)
         assert row is not None and row.status == "pending" and row.attempt == 0
     with pytest.raises(InvalidInput):
-        await service.create("default", unique("missing"), {"n": 2}, None)
+        async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+            await service.create(unit, "default", unique("missing"), {"n": 2}, None)
     assert recorder.kicked == [(delivery_id, 0)]
 
 
@@ -228,9 +244,10 @@ async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
     """Settling is one statement: its attempt row, owed alerts and a 410's disabling are
     written for the rows its fenced UPDATE changed, and for no other."""
     name = await _definition(sessionmaker, receiver.url("/settle"))
-    async with sessionmaker.begin() as session:
-        delivery_id = await enqueue(session, name, {"n": 1})
-    async with autocommit(sessionmaker) as session:
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        session = unit.session
         [claimed] = await repo.claim_exact(session, [(delivery_id, 0)], 60)
 
     def gone(attempt: int) -> Settlement:
@@ -260,9 +277,11 @@ async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
             assert definition is not None
             return list(attempts), sorted(alerts), definition.disabled_at is not None
 
-    async with autocommit(sessionmaker) as session:
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        session = unit.session
         assert await repo.settle(session, [gone(claimed.attempt - 1)]) == set()
     assert await recorded() == ([], [], False)
-    async with autocommit(sessionmaker) as session:
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        session = unit.session
         assert await repo.settle(session, [gone(claimed.attempt)]) == {delivery_id}
     assert await recorded() == ([claimed.attempt], ["email", "webhook"], True)

@@ -25,6 +25,7 @@ from ulid import ULID
 
 from notifyhub.db.base import Base
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import InvalidInput
 from notifyhub.services import signing
@@ -332,13 +333,13 @@ async def test_library_mode_enqueues_on_the_named_tenants_definition(
         max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
-        await DeliveryService(NoKicks(), sessionmaker, TargetCheck(AddressGuard())).put_definition(
+        await DeliveryService(NoKicks(), TargetCheck(AddressGuard())).put_definition(
             session, tenant, name, spec, False, False
         )
-    async with sessionmaker.begin() as session:
+    async with UnitOfWork(sessionmaker) as unit:
         with pytest.raises(InvalidInput):
-            await enqueue(session, name, {"n": 1})  # the default tenant has no such name
-        delivery_id = await enqueue(session, name, {"n": 1}, tenant=tenant)
+            await enqueue(unit, name, {"n": 1})  # the default tenant has no such name
+        delivery_id = await enqueue(unit, name, {"n": 1}, tenant=tenant)
     async with sessionmaker() as session:
         row = await session.get(Delivery, delivery_id)
         assert row is not None and row.tenant == tenant

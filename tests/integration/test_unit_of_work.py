@@ -1,5 +1,5 @@
-"""The unit of work: after-commit work runs after a commit only, and a unit that needs
-no SQL never takes a connection."""
+"""The unit of work: after-commit work runs after a commit only, a unit that needs no
+SQL never takes a connection, autocommit units and savepoints."""
 
 from __future__ import annotations
 
@@ -102,3 +102,51 @@ async def test_a_unit_that_runs_no_sql_takes_no_connection() -> None:
     finally:
         await engine.dispose()
     assert ran == ["ran"]  # PostgreSQL was never asked: Redis-only work survives its outage
+
+
+async def test_an_autocommit_unit_commits_each_statement_as_it_runs(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """Its statements are visible to other connections before it ends, stay committed
+    when it fails afterwards, and its after-commit work runs on a clean exit only."""
+    table = f"uow_{uuid.uuid4().hex[:8]}"
+    ran: list[str] = []
+
+    async def callback() -> None:
+        ran.append("ran")
+
+    async def failing_after_its_statement() -> None:
+        async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+            await unit.session.execute(text(f"CREATE TABLE {table} (id int)"))
+            assert await _exists(sessionmaker, table)  # committed already
+            unit.after_commit(callback)
+            raise RuntimeError("after the statement")
+
+    with pytest.raises(RuntimeError):
+        await failing_after_its_statement()
+    assert ran == []
+    assert await _exists(sessionmaker, table)  # no rollback undoes it
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        await unit.session.execute(text(f"DROP TABLE {table}"))
+        unit.after_commit(callback)
+    assert ran == ["ran"]
+    assert not await _exists(sessionmaker, table)
+
+
+async def test_a_savepoint_undoes_only_its_own_work(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """A unique violation inside `unit.savepoint()` rolls back to it; the unit goes on and
+    commits the rest."""
+    table = f"uow_{uuid.uuid4().hex[:8]}"
+    async with UnitOfWork(sessionmaker) as unit:
+        await unit.session.execute(text(f"CREATE TABLE {table} (id int PRIMARY KEY)"))
+        await unit.session.execute(text(f"INSERT INTO {table} VALUES (1)"))
+        with pytest.raises(IntegrityError):
+            async with unit.savepoint():
+                await unit.session.execute(text(f"INSERT INTO {table} VALUES (1)"))
+        await unit.session.execute(text(f"INSERT INTO {table} VALUES (2)"))
+    async with UnitOfWork(sessionmaker) as unit:
+        found = await unit.session.scalars(text(f"SELECT id FROM {table} ORDER BY id"))
+        assert list(found) == [1, 2]
+        await unit.session.execute(text(f"DROP TABLE {table}"))

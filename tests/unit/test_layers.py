@@ -1,6 +1,7 @@
 """One transaction rule, checked on the source: services hold no SQL (query constructs
 and statements live in `db/repositories/`) and open no transactions (they take the
-caller's session or unit of work), but for the modules allowed below, each for a reason."""
+caller's session or unit of work). A service that owns its transactions by contract is
+given a `Units` factory by the composition and is listed below with that contract."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import notifyhub.services
 
 SERVICES = Path(notifyhub.services.__file__).parent
 
-Rule = Literal["sql", "transactions"]
+Rule = Literal["sql", "transactions", "units"]
 
 QUERY_CONSTRUCTS = frozenset(
     {
@@ -47,27 +48,26 @@ QUERY_CONSTRUCTS = frozenset(
 )
 SQL_TEXT = re.compile(r"\b(INSERT INTO|DELETE FROM|UPDATE \w+ SET|SELECT\s[\s\S]+?\sFROM)\b")
 """A string literal holding a statement (docstrings mentioning "an INSERT" pass)."""
-TRANSACTION_MAKERS = frozenset({"async_sessionmaker", "create_sessionmaker", "autocommit"})
-"""Names a module needs to open transactions of its own."""
+SESSION_MAKERS = frozenset({"async_sessionmaker", "create_sessionmaker"})
+TRANSACTION_MAKERS = SESSION_MAKERS | {"UnitOfWork"}
+"""What a module imports or calls to open transactions of its own making (importing
+`UnitOfWork` to name the caller's unit's type is fine)."""
+UNIT_FACTORY = "Units"
+"""What a service owning its transactions by contract is given instead."""
 
-# Modules still breaking a rule, and why. Whoever brings one under the rule removes it
-# here (the last test fails while an entry is no longer needed), so the rule guards it.
+# Services that own their transactions (through an injected `Units`), each by contract
+# (its class docstring says so). One whose work could join its caller's unit leaves the
+# list (the last test fails while an entry is no longer needed), so the rule guards it.
 ALLOWED: dict[tuple[str, Rule], str] = {
-    # By contract, own transactions: a group commit before the 202, a buffered log.
-    ("durable.py", "transactions"): "group commit and change-log flushes are batches",
-    # The deliveries family, owned by the deliveries work this round: its services open
-    # their own transactions (autocommit INSERT, claims) and deliveries.py schedules
-    # after-commit sends with a `sqlalchemy.event` hook instead of db/unit.UnitOfWork.
-    ("deliveries.py", "transactions"): "autocommit create; after-commit via sqlalchemy.event",
-    ("sender.py", "transactions"): "outbox sender: worker batches",
-    ("alerts.py", "transactions"): "alert sender: worker batches",
-    # By contract, own transactions (documented in docs/ARCHITECTURE.md, Transactions):
-    ("delayed.py", "transactions"): "TransitionLog: a flush is a batch of its own, retried whole",
-    ("epoch.py", "transactions"): "EpochWatch: a worker loop step rebuilding Redis",
-    ("snooze.py", "transactions"): "a snoozing PATCH (else Redis-only) commits its wake-up alone",
-    ("actions.py", "transactions"): "an action's webhook (else Redis-only) commits alone",
-    ("views.py", "transactions"): "Redis-only inbox reads look up views (cached) on their own",
-    ("revocations.py", "transactions"): "after a Pub/Sub gap, a background read of revoked keys",
+    ("durable.py", "units"): "a group commit answers many requests; change-log flushes batch",
+    ("delayed.py", "units"): "TransitionLog: a flush is a batch of its own, retried whole",
+    ("sender.py", "units"): "outbox sender: the send falls between its claim and settlement",
+    ("alerts.py", "units"): "alert sender: the send falls between its claim and mark",
+    ("epoch.py", "units"): "EpochWatch: a worker loop step rebuilding Redis, no caller",
+    ("snooze.py", "units"): "a snoozing PATCH (else Redis-only) commits its wake-up alone",
+    ("actions.py", "units"): "an action's webhook commits before the answer, a 409 included",
+    ("views.py", "units"): "Redis-only inbox reads look views up (cached) on their own",
+    ("revocations.py", "units"): "after a Pub/Sub gap, a background read of revoked keys",
 }
 
 
@@ -93,15 +93,34 @@ def _sql(tree: ast.AST) -> list[str]:
     return found + [f"SQL text: {m.group(0)[:40]!r}" for m in matches if m]
 
 
+def _calls(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """(name, number of arguments) of each call: `f` for `f(...)` and `x.f(...)`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func, count = node.func, len(node.args) + len(node.keywords)
+            if isinstance(func, ast.Name):
+                yield func.id, count
+            elif isinstance(func, ast.Attribute):
+                yield func.attr, count
+
+
 def _transactions(tree: ast.AST) -> list[str]:
-    return [
+    imported = [
         f"{module}.{name}"
         for module, name in _imports(tree)
-        if name in TRANSACTION_MAKERS or (module == "sqlalchemy" and name == "event")
+        if name in SESSION_MAKERS or (module == "sqlalchemy" and name == "event")
     ]
+    calls = list(_calls(tree))
+    opened = [f"{name}(...)" for name, _ in calls if name in TRANSACTION_MAKERS]
+    begun = [".begin()" for name, count in calls if name == "begin" and not count]
+    return imported + opened + begun
 
 
-CHECKS = {"sql": _sql, "transactions": _transactions}
+def _units(tree: ast.AST) -> list[str]:
+    return [f"{module}.{name}" for module, name in _imports(tree) if name == UNIT_FACTORY]
+
+
+CHECKS = {"sql": _sql, "transactions": _transactions, "units": _units}
 
 
 def _violations(path: Path, rule: Rule) -> list[str]:
@@ -130,6 +149,13 @@ def test_no_service_opens_its_own_transactions() -> None:
     )
 
 
+def test_only_services_owning_transactions_by_contract_are_given_units() -> None:
+    assert _offenders("units") == {}, (
+        "take the caller's unit; or, where the service owns its transactions by contract"
+        " (say so in its docstring), list it in ALLOWED with that contract"
+    )
+
+
 def test_the_allow_list_names_only_modules_that_still_need_it() -> None:
     modules = _modules()
     stale = [
@@ -143,12 +169,21 @@ def test_the_checks_see_what_they_look_for() -> None:
         "from sqlalchemy import select\n"
         "from sqlalchemy.dialects.postgresql import insert\n"
         "from sqlalchemy.ext.asyncio import async_sessionmaker\n"
+        "from notifyhub.db.unit import Units\n"
         "Q = 'SELECT id FROM t'\n"
         "'''One autocommitted INSERT: no BEGIN.'''\n"
+        "async def f(m, units):\n"
+        "    async with UnitOfWork(m) as unit, m.begin() as session, units() as mine:\n"
+        "        pass\n"
     )
     assert _sql(tree) == [
         "sqlalchemy.select",
         "sqlalchemy.dialects.postgresql",
         "SQL text: 'SELECT id FROM'",
     ]
-    assert _transactions(tree) == ["sqlalchemy.ext.asyncio.async_sessionmaker"]
+    assert _transactions(tree) == [
+        "sqlalchemy.ext.asyncio.async_sessionmaker",
+        "UnitOfWork(...)",
+        ".begin()",
+    ]
+    assert _units(tree) == ["notifyhub.db.unit.Units"]

@@ -40,6 +40,7 @@ from notifyhub.api.routers import routing as routing_router
 from notifyhub.api.routers import traces as traces_router
 from notifyhub.api.routers import views as views_router
 from notifyhub.api.tracing import install_tracing
+from notifyhub.db.unit import units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.services.actions import ActionService
@@ -218,11 +219,11 @@ def _state(
         delayed=delayed.service,
         metrics=metrics,
         runner=runner,
-        deliveries=DeliveryService(outbox.sender, db.sessionmaker, outbox.targets),
+        deliveries=DeliveryService(outbox.sender, outbox.targets),
         dispatcher=outbox.dispatcher,
         limiter=limiter,
         users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
-        actions=ActionService(inbox.store, db.sessionmaker, outbox.sender, durable.log),
+        actions=ActionService(inbox.store, units(db.sessionmaker), outbox.sender, durable.log),
     )
 
 
@@ -236,7 +237,7 @@ def _revocations(
     """Revocations heard on the hub's Pub/Sub: a revoked key leaves the key cache, a user's
     "not before" the token check's; after a gap both look again (the stores know)."""
     store = RevocationStore(clients.redis, clients.keys, inbox.store.doorbells)
-    revocations = Revocations(store, inbox.hub, db.sessionmaker)
+    revocations = Revocations(store, inbox.hub, units(db.sessionmaker))
     stack.push_async_callback(revocations.close)
 
     def heard(revocation: Revocation) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, exc
@@ -116,16 +114,3 @@ def create_engine(
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-@asynccontextmanager
-async def autocommit(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
-    """A session whose statements each commit on their own, for work done in single
-    statements (atomic by themselves): no BEGIN and COMMIT round trips around them.
-
-    A statement is committed when `execute` returns (durably, unless the engine was made
-    with `relaxed_commits`).
-    """
-    async with sessionmaker() as session:
-        await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-        yield session

@@ -5,30 +5,57 @@ must commit before answering); services add rows through repositories and regist
 what touches the outside world once the rows are durable (queueing in Redis, sends,
 idempotency answers) with `after_commit`. The session is opened on first use, so a
 unit whose work turns out to need only Redis never takes a PostgreSQL connection.
+
+It is the one way to open a transaction: repositories only add and flush (a savepoint
+one needs is the caller's `unit.savepoint()`), and a service that owns its transactions
+by contract (a worker's batch, the durable inbox's group commit) is given `Units`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession, AsyncSessionTransaction, async_sessionmaker
 
 AfterCommit = Callable[[], Awaitable[object]]
+
+
+class Units(Protocol):
+    """Opens units of work; what the composition gives a service that owns its
+    transactions by contract (so the service never sees a sessionmaker)."""
+
+    def __call__(self, *, autocommit: bool = False) -> UnitOfWork: ...
+
+
+def units(sessionmaker: async_sessionmaker[AsyncSession]) -> Units:
+    return functools.partial(UnitOfWork, sessionmaker)
 
 
 class UnitOfWork:
     """`async with UnitOfWork(sessionmaker) as unit:` commits on a clean exit, rolls back
     on an exception, and runs the `after_commit` callbacks, in order, only after a
     successful commit (never after a rollback). A callback that raises stops the rest
-    and propagates: the rows stay committed, the caller sees the error."""
+    and propagates: the rows stay committed, the caller sees the error.
 
-    __slots__ = ("_callbacks", "_session", "_sessionmaker")
+    With `autocommit=True` each statement commits on its own (no BEGIN and COMMIT round
+    trips), for work done in single statements that are atomic by themselves; its
+    session is opened on entering, and `after_commit` callbacks run on a clean exit."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+    __slots__ = ("_autocommit", "_callbacks", "_session", "_sessionmaker", "info")
+
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], *, autocommit: bool = False
+    ) -> None:
         self._sessionmaker = sessionmaker
+        self._autocommit = autocommit
         self._session: AsyncSession | None = None
         self._callbacks: list[AfterCommit] = []
+        self.info: dict[str, object] = {}
+        """The unit's own scratch space: say, a service gathering its after-commit work
+        into one callback."""
 
     @property
     def session(self) -> AsyncSession:
@@ -40,7 +67,19 @@ class UnitOfWork:
     def after_commit(self, callback: AfterCommit) -> None:
         self._callbacks.append(callback)
 
+    def savepoint(self) -> AsyncSessionTransaction:
+        """`async with unit.savepoint():` a failure inside (say, a unique violation the
+        caller answers) rolls back only what was done inside; the unit goes on."""
+        return self.session.begin_nested()
+
     async def __aenter__(self) -> UnitOfWork:
+        if self._autocommit:
+            isolation = {"isolation_level": "AUTOCOMMIT"}
+            try:
+                await self.session.connection(execution_options=isolation)
+            except BaseException:
+                await self._finish(committed=False)
+                raise
         return self
 
     async def __aexit__(
@@ -58,6 +97,8 @@ class UnitOfWork:
         if session is None:
             return
         try:
+            if self._autocommit:
+                return  # each statement committed as it ran
             if committed:
                 await session.commit()
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from notifyhub.db.unit import units
 from notifyhub.features.clients import Database, RedisClients
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, TransitionLog
@@ -31,7 +32,7 @@ def delayed_queue(
 ) -> DelayedQueue:
     """The queue; transitions still buffered are written when the stack closes."""
     plan = MoverPlan(settings.delayed)
-    transitions = TransitionLog(database.sessionmaker)
+    transitions = TransitionLog(units(database.sessionmaker))
     stack.push_async_callback(transitions.flush)
     store = DelayedStore(clients.redis, clients.keys, settings.delayed.sets)
     service = DelayedService(store, transitions, on_queued=plan.queued, tracing=tracing)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from notifyhub.db.unit import units
 from notifyhub.features.clients import Database, RedisClients, database, redis_clients
 from notifyhub.features.delayed import DelayedQueue, delayed_queue
 from notifyhub.features.inbox import Durable, durable_inbox, inbox_store
@@ -42,7 +43,7 @@ async def epoch_watch(
     loop. Nothing to release."""
     watch = EpochWatch(
         clients.redis,
-        database.sessionmaker,
+        units(database.sessionmaker),
         clients.keys,
         routing.topics,
         routing.preferences,
@@ -70,7 +71,7 @@ async def restore_redis(settings: Settings) -> None:
         topics, preferences = found.topics, found.preferences
         watch = EpochWatch(
             clients.redis,
-            db.sessionmaker,
+            units(db.sessionmaker),
             clients.keys,
             topics,
             preferences,

@@ -8,6 +8,7 @@ import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from notifyhub.db.unit import units
 from notifyhub.features.clients import Database, RedisClients
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.clock import StreamClock
@@ -126,7 +127,7 @@ def durable_inbox(
     changes still buffered are flushed when the stack closes."""
     if settings.inbox_durability != "postgres":
         return Durable(None, ())
-    durable = DurableInbox(database.sessionmaker, store)
+    durable = DurableInbox(units(database.sessionmaker), store)
     stack.push_async_callback(durable.flush_changes)
     flush_s, prune_s = settings.inbox_changes_flush_interval_s, settings.workers.cleaner_interval_s
     prune = functools.partial(durable.prune, settings.max_ttl_s)

@@ -6,6 +6,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from notifyhub.db.engine import create_sessionmaker
+from notifyhub.db.unit import units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.features.clients import Database, engine
 from notifyhub.metrics import Metrics
@@ -50,9 +51,13 @@ def outbox(
     guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
     sender = DeliverySender(
-        create_sessionmaker(outbox_engine), outbound, s, delivery_metrics, tracing or Tracing()
+        units(create_sessionmaker(outbox_engine)),
+        outbound,
+        s,
+        delivery_metrics,
+        tracing or Tracing(),
     )
-    alerts = AlertSender(database.sessionmaker, outbound, s, delivery_metrics)
+    alerts = AlertSender(units(database.sessionmaker), outbound, s, delivery_metrics)
     dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)
     stack.push_async_callback(sender.stop)
     sender.start()

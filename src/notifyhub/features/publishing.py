@@ -6,6 +6,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from notifyhub.db.unit import units
 from notifyhub.features.clients import Database, RedisClients
 from notifyhub.features.delayed import DelayedQueue
 from notifyhub.features.inbox import Durable
@@ -61,7 +62,7 @@ def publishing(
     """Nothing to release: the parts live on the clients and the queue."""
     tracing = tracing or Tracing()
     idempotency = IdempotencyStore(clients.redis, clients.keys, settings.idempotency_ttl_s)
-    views = Views(store, database.sessionmaker, metrics)
+    views = Views(store, units(database.sessionmaker), metrics)
     traces = RoutingTraces(
         clients.redis,
         clients.keys,
@@ -81,7 +82,7 @@ def publishing(
         views=views,
         routing=traces,
     )
-    snoozes = Snoozes(delayed.service, database.sessionmaker)
+    snoozes = Snoozes(delayed.service, units(database.sessionmaker))
     inbox = InboxService(store, durable.log, snoozes, views)
     scheduled = ScheduledNotifications(
         delayed.service, ingest, database.sessionmaker, tracing, inbox=inbox

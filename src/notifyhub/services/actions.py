@@ -20,9 +20,9 @@ import hashlib
 import logging
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
+from notifyhub.db.unit import Units
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Action, InboxItem, from_ms, to_rfc3339
 from notifyhub.errors import AlreadyDone, Conflict, InvalidInput, NotFound
@@ -63,15 +63,18 @@ def webhook_payload(item: InboxItem, user: str, action: Action, at_ms: int) -> d
 
 
 class ActionService:
+    """Completes actions (in Redis). An action's webhook enters the outbox in a unit of
+    its own, committed before the answer, a 409 (`AlreadyDone`) answer included."""
+
     def __init__(
         self,
         store: InboxStore,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         sender: Kicker | None = None,
         durable: DurableInbox | None = None,
     ) -> None:
         self._store = store
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._sender = sender
         """Sends a webhook at once after its commit (None: the dispatcher's next pass)."""
         self._durable = durable
@@ -124,9 +127,9 @@ class ActionService:
         if action.webhook is None:
             return
         try:
-            async with self._sessionmaker.begin() as session:
+            async with self._units() as unit:
                 await enqueue_once(
-                    session,
+                    unit,
                     delivery_id(item.tenant, user, item.id, at_ms),
                     action.webhook,
                     webhook_payload(item, user, action, at_ms),

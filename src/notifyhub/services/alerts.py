@@ -14,13 +14,12 @@ from email.message import EmailMessage
 
 import aiosmtplib
 import orjson
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories import delivery_alerts
 from notifyhub.db.repositories.delivery_alerts import ClaimedAlert
+from notifyhub.db.unit import Units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.services import signing
 from notifyhub.services.outbound import Outbound
@@ -44,23 +43,25 @@ def _text(alert: ClaimedAlert) -> tuple[str, str]:
 
 
 class AlertSender:
-    """Sends the alerts the outbox owes (called from the dispatcher's loop)."""
+    """Sends the alerts the outbox owes (called from the dispatcher's loop). A claim and
+    each alert's mark are units of its own: the send falls between them."""
 
     def __init__(
         self,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         outbound: Outbound,
         settings: DeliverySettings,
         metrics: DeliveryMetrics,
     ) -> None:
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._outbound = outbound
         self._settings = settings
         self._metrics = metrics
 
     async def run_once(self) -> int:
         """Claim and send owed alerts; the number sent."""
-        async with autocommit(self._sessionmaker) as session:  # a claim is one UPDATE
+        async with self._units(autocommit=True) as unit:  # a claim is one UPDATE
+            session = unit.session
             claimed = await delivery_alerts.claim(session, ALERT_BATCH, self._settings.lease_s)
             if not claimed:  # every dispatcher tick: one round trip
                 return 0
@@ -70,7 +71,8 @@ class AlertSender:
             definition = found.get((alert.tenant, alert.definition))
             if definition is None or not await self._send(alert, definition):
                 continue
-            async with self._sessionmaker.begin() as session:
+            async with self._units() as unit:
+                session = unit.session
                 if await delivery_alerts.mark_sent(session, alert.id, alert.claims):
                     sent += 1
                     self._metrics.alerts_sent_total.labels(channel=alert.channel).inc()

@@ -12,6 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -46,9 +47,12 @@ async def create_key(session: AsyncSession, *, name: str, scope: Scope, tenant: 
         scope=scope.value,
         tenant=tenant,
     )
-    if not await repo.add(session, row):
+    try:
+        async with session.begin_nested():  # a taken name leaves the caller's unit usable
+            await repo.add(session, row)
+    except IntegrityError:
         where = f"tenant {tenant}" if tenant is not None else "the hub-wide keys"
-        raise Conflict(f"{where} has an API key named {name!r}")
+        raise Conflict(f"{where} has an API key named {name!r}") from None
     return key
 
 

@@ -24,14 +24,14 @@ from typing import Literal, get_args
 
 import orjson
 from pydantic import JsonValue
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
 from notifyhub import deadline as request_deadline
 from notifyhub.db.models import DelayedMessage
 from notifyhub.db.repositories import delayed as repo
 from notifyhub.db.repositories.delayed import FINISHED
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import UnitOfWork, Units
 from notifyhub.domain.notification import from_ms, to_ms, to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.store.delayed import DelayedStore, Moved, QueueStats
@@ -141,11 +141,11 @@ class TransitionLog:
 
     def __init__(
         self,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         max_buffer: int = 500_000,
         max_hold_s: float = 2.0,
     ) -> None:
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._runs: list[_Run] = []
         self._size = 0
         self._max = max_buffer
@@ -193,7 +193,8 @@ class TransitionLog:
             for ids, status, index, worker in runs
         )
         try:
-            async with self._sessionmaker.begin() as session:
+            async with self._units() as unit:
+                session = unit.session
                 await repo.copy_transitions(session, rows)
         except Exception:
             self._runs[:0] = runs  # keep them for the next flush

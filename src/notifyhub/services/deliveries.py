@@ -2,11 +2,12 @@
 
 Library mode, for code that shares notifyhub's PostgreSQL::
 
+    from notifyhub.db.unit import UnitOfWork
     from notifyhub.services.deliveries import enqueue
 
-    async with sessionmaker.begin() as session:      # your business transaction
-        session.add(order)
-        delivery_id = await enqueue(session, "order-paid", {"order": order.id}, tenant="shop-1")
+    async with UnitOfWork(sessionmaker) as unit:     # your business transaction
+        unit.session.add(order)
+        delivery_id = await enqueue(unit, "order-paid", {"order": order.id}, tenant="shop-1")
     # committed: a notifyhub dispatcher sends it (at once when `sender=` is given);
     # rolled back: the row never existed, nothing is ever sent.
 """
@@ -17,15 +18,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Session
+from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
-from notifyhub.db.engine import autocommit
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.listings import SUMMARY_COLUMNS
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus
 from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
@@ -56,29 +55,23 @@ class DefinitionSpec:
     max_confirm_delay_s: int
 
 
-def _after_commit(session: AsyncSession, sender: Kicker, expected: tuple[str, int]) -> None:
-    """Queue `expected` for `sender` when the outermost transaction commits, drop it on
-    rollback. One pair of listeners per session, however many deliveries it adds."""
-    sync = session.sync_session
-    pending: list[tuple[str, int]] | None = sync.info.get(_PENDING_KEY)
-    if pending is None:
-        pending = sync.info[_PENDING_KEY] = []
+def _after_commit(unit: UnitOfWork, sender: Kicker, expected: tuple[str, int]) -> None:
+    """Send `expected` at once after `unit` commits (never after a rollback): one kick
+    per unit, however many deliveries it adds."""
+    pending = unit.info.get(_PENDING_KEY)
+    if isinstance(pending, list):
+        pending.append(expected)
+        return
+    pending = unit.info[_PENDING_KEY] = [expected]
 
-        def committed(inner: Session) -> None:
-            ready, pending[:] = list(pending), []
-            if ready:
-                sender.kick(ready)
+    async def kick() -> None:
+        sender.kick(pending)
 
-        def rolled_back(inner: Session) -> None:
-            pending.clear()
-
-        event.listen(sync, "after_commit", committed)
-        event.listen(sync, "after_rollback", rolled_back)
-    pending.append(expected)
+    unit.after_commit(kick)
 
 
 async def enqueue(
-    session: AsyncSession,
+    unit: UnitOfWork,
     definition: str,
     payload: dict[str, Any],
     description: str | None = None,
@@ -93,14 +86,14 @@ async def enqueue(
     `sender` it is attempted at once after the commit; any notifyhub dispatcher sharing
     the database sends it otherwise (and retries it either way).
     """
-    delivery_id = await _add(session, tenant, definition, payload, description)
+    delivery_id = await _add(unit.session, tenant, definition, payload, description)
     if sender is not None:
-        _after_commit(session, sender, (delivery_id, 0))
+        _after_commit(unit, sender, (delivery_id, 0))
     return delivery_id
 
 
 async def enqueue_once(
-    session: AsyncSession,
+    unit: UnitOfWork,
     delivery_id: str,
     definition: str,
     payload: dict[str, Any],
@@ -111,11 +104,12 @@ async def enqueue_once(
 ) -> bool:
     """`enqueue` under an id the caller derives from what it reports (say, one action's
     completion), so asking again adds nothing: True added, False already there."""
+    session = unit.session
     added = await repo.add_once(session, delivery_id, tenant, definition, payload, description)
     if added is None:
         await _refuse(session, tenant, definition)
     if added and sender is not None:
-        _after_commit(session, sender, (delivery_id, 0))
+        _after_commit(unit, sender, (delivery_id, 0))
     return bool(added)
 
 
@@ -168,17 +162,10 @@ def _time(value: Any) -> str | None:
 
 
 class DeliveryService:
-    """What the HTTP API does with deliveries; every method but `create` runs in the
-    caller's session (`create` is one statement, committed on its own)."""
+    """What the HTTP API does with deliveries, in the caller's session or unit of work."""
 
-    def __init__(
-        self,
-        sender: Kicker,
-        sessionmaker: async_sessionmaker[AsyncSession],
-        targets: TargetCheck,
-    ) -> None:
+    def __init__(self, sender: Kicker, targets: TargetCheck) -> None:
         self.sender = sender
-        self._sessionmaker = sessionmaker
         self._targets = targets
 
     async def _check_targets(self, spec: DefinitionSpec) -> list[str]:
@@ -223,14 +210,17 @@ class DeliveryService:
         return definition_json(row, show_secret=False)
 
     async def create(
-        self, tenant: str, definition: str, payload: dict[str, Any], description: str | None
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        definition: str,
+        payload: dict[str, Any],
+        description: str | None,
     ) -> str:
-        """Add a delivery on `tenant`'s `definition`; committed (durably) when this returns,
-        then sent at once. One autocommitted INSERT: no BEGIN and COMMIT round trips."""
-        async with autocommit(self._sessionmaker) as session:
-            delivery_id = await _add(session, tenant, definition, payload, description)
-        self.sender.kick([(delivery_id, 0)])
-        return delivery_id
+        """Add a delivery on `tenant`'s `definition`, sent at once after `unit` commits (an
+        autocommit unit suits: one INSERT, no BEGIN and COMMIT round trips)."""
+        sender = self.sender
+        return await enqueue(unit, definition, payload, description, tenant=tenant, sender=sender)
 
     async def get(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
         """The delivery and its attempts; another tenant's is as missing as an unknown id.
@@ -266,13 +256,13 @@ class DeliveryService:
                 raise Conflict(f"delivery {delivery_id} is {row.status}, not awaiting_confirm")
         return await self.get(session, tenant, delivery_id)
 
-    async def retry(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
-        """Manual replay: pending again, sent at once after this transaction commits."""
-        attempt = await repo.reopen(session, tenant, delivery_id)
+    async def retry(self, unit: UnitOfWork, tenant: str, delivery_id: str) -> dict[str, Any]:
+        """Manual replay: pending again, sent at once after `unit` commits."""
+        attempt = await repo.reopen(unit.session, tenant, delivery_id)
         if attempt is None:
             raise NotFound(f"no delivery {delivery_id}")
-        _after_commit(session, self.sender, (delivery_id, attempt))
-        return await self.get(session, tenant, delivery_id)
+        _after_commit(unit, self.sender, (delivery_id, attempt))
+        return await self.get(unit.session, tenant, delivery_id)
 
 
 def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.repositories import inbox_log
+from notifyhub.db.unit import Units
 from notifyhub.domain.notification import Notification
 from notifyhub.store.inbox import InboxStore, UserRef
 from notifyhub.store.operations import LoggedOp, decode_logged
@@ -35,10 +35,11 @@ _Pending = tuple[Notification, Sequence[UserRef], bool, "asyncio.Future[None]"]
 
 
 class DurableInbox:
-    """The notification log (group-committed) and the buffered state-change log."""
+    """The notification log (group-committed) and the buffered state-change log. Each
+    group commit and flush is a unit of its own: one batch answers many requests."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], store: InboxStore) -> None:
-        self._sessionmaker = sessionmaker
+    def __init__(self, units: Units, store: InboxStore) -> None:
+        self._units = units
         self._store = store
         self._pending: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -72,7 +73,8 @@ class DurableInbox:
             for n, _users, pull, _done in batch
         ]
         recipients = [(n.id, t, u) for n, users, _pull, _done in batch for t, u in users]
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             await inbox_log.add_notifications(session, rows, recipients)
         self.commits += 1
 
@@ -85,7 +87,8 @@ class DurableInbox:
         if not batch:
             return 0
         try:
-            async with self._sessionmaker.begin() as session:
+            async with self._units() as unit:
+                session = unit.session
                 await inbox_log.append_operations(session, batch)
         except Exception:
             self._changes[:0] = batch  # keep them, in order, for the next flush
@@ -95,7 +98,8 @@ class DurableInbox:
     async def prune(self, max_ttl_s: int) -> int:
         """Drop expired notifications (a rebuild skips them anyway) and changes older than
         any notification can live; one bounded batch per call."""
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             return await inbox_log.prune(session, older_than_s=float(max_ttl_s), batch=PRUNE_BATCH)
 
     async def rebuild(self) -> tuple[int, int]:
@@ -111,9 +115,9 @@ class DurableInbox:
 
     async def _replay_notifications(self) -> int:
         replayed = 0
-        async with self._sessionmaker() as session, self._sessionmaker() as lookup:
-            async for batch in inbox_log.unexpired_notifications(session, REBUILD_BATCH):
-                users = await inbox_log.recipients_of(lookup, [row.id for row in batch])
+        async with self._units() as unit, self._units() as lookup:
+            async for batch in inbox_log.unexpired_notifications(unit.session, REBUILD_BATCH):
+                users = await inbox_log.recipients_of(lookup.session, [row.id for row in batch])
                 for row in batch:
                     notification = Notification.model_validate_json(row.content)
                     await self._store.place(notification, users.get(row.id, []), pull=row.pull)
@@ -122,7 +126,8 @@ class DurableInbox:
 
     async def _replay_changes(self) -> int:
         replayed = 0
-        async with self._sessionmaker() as session:
+        async with self._units() as unit:
+            session = unit.session
             async for row in inbox_log.operations(session, REBUILD_BATCH):
                 await apply_change(self._store, row.tenant, row.user_id, row.op)
                 replayed += 1

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from redis.asyncio import Redis
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from ulid import ULID
 
+from notifyhub.db.unit import Units
 from notifyhub.metrics import Metrics
 from notifyhub.services import revocations
 from notifyhub.services.delayed import DelayedService
@@ -45,7 +45,7 @@ class EpochWatch:
     def __init__(
         self,
         redis: Redis,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         keys: Keys,
         topics: TopicService,
         preferences: PreferenceService,
@@ -56,7 +56,7 @@ class EpochWatch:
         on_loss: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._inboxes = inboxes
         self._keys = keys
         self._topics = topics
@@ -134,17 +134,21 @@ class EpochWatch:
             self._metrics.redis_rebuilds_total.labels(outcome=outcome).inc()
 
     async def _rebuild_topics(self) -> int:
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             return await self._topics.rebuild_cache(session)
 
     async def _rebuild_derived(self) -> None:
         """Preferences, the delayed queue, users' token revocations and (durable inbox
         mode) every inbox from PostgreSQL, then the marker (idempotent)."""
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             users = await self._preferences.rebuild_cache(session)
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             messages = await self._delayed.restore(session, expired=True)
-        async with self._sessionmaker.begin() as session:
+        async with self._units() as unit:
+            session = unit.session
             await revocations.rebuild_cache(session, self._redis, self._keys)
         if self._inboxes is not None:
             await self._inboxes.rebuild()

@@ -16,10 +16,11 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.repositories import apikeys
 from notifyhub.db.repositories import revocations as repo
+from notifyhub.db.unit import Units
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError
 from notifyhub.realtime.hub import Hub
@@ -32,17 +33,18 @@ log = logging.getLogger(__name__)
 
 
 class Revocations:
-    """The users' "not before" times as this process knows them, and the revoking."""
+    """The users' "not before" times as this process knows them, and the revoking. After
+    a Pub/Sub gap a background task (no caller) reads revoked keys in a unit of its own."""
 
     def __init__(
         self,
         store: RevocationStore,
         hub: Hub | None = None,
-        sessionmaker: async_sessionmaker[AsyncSession] | None = None,
+        units: Units | None = None,
     ) -> None:
         self._store = store
         self._hub = hub
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._not_before_ms: dict[str, int] = {}
         self._loading: asyncio.Task[None] | None = None
 
@@ -90,8 +92,9 @@ class Revocations:
         for who in self._hub.local_streams().keys() & self._not_before_ms.keys():
             self._hub.revoke(Revocation(member=who, not_before_ms=self._not_before_ms[who]))
         keys = self._hub.tail_keys()
-        if keys and self._sessionmaker is not None:
-            async with self._sessionmaker() as session:
+        if keys and self._units is not None:
+            async with self._units() as unit:
+                session = unit.session
                 revoked = await apikeys.revoked_among(session, keys)
             for key_id in revoked:
                 self._hub.revoke(Revocation(key_id=key_id))

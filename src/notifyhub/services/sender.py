@@ -14,12 +14,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.engine import autocommit
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Claimed, DefinitionKey, Settlement
+from notifyhub.db.unit import Units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import (
     AlertPolicy,
@@ -108,17 +107,18 @@ def plan(
 
 
 class DeliverySender:
-    """Owns the outbound client, the at-once queue and the task that drains it."""
+    """Owns the outbound client, the at-once queue and the task that drains it. Claims
+    and settlements are autocommitted units of its own: the send falls between them."""
 
     def __init__(
         self,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         outbound: Outbound,
         settings: DeliverySettings,
         metrics: DeliveryMetrics,
         tracing: Tracing | None = None,
     ) -> None:
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._outbound = outbound
         self._tracing = tracing or Tracing()
         self._settings = settings
@@ -182,13 +182,15 @@ class DeliverySender:
 
     async def attempt_exact(self, expected: Sequence[tuple[str, int]]) -> int:
         """Claim exactly these attempts (where still current), send, settle; how many sent."""
-        async with autocommit(self._sessionmaker) as session:
+        async with self._units(autocommit=True) as unit:
+            session = unit.session
             claimed = await repo.claim_exact(session, expected, self._settings.lease_s)
         return await self._process(claimed)
 
     async def attempt_due(self, limit: int) -> int:
         """Claim up to `limit` due deliveries, send, settle; how many were attempted."""
-        async with autocommit(self._sessionmaker) as session:
+        async with self._units(autocommit=True) as unit:
+            session = unit.session
             claimed = await repo.claim_due(session, limit, self._settings.lease_s)
         return await self._process(claimed)
 
@@ -206,7 +208,8 @@ class DeliverySender:
             plan(c, found.get(c.definition_key), o, jitter)
             for c, o in zip(claimed, outcomes, strict=True)
         ]
-        async with autocommit(self._sessionmaker) as session:
+        async with self._units(autocommit=True) as unit:
+            session = unit.session
             landed = await repo.settle(session, settlements)
         for c, s in zip(claimed, settlements, strict=True):
             if s.id in landed:
@@ -231,7 +234,8 @@ class DeliverySender:
         cache = self._definitions
         stale = {k for k in keys if not self._fresh(k, now)}
         if stale:
-            async with autocommit(self._sessionmaker) as session:
+            async with self._units(autocommit=True) as unit:
+                session = unit.session
                 fresh = await repo.definitions(session, stale)
             cache.update((key, (now, fresh.get(key))) for key in stale)
         return {k: row for k in keys if (row := cache[k][1]) is not None}

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import Units
 from notifyhub.services.delayed import DelayedService, NewMessage
 
 SNOOZE_QUEUE = "notifyhub.snoozed"
@@ -42,14 +40,12 @@ class Snoozes:
     """Schedules wake-ups in transactions of its own: a PATCH that snoozes writes to
     PostgreSQL; every other PATCH stays Redis-only."""
 
-    def __init__(
-        self, delayed: DelayedService, sessionmaker: async_sessionmaker[AsyncSession]
-    ) -> None:
+    def __init__(self, delayed: DelayedService, units: Units) -> None:
         self._delayed = delayed
-        self._sessionmaker = sessionmaker
+        self._units = units
 
     async def schedule(self, tenant: str, wake_up: WakeUp) -> None:
         """Durable once this returns (queued in Redis after the commit)."""
         new = NewMessage(tenant, SNOOZE_QUEUE, wake_up.to_json(), wake_up.until_ms)
-        async with UnitOfWork(self._sessionmaker) as unit:
+        async with self._units() as unit:
             await self._delayed.push(unit, new)

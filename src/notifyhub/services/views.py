@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.repositories import views as repo
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import UnitOfWork, Units
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Counts
 from notifyhub.domain.views import VIEWS_PER_TENANT, VIEWS_PER_USER, View, ViewSet
@@ -49,14 +49,17 @@ KEEP = -2
 
 
 class Views:
+    """Tenants' and users' views. Redis-only inbox reads look views up (cached) in units
+    of their own: a read takes no request unit, and a cache hit no PostgreSQL at all."""
+
     def __init__(
         self,
         store: InboxStore,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        units: Units,
         metrics: Metrics,
     ) -> None:
         self._store = store
-        self._sessionmaker = sessionmaker
+        self._units = units
         self._metrics = metrics
         self._cache: dict[str, tuple[float, ViewSet]] = {}
         self._sweeps: dict[str, asyncio.Task[int]] = {}
@@ -71,7 +74,8 @@ class Views:
         cached = self._cache.get(tenant)
         if cached is not None and time.monotonic() - cached[0] < CACHE_S:
             return cached[1]
-        async with self._sessionmaker() as session:
+        async with self._units() as unit:
+            session = unit.session
             found = await repo.view_set(session, tenant, repo.TENANT)
         self._cache[tenant] = (time.monotonic(), found)
         return found
@@ -198,7 +202,8 @@ class Views:
         """The user's own views, if PostgreSQL answers within CATALOG_WAIT_S."""
 
         async def load() -> ViewSet:
-            async with self._sessionmaker() as session:
+            async with self._units() as unit:
+                session = unit.session
                 return await repo.view_set(session, me.tenant, me.user)
 
         try:

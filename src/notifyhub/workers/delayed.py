@@ -89,7 +89,8 @@ class ScheduledNotifications:
 
     async def _publish(self, queue: Queue, reserved: Reserved) -> None:
         try:
-            async with self._sessionmaker.begin() as session:
+            async with UnitOfWork(self._sessionmaker) as unit:
+                session = unit.session
                 await self._ingest.publish_scheduled(session, reserved)
         except InvalidInput as exc:
             # Permanent (its group or topic is gone, it expired before its time): a retry

@@ -12,6 +12,7 @@ import time
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.repositories import deliveries as repo
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
@@ -55,7 +56,8 @@ class Dispatcher:
     async def housekeeping(self) -> int:
         """Archive finished deliveries past their age; refresh the gauges."""
         self._housekept_at = time.monotonic()
-        async with self._sessionmaker.begin() as session:
+        async with UnitOfWork(self._sessionmaker) as unit:
+            session = unit.session
             moved = await repo.move_to_history(
                 session, self._settings.history_after_s, self._settings.history_batch
             )

@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from notifyhub.db.engine import create_engine
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.notification import Draft, Recipients, Severity
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
@@ -171,7 +172,8 @@ class Producer:
             topics=tuple(config.recipients.topics),
         )
         origin = f"producer:{config.name}"  # the recipients' source in the routing trace
-        async with self._sessionmaker.begin() as session:
+        async with UnitOfWork(self._sessionmaker) as unit:
+            session = unit.session
             if not config.locales:
                 draft = self._draft(config.title, config.body, context)
                 if draft is not None:

@@ -18,10 +18,11 @@ from notifyhub.api.delivery_schemas import (
     DeliveryIn,
     DeliveryOut,
 )
-from notifyhub.api.deps import Admin, AppState, Publisher, Session
+from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
 from notifyhub.api.params import DefinitionPath, DeliveryIdPath, TenantQuery
 from notifyhub.api.schemas import Tenant
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import DeliveryStatus
 from notifyhub.errors import InvalidInput
 from notifyhub.services.deliveries import DefinitionSpec
@@ -112,11 +113,12 @@ async def get_definition(
 async def create(body: DeliveryIn, principal: Publisher, state: AppState) -> DeliveryAccepted:
     """Send a webhook through a definition: 202 once the delivery is durable, then the
     first attempt; 409 when the definition is disabled (its receiver answered 410)."""
-    # The service's INSERT commits by itself before it returns; the send starts after.
+    # One autocommitted INSERT, durable before the 202; the send starts after it.
     tenant = principal.own(body.tenant)
-    delivery_id = await state["deliveries"].create(
-        tenant, body.definition, body.payload, body.description
-    )
+    async with UnitOfWork(state["sessionmaker"], autocommit=True) as unit:
+        delivery_id = await state["deliveries"].create(
+            unit, tenant, body.definition, body.payload, body.description
+        )
     return DeliveryAccepted(id=delivery_id, tenant=tenant, status=DeliveryStatus.PENDING.value)
 
 
@@ -159,10 +161,10 @@ async def confirm(
 async def retry(
     delivery_id: DeliveryIdPath,
     principal: Admin,
-    session: Session,
+    unit: Unit,
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
     """Send the delivery again now (a manual replay), whatever its status."""
-    found = await state["deliveries"].retry(session, principal.own(tenant), delivery_id)
+    found = await state["deliveries"].retry(unit, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)

@@ -6,21 +6,16 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.models import ApiKey
 
 
-async def add(session: AsyncSession, key: ApiKey) -> bool:
-    """Insert a key; False when its tenant (or the hub-wide keys) has one of that name."""
-    try:
-        async with session.begin_nested():
-            session.add(key)
-            await session.flush()
-    except IntegrityError:
-        return False
-    return True
+async def add(session: AsyncSession, key: ApiKey) -> None:
+    """Insert a key; `IntegrityError` when its tenant (or the hub-wide keys) has one of
+    that name (the caller's savepoint keeps its transaction usable)."""
+    session.add(key)
+    await session.flush()
 
 
 async def by_prefix(session: AsyncSession, prefix: str) -> ApiKey | None:
