@@ -21,7 +21,7 @@ from fastapi import FastAPI, status
 from redis.asyncio import Redis
 from ulid import ULID
 
-from notifyhub.api.schemas import PublishAccepted, PublishRequest
+from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.domain.notification import Notification
 from notifyhub.settings import Limits
 from notifyhub.store.codecs import CopyArgs

@@ -7,8 +7,8 @@ URLs with case, entity, whitespace and control-character tricks, event handlers 
 SVG, frames, objects, CSS and meta refresh, polyglots), plus markdown's own ways in (link
 and image targets, reference links, autolinks, attribute break-outs). Each calls
 `__xss(n)`; the page records any call, and `alert` too. The hub refuses most of them at
-publish (api/schemas.py `safe_markdown`); the client must stay safe on its own, so they
-are fed to it directly."""
+publish (api/schemas/notifications.py `safe_markdown`); the client must stay safe on its
+own, so they are fed to it directly."""
 
 from __future__ import annotations
 

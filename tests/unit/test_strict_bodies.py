@@ -5,18 +5,23 @@ every field they reach, nested models included (free-form JSON objects aside).""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-import notifyhub.api.admin_schemas
-import notifyhub.api.delivery_schemas
+import notifyhub.api.schemas
 from notifyhub.api.app import create_app
-from notifyhub.api.schemas import DelayedIn, PatchRequest, PublishRequest, Strict
+from notifyhub.api.schemas.common import Strict
+from notifyhub.api.schemas.delayed import DelayedIn
+from notifyhub.api.schemas.inbox import PatchRequest
+from notifyhub.api.schemas.notifications import PublishRequest
 from notifyhub.settings import Settings
 
-assert notifyhub.api.admin_schemas and notifyhub.api.delivery_schemas  # their models count
+for _module in pkgutil.iter_modules(notifyhub.api.schemas.__path__):  # their models count
+    importlib.import_module(f"notifyhub.api.schemas.{_module.name}")
 
 SCALARS = ("int", "float", "bool")
 

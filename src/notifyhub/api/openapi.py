@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute
 
 from notifyhub.api.deps import CurrentUser, require, stream_user
 from notifyhub.api.errors import PROBLEM_JSON, PROBLEM_TYPE
-from notifyhub.api.schemas import StreamCounts, StreamDelete, StreamUpdate
+from notifyhub.api.schemas.stream import StreamCounts, StreamDelete, StreamUpdate
 from notifyhub.domain.auth import Scope
 
 PROBLEM_STATUSES = {

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Query
 
-from notifyhub.api.schemas import NO_CONTROL, TIME_EXAMPLE, Tenant, Time
+from notifyhub.api.schemas.common import NO_CONTROL, TIME_EXAMPLE, Tenant, Time
 
 CursorQuery = Annotated[
     str | None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from notifyhub.api.schemas import ULID_EXAMPLE, Name, NotificationId, Tenant
+from notifyhub.api.schemas.common import ULID_EXAMPLE, Name, NotificationId, Tenant
 
 TenantQuery = Annotated[
     Tenant,

@@ -9,12 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from notifyhub.api.deps import Admin, Session
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import GroupPath, TenantQuery
-from notifyhub.api.schemas import (
-    GroupList,
-    GroupOut,
-    MembersChange,
-    MembersPage,
-)
+from notifyhub.api.schemas.groups import GroupList, GroupOut, MembersChange, MembersPage
 from notifyhub.services import groups
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)

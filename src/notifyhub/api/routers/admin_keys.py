@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from notifyhub.api.admin_schemas import ApiKeyCreated, ApiKeyIn
 from notifyhub.api.audit import note_target
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
-from notifyhub.api.schemas import ApiKeyList, ApiKeyOut, Name, Tenant
+from notifyhub.api.schemas.apikeys import ApiKeyCreated, ApiKeyIn, ApiKeyList, ApiKeyOut
+from notifyhub.api.schemas.common import Name, Tenant
 from notifyhub.db.unit import AfterCommit
 from notifyhub.services import apikeys
 

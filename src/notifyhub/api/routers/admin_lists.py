@@ -8,22 +8,20 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from notifyhub.api.admin_schemas import (
-    DefinitionPage,
-    DeliveryPage,
-    DeliverySummary,
-    QueueOut,
-    QueuePage,
-    RulePage,
-    TopicPage,
-    TopicSummary,
-)
-from notifyhub.api.delivery_schemas import DefinitionOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.paging import CursorQuery, LimitQuery, SinceQuery, UntilQuery
 from notifyhub.api.params import TenantQuery
-from notifyhub.api.schemas import Name, RuleOut
+from notifyhub.api.schemas.common import Name
+from notifyhub.api.schemas.delayed import QueueOut, QueuePage
+from notifyhub.api.schemas.deliveries import (
+    DefinitionOut,
+    DefinitionPage,
+    DeliveryPage,
+    DeliverySummary,
+)
+from notifyhub.api.schemas.rules import RuleOut, RulePage
+from notifyhub.api.schemas.topics import TopicPage, TopicSummary
 from notifyhub.domain.delivery import DeliveryStatus
 from notifyhub.services import listings
 

@@ -7,19 +7,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
-from notifyhub.api.admin_schemas import TokensRevoked, UserOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.params import TenantQuery
 from notifyhub.api.routers.inbox import PageCursor, PageLimit
 from notifyhub.api.routers.stream import STREAM_CONTENT, open_stream
-from notifyhub.api.schemas import (
-    CategoryPreferenceIn,
-    PreferencesIn,
-    SubscriptionOut,
-    Tenant,
-    UserId,
-)
+from notifyhub.api.schemas.common import Tenant, UserId
+from notifyhub.api.schemas.preferences import CategoryPreferenceIn, PreferencesIn
+from notifyhub.api.schemas.rules import SubscriptionOut
+from notifyhub.api.schemas.users import TokensRevoked, UserOut
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import InboxPage
 from notifyhub.errors import AuthenticationError

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from notifyhub.api.admin_schemas import AuditEntryOut, AuditPage
 from notifyhub.api.deps import Admin, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.paging import LimitQuery, SinceQuery, TenantFilter, UntilQuery
-from notifyhub.api.schemas import NO_CONTROL, Name
+from notifyhub.api.schemas.audit import AuditEntryOut, AuditPage
+from notifyhub.api.schemas.common import NO_CONTROL, Name
 from notifyhub.services import audit
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from notifyhub.api.admin_schemas import RecipientsPreviewIn, RecipientsPreviewOut
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
+from notifyhub.api.schemas.notifications import RecipientsPreviewIn, RecipientsPreviewOut
 from notifyhub.domain.notification import Recipients
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)

@@ -26,7 +26,8 @@ from notifyhub.api.params import (
     QueuePath,
     TenantQuery,
 )
-from notifyhub.api.schemas import (
+from notifyhub.api.schemas.common import Tenant
+from notifyhub.api.schemas.delayed import (
     DelayedAccepted,
     DelayedAck,
     DelayedIn,
@@ -34,7 +35,6 @@ from notifyhub.api.schemas import (
     DelayedPage,
     DelayedReserved,
     Restored,
-    Tenant,
 )
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import to_rfc3339

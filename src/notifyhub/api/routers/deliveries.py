@@ -11,17 +11,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from notifyhub.api.delivery_schemas import (
+from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
+from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
+from notifyhub.api.params import DefinitionPath, DeliveryIdPath, TenantQuery
+from notifyhub.api.schemas.common import Tenant
+from notifyhub.api.schemas.deliveries import (
     DefinitionIn,
     DefinitionOut,
     DeliveryAccepted,
     DeliveryIn,
     DeliveryOut,
 )
-from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
-from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE
-from notifyhub.api.params import DefinitionPath, DeliveryIdPath, TenantQuery
-from notifyhub.api.schemas import Tenant
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import DeliveryStatus
 from notifyhub.errors import InvalidInput

@@ -10,17 +10,9 @@ from fastapi import APIRouter, Query, Response, status
 from notifyhub.api.deps import AppState, CurrentUser
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, USER
 from notifyhub.api.params import ActionIdPath, NotificationIdPath
-from notifyhub.api.schemas import (
-    MAX_TAGS,
-    BulkRequest,
-    Category,
-    PatchRequest,
-    ReadAllRequest,
-    Tag,
-    Time,
-    Updated,
-    ViewName,
-)
+from notifyhub.api.schemas.common import MAX_TAGS, Category, Tag, Time
+from notifyhub.api.schemas.inbox import BulkRequest, PatchRequest, ReadAllRequest, Updated
+from notifyhub.api.schemas.views import ViewName
 from notifyhub.domain.notification import (
     PRINTABLE,
     ActivityPage,

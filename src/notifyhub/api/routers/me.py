@@ -6,13 +6,8 @@ from fastapi import APIRouter, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser, Session
 from notifyhub.api.openapi import NOT_FOUND, USER
-from notifyhub.api.schemas import (
-    CategoryPreferenceIn,
-    PreferencesIn,
-    SubscriptionCancel,
-    SubscriptionList,
-    SubscriptionOut,
-)
+from notifyhub.api.schemas.preferences import CategoryPreferenceIn, PreferencesIn
+from notifyhub.api.schemas.rules import SubscriptionCancel, SubscriptionList, SubscriptionOut
 from notifyhub.services.preferences import CategoryPreference
 
 router = APIRouter(prefix="/v1/me", tags=["inbox"], responses=USER)

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath
-from notifyhub.api.schemas import PublishAccepted, PublishRequest
+from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients

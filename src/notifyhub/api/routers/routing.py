@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from notifyhub.api.admin_schemas import RenderedOut, RulePreviewIn, RulePreviewOut
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import RulePath, TenantQuery, TopicPath
-from notifyhub.api.schemas import (
+from notifyhub.api.schemas.rules import (
     EventAccepted,
     EventIn,
     RelationshipIn,
+    RenderedOut,
     RuleIn,
     RuleOut,
-    TopicMembersIn,
-    TopicOut,
-    TopicPatch,
+    RulePreviewIn,
+    RulePreviewOut,
 )
+from notifyhub.api.schemas.topics import TopicMembersIn, TopicOut, TopicPatch
 from notifyhub.services.rules import (
     Event,
     RecipientSpec,

@@ -17,7 +17,7 @@ from starlette.requests import Request
 
 from notifyhub.api.deps import AppState, CurrentUser, State, StreamUser, stream_user
 from notifyhub.api.openapi import STREAM_EVENTS, USER
-from notifyhub.api.schemas import StreamToken
+from notifyhub.api.schemas.stream import StreamToken
 from notifyhub.realtime.events import MAX_AHEAD, MAX_EVENT_ID, EventId, parse_event_id
 from notifyhub.realtime.sse import InboxStream
 

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from notifyhub.api.admin_schemas import TraceLineOut, TraceNow, TraceOut
 from notifyhub.api.deps import Admin, AppState
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath, TenantQuery
-from notifyhub.api.schemas import UserId
+from notifyhub.api.schemas.common import UserId
+from notifyhub.api.schemas.traces import TraceLineOut, TraceNow, TraceOut
 from notifyhub.domain.notification import from_ms
 from notifyhub.errors import NotFound
 

@@ -13,7 +13,7 @@ from notifyhub.api.deps import Admin, AppState, CurrentUser, Unit
 from notifyhub.api.openapi import CONFLICT, NOT_FOUND, SERVICE, USER
 from notifyhub.api.paging import CursorQuery, LimitQuery
 from notifyhub.api.params import TenantQuery
-from notifyhub.api.schemas import ViewFilterIn, ViewIn, ViewList, ViewName, ViewOut
+from notifyhub.api.schemas.views import ViewFilterIn, ViewIn, ViewList, ViewName, ViewOut
 from notifyhub.domain.views import Scope, View, ViewFilter
 from notifyhub.errors import NotFound
 

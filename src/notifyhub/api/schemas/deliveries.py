@@ -1,4 +1,4 @@
-"""Request and response bodies of the reliable-deliveries API.
+"""Bodies of reliable webhook deliveries: definitions, deliveries, their attempts and lists.
 
 The response models describe the JSON `services/deliveries.py` builds today (dicts, for
 now: the deliveries work turns them into typed results)."""
@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from notifyhub.api.schemas import (
+from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
     ULID_EXAMPLE,
     Documented,
@@ -29,7 +29,7 @@ from notifyhub.api.schemas import (
     Strict,
     Tenant,
     Timestamp,
-    _storable,
+    ensure_storable,
     examples,
 )
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus, parse_intervals
@@ -56,7 +56,7 @@ def _intervals(value: str) -> str:
 
 
 def _payload(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    _storable(value)  # else the INSERT fails (NUL), or the send (a number jsonb rewrote)
+    ensure_storable(value)  # else the INSERT fails (NUL), or the send (a number jsonb rewrote)
     try:
         size = len(orjson.dumps(value))
     except orjson.JSONEncodeError as exc:
@@ -244,6 +244,32 @@ class DefinitionOut(Documented):
     not resolve yet is stored and checked again at every connection)."""
 
 
+_DEFINITION = {
+    "tenant": "default",
+    "name": "erp-orders",
+    "url": "https://erp.example/hooks/notifyhub",
+    "timeout_s": 10.0,
+    "retry_intervals": "5s,5m,1h,1d",
+    "max_retries": 5,
+    "alert": {"trigger": "final_failure", "after_n": None, "emails": [], "webhook_url": None},
+    "need_confirm": False,
+    "max_confirm_delay_s": 300,
+    "disabled": False,
+    "rotating": False,
+}
+
+
+class DefinitionPage(Documented):
+    """A page of the tenant's delivery definitions, by name (never their secrets)."""
+
+    model_config = examples({"definitions": [_DEFINITION], "next_cursor": "erp-orders"})
+
+    definitions: list[DefinitionOut]
+    """Definitions, by name, as `GET /v1/admin/delivery-definitions/{name}` shows each."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
+
+
 _ATTEMPT = {
     "attempt": 1,
     "at": TIME_EXAMPLE,
@@ -317,3 +343,58 @@ class DeliveryOut(Documented):
     """When it was sent (or given up on)."""
     attempts: list[AttemptOut]
     """Every attempt, oldest first."""
+
+
+_DELIVERY = {
+    "id": ULID_EXAMPLE,
+    "tenant": "default",
+    "definition": "erp-orders",
+    "status": "final_failed",
+    "description": "SO-1042 shipped",
+    "failures": 6,
+    "created_at": TIME_EXAMPLE,
+    "last_attempt_at": TIME_EXAMPLE,
+    "next_attempt_at": None,
+    "last_error": "HTTP 503",
+    "finished_at": TIME_EXAMPLE,
+}
+
+
+class DeliverySummary(Documented):
+    """A delivery without its payload and attempts (`GET /v1/deliveries/{id}` has them)."""
+
+    model_config = examples(_DELIVERY)
+
+    id: str
+    """The delivery's ULID."""
+    tenant: str
+    """Its tenant."""
+    definition: str
+    """The definition it is sent through."""
+    status: DeliveryStatus
+    """pending, sent, failed, final_failed or awaiting_confirm."""
+    description: str | None
+    """The note given at creation."""
+    failures: int
+    """Failed attempts so far."""
+    created_at: Timestamp | None
+    """When it was created."""
+    last_attempt_at: Timestamp | None
+    """When it was last tried."""
+    next_attempt_at: Timestamp | None
+    """When it is tried next; null once finished."""
+    last_error: str | None
+    """What went wrong last."""
+    finished_at: Timestamp | None
+    """When it was sent (confirmed) or finally failed."""
+
+
+class DeliveryPage(Documented):
+    """A page of the tenant's deliveries, newest first, live and archived."""
+
+    model_config = examples({"deliveries": [_DELIVERY], "next_cursor": ULID_EXAMPLE})
+
+    deliveries: list[DeliverySummary]
+    """Deliveries, newest first."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
