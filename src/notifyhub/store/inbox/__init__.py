@@ -1,14 +1,4 @@
-"""Per-user inboxes in Redis: every change is one atomic Lua call per user (or batch).
-
-`InboxStore` is made of one part per concern, each in its own file:
-
-    placing.py      a publish's copies written (place, defer, place_pending) and rung
-    announcing.py   a broadcast announced to its streams before its copies are written
-    reading.py      pages, items, counts, thread activities, change-log reads
-    changing.py     a user's changes to placed copies (mark, act, remove, recall, ...)
-    base.py         what they share (clients, keys, limits, scripts, doorbells)
-    copies.py       what a copy is made of (content, fresh state, inline events)
-"""
+"""Per-user inboxes in Redis: every change is one atomic Lua call per user (or batch)."""
 
 from __future__ import annotations
 
@@ -48,5 +38,13 @@ __all__ = [
 
 class InboxStore(Placing, Announcing, Reading, Changing):
     """Reads and writes of users' inboxes, and the Pub/Sub doorbell after each change:
-    the parts above as one object (each method lives in its part's file; `Placing`
-    takes the constructor's arguments)."""
+    one object made of a part per concern, each method in its part's file (`Placing`
+    takes the constructor's arguments).
+
+        placing.py      a publish's copies written (place, defer, place_pending), rung
+        announcing.py   a broadcast announced to its streams before its copies exist
+        reading.py      pages, items, counts, thread activities, change-log reads
+        changing.py     a user's changes to placed copies (mark, act, remove, recall, ...)
+        base.py         what the parts share (clients, keys, limits, scripts, doorbells)
+        copies.py       what a copy is made of (content, fresh state, inline event)
+    """
