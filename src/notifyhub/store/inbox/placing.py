@@ -11,11 +11,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
-from notifyhub.domain.notification import (
-    SEVERITY_RANK,
-    Notification,
-    Severity,
-)
+from notifyhub.domain.notification import SEVERITY_RANK, Notification, Severity
 from notifyhub.domain.views import ViewSet
 from notifyhub.settings import Limits
 from notifyhub.store.coalesce import Coalescer
