@@ -27,6 +27,15 @@ class Outcome(StrEnum):
     """The user's preferences drop its category (`inbox: false`)."""
 
 
+DELIVERED, PENDING, ALREADY_HELD, DROPPED = (
+    Outcome.DELIVERED.value,
+    Outcome.PENDING.value,
+    Outcome.ALREADY_HELD.value,
+    Outcome.DROPPED_BY_PREFERENCE.value,
+)
+"""The outcomes' values (`outcome_of`)."""
+
+
 def outcome_of(seq: int, placed: str) -> str:
     """What `InboxStore.place` answered for one user (their seq), as an outcome's value;
     `placed`: a new copy's (`delivered`, i.e. placed, or pending in a deferred fan-out).
@@ -116,6 +125,7 @@ BUCKETS = 64
 
 
 def bucket_of(user: str) -> str:
+    """The field holding `user`'s line (`b:<k>`, k their id's CRC-32 modulo BUCKETS)."""
     return f"b:{zlib.crc32(user.encode()) % BUCKETS}"
 
 
@@ -133,15 +143,6 @@ def counted(seqs: list[int], *, deferred: bool) -> dict[str, int]:
     }
 
 
-DELIVERED, PENDING, ALREADY_HELD, DROPPED = (
-    Outcome.DELIVERED.value,
-    Outcome.PENDING.value,
-    Outcome.ALREADY_HELD.value,
-    Outcome.DROPPED_BY_PREFERENCE.value,
-)
-"""The outcomes' values (`outcome_of`)."""
-
-
 PUSHED_OUT = "x"
 """A bucket's entry of what copies pushed out, by user."""
 
@@ -150,6 +151,7 @@ STREAMED = "s:"
 
 
 def lines_of(bucket: dict[str, dict[str, Any]], streamed: dict[str, int]) -> Iterator[TraceLine]:
+    """The lines of one bucket, with what each copy pushed out and the streams counted."""
     pushed_out = bucket.get(PUSHED_OUT, {})
     for kind, users in bucket.items():
         if kind == PUSHED_OUT:
