@@ -58,7 +58,7 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
         user = body.recipients.users[0]
-        # place.lua's ARGV, as store/inbox.py InboxStore.place passes them (the layout
+        # place.lua's ARGV, as store/inbox/placing.py Placing.place passes them (the layout
         # changed with views and threads: built by the same codec, it cannot drift again)
         copy = CopyArgs(
             id=notification.id,

@@ -20,13 +20,13 @@ class Limits(BaseModel):
     fanout_batch: int = Field(500, ge=1, le=10_000)
     defer_fanout_at: int = Field(20_000, ge=0)
     """A fan-out to at least this many users leaves each copy pending (one list push per
-    user), which the user's next read or change makes a copy first (store/inbox.py
+    user), which the user's next read or change makes a copy first (store/inbox/placing.py
     place); 0: never."""
     announce_at: int = Field(1000, ge=0)
     """A fan-out of an inlinable notification (no category, collapse key or thread) to at
     least this many users, and fewer than `defer_fanout_at`, is announced to their streams
     before its copies are written, so a broadcast's streams do not wait for every copy
-    (store/inbox.py announce); 0: never."""
+    (store/inbox/announcing.py); 0: never."""
     defer_batch: int = Field(2000, ge=1, le=20_000)
     """Users per Lua call of a deferred fan-out: a pending copy costs Redis a fraction of
     a copy, so 2,000 hold Redis for less time than `fanout_batch` copies."""

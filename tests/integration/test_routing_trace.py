@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 
 from integration.test_stream import open_stream
 from notifyhub.settings import Settings
-from notifyhub.store import routing_trace
 from notifyhub.store.keys import Keys
+from notifyhub.store.traces import tally, writer
 
 
 def _auth(secret: str) -> dict[str, str]:
@@ -94,7 +94,7 @@ async def test_traces_written_together_each_read_back_whole(
     """Publishes within one write-behind window share one write: a script call per
     Cluster slot and per WRITE_VALUES values (made small here, so they take several);
     every trace reads back whole, with its expiry set."""
-    monkeypatch.setattr(routing_trace, "WRITE_VALUES", 8)  # two traces a call
+    monkeypatch.setattr(writer, "WRITE_VALUES", 8)  # two traces a call
     tenant = f"trace-{secrets.token_hex(4)}"
     bodies = [
         {"tenant": tenant, "recipients": {"users": [f"u{i}"]}, "title": f"n{i}"} for i in range(12)
@@ -252,7 +252,7 @@ async def test_one_flush_counts_the_streams_of_many_notifications(
     """A flush reads and adds the counts of many traces in a few script calls (two traces
     or counts a call here, so five notifications take three of each); each trace gets its
     own counts: sy has one stream, tam two."""
-    monkeypatch.setattr(routing_trace, "USERS_PER_CALL", 2)
+    monkeypatch.setattr(tally, "USERS_PER_CALL", 2)
     tenant = f"trace-{secrets.token_hex(4)}"
     sends = [["sy"], ["tam"], ["sy", "tam"], ["tam"], ["sy"]]
     sy, tam = make_token("sy", tenant), make_token("tam", tenant)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from notifyhub.domain.notification import Recipients
 from notifyhub.realtime.events import offered_id, placed_frames
-from notifyhub.store.routing_trace import Route
+from notifyhub.store.traces import Route
 
 
 def test_sources_come_from_the_runs_of_the_resolution() -> None:

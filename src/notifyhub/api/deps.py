@@ -36,7 +36,7 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.ratelimit import RateLimiter
-from notifyhub.store.routing_trace import RoutingTraces
+from notifyhub.store.traces import RoutingTraces
 from notifyhub.workers.dispatcher import Dispatcher
 from notifyhub.workers.runner import Runner
 

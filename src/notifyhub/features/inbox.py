@@ -18,7 +18,7 @@ from notifyhub.services.durable import DurableInbox
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.presence import StreamPresence
-from notifyhub.store.routing_trace import FLUSH_S, StreamedTally
+from notifyhub.store.traces import FLUSH_S, StreamedTally
 from notifyhub.tracing import Tracing
 from notifyhub.workers.cleaner import Cleaner
 from notifyhub.workers.runner import Loop

@@ -20,7 +20,7 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
-from notifyhub.store.routing_trace import RoutingTraces
+from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
 from notifyhub.workers.delayed import ScheduledNotifications
 from notifyhub.workers.producers import Producer, load, loops
@@ -39,7 +39,7 @@ class Publishing:
     views: Views
     """Inbox views (tabs): the tenant's and users' own."""
     routing_traces: RoutingTraces
-    """Each publish's routing, per recipient (store/routing_trace.py)."""
+    """Each publish's routing, per recipient (store/traces/)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ from notifyhub.store.revocations import REVOKE_MARK, Revocation
 from notifyhub.tracing import Tracing
 
 if TYPE_CHECKING:
-    from notifyhub.store.routing_trace import StreamedTally
+    from notifyhub.store.traces import StreamedTally
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Hub:
         (empty when off; the stream takes its own with `traced.pop`)."""
         self.streamed = streamed
         """Routing traces on: where streams count the `notification` events they sent
-        (store/routing_trace.py); None when off."""
+        (store/traces/); None when off."""
         self.on_revocation: list[Callable[[Revocation], None]] = []
         """Told of every revocation heard (after the streams it ends are closed)."""
         self.on_subscribed: list[Callable[[], None]] = []

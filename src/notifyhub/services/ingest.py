@@ -31,7 +31,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
 from notifyhub.store.inbox import InboxStore, Placement, UserRef
 from notifyhub.store.operations import RecallOp
-from notifyhub.store.routing_trace import Route, RoutingTraces, Sources
+from notifyhub.store.traces import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
 
 MEMBER_PAGE = 20_000

@@ -17,7 +17,8 @@ Cluster URLs name one or more seed nodes (the client discovers the rest):
 A cluster client is a `redis.asyncio.RedisCluster`; it is handed around typed as `Redis`
 (see `connect`) because every command notifyhub sends through it names keys of one slot
 (store/keys.py hash tags) and the few cluster-specific steps sit behind `is_cluster`:
-per-slot script calls (store/inbox.py) and sharded doorbells (store/doorbells.py).
+per-slot script calls (store/inbox/placing.py, announcing.py) and sharded doorbells
+(store/doorbells.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
                                                       on the node serving its slot
 
 A message is lines of `tenant/user seq` (seq 0: "re-read"). An inline doorbell
-(store/inbox.py) starts with `!<notification JSON>` (its fresh copy as `item_json` gives it;
+(store/inbox/placing.py) starts with `!<notification JSON>` (its fresh copy as `item_json` gives it;
 place.lua publishes such messages itself on one Redis); then a line
 `tenant/user seq,unread,unseen,total,epoch` says that copy is the user's change `seq`
 (of that epoch, lua/common.lua) and those are its counts after it, so a stream that sent
@@ -14,7 +14,7 @@ place.lua publishes such messages itself on one Redis); then a line
 A line without the epoch (a hub older than epochs) is of epoch ''. A user with views gets
 their views' counts after the epoch: `,{"name":[unread,unseen,total],...}` (no spaces).
 
-A broadcast is announced before its copies are written (store/inbox.py `announce`): a
+A broadcast is announced before its copies are written (store/inbox/announcing.py): a
 message `^<notification JSON>` (its fresh copy's item JSON), then a line
 `tenant/user seq-epoch` per recipient who does not hold it yet, their seq and epoch when
 it was announced, so a stream that has sent exactly that much sends the notification at

@@ -31,7 +31,7 @@ Global keys:
     <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
     <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
-    <p>n{id}:trace    hash   its routing trace (store/routing_trace.py), expires
+    <p>n{id}:trace    hash   its routing trace (store/traces/), expires
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)

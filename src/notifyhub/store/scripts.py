@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from importlib.resources import files
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -18,6 +19,8 @@ from notifyhub.store.operations import OPERATIONS
 READ_SCRIPTS = ("get", "counts", "page", "changes", "activities")
 """Inbox scripts that read (after placing and purging); the writing ones are
 store/operations.py's."""
+
+T = TypeVar("T")
 
 INBOX_SCRIPTS = tuple(dict.fromkeys([*(op.script for op in OPERATIONS.values()), *READ_SCRIPTS]))
 
@@ -100,6 +103,34 @@ def _source(name: str) -> str:
     return (files("notifyhub.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+def register_lua(redis: Redis, name: str) -> AsyncScript:
+    """lua/<name>.lua registered on `redis` as it is (a script without common.lua)."""
+    return redis.register_script(_source(name))
+
+
+def slot_calls(
+    entries: Sequence[tuple[str, T, int]], *, cluster: bool, limit: int
+) -> list[tuple[int, list[tuple[str, T]]]]:
+    """Script calls for many keys, each `(key, value, weight)`: per call its Cluster slot
+    (-1 on one Redis) and its entries, all of one slot (on one Redis, any), their weights
+    adding up to `limit` at most unless a single entry weighs more."""
+    groups: dict[int, list[tuple[str, T, int]]] = {}
+    for entry in entries:
+        groups.setdefault(key_slot(entry[0].encode()) if cluster else -1, []).append(entry)
+    calls: list[tuple[int, list[tuple[str, T]]]] = []
+    for slot, group in groups.items():
+        call: list[tuple[str, T]] = []
+        weight = 0
+        for key, value, w in group:
+            if call and weight + w > limit:
+                calls.append((slot, call))
+                call, weight = [], 0
+            call.append((key, value))
+            weight += w
+        calls.append((slot, call))
+    return calls
+
+
 class InboxScripts:
     """The inbox scripts, each `common.lua` + its own body, registered on one client."""
 
@@ -124,7 +155,7 @@ class InboxScripts:
         self.act: AsyncScript = loaded["act"]
         self.activities: AsyncScript = loaded["activities"]
         self.views: AsyncScript = loaded["views"]
-        self.topic_set: AsyncScript = redis.register_script(_source("topic_set"))
-        self.topic_get: AsyncScript = redis.register_script(_source("topic_get"))
-        self.announce: AsyncScript = redis.register_script(_source("announce"))
+        self.topic_set = register_lua(redis, "topic_set")
+        self.topic_get = register_lua(redis, "topic_get")
+        self.announce = register_lua(redis, "announce")
         self.all = [*loaded.values(), self.topic_set, self.topic_get, self.announce]

@@ -1,7 +1,7 @@
 -- A thread's activities (the latest MAX_ACTIVITIES kept), oldest first. ARGV: log_max, id.
 -- Returns false when the user has no such item; {} when it is no thread; else each kept
 -- activity's content (lua/common.lua `join`).
--- Codec: store/inbox.py InboxStore.activities; layout tested by test_script_layouts.py.
+-- Codec: store/inbox/reading.py Reading.activities; layout tested by test_script_layouts.py.
 local u = inbox(0)
 purge(u, now_ms(), tonumber(ARGV[1]))
 local id = ARGV[2]

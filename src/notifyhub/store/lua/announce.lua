@@ -1,4 +1,4 @@
--- Announce a broadcast's notification before its copies are written (store/inbox.py
+-- Announce a broadcast's notification before its copies are written (store/inbox/announcing.py
 -- announce): streams send it at once, the copies' doorbells then bring their counts.
 -- KEYS: 3 per user (state, cnt, seq; one slot on Cluster).
 -- ARGV: the notification's id, the doorbell channel ('' on a Cluster), the message's
@@ -9,7 +9,7 @@
 -- (realtime/subscriber.py). With a channel, PUBLISHes the first line and those lines
 -- and returns how many users it named; without, returns the lines (the caller publishes
 -- them to the users' shard channels).
--- Codec: store/inbox.py InboxStore.announce (layout tested by test_script_layouts.py).
+-- Codec: store/inbox/announcing.py Announcing.announce (layout tested by test_script_layouts.py).
 local id, lines = ARGV[1], {ARGV[3]}
 for o = 0, #KEYS - 1, 3 do
   if redis.call('HEXISTS', KEYS[o + 1], id) == 0 then

@@ -678,7 +678,7 @@ end
 -- thread key, window ms, created ms, actor line]
 -- (the last eight absent in entries older than views, the last four in those older than
 -- threads)
--- (store/inbox.py place). `now` (ms) may be nil. Returns how many oldest notifications
+-- (store/inbox/placing.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
 local function place_pending(u, now)
   local pending = redis.call('LRANGE', u.pend, 0, -1)

@@ -1,5 +1,5 @@
--- Leave one notification pending for a batch of users: a big fan-out's write (store/
--- inbox.py), one list push per user instead of a whole copy. The next script that touches
+-- Leave one notification pending for a batch of users: a big fan-out's write (store/inbox/
+-- placing.py), one list push per user instead of a whole copy. The next script that touches
 -- a user's inbox makes the copy (common.lua place_pending), so every read sees it as placed.
 -- KEYS: per user its pend key, then its prefs key when the notification has a category
 -- (same slot on Cluster). ARGV: entry ("<header>\n<content>", see place_pending), category,

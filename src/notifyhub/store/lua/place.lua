@@ -22,7 +22,7 @@
 -- counts are then in the log entry, and in the doorbell this script rings), else 0. Then
 -- what copies pushed out, one string per user whose copy replaced or evicted something
 -- (`<user's position, from 1> <replaced id, '' none>[ <evicted id>...]`: the routing
--- trace's detail, store/routing_trace.py), how many such strings, and how many
+-- trace's detail, store/traces/writer.py), how many such strings, and how many
 -- oldest notifications full inboxes dropped in all. A doorbell line carries the copy as
 -- `tenant/user seq,unread,unseen,total,epoch`, then `,<names>:<counters>` (lua/common.lua
 -- `logged_counts`) when the user has views.

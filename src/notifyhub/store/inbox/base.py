@@ -1,0 +1,62 @@
+"""What every part of an inbox store shares: its clients, key layout, limits and scripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.crc import key_slot
+
+from notifyhub.settings import Limits
+from notifyhub.store.client import is_cluster
+from notifyhub.store.codecs import Args
+from notifyhub.store.doorbells import Doorbells
+from notifyhub.store.keys import Keys
+from notifyhub.store.scripts import InboxScripts
+
+UserRef = tuple[str, str]
+"""(tenant, user)."""
+
+
+def user_members(users: Sequence[UserRef]) -> list[str]:
+    """Each user's `T/U` (keys.member, without a call per user: a 100k fan-out's)."""
+    return [f"{t}/{u}" for t, u in users]
+
+
+def slot_users(keys: list[str], stride: int) -> dict[int, list[int]]:
+    """The users (indices) in each Cluster slot, `stride` keys per user, all in the
+    user's slot."""
+    by_slot: dict[int, list[int]] = {}
+    for user, i in enumerate(range(0, len(keys), stride)):
+        by_slot.setdefault(key_slot(keys[i].encode()), []).append(user)
+    return by_slot
+
+
+def keys_of(keys: list[str], stride: int, users: list[int]) -> list[str]:
+    """The keys of `users` (indices), user after user."""
+    return [k for user in users for k in keys[user * stride : (user + 1) * stride]]
+
+
+class InboxBase:
+    """The clients, keys, limits, scripts and doorbells the parts of `InboxStore` share."""
+
+    def __init__(self, redis: Redis, keys: Keys, limits: Limits, *, bulk: Redis | None) -> None:
+        self._redis = redis
+        self._bulk = bulk or redis
+        """For the big pipelines (fan-out, stream reads): a client without per-reply
+        timers (`create_redis(socket_timeout_s=None)`); `scripts.pipelined` bounds them."""
+        self._keys = keys
+        self._limits = limits
+        self.scripts = InboxScripts(redis)
+        self._cluster = is_cluster(redis)
+        self.doorbells = Doorbells(keys, sharded=self._cluster)
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    async def _call(self, script: AsyncScript, tenant: str, user: str, args: Args) -> Any:
+        """Run one inbox script on one user's keys (lua/common.lua `inbox`)."""
+        return await script(keys=self._keys.inbox_list(tenant, user), args=args)

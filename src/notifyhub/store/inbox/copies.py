@@ -1,0 +1,41 @@
+"""What a notification's copies are made of: their content, fresh state and live event."""
+
+from __future__ import annotations
+
+import orjson
+
+from notifyhub.domain.notification import DEFAULT_THREAD_WINDOW_S, Notification
+from notifyhub.store.codecs import ThreadArgs
+from notifyhub.store.items import item_json
+
+FRESH_STATE = b"0|0||"
+"""A new copy's state (unread, unseen, no category, no collapse key): lua/common.lua."""
+
+
+def copy_content(notification: Notification) -> tuple[bytes, ThreadArgs | None]:
+    """What each copy stores as its content, and its thread's part of `CopyArgs`: a
+    threaded notification's content is its activity's own (lua/common.lua `copy` puts the
+    thread's summary before it in the thread item)."""
+    n = notification
+    content = n.content_json()
+    if not n.thread_key:
+        return content, None
+    created_ms = int(n.created_at.timestamp() * 1000)
+    window_s = n.thread_window_s or DEFAULT_THREAD_WINDOW_S
+    line = b""
+    if n.actor is not None:
+        line = n.actor.id.encode() + b"\t" + orjson.dumps(n.actor.model_dump(mode="json"))
+    return content, ThreadArgs(n.thread_key, window_s * 1000, created_ms, line)
+
+
+def is_inlinable(n: Notification, *, pull: bool) -> bool:
+    """Whether every copy's live event is the notification as it stands, so a doorbell
+    may carry it inline: no category that preferences may silence, no collapse key, no
+    thread, not `pull`."""
+    return not (pull or n.category or n.collapse_key or n.thread_key)
+
+
+def fresh_item(content: bytes) -> bytes:
+    """A fresh copy's item JSON, as the doorbells of a placement or an announcement carry
+    it after their mark (store/doorbells.py)."""
+    return item_json(content, FRESH_STATE)

@@ -1,0 +1,40 @@
+"""Reading a routing trace back: its meta and the lines of one user or of everyone."""
+
+from __future__ import annotations
+
+import orjson
+from redis.asyncio import Redis
+
+from notifyhub.store.traces.model import STREAMED, RoutingTrace, bucket_of, lines_of
+
+
+async def read_trace(
+    redis: Redis, key: str, *, user: str | None = None, limit: int = 100
+) -> RoutingTrace | None:
+    """The trace at `key` (None: none kept); its lines: `user`'s alone (their bucket
+    alone is read), or the first `limit` by user id."""
+    buckets: list[bytes]
+    streamed: dict[str, int] = {}
+    if user is not None:
+        meta, bucket, recalled, count = await redis.hmget(
+            key, ["meta", bucket_of(user), "recalled", STREAMED + user]
+        )
+        buckets = [bucket] if isinstance(bucket, bytes) else []
+        if count is not None:
+            streamed[user] = int(count)
+    else:
+        found: dict[bytes, bytes] = await redis.hgetall(key)  # type: ignore[assignment]
+        meta, recalled = found.get(b"meta"), found.get(b"recalled")
+        buckets = [raw for name, raw in found.items() if name.startswith(b"b:")]
+        prefix = STREAMED.encode()
+        streamed = {
+            name[len(prefix) :].decode(): int(raw)
+            for name, raw in found.items()
+            if name.startswith(prefix)
+        }
+    if meta is None:
+        return None
+    lines = sorted(line for raw in buckets for line in lines_of(orjson.loads(raw), streamed))
+    if user is not None:
+        lines = [line for line in lines if line.user == user]
+    return RoutingTrace(orjson.loads(meta), lines[:limit], int(recalled) if recalled else None)
