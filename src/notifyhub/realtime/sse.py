@@ -31,7 +31,7 @@ Tracing on, the write that follows a traced doorbell (realtime/hub.py `traced`) 
 hub's `traced` map empty.
 
 Routing traces on, each `notification` event written is counted in the hub's
-`streamed` tally (the trace's "streamed to K connections", store/routing_trace.py): a
+`streamed` tally (the trace's "streamed to K connections", store/traces/tally.py): a
 dict increment per event; off, the stream finds `streamed` None.
 """
 

@@ -352,7 +352,7 @@ class IngestService:
     async def _send(
         self, notification: Notification, users: list[UserRef], *, pull: bool, route: Route
     ) -> Published:
-        """`_place`, then its routing recorded (store/routing_trace.py); tracing on, as a
+        """`_place`, then its routing recorded (store/traces/writer.py); tracing on, as a
         `notifyhub.publish` span whose context the doorbells carry to the streams
         (store/doorbells.py)."""
         if not self._tracing.enabled:
@@ -379,7 +379,7 @@ class IngestService:
         route: Route,
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
-        a big inlinable broadcast is announced to streams first (store/inbox.py `announce`).
+        a big inlinable broadcast is announced to streams first (store/inbox/announcing.py `announce`).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
