@@ -219,11 +219,7 @@ def serve(
     """Run the hub (with embedded Valkey + PostgreSQL when no URLs are configured)."""
     import logging
 
-    from notifyhub.api.app import create_app
-    from notifyhub.db.migrate import upgrade_head
-    from notifyhub.process.gc import CollectorPolicy
-    from notifyhub.process.server import HubServer, exit_on_signals
-    from notifyhub.process.supervisor import run_workers, server_config
+    from notifyhub.process.server import exit_on_signals
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -232,8 +228,14 @@ def serve(
     url = f"http://{host}:{port}"
     embedded = settings.embedded
     with exit_on_signals(), contextlib.ExitStack() as stack:
-        if embedded:
+        if embedded:  # first, so a busy data directory is refused before the app loads
             settings = _embedded_settings(settings, url, stack)
+        from notifyhub.api.app import create_app
+        from notifyhub.db.migrate import upgrade_head
+        from notifyhub.process.gc import CollectorPolicy
+        from notifyhub.process.server import HubServer
+        from notifyhub.process.supervisor import run_workers, server_config
+
         upgrade_head(_database_url(settings))
         logging.getLogger("alembic").setLevel(logging.WARNING)  # /readyz's check: 2 lines each
         show_credentials = _dev_credentials(settings, url) if embedded else None

@@ -8,11 +8,14 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
-from notifyhub.api.fastpath import HubApp
 from notifyhub.process.gc import CollectorPolicy
+
+if TYPE_CHECKING:
+    from notifyhub.api.fastpath import HubApp
 
 
 class HubServer(uvicorn.Server):
