@@ -1,7 +1,7 @@
-"""A publish enters before FastAPI's outer layers (`HubApp.publish_entry`,
-api/fastpath.py): what those layers gave it must still hold, and a request the fast path
-hands on to the FastAPI route is limited and counted once. These hubs allow one
-cross-origin front end."""
+"""A publish is served by its own entry (`PublishEntry`, api/fastpath.py) inside the
+hub's one middleware chain: what the chain gives every request must still hold, and a
+request the entry hands on to the FastAPI route is limited and counted once. These hubs
+allow one cross-origin front end."""
 
 from __future__ import annotations
 

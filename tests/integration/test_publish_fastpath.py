@@ -35,7 +35,7 @@ async def test_a_valid_publish_is_accepted_and_delivered(
         (b'{"recipients": {"users": ["a"]}, "title": "t", "extra": 1}', {}, "body.extra"),
         (b'{"recipients": {"users": ["a"]}}', {}, "body.title"),
         (b"", {}, "body"),
-        (b"{not json", {}, "body.1"),
+        (b"{not json", {}, "body"),
         (b'{"recipients": {"users": ["a"]}, "title": "t"}', {"content-type": "text/plain"}, "body"),
         (
             b'{"recipients": {"users": ["a"]}, "title": "t", "data": {"n": 1' + b"0" * 30 + b"}}",
