@@ -231,9 +231,6 @@ class Settings(BaseSettings):
     (the rest are counted); 0: no routing traces."""
     deliveries_allow_private_networks: bool = False
     cors_origins: list[str] = []
-    fast_paths: bool = True
-    """Serve event streams and valid publishes before FastAPI's machinery (api/fastpath.py);
-    False leaves them to the FastAPI routes, which answer the same (to compare the two)."""
     producers_file: Path | None = None
     traces_exporter: str = Field(
         "none", validation_alias=AliasChoices("OTEL_TRACES_EXPORTER", "traces_exporter")

@@ -1,7 +1,7 @@
-"""A publish enters before FastAPI's outer layers (`HubApp.publish_entry`,
-api/fastpath.py): what those layers gave it must still hold, and a request the fast path
-hands on to the FastAPI route is limited and counted once. These hubs allow one
-cross-origin front end."""
+"""A publish is served by its own entry (`PublishEntry`, api/fastpath.py) inside the
+hub's one middleware chain: what the chain gives every request must still hold, and a
+request the entry hands on to the FastAPI route is limited and counted once. These hubs
+allow one cross-origin front end."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from notifyhub.api.routers import notifications
+from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
 
 ORIGIN = "https://app.example"
@@ -87,3 +88,23 @@ async def test_a_bug_in_the_route_a_publish_was_handed_on_to_is_a_counted_500(
     assert response.status_code == 500
     assert response.headers["content-type"] == "application/problem+json"
     assert _counted((await hub.client.get("/metrics")).text, 500) == 1
+
+
+async def test_a_bug_in_any_other_route_is_a_500_a_browser_can_read(
+    hub: Any, make_token: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request passes the one chain: FastAPI's 500 for a bug is inside CORS and
+    metrics, as the hot entries' is."""
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("a bug in minting")
+
+    monkeypatch.setattr(TokenService, "mint_stream_token", broken)
+    headers = {"Authorization": f"Bearer {make_token('mint')}", "Origin": ORIGIN}
+    response = await hub.client.post("/v1/me/stream-tokens", headers=headers)
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["access-control-allow-origin"] == ORIGIN
+    metrics = (await hub.client.get("/metrics")).text
+    counted = 'method="POST",route="/v1/me/stream-tokens",status="500"} 1.0'
+    assert "notifyhub_http_requests_total{" + counted in metrics

@@ -18,11 +18,12 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from notifyhub.api.app import create_app
 from notifyhub.outages import waited_on
 from notifyhub.settings import Settings
 from support.proxy import CuttableProxy
 
-Hub = Callable[[Settings], AbstractAsyncContextManager[Any]]
+Hub = Callable[..., AbstractAsyncContextManager[Any]]
 DEADLINE_S = 1.0
 CLIENT_TIMEOUT_S = 10.0
 """Far below the hung Redis command's own timeout (60 s): answering at all is the check."""
@@ -88,19 +89,23 @@ async def test_a_long_poll_renews_its_deadline_each_round(
             assert response.json()["messages"] == []
 
 
-@pytest.mark.parametrize("fast_paths", [True, False])
+@pytest.mark.parametrize("hot", [True, False], ids=["hot-entry", "route"])
 async def test_an_event_stream_outlives_the_deadline(
-    settings: Settings, start_hub: Hub, make_token: Any, fast_paths: bool
+    settings: Settings, start_hub: Hub, make_token: Any, hot: bool
 ) -> None:
     """The deadline bounds a stream's opening: pings keep coming long after it."""
     changed = {
         "request_deadline_s": 0.3,
-        "fast_paths": fast_paths,
         "stream": settings.stream.model_copy(update={"ping_s": 0.2}),
     }
+    settings = settings.model_copy(update=changed)
+    app = create_app(settings)
+    if not hot:  # the FastAPI route serves it (tests/integration/test_route_parity.py)
+        assert app.hot is not None
+        app.hot.routes.clear()
     headers = {"Authorization": f"Bearer {make_token('sam')}"}
     async with (
-        start_hub(settings.model_copy(update=changed)) as hub,
+        start_hub(settings, app) as hub,
         hub.client.stream("GET", "/v1/me/stream", headers=headers) as stream,
     ):
         assert stream.status_code == 200

@@ -1,7 +1,8 @@
-"""One definition per route: the fast paths (api/fastpath.py) answer as the FastAPI routes do.
+"""One definition per route: the hot routes' entries (api/fastpath.py) answer as the
+FastAPI routes do.
 
-Every request goes to two hubs on the same Redis and database: one with the fast paths
-(the default), one with `fast_paths=False`, where the FastAPI routes answer everything.
+Every request goes to two hubs on the same Redis and database: one as served, one whose
+`HotRoutes` has no routes, where the FastAPI routes answer everything.
 Their answers are compared:
 - the status;
 - every response header except `date` (the second it was sent) and `server` (uvicorn's
@@ -17,7 +18,7 @@ last tests show that a one-header or one-field difference between the paths fail
 One difference is known and left: a publish with a bad key *and* a body that is not JSON
 is a 401 with the fast path (it authenticates before it reads the body), a 422 from
 FastAPI alone (which parses the body before it solves any dependency). Served, the hub
-always answers the 401; the difference is reachable only with `fast_paths=False`.
+always answers the 401; the difference is reachable only with the hot routes cleared.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from notifyhub.api import fastpath
+from notifyhub.api.app import create_app
 from notifyhub.api.routers import notifications, stream
 from notifyhub.settings import Settings
 from support.sse import EventReader
@@ -127,10 +129,17 @@ def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"cors_origins": [ORIGIN], "limits": limits})
 
 
+def routed_app(settings: Settings) -> fastpath.HubApp:
+    """A hub whose FastAPI routes answer every request (no hot routes)."""
+    app = create_app(settings)
+    assert app.hot is not None
+    app.hot.routes.clear()
+    return app
+
+
 @pytest.fixture
 async def hubs(settings: Settings, start_hub: Any) -> AsyncIterator[Hubs]:
-    routed = settings.model_copy(update={"fast_paths": False})
-    async with start_hub(settings) as fast, start_hub(routed) as slow:
+    async with start_hub(settings) as fast, start_hub(settings, routed_app(settings)) as slow:
         yield Hubs(fast, slow)
 
 
@@ -367,7 +376,7 @@ async def test_a_stream_that_differs_fails_the_comparison(
     hubs: Hubs, make_token: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fast path's stream, with its proxy-buffering header changed on the wire."""
-    opened = fastpath.StreamFastPath._stream
+    opened = fastpath.StreamEntry._stream
 
     async def buffered(self: Any, scope: Scope, receive: Receive, send: Send) -> None:
         async def changed(message: Message) -> None:
@@ -380,7 +389,7 @@ async def test_a_stream_that_differs_fails_the_comparison(
 
         await opened(self, scope, receive, changed)
 
-    monkeypatch.setattr(fastpath.StreamFastPath, "_stream", buffered)
+    monkeypatch.setattr(fastpath.StreamEntry, "_stream", buffered)
     headers = {"Authorization": f"Bearer {make_token('parity-ted')}", "Origin": ORIGIN}
     fast, routed = await both(hubs, lambda hub: open_stream(hub, headers, {}))
     assert differences(fast, routed) == ["header x-accel-buffering: ['yes'] != ['no']"]

@@ -1,5 +1,6 @@
-"""Event streams skip FastAPI's middleware stack (`HubApp.stream_entry`, api/fastpath.py):
-what that stack gave them must still hold. These hubs allow one cross-origin front end."""
+"""Event streams are served by their own entry (`StreamEntry`, api/fastpath.py), which
+the chain's metrics and deadline let through: what the chain gives every request must
+still hold. These hubs allow one cross-origin front end."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from notifyhub.api.deadline import RequestDeadline
 from notifyhub.api.deps import State
 from notifyhub.api.docs import install_docs
 from notifyhub.api.errors import install_error_handlers
-from notifyhub.api.fastpath import Handoff, HubApp, PublishFastPath, StreamFastPath
+from notifyhub.api.fastpath import HotRoutes, HubApp, PublishEntry, StreamEntry
 from notifyhub.api.limits import RequestLimits
 from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
@@ -39,7 +39,7 @@ from notifyhub.api.routers import inbox as inbox_router
 from notifyhub.api.routers import routing as routing_router
 from notifyhub.api.routers import traces as traces_router
 from notifyhub.api.routers import views as views_router
-from notifyhub.api.tracing import install_tracing
+from notifyhub.api.tracing import install_tracing, trace_route
 from notifyhub.db.unit import units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.metrics import Metrics
@@ -52,6 +52,7 @@ from notifyhub.services.users import UserLookup
 from notifyhub.settings import Settings
 from notifyhub.store.ratelimit import RateLimiter
 from notifyhub.store.revocations import Revocation, RevocationStore
+from notifyhub.tracing import Tracing
 from notifyhub.workers.runner import Runner
 
 if TYPE_CHECKING:
@@ -173,8 +174,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     app.include_router(views_router.me)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
-    _install_middleware(app, settings, metrics, traced=tracing.enabled)
     install_tracing(app, tracing)
+    app.chain = _chain(app, settings, metrics, tracing)
     return app
 
 
@@ -250,41 +251,25 @@ def _revocations(
     return revocations
 
 
-def _install_middleware(app: HubApp, settings: Settings, metrics: Metrics, *, traced: bool) -> None:
-    """The middleware stack, and the shorter ones event streams and publishes take
-    (`HubApp`; publishes only untraced: tracing wraps the whole stack)."""
-    # Outermost last. Streams skip this stack: each middleware a request passes through
-    # can hold a frame for as long as the request lasts, and a stream lasts hours.
-    cors = {
-        "allow_origins": settings.cors_origins,
-        "allow_credentials": True,
-        "allow_methods": ["GET", "POST", "PATCH", "DELETE"],
-        "allow_headers": ["*"],
-    }
-    max_body_bytes = settings.limits.max_body_bytes
-    deadline = {"seconds": settings.request_deadline_s, "metrics": metrics}
-    app.add_middleware(Handoff)
-    if settings.fast_paths and traced:
-        app.add_middleware(PublishFastPath, handlers=app.exception_handlers)
-    app.add_middleware(RequestDeadline, **deadline)  # type: ignore[arg-type]
-    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)
-    if settings.cors_origins:
-        app.add_middleware(ProblemCORSMiddleware, **cors)  # type: ignore[arg-type]
-    app.add_middleware(RequestMetrics, metrics=metrics)
-    if not settings.fast_paths:
-        return
-    streams: ASGIApp = StreamFastPath(
-        app.exception_handlers, deadline_s=settings.request_deadline_s
+def _chain(app: HubApp, settings: Settings, metrics: Metrics, tracing: Tracing) -> ASGIApp:
+    """The one middleware chain every HTTP request passes, outermost first: metrics,
+    CORS (when configured), limits, the deadline, then the hot routes or FastAPI."""
+    publish: ASGIApp = PublishEntry(app.fastapi)
+    hot = app.hot = HotRoutes(
+        app.fastapi,
+        stream_entry=StreamEntry(deadline_s=settings.request_deadline_s),
+        publish_entry=trace_route(publish, tracing, "POST", notifications.PATH),
     )
-    streams = RequestLimits(streams, max_body_bytes=max_body_bytes)
+    chain: ASGIApp = RequestDeadline(
+        hot, seconds=settings.request_deadline_s, metrics=metrics, exempt=hot.long_lived
+    )
+    chain = RequestLimits(chain, max_body_bytes=settings.limits.max_body_bytes)
     if settings.cors_origins:
-        streams = ProblemCORSMiddleware(streams, **cors)  # type: ignore[arg-type]
-    app.stream_entry = streams
-    if traced:
-        return
-    publish: ASGIApp = PublishFastPath(app.route, app.exception_handlers, outermost=True)
-    publish = RequestDeadline(publish, seconds=settings.request_deadline_s, metrics=metrics)
-    publish = RequestLimits(publish, max_body_bytes=max_body_bytes)
-    if settings.cors_origins:
-        publish = ProblemCORSMiddleware(publish, **cors)  # type: ignore[arg-type]
-    app.publish_entry = RequestMetrics(publish, metrics=metrics)
+        chain = ProblemCORSMiddleware(
+            chain,
+            allow_origins=settings.cors_origins,
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["*"],
+        )
+    return RequestMetrics(chain, metrics, exempt=hot.long_lived)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,15 +55,24 @@ class RequestDeadline:
     it may renew the deadline (`notifyhub.deadline.renew`, a long poll's rounds).
 
     Inside the request limits, which read the body first: the deadline bounds the
-    request's work, not a client's upload."""
+    request's work, not a client's upload. Requests `exempt` names bound themselves
+    (an event stream, api/fastpath.py: this frame would live as long as the stream)."""
 
-    def __init__(self, app: ASGIApp, *, seconds: float, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        seconds: float,
+        metrics: Metrics | None = None,
+        exempt: Callable[[Scope], bool] = lambda scope: False,
+    ) -> None:
         self.app = app
         self.seconds = seconds
         self.metrics = metrics
+        self.exempt = exempt
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self.exempt(scope):
             return self.app(scope, receive, send)
         return self._bounded(scope, receive, send)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -217,12 +217,35 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
+Handler = Callable[[Request, Any], Awaitable[Response]]
+
+_HANDLERS: dict[type[Exception], Handler] = {
+    RequestValidationError: _validation,
+    NotifyhubError: _domain,
+    StarletteHTTPException: _http,
+    # OSError: raw socket errors and timeouts (asyncpg's, which SQLAlchemy does not wrap).
+    **dict.fromkeys((*REDIS_OUTAGES, *POSTGRES_OUTAGES, DBAPIError, OSError), _outage),
+    Exception: _unexpected,
+}
+"""Every error's answer, by class: the app's exception handlers, and what the hot routes
+(api/fastpath.py) answer with (`problem_for`)."""
+
+
+def _handler_for(exc: Exception) -> Handler:
+    """The nearest class's handler, as Starlette looks one up."""
+    for cls in type(exc).__mro__:
+        handler = _HANDLERS.get(cls)
+        if handler is not None:
+            return handler
+    return _unexpected
+
+
+async def problem_for(request: Request, exc: Exception) -> Response:
+    """The problem+json answer to `exc`, exactly as the app's handlers answer it."""
+    return await _handler_for(exc)(request, exc)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error to problem+json; dependency outages are 503, never 500."""
-    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
-    app.add_exception_handler(NotifyhubError, _domain)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
-    # OSError: raw socket errors and timeouts (asyncpg's, which SQLAlchemy does not wrap).
-    for outage in (*REDIS_OUTAGES, *POSTGRES_OUTAGES, DBAPIError, OSError):
-        app.add_exception_handler(outage, _outage)
-    app.add_exception_handler(Exception, _unexpected)
+    for cls, handler in _HANDLERS.items():
+        app.add_exception_handler(cls, handler)

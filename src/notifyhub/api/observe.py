@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,16 +21,23 @@ def record(metrics: Metrics, method: str, route: str, status: int, seconds: floa
 class RequestMetrics:
     """Counts every request with its status and observes how long it took.
 
-    Event streams never pass here: `HubApp` (api/fastpath.py) hands them to their own
-    entry, which counts each when its response starts (this middleware's frame would
-    live as long as the stream, hours)."""
+    Requests `exempt` names count themselves: an event stream is counted when its
+    response starts (api/fastpath.py), as this middleware's frame would live as long as
+    the stream, hours."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        *,
+        exempt: Callable[[Scope], bool] = lambda scope: False,
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.exempt = exempt
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self.exempt(scope):
             return self.app(scope, receive, send)
         return self._observed(scope, receive, send)
 

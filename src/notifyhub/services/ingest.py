@@ -379,7 +379,8 @@ class IngestService:
         route: Route,
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
-        a big inlinable broadcast is announced to streams first (store/inbox/announcing.py `announce`).
+        a big inlinable broadcast is announced to streams first
+        (store/inbox/announcing.py `announce`).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""

@@ -4,8 +4,8 @@
 token, `resume_from` for the cursor), the stream it answers (`stream`) and its OpenAPI
 declaration. `serve` binds that same definition to a bare request, without FastAPI's
 request machinery: `api/fastpath.py` calls it for every stream (an open stream then holds
-far less memory), and the FastAPI route answers only when the fast paths are off
-(`Settings.fast_paths`). tests/integration/test_route_parity.py proves the two agree.
+far less memory); the FastAPI route declares it (OpenAPI) and answers only in the parity
+test, tests/integration/test_route_parity.py, which proves the two agree.
 """
 
 from __future__ import annotations
