@@ -103,7 +103,7 @@ def test_an_untested_redis_takes_the_public_paths(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(compat_redis, "_TESTED", compat_redis._tested())
     assert compat_redis._TESTED is False
     assert compat_redis._not_enough_data() is None
-    assert compat_redis._knows_slots() is False
+    assert compat_redis._knows_slots() is False  # the public get_node_from_key then
 
 
 @pytest.mark.usefixtures("untold")
@@ -122,3 +122,10 @@ def test_lighten_swaps_an_idle_events_deque_for_a_list() -> None:
     plain = asyncio.Event()
     compat_asyncio._leave(plain)
     assert type(plain._waiters) is not list
+
+
+def test_the_plain_slot_lookup_has_a_key_of_every_slot() -> None:
+    from redis.crc import key_slot
+
+    keys = compat_redis._slot_keys()
+    assert [key_slot(key.encode()) for key in keys] == list(range(compat_redis.SLOTS))

@@ -6,13 +6,14 @@
 - `RedisCluster.nodes_manager.get_node_from_slot`: the node serving a slot (`slot_node`).
 
 Outside those versions, or where the internals are not there, the hub reads through the
-public `PubSub.get_message` (`PolledMessages`) and lets redis-py route each script call by
-its keys (`slot_node` answers None).
+public `PubSub.get_message` (`PolledMessages`) and finds a slot's node through the public
+`RedisCluster.get_node_from_key`, with a key of that slot (`_slot_keys`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
 from typing import Any
 
 from redis.asyncio.client import PubSub
@@ -24,6 +25,7 @@ from notifyhub._compat import in_range, installed, plain
 
 TESTED = ">=5.3.1,<8.2"
 """The redis-py versions the fast paths are tested with (pyproject.toml's range)."""
+SLOTS = 16384
 
 
 def _tested() -> bool:
@@ -137,10 +139,26 @@ def _node_from_slot(cluster: Any, slot: int) -> Any:
     return cluster.nodes_manager.get_node_from_slot(slot)
 
 
-def _no_node(cluster: Any, slot: int) -> Any:
-    return None
+_SLOT_KEYS: list[str] = []
 
 
-slot_node = _node_from_slot if _knows_slots() else _no_node
-"""`slot_node(cluster, slot)`: the Cluster node serving `slot` (None: let redis-py route
-by the keys)."""
+def _slot_keys() -> list[str]:
+    """A key of each of the Cluster's 16384 slots (by its CRC16, as the Cluster spec
+    hashes keys), found by counting at first use."""
+    if not _SLOT_KEYS:
+        keys: dict[int, str] = {}
+        number = 0
+        while len(keys) < SLOTS:
+            key = str(number)
+            keys.setdefault(binascii.crc_hqx(key.encode(), 0) % SLOTS, key)
+            number += 1
+        _SLOT_KEYS.extend(keys[slot] for slot in range(SLOTS))
+    return _SLOT_KEYS
+
+
+def _node_from_key(cluster: Any, slot: int) -> Any:
+    return cluster.get_node_from_key(_slot_keys()[slot])
+
+
+slot_node = _node_from_slot if _knows_slots() else _node_from_key
+"""`slot_node(cluster, slot)`: the Cluster node serving `slot` (the master)."""
