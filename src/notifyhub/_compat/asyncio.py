@@ -1,4 +1,4 @@
-"""asyncio internals: `asyncio.Event._waiters`, tested with CPython 3.11 (the compat job).
+"""asyncio internals: `asyncio.Event._waiters`, tested with CPython 3.11, 3.12 and 3.13.
 
 An `Event` keeps its waiters in a deque (a block of 64 slots, 760 bytes with the deque, even
 when empty); uvicorn holds two events per connection, most of the hub's connections are
@@ -15,7 +15,7 @@ from collections import deque
 
 from notifyhub._compat import in_range, plain
 
-TESTED = ">=3.11,<3.12"
+TESTED = ">=3.11,<3.14"
 """The CPython versions the fast path is tested with."""
 
 
