@@ -89,13 +89,17 @@ lock: $(UV)
 # with the core libraries at the floors pyproject.toml declares (requirements/floors.py),
 # one at the newest releases its ranges allow, no lock. It downloads both ends, so it is
 # kept out of CI (.ci/run); run it when a range in pyproject.toml changes, and raise a
-# floor that fails. Uses this machine's Redis and PostgreSQL when the NOTIFYHUB_TEST_*
-# variables name them, else embedded ones.
-COMPAT_DEPS := fastapi starlette uvicorn redis pydantic pydantic-core sqlalchemy asyncpg \
+# floor that fails. The last four files cover the internals notifyhub/_compat/ relies
+# on (its TESTED ranges are pyproject.toml's); `PYTHON=python3.13` runs the job on
+# another Python (asyncio's internals). Uses this machine's Redis and PostgreSQL when the
+# NOTIFYHUB_TEST_* variables name them, else embedded ones.
+COMPAT_DEPS := fastapi starlette uvicorn redis packaging pydantic pydantic-core sqlalchemy asyncpg \
 	pytest-asyncio
 COMPAT_TESTS := tests/unit tests/integration/test_inbox_store.py \
 	tests/integration/test_stream.py tests/integration/test_publish_entry.py \
-	tests/integration/test_unit_of_work.py tests/integration/test_migrate_lock.py
+	tests/integration/test_unit_of_work.py tests/integration/test_migrate_lock.py \
+	tests/integration/test_connections.py tests/integration/test_http_edges.py \
+	tests/integration/test_pubsub_reader.py tests/integration/test_compat_fallbacks.py
 COMPAT_ENDS ?= lowest highest
 COMPAT_VENV := .venv-compat
 

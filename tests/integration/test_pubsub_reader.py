@@ -1,5 +1,5 @@
 """The hub reads its doorbells straight from the subscribed socket (`RawMessages`,
-realtime/hub.py), or through redis-py's `get_message` when it cannot (`PolledMessages`):
+_compat/redis.py), or through redis-py's `get_message` when it cannot (`PolledMessages`):
 either way a stream gets its user's notification live."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from integration.test_stream import open_stream
-from notifyhub.realtime import hub as realtime_hub
-from notifyhub.realtime.hub import RawMessages
+from notifyhub._compat import redis as compat_redis
+from notifyhub._compat.redis import PolledMessages, RawMessages
 
 
 async def _a_live_notification(hub: Any, publish_key: str, make_token: Any, user: str) -> None:
@@ -49,17 +49,18 @@ class TestRaw:
 class TestPolled:
     @pytest.fixture(autouse=True)
     def no_raw_reads(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(RawMessages, "of", classmethod(lambda cls, pubsub: None))
-        polled = realtime_hub.PolledMessages.read
+        # As outside the redis-py versions the raw reader is tested with (or without hiredis).
+        monkeypatch.setattr(compat_redis, "_NOT_ENOUGH_DATA", None)
+        polled = PolledMessages.read
         self.polled = 0
 
         async def counting(reader: Any, timeout_s: float) -> list[Any]:
             self.polled += 1
             return await polled(reader, timeout_s)
 
-        monkeypatch.setattr(realtime_hub.PolledMessages, "read", counting)
+        monkeypatch.setattr(PolledMessages, "read", counting)
 
-    async def test_without_hiredis_doorbells_are_polled(
+    async def test_without_the_raw_reader_doorbells_are_polled(
         self, hub: Any, publish_key: str, make_token: Any
     ) -> None:
         await _a_live_notification(hub, publish_key, make_token, "polled-reader")

@@ -1,47 +1,20 @@
-"""uvicorn's HTTP protocol as the hub serves it: capped request heads, lean connections.
+"""The hub's HTTP protocol for uvicorn: capped request heads, lean connections.
 
-uvicorn's default parser (httptools) keeps a request's head in memory however long it
-grows: an unauthenticated huge header cost the hub its size before its 401. Here the bytes
-of a head are counted as they arrive and the parser is fed at most `MAX_HEAD_BYTES` of
-it: a head that does not end within them is answered 431 problem+json. The connection is
-then closed gracefully: the answer, a FIN, and what the client still sends (the rest of
-its head) read and dropped until it closes, for at most LINGER_S and LINGER_BYTES.
-Closing at once, with the client's bytes unread, made the kernel reset the connection,
-and a reset can destroy the answer before the client reads it. h11, uvicorn's other
-parser, has the cap built in (`h11_max_incomplete_event_size`, set to the same value;
-its refusal is uvicorn's plain 400).
-
-Most of the hub's connections are idle event streams, held for hours, so what each one
-keeps matters (the bench's `idle streams` rows; tracemalloc, 3,000 streams):
-- uvicorn keeps three empty deques per connection (its queue of pipelined requests, and
-  the waiters of two `asyncio.Event`s): each holds a block of 64 slots, 760 bytes with
-  the deque. Here they are lists (56 bytes): browsers do not pipeline, and an event has
-  at most one waiter.
-- The protocol lets go of a request's headers once its scope holds them, and an open
-  stream drops them from its scope (api/fastpath.py): a browser's (cookies and all) are
-  often KiBs, read once.
-- A stream learns its client left from this protocol (`on_close`, the stream's
-  `Connection` in its scope, realtime/sse.py), called from `connection_lost`, instead
-  of a task per stream awaiting ASGI's `http.disconnect` (about 1.3 KiB: the task, its
-  coroutines, a future).
-
-A broadcast's announcement is written to an idle stream's connection at once
-(`write_now`), the same chunk uvicorn's `send` would write, so that 10k streams are not
-10k task wake-ups. A stream bounds its connection's kernel send buffer
-(`bound_send_buffer`): what a client that stops reading can hold.
+A request line and headers together are capped at `MAX_HEAD_BYTES`: a head that does not
+end within them is answered 431 problem+json (`REFUSAL`) and the connection closed
+gracefully. The protocol itself, a subclass of uvicorn's httptools one, is in
+`_compat/_httptools.py` (what it keeps per idle stream, and why); outside the uvicorn
+versions it is tested with the hub serves with uvicorn's h11 (`_compat/uvicorn.py`), whose
+own cap (`h11_max_incomplete_event_size`, set to the same value) answers a plain 400.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import Callable
 from typing import Any
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from notifyhub._compat.uvicorn import capped_protocol
 from notifyhub.realtime.sse import CONNECTION
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -73,150 +46,15 @@ def _refusal() -> bytes:
 REFUSAL = _refusal()
 
 
-class _Pipeline(list[Any]):
-    """uvicorn's queue of pipelined requests (it takes `appendleft` and `pop`)."""
-
-    def appendleft(self, item: Any) -> None:
-        self.insert(0, item)
-
-
-def _lighten(event: asyncio.Event) -> None:
-    """Keep the event's waiters in a list (asyncio.Event only appends, removes and
-    iterates them); left alone while any wait (the deque is in use)."""
-    if not event._waiters:
-        event._waiters = []  # type: ignore[assignment]
-
-
-class HubHttpProtocol(HttpToolsProtocol):
-    """httptools, counting the bytes of each request head as they arrive, lean per
-    connection, and a stream's `Connection` (realtime/sse.py)."""
-
-    # Slots: past uvicorn's ~30 attributes, one more in the instance dict makes CPython
-    # give every connection a dict of its own (1.5 KiB, tracemalloc).
-    __slots__ = ("_dropping", "_head_bytes", "_lost", "_on_close")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.pipeline = _Pipeline()  # type: ignore[assignment]
-        self._head_bytes: int | None = 0
-        """Bytes received since the current head began; None while reading a body."""
-        self._on_close: Callable[[], None] | None = None
-        """Called once when the connection closes during the current response."""
-        self._lost = False
-        self._dropping: int | None = None
-        """Refused (431): the bytes of the client's still to drop before closing."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        _lighten(self.flow._is_writable_event)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
-        super().connection_lost(exc)
-        callback, self._on_close = self._on_close, None
-        if callback is not None:
-            callback()
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        """Have `callback()` called once when the client's connection closes before the
-        current response completes (at once if it already has)."""
-        if self._lost:
-            callback()
-        else:
-            self._on_close = callback
-
-    def write_now(self, body: bytes) -> bool:
-        """Write `body` as the next chunk of the current response, as uvicorn's `send`
-        would, when that response is a chunked one under way and the client keeps up;
-        False otherwise (the caller sends it through ASGI, which waits for the client).
-        A request pipelined behind a stream makes the protocol's current request one that
-        has not answered yet: False too."""
-        cycle = self.cycle
-        if (
-            cycle is None
-            or not cycle.chunked_encoding
-            or cycle.response_complete
-            or cycle.disconnected
-            or self.flow.write_paused
-            or self.transport.is_closing()
-        ):
-            return False
-        self.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
-        return True
-
-    def bound_send_buffer(self, size_bytes: int) -> None:
-        """Give the connection a kernel send buffer of `size_bytes` (SO_SNDBUF) instead of
-        the auto-tuned one; 0 leaves it."""
-        sock = self.transport.get_extra_info("socket")
-        if size_bytes and sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size_bytes)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self.scope[CONNECTION] = self  # type: ignore[literal-required]
-
-    def on_response_complete(self) -> None:
-        self._on_close = None
-        super().on_response_complete()
-
-    def data_received(self, data: bytes) -> None:
-        head = self._head_bytes
-        if head is None or head + len(data) <= MAX_HEAD_BYTES:
-            if head is not None:
-                self._head_bytes = head + len(data)
-            super().data_received(data)
-        elif self._dropping is not None:
-            self._drop(len(data))
-        else:
-            self._past_limit(data, MAX_HEAD_BYTES - head)
-
-    def _past_limit(self, data: bytes, room: int) -> None:
-        """`data` takes the head past the cap: the parser gets what fits. A head that ends
-        within it is served (the rest is its body, or the next request); else 431."""
-        self._head_bytes = MAX_HEAD_BYTES
-        if room > 0:
-            super().data_received(data[:room])  # may complete the head (`on_headers_complete`)
-        if self.transport.is_closing():
-            return  # the parser refused the request (400)
-        if self._head_bytes != MAX_HEAD_BYTES:
-            self.data_received(data[room:])
-        else:
-            self._refuse()
-
-    def _refuse(self) -> None:
-        """Answer 431 and close gracefully (the module's docstring says why); just close
-        when the head was pipelined behind a response still under way (a stream): an
-        answer there would land inside that response."""
-        self._dropping = LINGER_BYTES
-        transport, cycle = self.transport, self.cycle
-        if cycle is not None and not cycle.response_complete:
-            transport.close()
-            return
-        transport.write(REFUSAL)
-        if transport.can_write_eof():
-            transport.write_eof()  # the client reads the answer, then its end of file
-        self.loop.call_later(LINGER_S, transport.close)
-
-    def _drop(self, received: int) -> None:
-        """Drop what a refused client still sends; close once it has sent too much."""
-        self._dropping = dropping = (self._dropping or 0) - received
-        if dropping < 0:
-            self.transport.close()
-
-    def on_headers_complete(self) -> None:
-        self._head_bytes = None
-        cycle = self.cycle
-        super().on_headers_complete()
-        if self.cycle is not cycle:  # a request to answer (not a WebSocket upgrade)
-            _lighten(self.cycle.message_event)
-            # The request's headers are in its scope; here they would outlive a stream's
-            # reading them by hours (uvicorn reads them again only for an upgrade).
-            self.headers = []
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._head_bytes = 0
+HubHttpProtocol = capped_protocol(
+    max_head_bytes=MAX_HEAD_BYTES,
+    refusal=REFUSAL,
+    linger_s=LINGER_S,
+    linger_bytes=LINGER_BYTES,
+    connection_key=CONNECTION,
+)
+"""The hub's HTTP protocol for uvicorn (`_compat/uvicorn.py`): httptools, capped and lean;
+uvicorn's h11 outside the uvicorn versions it is tested with."""
 
 
 def head_limits() -> dict[str, Any]:

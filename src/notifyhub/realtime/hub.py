@@ -51,6 +51,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from ulid import ULID
 
+from notifyhub._compat.redis import pubsub_messages
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.events import placed_frames
@@ -374,7 +375,7 @@ class Hub:
 
     async def _pump(self, pubsub: PubSub) -> None:
         """Read messages; PING when idle and give up on a connection that stays silent."""
-        messages = RawMessages.of(pubsub) or PolledMessages(pubsub)
+        messages = pubsub_messages(pubsub)
         last_heard = time.monotonic()
         ping_sent: float | None = None
         while True:
@@ -401,78 +402,6 @@ class Hub:
             self.dispatch(reply[2])
         elif kind == b"sunsubscribe":
             raise RedisConnectionError(f"shard channel {reply[1]!r} moved")
-
-
-class RawMessages:
-    """The replies of a subscribed connection, read straight from its socket.
-
-    redis-py's `PubSub.get_message` costs a doorbell tens of microseconds (a timeout
-    context, a retry wrapper, a health check, a dict per message, its own metrics hook):
-    under the ingest benchmark 4.5% of the hub's CPU went to reading its own doorbells
-    (py-spy), about 1% this way. This reads what the socket has in one call and takes
-    every complete reply from the connection's own hiredis reader (which holds whatever
-    redis-py had buffered), as the lists Redis sent. redis-py still connects, subscribes
-    and PINGs. Without hiredis (`of` answers None) the hub reads through
-    `PolledMessages`."""
-
-    READ_BYTES = 65536
-
-    def __init__(self, reader: Any, stream: asyncio.StreamReader, incomplete: object) -> None:
-        self._reader = reader
-        self._stream = stream
-        self._incomplete = incomplete
-        """What the reader answers while no reply is complete (redis-py's sentinel)."""
-
-    @classmethod
-    def of(cls, pubsub: PubSub) -> RawMessages | None:
-        try:
-            from redis._parsers.hiredis import NOT_ENOUGH_DATA
-        except ImportError:
-            return None
-        connection = pubsub.connection
-        parser = getattr(connection, "_parser", None)
-        reader = getattr(parser, "_reader", None)
-        stream = getattr(connection, "_reader", None)
-        if not (hasattr(reader, "gets") and isinstance(stream, asyncio.StreamReader)):
-            return None
-        return cls(reader, stream, NOT_ENOUGH_DATA)
-
-    async def read(self, timeout_s: float) -> list[Any]:
-        """The replies received (at least one), or [] after `timeout_s` without any."""
-        replies = self._complete()
-        if replies:
-            return replies
-        try:
-            async with asyncio.timeout(timeout_s):
-                data = await self._stream.read(self.READ_BYTES)
-        except TimeoutError:
-            return []
-        if not data:
-            raise RedisConnectionError("Redis closed the pubsub connection")
-        self._reader.feed(data)
-        return self._complete()
-
-    def _complete(self) -> list[Any]:
-        replies = []
-        while (reply := self._reader.gets()) is not self._incomplete:
-            if isinstance(reply, Exception):
-                raise reply if isinstance(reply, RedisError) else RedisError(str(reply))
-            replies.append(reply)
-        return replies
-
-
-class PolledMessages:
-    """`RawMessages` through redis-py's `get_message` (no hiredis)."""
-
-    def __init__(self, pubsub: PubSub) -> None:
-        self._pubsub = pubsub
-
-    async def read(self, timeout_s: float) -> list[Any]:
-        message = await self._pubsub.get_message(timeout=timeout_s)
-        if message is None:
-            return []
-        kind = message["type"].encode()
-        return [[kind, message["channel"] or b"", message["data"]]]
 
 
 async def _first_failure(pumps: list[Coroutine[Any, Any, None]]) -> None:

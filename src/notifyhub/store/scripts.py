@@ -13,6 +13,7 @@ from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from notifyhub._compat.redis import slot_node as cluster_slot_node
 from notifyhub.store.client import SOCKET_TIMEOUT_S, is_cluster
 from notifyhub.store.operations import OPERATIONS
 
@@ -47,10 +48,11 @@ def queue_script(
 def slot_node(redis: Redis, slot: int) -> Any:
     """The Cluster node serving `slot`, for `queue_script`'s `node` (None on one Redis:
     one connection). Asked while a pipeline is built: a Cluster client that has sent
-    nothing yet knows no slots."""
+    nothing yet knows no slots. None too outside the redis-py versions the lookup is tested
+    with (`_compat/redis.py`): redis-py then routes by the keys."""
     if not is_cluster(redis):
         return None
-    return redis.nodes_manager.get_node_from_slot(slot)  # type: ignore[attr-defined]
+    return cluster_slot_node(redis, slot)
 
 
 async def pipelined(
