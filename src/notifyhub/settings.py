@@ -138,6 +138,8 @@ class DeliverySettings(BaseModel):
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
     smtp_starttls: bool = False
+    smtp_tls: bool = False
+    """Implicit TLS from the first byte (port 465); `smtp_starttls` upgrades instead."""
     smtp_timeout_s: float = Field(10.0, gt=0)
 
     @model_validator(mode="after")
