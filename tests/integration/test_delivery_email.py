@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import default as default_policy
@@ -215,3 +215,36 @@ async def test_webhook_definitions_read_as_kind_webhook(
     shown = await define(hub.client, admin_key, name, url="https://example.com/hook")
     assert (shown["kind"], shown["url"]) == ("webhook", "https://example.com/hook")
     assert "email" not in shown
+
+
+async def test_tenant_a_cannot_read_use_or_repoint_bs_email_definition(
+    hub: Any, create_key: Callable[..., Awaitable[str]], smtp: Smtp
+) -> None:
+    a, b = unique("ta"), unique("tb")
+    a_admin = await create_key(f"{a}-admin", "admin", a)
+    a_publish = await create_key(f"{a}-publish", "publish", a)
+    b_admin = await create_key(f"{b}-admin", "admin", b)
+    name = unique("mail")
+    path = f"/v1/admin/delivery-definitions/{name}"
+    email = {**EMAIL, "to": ["b-ops@b.test"]}
+    await define(hub.client, b_admin, name, tenant=b, kind="email", email=email)
+
+    for key in (a_admin, a_publish):
+        read = await hub.client.get(path, params={"tenant": b}, headers=_auth(key))
+        assert read.status_code == 403, read.text
+    own = await hub.client.get(path, params={"tenant": a}, headers=_auth(a_admin))
+    assert own.status_code == 404 and "b-ops" not in own.text
+    repoint = {"kind": "email", "email": {**EMAIL, "to": ["thief@a.test"]}}
+    for params, body in (({"tenant": b}, {}), ({}, {"tenant": b})):
+        response = await hub.client.put(
+            path, params=params, json={**repoint, **body}, headers=_auth(a_admin)
+        )
+        assert response.status_code == 403, response.text
+    for tenant, expected in ((b, 403), (a, 422)):
+        body = {"definition": name, "payload": {"order": 1, "name": "x"}, "tenant": tenant}
+        response = await hub.client.post("/v1/deliveries", json=body, headers=_auth(a_publish))
+        assert response.status_code == expected, response.text
+
+    seen = await hub.client.get(path, params={"tenant": b}, headers=_auth(b_admin))
+    assert seen.json()["email"]["to"] == ["b-ops@b.test"]
+    assert not [m for m in smtp.handler.messages if "thief@a.test" in m[0]]
