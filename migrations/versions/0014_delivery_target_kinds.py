@@ -1,4 +1,4 @@
-"""Delivery definitions name a target kind (`webhook`, the default, or `email`).
+"""Delivery definitions name a target kind (`webhook`, the default, `email` or `rabbitmq`).
 
 Revision ID: 0014
 Revises: 0013
@@ -22,8 +22,10 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(16), nullable=False, server_default="webhook"),
     )
     op.add_column("delivery_definitions", sa.Column("email", JSONB, nullable=True))
+    op.add_column("delivery_definitions", sa.Column("rabbitmq", JSONB, nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("delivery_definitions", "rabbitmq")
     op.drop_column("delivery_definitions", "email")
     op.drop_column("delivery_definitions", "kind")

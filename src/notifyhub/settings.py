@@ -140,6 +140,9 @@ class DeliverySettings(BaseModel):
     smtp_starttls: bool = False
     smtp_tls: bool = False
     """Implicit TLS from the first byte (port 465); `smtp_starttls` upgrades instead."""
+    amqp_url: SecretStr | None = None
+    """The RabbitMQ broker `rabbitmq` definitions publish to (`amqp://user:pass@host/vhost`);
+    never shown by the API."""
     smtp_timeout_s: float = Field(10.0, gt=0)
 
     @model_validator(mode="after")

@@ -58,6 +58,8 @@ class DefinitionSpec:
     kind: str = "webhook"
     email: dict[str, Any] | None = None
     """For `email`: `to`, `subject`, `text`, `html`, `locales` (templates)."""
+    rabbitmq: dict[str, Any] | None = None
+    """For `rabbitmq`: `exchange` and `routing_key`."""
 
 
 def _check_templates(email: dict[str, Any] | None) -> None:
@@ -173,6 +175,8 @@ def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any
     }
     if row.email is not None:
         shown["email"] = row.email
+    if row.rabbitmq is not None:
+        shown["rabbitmq"] = row.rabbitmq
     if show_secret:
         shown["secret"] = row.secret
     return shown

@@ -31,6 +31,7 @@ from notifyhub.domain.delivery import (
 from notifyhub.services import signing
 from notifyhub.services.email_target import EmailTarget
 from notifyhub.services.outbound import Outbound
+from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.settings import DeliverySettings
 from notifyhub.tracing import Attributes, Tracing
 
@@ -120,10 +121,13 @@ class DeliverySender:
         metrics: DeliveryMetrics,
         tracing: Tracing | None = None,
         email: EmailTarget | None = None,
+        rabbitmq: RabbitTarget | None = None,
     ) -> None:
         self._units = units
         self._outbound = outbound
         self._email = email or EmailTarget(settings)
+        amqp_url = settings.amqp_url.get_secret_value() if settings.amqp_url else None
+        self._rabbitmq = rabbitmq or RabbitTarget(amqp_url)
         self._tracing = tracing or Tracing()
         self._settings = settings
         self._metrics = metrics
@@ -161,6 +165,7 @@ class DeliverySender:
                 await task
         await self._outbound.aclose()
         await self._email.aclose()
+        await self._rabbitmq.aclose()
 
     def _start_batches(self) -> None:
         """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next.
@@ -272,13 +277,18 @@ class DeliverySender:
             error = f"not confirmed within {definition.max_confirm_delay_s}s; no retries left"
             return Outcome(None, error, 0.0, attempted=False)
         async with self._slots:
-            if definition.kind == "email":
-                target = definition.email or {}
-                outcome = await self._email.send(claimed.id, target, claimed.payload)
-            else:
-                outcome = await self._post(claimed, definition)
+            outcome = await self._by_kind(claimed, definition)
         self._metrics.attempt_seconds.observe(outcome.duration_s)
         return outcome
+
+    async def _by_kind(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
+        if definition.kind == "email":
+            return await self._email.send(claimed.id, definition.email or {}, claimed.payload)
+        if definition.kind == "rabbitmq":
+            target = definition.rabbitmq or {}
+            c = claimed
+            return await self._rabbitmq.send(c.id, c.tenant, c.definition, target, c.payload)
+        return await self._post(claimed, definition)
 
     async def _post(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
         """A webhook attempt: the payload POSTed, signed (Standard Webhooks)."""

@@ -50,6 +50,7 @@ def _spec(body: DefinitionIn) -> DefinitionSpec:
         url=body.url or "",
         kind=body.kind,
         email=email,
+        rabbitmq=body.rabbitmq.model_dump() if body.rabbitmq else None,
         timeout_s=body.timeout_s,
         retry_intervals=body.retry_intervals,
         max_retries=body.max_retries,

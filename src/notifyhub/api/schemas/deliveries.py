@@ -134,6 +134,19 @@ class EmailTargetIn(EmailTemplatesIn):
     """Messages per locale, chosen by the payload's `locale` (`pt-BR`, then `pt`)."""
 
 
+class RabbitTargetIn(Strict):
+    """A `rabbitmq` definition's target: where each delivery is published (the broker is
+    the hub's `NOTIFYHUB_DELIVERIES__AMQP_URL`)."""
+
+    model_config = examples({"exchange": "orders", "routing_key": "order.paid"})
+
+    exchange: Annotated[str, Field(max_length=255, pattern=r"^[A-Za-z0-9_.:-]*$")]
+    """The exchange (it must exist; the receiving system declares it); `""` is the
+    default exchange, which routes by queue name."""
+    routing_key: Annotated[str, Field(max_length=255)] = ""
+    """The routing key."""
+
+
 class DefinitionIn(Strict):
     """Where and how deliveries of this definition are sent: a webhook (Standard
     Webhooks) or an e-mail."""
@@ -153,14 +166,16 @@ class DefinitionIn(Strict):
     tenant: Tenant = "default"
     """The definition's tenant; may be given as `?tenant=` instead, like the other admin
     PUTs (both given must agree)."""
-    kind: Literal["webhook", "email"] = "webhook"
+    kind: Literal["webhook", "email", "rabbitmq"] = "webhook"
     """The target: `webhook` POSTs to `url`; `email` sends through the hub's SMTP
-    settings as `email` says."""
+    settings as `email` says; `rabbitmq` publishes as `rabbitmq` says."""
     url: HttpUrl | None = None
     """The webhook receiver (kind `webhook` only): an absolute http(s) URL (private
     addresses are refused unless `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
     email: EmailTargetIn | None = None
     """The e-mail target (kind `email` only)."""
+    rabbitmq: RabbitTargetIn | None = None
+    """The RabbitMQ target (kind `rabbitmq` only)."""
     timeout_s: Annotated[StrictFloat, Field(gt=0, le=60)] = 10.0
     """How long one attempt may take."""
     retry_intervals: Annotated[
@@ -182,10 +197,12 @@ class DefinitionIn(Strict):
 
     @model_validator(mode="after")
     def _target(self) -> DefinitionIn:
-        if self.kind == "webhook" and (self.url is None or self.email is not None):
-            raise ValueError("kind `webhook` needs `url` (and no `email`)")
-        if self.kind == "email" and (self.email is None or self.url is not None):
-            raise ValueError("kind `email` needs `email` (and no `url`)")
+        fields = {"webhook": "url", "email": "email", "rabbitmq": "rabbitmq"}
+        wanted = fields[self.kind]
+        given = [f for f in fields.values() if getattr(self, f) is not None]
+        if given != [wanted]:
+            others = " or ".join(f"`{f}`" for f in fields.values() if f != wanted)
+            raise ValueError(f"kind `{self.kind}` needs `{wanted}` (and no {others})")
         return self
 
 
@@ -258,6 +275,15 @@ class EmailTargetOut(EmailTemplatesOut):
     """Messages per locale."""
 
 
+class RabbitTargetOut(Documented):
+    """A `rabbitmq` definition's target as stored."""
+
+    model_config = examples({"exchange": "orders", "routing_key": "order.paid"})
+
+    exchange: str
+    routing_key: str = ""
+
+
 class DefinitionOut(Documented):
     """A delivery definition as stored."""
 
@@ -294,6 +320,8 @@ class DefinitionOut(Documented):
     """The webhook receiver (None for other kinds)."""
     email: EmailTargetOut | None = None
     """The e-mail target (kind `email` only)."""
+    rabbitmq: RabbitTargetOut | None = None
+    """The RabbitMQ target (kind `rabbitmq` only)."""
     timeout_s: float
     """How long one attempt may take."""
     retry_intervals: str
