@@ -17,6 +17,7 @@ from typing import Any
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
+from pydantic import SecretStr
 
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, post, unique, wait_status
@@ -44,11 +45,10 @@ def settings(settings: Settings) -> Settings:
         allow_networks=["127.0.0.1/32"],
         dispatcher_interval_s=0.05,
         jitter=0.0,
-        amqp_url=AMQP_URL,
         lease_s=5,
         max_timeout_s=4,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
+    return settings.model_copy(update={"deliveries": deliveries, "amqp_url": SecretStr(AMQP_URL)})
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ class RabbitTarget:
         """An ack settles the attempt; a nack, a returned message, no confirm in time or
         a broker out of reach fails it (retried on the definition's schedule)."""
         if self._url is None:
-            return Outcome(None, "no AMQP URL: set NOTIFYHUB_DELIVERIES__AMQP_URL", 0.0)
+            return Outcome(None, "no AMQP URL: set NOTIFYHUB_AMQP_URL", 0.0)
         started = time.monotonic()
         try:
             async with asyncio.timeout(self._confirm_timeout_s):

@@ -126,8 +126,7 @@ class DeliverySender:
         self._units = units
         self._outbound = outbound
         self._email = email or EmailTarget(settings)
-        amqp_url = settings.amqp_url.get_secret_value() if settings.amqp_url else None
-        self._rabbitmq = rabbitmq or RabbitTarget(amqp_url)
+        self._rabbitmq = rabbitmq or RabbitTarget(None)
         self._tracing = tracing or Tracing()
         self._settings = settings
         self._metrics = metrics

@@ -136,7 +136,7 @@ class EmailTargetIn(EmailTemplatesIn):
 
 class RabbitTargetIn(Strict):
     """A `rabbitmq` definition's target: where each delivery is published (the broker is
-    the hub's `NOTIFYHUB_DELIVERIES__AMQP_URL`)."""
+    the hub's `NOTIFYHUB_AMQP_URL`)."""
 
     model_config = examples({"exchange": "orders", "routing_key": "order.paid"})
 
