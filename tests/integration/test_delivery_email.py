@@ -214,7 +214,7 @@ async def test_webhook_definitions_read_as_kind_webhook(
     name = unique("hook")
     shown = await define(hub.client, admin_key, name, url="https://example.com/hook")
     assert (shown["kind"], shown["url"]) == ("webhook", "https://example.com/hook")
-    assert "email" not in shown
+    assert (shown["email"], shown["rabbitmq"]) == (None, None)
 
 
 async def test_tenant_a_cannot_read_use_or_repoint_bs_email_definition(

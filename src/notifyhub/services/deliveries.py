@@ -159,6 +159,8 @@ def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any
         "name": row.name,
         "kind": row.kind,
         "url": row.url if row.kind == "webhook" else None,
+        "email": row.email,
+        "rabbitmq": row.rabbitmq,
         "timeout_s": row.timeout_s,
         "retry_intervals": row.retry_intervals,
         "max_retries": row.max_retries,
@@ -173,10 +175,6 @@ def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any
         "disabled": row.disabled_at is not None,
         "rotating": row.previous_secret is not None,
     }
-    if row.email is not None:
-        shown["email"] = row.email
-    if row.rabbitmq is not None:
-        shown["rabbitmq"] = row.rabbitmq
     if show_secret:
         shown["secret"] = row.secret
     return shown

@@ -293,6 +293,8 @@ class DefinitionOut(Documented):
             "name": "erp-orders",
             "kind": "webhook",
             "url": "https://erp.example/hooks/notifyhub",
+            "email": None,
+            "rabbitmq": None,
             "timeout_s": 10.0,
             "retry_intervals": "5s,5m,1h,1d",
             "max_retries": 5,
@@ -318,10 +320,10 @@ class DefinitionOut(Documented):
     """`webhook` or `email`."""
     url: str | None
     """The webhook receiver (None for other kinds)."""
-    email: EmailTargetOut | None = None
-    """The e-mail target (kind `email` only)."""
-    rabbitmq: RabbitTargetOut | None = None
-    """The RabbitMQ target (kind `rabbitmq` only)."""
+    email: EmailTargetOut | None
+    """The e-mail target (null unless kind `email`)."""
+    rabbitmq: RabbitTargetOut | None
+    """The RabbitMQ target (null unless kind `rabbitmq`)."""
     timeout_s: float
     """How long one attempt may take."""
     retry_intervals: str
@@ -345,11 +347,13 @@ class DefinitionOut(Documented):
     not resolve yet is stored and checked again at every connection)."""
 
 
-_DEFINITION = {
+_DEFINITION: dict[str, object] = {
     "tenant": "default",
     "name": "erp-orders",
     "kind": "webhook",
     "url": "https://erp.example/hooks/notifyhub",
+    "email": None,
+    "rabbitmq": None,
     "timeout_s": 10.0,
     "retry_intervals": "5s,5m,1h,1d",
     "max_retries": 5,
