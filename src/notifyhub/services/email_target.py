@@ -139,7 +139,11 @@ class EmailTarget:
         self._pool = pool or SmtpPool(settings)
 
     async def send(
-        self, delivery_id: str, target: dict[str, Any], payload: dict[str, Any]
+        self,
+        delivery_id: str,
+        target: dict[str, Any],
+        payload: dict[str, Any],
+        timeout_s: float | None = None,
     ) -> Outcome:
         started = time.monotonic()
         to = recipients(target, payload)
@@ -151,7 +155,7 @@ class EmailTarget:
         except RenderError as exc:
             return Outcome(None, f"template: {exc}", 0.0, final=True)
         try:
-            async with asyncio.timeout(self._settings.smtp_timeout_s * 2):
+            async with asyncio.timeout(timeout_s or self._settings.smtp_timeout_s * 2):
                 await self._pool.send(message, to)
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             return _failure(exc, started)

@@ -15,7 +15,8 @@ from aio_pika.exceptions import AMQPError, DeliveryError
 from notifyhub.domain.delivery import Outcome
 
 CONFIRM_TIMEOUT_S = 10.0
-"""No confirm within this: the attempt failed (retried; the broker may still have it)."""
+"""No confirm within this (or the definition's `timeout_s`): the attempt failed and is
+retried (the broker may still have it: the re-send carries the same `message_id`)."""
 
 
 def message(delivery_id: str, tenant: str, definition: str, payload: Any) -> aio_pika.Message:
@@ -51,7 +52,13 @@ class RabbitTarget:
             return channel
 
     async def send(
-        self, delivery_id: str, tenant: str, definition: str, target: dict[str, Any], payload: Any
+        self,
+        delivery_id: str,
+        tenant: str,
+        definition: str,
+        target: dict[str, Any],
+        payload: Any,
+        timeout_s: float | None = None,
     ) -> Outcome:
         """An ack settles the attempt; a nack, a returned message, no confirm in time or
         a broker out of reach fails it (retried on the definition's schedule)."""
@@ -59,7 +66,7 @@ class RabbitTarget:
             return Outcome(None, "no AMQP URL: set NOTIFYHUB_AMQP_URL", 0.0)
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self._confirm_timeout_s):
+            async with asyncio.timeout(timeout_s or self._confirm_timeout_s):
                 channel = await self._open(self._url)
                 exchange = await channel.get_exchange(target["exchange"], ensure=False)
                 await exchange.publish(

@@ -281,12 +281,17 @@ class DeliverySender:
         return outcome
 
     async def _by_kind(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
+        """The definition's target adapter; every kind's attempt ends within the
+        definition's `timeout_s` (capped by `max_timeout_s`, below the lease)."""
+        timeout_s = min(definition.timeout_s, self._settings.max_timeout_s)
+        c = claimed
         if definition.kind == "email":
-            return await self._email.send(claimed.id, definition.email or {}, claimed.payload)
+            return await self._email.send(c.id, definition.email or {}, c.payload, timeout_s)
         if definition.kind == "rabbitmq":
             target = definition.rabbitmq or {}
-            c = claimed
-            return await self._rabbitmq.send(c.id, c.tenant, c.definition, target, c.payload)
+            return await self._rabbitmq.send(
+                c.id, c.tenant, c.definition, target, c.payload, timeout_s
+            )
         return await self._post(claimed, definition)
 
     async def _post(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
