@@ -121,7 +121,7 @@ class SmtpPool:
                 try:
                     await self._send_on(kept, message, to)
                 except aiosmtplib.SMTPServerDisconnected:
-                    pass  # closed while idle: nothing was accepted; a new connection
+                    pass  # most likely closed while idle: once more on a new connection
                 else:
                     return
             await self._send_on(await self._connect(), message, to)
