@@ -138,6 +138,8 @@ class DeliverySettings(BaseModel):
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
     smtp_starttls: bool = False
+    smtp_tls: bool = False
+    """Implicit TLS from the first byte (port 465); `smtp_starttls` upgrades instead."""
     smtp_timeout_s: float = Field(10.0, gt=0)
 
     @model_validator(mode="after")
@@ -230,6 +232,9 @@ class Settings(BaseSettings):
     """Recipients of one notification whose routing gets a line of its own in its trace
     (the rest are counted); 0: no routing traces."""
     deliveries_allow_private_networks: bool = False
+    amqp_url: SecretStr | None = None
+    """`NOTIFYHUB_AMQP_URL`: the RabbitMQ broker `rabbitmq` delivery definitions publish to
+    (`amqp://user:pass@host:5672/vhost`); never shown by the API."""
     cors_origins: list[str] = []
     producers_file: Path | None = None
     traces_exporter: str = Field(

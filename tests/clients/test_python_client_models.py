@@ -67,6 +67,8 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     ],
     m.DefinitionRequest: [(*DEFINITION, "request", ())],
     m.Alert: [(*DEFINITION, "request", ("alert",))],
+    m.EmailTarget: [(*DEFINITION, "request", ("email",))],
+    m.RabbitTarget: [(*DEFINITION, "request", ("rabbitmq",))],
     # answers
     m.Accepted: [(*PUBLISH, "202", ())],
     m.EventAccepted: [("POST", "/v1/events", "202", ())],

@@ -591,6 +591,16 @@ async def probe_definition_put(t: Tenants) -> None:
     assert await _definition_url(t, t.b) == t.receiver_url
     _ok(await _define(t, t.a, "https://a.example/hook"), 201)  # the name in A is A's own
     assert await _definition_url(t, t.b) == t.receiver_url
+    targets = (  # nor turned into an e-mail or a publish that reaches A
+        {"kind": "email", "email": {"to": ["a@a.example"], "subject": "s", "text": "t"}},
+        {"kind": "rabbitmq", "rabbitmq": {"exchange": "amq.topic", "routing_key": "a"}},
+    )
+    path = f"/v1/admin/delivery-definitions/hook?tenant={t.b}"
+    for target in targets:
+        response = await t.client.put(path, json=target, headers=t.key(t.a, "admin"))
+        _refused(response, 403)
+    shown = _ok(await t.client.get(path, headers=t.key(t.b, "admin"))).json()
+    assert (shown["kind"], shown["email"], shown["rabbitmq"]) == ("webhook", None, None)
 
 
 async def probe_definition_get(t: Tenants) -> None:

@@ -221,7 +221,14 @@ class DeliveryDefinition(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     """Names are per tenant: two tenants may each have their own `order-paid`."""
+    kind: Mapped[str] = mapped_column(String(16), server_default="webhook")
+    """The target kind: `webhook` (POST to `url`), `email` or `rabbitmq` (as that column says)."""
     url: Mapped[str] = mapped_column(String(2000))
+    """The webhook receiver; empty for other kinds."""
+    email: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    """For `email`: recipients and subject/text/html templates (per locale too)."""
+    rabbitmq: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    """For `rabbitmq`: the `exchange` and `routing_key` published to."""
     timeout_s: Mapped[float] = mapped_column(Float)
     retry_intervals: Mapped[str] = mapped_column(String(500))
     max_retries: Mapped[int] = mapped_column(Integer)

@@ -88,7 +88,7 @@ class AlertPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What one HTTP attempt produced."""
+    """What one attempt produced (an HTTP status, or an SMTP reply code)."""
 
     status_code: int | None
     error: str | None
@@ -96,10 +96,18 @@ class Outcome:
     retry_after_s: float | None = None
     attempted: bool = True
     """False when nothing was sent (an unconfirmed delivery out of retries)."""
+    final: bool = False
+    """No retry can help (an SMTP 5xx, a template that fails on this payload)."""
+    accepted: bool = False
+    """A non-HTTP target took it (an SMTP 250): ok whatever `status_code` says."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.status_code is not None and 200 <= self.status_code < 300
+        if self.error is not None:
+            return False
+        if self.accepted:
+            return True
+        return self.status_code is not None and 200 <= self.status_code < 300
 
     @property
     def gone(self) -> bool:

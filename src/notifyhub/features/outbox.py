@@ -12,6 +12,7 @@ from notifyhub.features.clients import Database, engine
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
 from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import Settings
@@ -50,12 +51,14 @@ def outbox(
     outbox_engine = engine(stack, settings, relaxed_commits=True, pool_size=OUTBOX_POOL)
     guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
+    amqp_url = settings.amqp_url.get_secret_value() if settings.amqp_url else None
     sender = DeliverySender(
         units(create_sessionmaker(outbox_engine)),
         outbound,
         s,
         delivery_metrics,
         tracing or Tracing(),
+        rabbitmq=RabbitTarget(amqp_url),
     )
     alerts = AlertSender(units(database.sessionmaker), outbound, s, delivery_metrics)
     dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)

@@ -30,6 +30,7 @@ from notifyhub.domain.notification import to_rfc3339
 from notifyhub.errors import Conflict, InvalidInput, NotFound
 from notifyhub.services import signing
 from notifyhub.services.targets import TargetCheck
+from notifyhub.services.templates import check as check_template
 
 _PENDING_KEY = "notifyhub.deliveries.after_commit"
 DEFAULT_TENANT = "default"
@@ -44,6 +45,7 @@ class Kicker(Protocol):
 @dataclass(frozen=True, slots=True)
 class DefinitionSpec:
     url: str
+    """The webhook receiver; empty for other kinds."""
     timeout_s: float
     retry_intervals: str
     max_retries: int
@@ -53,6 +55,24 @@ class DefinitionSpec:
     alert_webhook_url: str | None
     need_confirm: bool
     max_confirm_delay_s: int
+    kind: str = "webhook"
+    email: dict[str, Any] | None = None
+    """For `email`: `to`, `subject`, `text`, `html`, `locales` (templates)."""
+    rabbitmq: dict[str, Any] | None = None
+    """For `rabbitmq`: `exchange` and `routing_key`."""
+
+
+def _check_templates(email: dict[str, Any] | None) -> None:
+    """A template that cannot parse, or is hostile on its face, is the client's (422)."""
+    if email is None:
+        return
+    places = [("email", email)] + [
+        (f"email.locales.{tag}", templates) for tag, templates in email.get("locales", {}).items()
+    ]
+    for place, found in places:
+        for field in ("subject", "text", "html"):
+            if found.get(field):
+                check_template(found[field], f"{place}.{field}")
 
 
 def _after_commit(unit: UnitOfWork, sender: Kicker, expected: tuple[str, int]) -> None:
@@ -137,7 +157,10 @@ def definition_json(row: DeliveryDefinition, show_secret: bool) -> dict[str, Any
     shown: dict[str, Any] = {
         "tenant": row.tenant,
         "name": row.name,
-        "url": row.url,
+        "kind": row.kind,
+        "url": row.url if row.kind == "webhook" else None,
+        "email": row.email,
+        "rabbitmq": row.rabbitmq,
         "timeout_s": row.timeout_s,
         "retry_intervals": row.retry_intervals,
         "max_retries": row.max_retries,
@@ -186,6 +209,7 @@ class DeliveryService:
         """Create or replace `tenant`'s definition `name`; the secret is shown on creation
         and on rotation, with `warnings` about its URLs (a host that does not resolve
         now). A URL the SSRF guard blocks is refused (`BlockedTarget`), nothing stored."""
+        _check_templates(spec.email)
         warnings = await self._check_targets(spec)
         values = {
             "tenant": tenant,

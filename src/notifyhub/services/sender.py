@@ -29,7 +29,9 @@ from notifyhub.domain.delivery import (
     parse_intervals,
 )
 from notifyhub.services import signing
+from notifyhub.services.email_target import EmailTarget
 from notifyhub.services.outbound import Outbound
+from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.settings import DeliverySettings
 from notifyhub.tracing import Attributes, Tracing
 
@@ -97,7 +99,8 @@ def plan(
         return _settlement(claimed, outcome, DeliveryStatus.SENT, prior, 0.0)
     failures = prior + (1 if outcome.attempted else 0)
     policy = _policy(definition, jitter)
-    final = outcome.gone or definition.disabled_at is not None or policy.exhausted(failures)
+    stopped = outcome.gone or outcome.final or definition.disabled_at is not None
+    final = stopped or policy.exhausted(failures)
     alert = AlertPolicy(AlertTrigger(definition.alert_trigger), definition.alert_after_n)
     channels = _channels(definition) if alert.fires(failures, final) else ()
     if final:
@@ -117,9 +120,13 @@ class DeliverySender:
         settings: DeliverySettings,
         metrics: DeliveryMetrics,
         tracing: Tracing | None = None,
+        email: EmailTarget | None = None,
+        rabbitmq: RabbitTarget | None = None,
     ) -> None:
         self._units = units
         self._outbound = outbound
+        self._email = email or EmailTarget(settings)
+        self._rabbitmq = rabbitmq or RabbitTarget(None)
         self._tracing = tracing or Tracing()
         self._settings = settings
         self._metrics = metrics
@@ -156,6 +163,8 @@ class DeliverySender:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._outbound.aclose()
+        await self._email.aclose()
+        await self._rabbitmq.aclose()
 
     def _start_batches(self) -> None:
         """Up to INLINE_BATCHES batches in flight; what piles up meanwhile forms the next.
@@ -266,11 +275,29 @@ class DeliverySender:
         if out_of_retries(claimed, definition):
             error = f"not confirmed within {definition.max_confirm_delay_s}s; no retries left"
             return Outcome(None, error, 0.0, attempted=False)
+        async with self._slots:
+            outcome = await self._by_kind(claimed, definition)
+        self._metrics.attempt_seconds.observe(outcome.duration_s)
+        return outcome
+
+    async def _by_kind(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
+        """The definition's target adapter; every kind's attempt ends within the
+        definition's `timeout_s` (capped by `max_timeout_s`, below the lease)."""
+        timeout_s = min(definition.timeout_s, self._settings.max_timeout_s)
+        c = claimed
+        if definition.kind == "email":
+            return await self._email.send(c.id, definition.email or {}, c.payload, timeout_s)
+        if definition.kind == "rabbitmq":
+            target = definition.rabbitmq or {}
+            return await self._rabbitmq.send(
+                c.id, c.tenant, c.definition, target, c.payload, timeout_s
+            )
+        return await self._post(claimed, definition)
+
+    async def _post(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
+        """A webhook attempt: the payload POSTed, signed (Standard Webhooks)."""
         body = orjson.dumps(claimed.payload)
         secrets_ = [s for s in (definition.secret, definition.previous_secret) if s]
         headers = signing.headers(secrets_, claimed.id, int(time.time()), body)
         timeout_s = min(definition.timeout_s, self._settings.max_timeout_s)
-        async with self._slots:
-            outcome = await self._outbound.post(definition.url, body, headers, timeout_s)
-        self._metrics.attempt_seconds.observe(outcome.duration_s)
-        return outcome
+        return await self._outbound.post(definition.url, body, headers, timeout_s)

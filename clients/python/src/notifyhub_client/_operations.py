@@ -398,7 +398,9 @@ class Operations:
         self,
         name: str,
         *,
-        url: str,
+        url: str | None = None,
+        email: m.EmailTarget | None = None,
+        rabbitmq: m.RabbitTarget | None = None,
         timeout_s: float | None = None,
         retry_intervals: str | None = None,
         max_retries: int | None = None,
@@ -409,12 +411,17 @@ class Operations:
         drop_previous_secret: bool | None = None,
         tenant: str | None = None,
     ) -> Call[m.DeliveryDefinition]:
-        """Create or replace where a kind of delivery goes; the answer's `secret` is
-        set on creation and rotation only."""
+        """Create or replace where a kind of delivery goes: a webhook `url`, an `email`
+        or a `rabbitmq` target (exactly one); the answer's `secret` is set on creation
+        and rotation only."""
         path = f"/v1/admin/delivery-definitions/{segment(name)}"
+        kind = "email" if email else "rabbitmq" if rabbitmq else None
         request = m.DefinitionRequest(
             tenant=tenant or self.tenant,
+            kind=kind,
             url=url,
+            email=email,
+            rabbitmq=rabbitmq,
             timeout_s=timeout_s,
             retry_intervals=retry_intervals,
             max_retries=max_retries,

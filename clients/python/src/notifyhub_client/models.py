@@ -197,9 +197,31 @@ class Alert(Request):
     webhook_url: str | None = None
 
 
+class EmailTarget(Request):
+    """An `email` definition's recipients (empty: the payload's `to`) and message:
+    sandboxed templates over the delivery's payload (also part of its answer)."""
+
+    subject: str
+    text: str
+    html: str | None = None
+    to: list[str] = Field(default_factory=list)
+    locales: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Messages by locale: `{"de": {"subject": ..., "text": ..., "html": ...}}`."""
+
+
+class RabbitTarget(Request):
+    """A `rabbitmq` definition's exchange and routing key (also part of its answer)."""
+
+    exchange: str
+    routing_key: str = ""
+
+
 class DefinitionRequest(Request):
     tenant: str | None = None
-    url: str
+    kind: Literal["webhook", "email", "rabbitmq"] | None = None
+    url: str | None = None
+    email: EmailTarget | None = None
+    rabbitmq: RabbitTarget | None = None
     timeout_s: float | None = None
     retry_intervals: str | None = None
     max_retries: int | None = None
@@ -396,7 +418,10 @@ class Delivery(Response):
 class DeliveryDefinition(Response):
     tenant: str
     name: str
-    url: str
+    kind: str
+    url: str | None
+    email: EmailTarget | None
+    rabbitmq: RabbitTarget | None
     timeout_s: float
     retry_intervals: str
     max_retries: int

@@ -45,8 +45,12 @@ def _definition_tenant(body: DefinitionIn, query: str | None) -> str:
 
 
 def _spec(body: DefinitionIn) -> DefinitionSpec:
+    email = body.email.model_dump(exclude_defaults=True) if body.email else None
     return DefinitionSpec(
-        url=body.url,
+        url=body.url or "",
+        kind=body.kind,
+        email=email,
+        rabbitmq=body.rabbitmq.model_dump() if body.rabbitmq else None,
         timeout_s=body.timeout_s,
         retry_intervals=body.retry_intervals,
         max_retries=body.max_retries,

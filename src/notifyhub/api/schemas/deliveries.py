@@ -5,7 +5,7 @@ now: the deliveries work turns them into typed results)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,6 +33,7 @@ from notifyhub.api.schemas.common import (
     examples,
 )
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus, parse_intervals
+from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 
@@ -99,8 +100,56 @@ class AlertIn(Strict):
         return self
 
 
+Template = Annotated[str, Field(min_length=1, max_length=20_000)]
+_EMAIL = {
+    "to": ["ops@wms.example"],
+    "subject": "Order {{ order }} shipped",
+    "text": "Order {{ order }} is on its way.",
+    "html": "<p>Order <b>{{ order }}</b> is on its way.</p>",
+}
+
+
+class EmailTemplatesIn(Strict):
+    """One locale's message: sandboxed templates over the delivery's payload."""
+
+    subject: Annotated[Template, Field(max_length=1000)]
+    """The subject (whitespace folded to single spaces)."""
+    text: Template
+    """The plain-text body, always sent."""
+    html: Template | None = None
+    """An HTML alternative, sent beside the text when given."""
+
+
+class EmailTargetIn(EmailTemplatesIn):
+    """An `email` definition's target: who gets it and what it says."""
+
+    model_config = examples(_EMAIL)
+
+    to: Annotated[list[Email], Field(max_length=50)] = []
+    """Recipients; when empty, the delivery's payload names them (`to`: one or a list)."""
+    locales: Annotated[
+        dict[Annotated[str, Field(max_length=35, pattern=LOCALE)], EmailTemplatesIn],
+        Field(max_length=MAX_TRANSLATIONS),
+    ] = {}
+    """Messages per locale, chosen by the payload's `locale` (`pt-BR`, then `pt`)."""
+
+
+class RabbitTargetIn(Strict):
+    """A `rabbitmq` definition's target: where each delivery is published (the broker is
+    the hub's `NOTIFYHUB_AMQP_URL`)."""
+
+    model_config = examples({"exchange": "orders", "routing_key": "order.paid"})
+
+    exchange: Annotated[str, Field(max_length=255, pattern=r"^[A-Za-z0-9_.:-]*$")]
+    """The exchange (it must exist; the receiving system declares it); `""` is the
+    default exchange, which routes by queue name."""
+    routing_key: Annotated[str, Field(max_length=255)] = ""
+    """The routing key."""
+
+
 class DefinitionIn(Strict):
-    """Where and how deliveries of this definition are sent (Standard Webhooks)."""
+    """Where and how deliveries of this definition are sent: a webhook (Standard
+    Webhooks) or an e-mail."""
 
     model_config = examples(
         {
@@ -117,9 +166,16 @@ class DefinitionIn(Strict):
     tenant: Tenant = "default"
     """The definition's tenant; may be given as `?tenant=` instead, like the other admin
     PUTs (both given must agree)."""
-    url: HttpUrl
-    """The receiver: an absolute http(s) URL (private addresses are refused unless
-    `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
+    kind: Literal["webhook", "email", "rabbitmq"] = "webhook"
+    """The target: `webhook` POSTs to `url`; `email` sends through the hub's SMTP
+    settings as `email` says; `rabbitmq` publishes as `rabbitmq` says."""
+    url: HttpUrl | None = None
+    """The webhook receiver (kind `webhook` only): an absolute http(s) URL (private
+    addresses are refused unless `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
+    email: EmailTargetIn | None = None
+    """The e-mail target (kind `email` only)."""
+    rabbitmq: RabbitTargetIn | None = None
+    """The RabbitMQ target (kind `rabbitmq` only)."""
     timeout_s: Annotated[StrictFloat, Field(gt=0, le=60)] = 10.0
     """How long one attempt may take."""
     retry_intervals: Annotated[
@@ -138,6 +194,16 @@ class DefinitionIn(Strict):
     """Start a rotation: a new secret; every attempt is signed with both until dropped."""
     drop_previous_secret: StrictBool = False
     """End a rotation: sign with the current secret only."""
+
+    @model_validator(mode="after")
+    def _target(self) -> DefinitionIn:
+        fields = {"webhook": "url", "email": "email", "rabbitmq": "rabbitmq"}
+        wanted = fields[self.kind]
+        given = [f for f in fields.values() if getattr(self, f) is not None]
+        if given != [wanted]:
+            others = " or ".join(f"`{f}`" for f in fields.values() if f != wanted)
+            raise ValueError(f"kind `{self.kind}` needs `{wanted}` (and no {others})")
+        return self
 
 
 class DeliveryIn(Strict):
@@ -190,6 +256,34 @@ class AlertOut(Documented):
     """The URL alerts are POSTed to."""
 
 
+class EmailTemplatesOut(Documented):
+    """One locale's message templates."""
+
+    subject: str
+    text: str
+    html: str | None = None
+
+
+class EmailTargetOut(EmailTemplatesOut):
+    """An `email` definition's target as stored."""
+
+    model_config = examples(_EMAIL)
+
+    to: list[str] = []
+    """Recipients (empty: the payload's `to`)."""
+    locales: dict[str, EmailTemplatesOut] = {}
+    """Messages per locale."""
+
+
+class RabbitTargetOut(Documented):
+    """A `rabbitmq` definition's target as stored."""
+
+    model_config = examples({"exchange": "orders", "routing_key": "order.paid"})
+
+    exchange: str
+    routing_key: str = ""
+
+
 class DefinitionOut(Documented):
     """A delivery definition as stored."""
 
@@ -197,7 +291,10 @@ class DefinitionOut(Documented):
         {
             "tenant": "default",
             "name": "erp-orders",
+            "kind": "webhook",
             "url": "https://erp.example/hooks/notifyhub",
+            "email": None,
+            "rabbitmq": None,
             "timeout_s": 10.0,
             "retry_intervals": "5s,5m,1h,1d",
             "max_retries": 5,
@@ -219,8 +316,14 @@ class DefinitionOut(Documented):
     """Its tenant."""
     name: str
     """Its name."""
-    url: str
-    """The receiver."""
+    kind: str
+    """`webhook` or `email`."""
+    url: str | None
+    """The webhook receiver (None for other kinds)."""
+    email: EmailTargetOut | None
+    """The e-mail target (null unless kind `email`)."""
+    rabbitmq: RabbitTargetOut | None
+    """The RabbitMQ target (null unless kind `rabbitmq`)."""
     timeout_s: float
     """How long one attempt may take."""
     retry_intervals: str
@@ -244,10 +347,13 @@ class DefinitionOut(Documented):
     not resolve yet is stored and checked again at every connection)."""
 
 
-_DEFINITION = {
+_DEFINITION: dict[str, object] = {
     "tenant": "default",
     "name": "erp-orders",
+    "kind": "webhook",
     "url": "https://erp.example/hooks/notifyhub",
+    "email": None,
+    "rabbitmq": None,
     "timeout_s": 10.0,
     "retry_intervals": "5s,5m,1h,1d",
     "max_retries": 5,

@@ -1,0 +1,165 @@
+"""E-mail deliveries: a message rendered from the delivery's payload, sent over kept SMTP
+connections (a small pool), with a `Message-ID` derived from the delivery id."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from email.message import EmailMessage
+from typing import Any
+
+import aiosmtplib
+
+from notifyhub.domain.delivery import Outcome
+from notifyhub.services.templates import RenderError, render
+from notifyhub.settings import DeliverySettings
+
+POOL_SIZE = 4
+"""Kept SMTP connections at most; sends beyond them wait for one to come back."""
+
+
+def message_id(delivery_id: str) -> str:
+    """The `Message-ID` of every attempt of a delivery: a re-send after an unknown outcome
+    is recognisable as the same message."""
+    return f"<{delivery_id}@notifyhub>"
+
+
+def recipients(target: dict[str, Any], payload: dict[str, Any]) -> list[str]:
+    """The definition's own `to`, else the payload's `to` (one address or a list)."""
+    named = target.get("to") or payload.get("to") or []
+    found = [named] if isinstance(named, str) else named
+    return [str(address) for address in found if isinstance(address, str) and address]
+
+
+def _templates(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload's `locale`'s message where the definition has one (whole: its own
+    subject, text and html), else the definition's own."""
+    locale = payload.get("locale")
+    by_locale = target.get("locales") or {}
+    if isinstance(locale, str):
+        for tag in (locale, locale.split("-")[0]):
+            if tag in by_locale:
+                return dict(by_locale[tag])
+    return target
+
+
+def build(
+    sender: str, delivery_id: str, target: dict[str, Any], payload: dict[str, Any]
+) -> EmailMessage:
+    """The message: plain text always, an HTML alternative when the template has one
+    (raises `RenderError` for a template that fails on this payload)."""
+    chosen = _templates(target, payload)
+    context = {**payload, "payload": payload, "delivery_id": delivery_id}
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = ", ".join(recipients(target, payload))
+    message["Subject"] = " ".join(render(chosen["subject"], context).split())
+    message["Message-ID"] = message_id(delivery_id)
+    message.set_content(render(chosen["text"], context))
+    if chosen.get("html"):
+        message.add_alternative(render(chosen["html"], context), subtype="html")
+    return message
+
+
+def _refused(exc: aiosmtplib.SMTPException) -> tuple[int | None, str]:
+    """The server's code and reply (the first refused recipient's when all were)."""
+    if isinstance(exc, aiosmtplib.SMTPRecipientsRefused) and exc.recipients:
+        first = exc.recipients[0]
+        return first.code, f"{first.recipient}: {first.message}"
+    if isinstance(exc, aiosmtplib.SMTPResponseException):
+        return exc.code, exc.message
+    return None, str(exc)
+
+
+def _failure(exc: Exception, started: float) -> Outcome:
+    """5xx is final (the server's reply in history); 4xx and network errors retry."""
+    duration_s = time.monotonic() - started
+    if isinstance(exc, aiosmtplib.SMTPException):
+        code, reply = _refused(exc)
+        error = f"SMTP {code} {reply}" if code is not None else f"SMTP error: {reply}"
+        final = code is not None and 500 <= code < 600
+        return Outcome(code, error[:1000], duration_s, final=final)
+    return Outcome(None, f"SMTP connection failed: {exc or type(exc).__name__}", duration_s)
+
+
+class SmtpPool:
+    """Up to POOL_SIZE kept connections to the settings' SMTP server (TLS or STARTTLS and
+    auth as configured); a kept one the server closed meanwhile is replaced once."""
+
+    def __init__(self, settings: DeliverySettings, size: int = POOL_SIZE) -> None:
+        self._settings = settings
+        self._idle: list[aiosmtplib.SMTP] = []
+        self._slots = asyncio.Semaphore(size)
+
+    async def _connect(self) -> aiosmtplib.SMTP:
+        s = self._settings
+        client = aiosmtplib.SMTP(
+            hostname=s.smtp_host,
+            port=s.smtp_port,
+            username=s.smtp_username,
+            password=s.smtp_password.get_secret_value() if s.smtp_password else None,
+            use_tls=s.smtp_tls,
+            start_tls=s.smtp_starttls,
+            timeout=s.smtp_timeout_s,
+        )
+        await client.connect()
+        return client
+
+    async def _send_on(self, client: aiosmtplib.SMTP, message: EmailMessage, to: list[str]) -> None:
+        try:
+            await client.send_message(message, recipients=to)
+        except BaseException:
+            client.close()
+            raise
+        self._idle.append(client)
+
+    async def send(self, message: EmailMessage, to: list[str]) -> None:
+        """Send on a kept connection (or a new one); raises what aiosmtplib raises."""
+        async with self._slots:
+            kept = self._idle.pop() if self._idle else None
+            if kept is not None and kept.is_connected:
+                try:
+                    await self._send_on(kept, message, to)
+                except aiosmtplib.SMTPServerDisconnected:
+                    pass  # most likely closed while idle: once more on a new connection
+                else:
+                    return
+            await self._send_on(await self._connect(), message, to)
+
+    async def aclose(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+
+
+class EmailTarget:
+    """Sends one e-mail delivery attempt and says what came of it."""
+
+    def __init__(self, settings: DeliverySettings, pool: SmtpPool | None = None) -> None:
+        self._settings = settings
+        self._pool = pool or SmtpPool(settings)
+
+    async def send(
+        self,
+        delivery_id: str,
+        target: dict[str, Any],
+        payload: dict[str, Any],
+        timeout_s: float | None = None,
+    ) -> Outcome:
+        started = time.monotonic()
+        to = recipients(target, payload)
+        if not to:
+            error = "no recipients: the definition names none and the payload has no `to`"
+            return Outcome(None, error, 0.0, final=True)
+        try:
+            message = build(self._settings.smtp_sender, delivery_id, target, payload)
+        except RenderError as exc:
+            return Outcome(None, f"template: {exc}", 0.0, final=True)
+        try:
+            async with asyncio.timeout(timeout_s or self._settings.smtp_timeout_s * 2):
+                await self._pool.send(message, to)
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            return _failure(exc, started)
+        return Outcome(250, None, time.monotonic() - started, accepted=True)
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()

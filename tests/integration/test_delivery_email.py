@@ -1,0 +1,250 @@
+"""E-mail delivery definitions end to end: a real hub, a real SMTP server on loopback."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from email.message import Message
+from email.parser import BytesParser
+from email.policy import default as default_policy
+from typing import Any
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from notifyhub.db.models import DeliveryDefinition
+from notifyhub.db.repositories.deliveries import Claimed
+from notifyhub.services.email_target import EmailTarget
+from notifyhub.services.sender import plan
+from notifyhub.settings import DeliverySettings, Settings
+from support.deliveries import define, post, unique, wait_status
+from support.receiver import free_port
+
+EMAIL = {
+    "subject": "Order {{ order }}\nshipped",
+    "text": "Hello {{ name }}, order {{ order }} is on its way.",
+    "html": "<p>Hello <b>{{ name }}</b></p>",
+    "locales": {"de": {"subject": "Bestellung {{ order }}", "text": "Hallo {{ name }}."}},
+}
+
+
+class _Handler:
+    """Keeps every accepted message; answers DATA with the next planned reply."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], Message]] = []
+        self.replies: deque[str] = deque()
+        self.refused: list[str] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
+        if self.replies:
+            reply = self.replies.popleft()
+            self.refused.append(str(parsed["Message-ID"]))
+            return reply
+        self.messages.append((list(envelope.rcpt_tos), parsed))
+        return "250 OK"
+
+
+class Smtp:
+    """A real aiosmtpd server on 127.0.0.1 (its own thread)."""
+
+    def __init__(self) -> None:
+        self.handler = _Handler()
+        self.port = free_port()
+        self._controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+
+    def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
+        wanted = f"<{delivery_id}@notifyhub>"
+        return [m for m in self.handler.messages if m[1]["Message-ID"] == wanted]
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[Smtp]:
+    server = Smtp()
+    server._controller.start()
+    yield server
+    server._controller.stop()
+
+
+@pytest.fixture
+def settings(settings: Settings, smtp: Smtp) -> Settings:
+    deliveries = DeliverySettings(
+        allow_networks=["127.0.0.1/32"],
+        dispatcher_interval_s=0.05,
+        jitter=0.0,
+        smtp_port=smtp.port,
+        smtp_sender="hub@notifyhub.test",
+        lease_s=5,
+        max_timeout_s=4,
+    )
+    return settings.model_copy(update={"deliveries": deliveries})
+
+
+def _claimed() -> Claimed:
+    return Claimed("01J0000000000000000000000", 1, "default", "d", {}, "pending", 0)
+
+
+def _definition() -> DeliveryDefinition:
+    return DeliveryDefinition(
+        kind="email", retry_intervals="1s", max_retries=5, alert_trigger="never",
+        alert_after_n=None, alert_emails=[], alert_webhook_url=None, need_confirm=False,
+        disabled_at=None,
+    )
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_an_email_definition_sends_text_and_html_with_a_message_id_from_the_delivery(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    name = unique("mail")
+    shown = await define(
+        hub.client, admin_key, name, kind="email", email={**EMAIL, "to": ["ops@shop.test"]}
+    )
+    assert (shown["kind"], shown["url"], shown["email"]["to"]) == ("email", None, ["ops@shop.test"])
+
+    delivery_id = await post(hub.client, publish_key, name, {"order": 42, "name": "Ana"})
+    found = await wait_status(hub.client, publish_key, delivery_id, "sent")
+
+    assert [(a["status_code"], a["error"]) for a in found["attempts"]] == [(250, None)]
+    [(rcpt, message)] = smtp.of(delivery_id)
+    assert rcpt == ["ops@shop.test"]
+    assert message["From"] == "hub@notifyhub.test" and message["To"] == "ops@shop.test"
+    assert message["Subject"] == "Order 42 shipped"
+    text = message.get_body(preferencelist=("plain",))
+    html = message.get_body(preferencelist=("html",))
+    assert text is not None and html is not None
+    assert text.get_content().strip() == "Hello Ana, order 42 is on its way."
+    assert html.get_content().strip() == "<p>Hello <b>Ana</b></p>"
+
+
+async def test_recipients_and_locale_come_from_the_payload(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    name = unique("mail-to")
+    await define(hub.client, admin_key, name, kind="email", email=EMAIL)
+    payload = {"order": 7, "name": "Jonas", "to": ["a@x.test", "b@x.test"], "locale": "de-AT"}
+    delivery_id = await post(hub.client, publish_key, name, payload)
+    await wait_status(hub.client, publish_key, delivery_id, "sent")
+
+    [(rcpt, message)] = smtp.of(delivery_id)
+    assert rcpt == ["a@x.test", "b@x.test"]
+    assert message["Subject"] == "Bestellung 7"
+    assert not message.is_multipart()  # the German message has no HTML template
+    assert message.get_content().strip() == "Hallo Jonas."
+
+
+async def test_a_550_ends_the_delivery_with_the_servers_reply_in_history(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    name = unique("mail-550")
+    await define(
+        hub.client, admin_key, name, kind="email", email={**EMAIL, "to": ["x@shop.test"]},
+        retry_intervals="1s", max_retries=5,
+    )
+    smtp.handler.replies.append("550 5.1.1 mailbox unavailable")
+    delivery_id = await post(hub.client, publish_key, name, {"order": 1, "name": "N"})
+    found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    [attempt] = found["attempts"]
+    assert attempt["status_code"] == 550
+    assert "mailbox unavailable" in attempt["error"]
+    assert smtp.of(delivery_id) == []
+
+
+async def test_a_451_retries_with_the_same_message_id(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    name = unique("mail-451")
+    await define(
+        hub.client, admin_key, name, kind="email", email={**EMAIL, "to": ["x@shop.test"]},
+        retry_intervals="1s",
+    )
+    smtp.handler.replies.append("451 4.3.0 try again later")
+    delivery_id = await post(hub.client, publish_key, name, {"order": 2, "name": "N"})
+    found = await wait_status(hub.client, publish_key, delivery_id, "sent")
+
+    assert [a["status_code"] for a in found["attempts"]] == [451, 250]
+    assert "try again later" in found["attempts"][0]["error"]
+    assert f"<{delivery_id}@notifyhub>" in smtp.handler.refused
+    assert len(smtp.of(delivery_id)) == 1
+
+
+async def test_an_unreachable_smtp_server_is_a_retry_not_a_final_failure() -> None:
+    settings = DeliverySettings(smtp_port=free_port(), smtp_timeout_s=2)
+    target = EmailTarget(settings)
+    payload = {"order": 1, "name": "N"}
+    outcome = await target.send("01J0000000000000000000000", {**EMAIL, "to": ["x@a.test"]}, payload)
+    await target.aclose()
+    assert (outcome.ok, outcome.final, outcome.status_code) == (False, False, None)
+    assert outcome.error is not None and "Connect call failed" in outcome.error
+    plan_ = plan(_claimed(), _definition(), outcome, 0.0)
+    assert (plan_.status, plan_.failures) == ("failed", 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"kind": "email"}, "kind `email` needs `email`"),
+        ({"kind": "email", "url": "https://x.test/", "email": EMAIL}, "and no `url`"),
+        ({"email": EMAIL}, "kind `webhook` needs `url`"),
+        ({"kind": "email", "email": {**EMAIL, "to": ["not-an-address"]}}, "email.to"),
+        ({"kind": "email", "email": {**EMAIL, "text": "{{ broken"}}, "email.text: invalid"),
+        ({"kind": "sms", "email": EMAIL}, "kind"),
+    ],
+)
+async def test_bad_email_definitions_are_422_and_store_nothing(
+    hub: Any, admin_key: str, body: dict[str, Any], expected: str
+) -> None:
+    name = unique("bad")
+    path = f"/v1/admin/delivery-definitions/{name}"
+    response = await hub.client.put(path, json=body, headers=_auth(admin_key))
+    assert response.status_code == 422, response.text
+    assert expected in response.text
+    missing = await hub.client.get(path, headers=_auth(admin_key))
+    assert missing.status_code == 404
+
+
+async def test_webhook_definitions_read_as_kind_webhook(
+    hub: Any, admin_key: str, publish_key: str
+) -> None:
+    name = unique("hook")
+    shown = await define(hub.client, admin_key, name, url="https://example.com/hook")
+    assert (shown["kind"], shown["url"]) == ("webhook", "https://example.com/hook")
+    assert (shown["email"], shown["rabbitmq"]) == (None, None)
+
+
+async def test_tenant_a_cannot_read_use_or_repoint_bs_email_definition(
+    hub: Any, create_key: Callable[..., Awaitable[str]], smtp: Smtp
+) -> None:
+    a, b = unique("ta"), unique("tb")
+    a_admin = await create_key(f"{a}-admin", "admin", a)
+    a_publish = await create_key(f"{a}-publish", "publish", a)
+    b_admin = await create_key(f"{b}-admin", "admin", b)
+    name = unique("mail")
+    path = f"/v1/admin/delivery-definitions/{name}"
+    email = {**EMAIL, "to": ["b-ops@b.test"]}
+    await define(hub.client, b_admin, name, tenant=b, kind="email", email=email)
+
+    for key in (a_admin, a_publish):
+        read = await hub.client.get(path, params={"tenant": b}, headers=_auth(key))
+        assert read.status_code == 403, read.text
+    own = await hub.client.get(path, params={"tenant": a}, headers=_auth(a_admin))
+    assert own.status_code == 404 and "b-ops" not in own.text
+    repoint = {"kind": "email", "email": {**EMAIL, "to": ["thief@a.test"]}}
+    for params, body in (({"tenant": b}, {}), ({}, {"tenant": b})):
+        response = await hub.client.put(
+            path, params=params, json={**repoint, **body}, headers=_auth(a_admin)
+        )
+        assert response.status_code == 403, response.text
+    for tenant, expected in ((b, 403), (a, 422)):
+        body = {"definition": name, "payload": {"order": 1, "name": "x"}, "tenant": tenant}
+        response = await hub.client.post("/v1/deliveries", json=body, headers=_auth(a_publish))
+        assert response.status_code == expected, response.text
+
+    seen = await hub.client.get(path, params={"tenant": b}, headers=_auth(b_admin))
+    assert seen.json()["email"]["to"] == ["b-ops@b.test"]
+    assert not [m for m in smtp.handler.messages if "thief@a.test" in m[0]]
