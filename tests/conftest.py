@@ -9,6 +9,7 @@ import gc
 import itertools
 import os
 import secrets
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -40,6 +41,11 @@ from support.heap import forget_apps
 from support.receiver import Receiver
 
 RUN_ID = secrets.token_hex(4)
+
+TEST_TLS = ssl.create_default_context()
+"""One TLS context for the tests' HTTP clients: httpx builds a fresh one per client unless
+given one (loading the CA bundle each time, a large part of a test hub's start-up), and
+these clients speak plain HTTP to 127.0.0.1 anyway."""
 
 
 def pytest_report_header() -> list[str]:
@@ -246,7 +252,7 @@ async def serve_hub(
             await asyncio.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, verify=TEST_TLS) as client:
         assert app.running is not None
         yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
     server.stop()
