@@ -9,7 +9,6 @@ import gc
 import itertools
 import os
 import secrets
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -39,13 +38,9 @@ from notifyhub.settings import Settings
 from support import optional
 from support.heap import forget_apps
 from support.receiver import Receiver
+from support.tls import TEST_TLS
 
 RUN_ID = secrets.token_hex(4)
-
-TEST_TLS = ssl.create_default_context()
-"""One TLS context for the tests' HTTP clients: httpx builds a fresh one per client unless
-given one (loading the CA bundle each time, a large part of a test hub's start-up), and
-these clients speak plain HTTP to 127.0.0.1 anyway."""
 
 
 def pytest_report_header() -> list[str]:
