@@ -1,7 +1,7 @@
 # notifyhub: `make run` starts the hub, `make test` runs every test.
 #   make run [PORT=8000] [HOST=127.0.0.1]   the service and its embedded stores only
 #   make test | lint | bench                 add the dev (and bench) tools
-#   make test-fast                          unit + integration tests not marked `slow`
+#   make test-fast [TEST_WORKERS=2]         unit + integration tests not marked `slow`
 #   make lock                               regenerate requirements/ (the pinned versions)
 #   make test-compat                        the suite's core at the lowest and the highest
 #                                           versions pyproject.toml allows (not in CI)
@@ -51,9 +51,13 @@ run: $(RUN_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/pytest
 
-# The quick check while working: no processes started, no fuzzing, no waiting out timeouts.
+# The quick check while working: no processes started, no fuzzing, no waiting out timeouts;
+# on TEST_WORKERS pytest-xdist workers, each with its own database and Redis key prefix
+# (TEST_WORKERS=0 runs it in one process).
+TEST_WORKERS ?= 2
 test-fast: $(DEV_STAMP)
-	$(BIN)/pytest -m "not slow" tests/unit tests/integration tests/clients
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist worksteal \
+	  tests/unit tests/integration tests/clients
 
 # ruff (rules and formatting), mypy, and the import contracts of pyproject.toml's
 # [tool.importlinter] (the layers of docs/ARCHITECTURE.md).

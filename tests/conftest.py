@@ -38,6 +38,7 @@ from notifyhub.settings import Settings
 from support import optional
 from support.heap import forget_apps
 from support.receiver import Receiver
+from support.tls import TEST_TLS
 
 RUN_ID = secrets.token_hex(4)
 
@@ -246,7 +247,7 @@ async def serve_hub(
             await asyncio.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, verify=TEST_TLS) as client:
         assert app.running is not None
         yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
     server.stop()

@@ -16,6 +16,7 @@ import pytest
 from ulid import ULID
 
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 Route = Callable[[httpx.AsyncClient, dict[str, str], str], Awaitable[httpx.Response]]
 
@@ -159,7 +160,7 @@ async def test_same_user_id_in_another_tenant_sees_nothing(
 
     url = f"{hub.base_url}/v1/me/stream"
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", url, headers=away) as stream,
     ):
         first = await EventReader(stream).next()

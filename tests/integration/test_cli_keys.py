@@ -8,6 +8,8 @@ import secrets
 import subprocess
 import sys
 
+import pytest
+
 from notifyhub.settings import Settings
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
@@ -32,6 +34,7 @@ def _cli(settings: Settings, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # runs the CLI as processes
 def test_apikey_list_shows_whole_timestamps(settings: Settings) -> None:
     name = f"cli-list-{secrets.token_hex(3)}-" + "n" * 40
     assert _cli(settings, "apikey", "create", "--name", name, "--scope", "publish").startswith(

@@ -16,6 +16,7 @@ from notifyhub.api.protocol import HubHttpProtocol
 from notifyhub.settings import Settings
 from support.rawhttp import stuck_stream
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 _STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
 
@@ -79,7 +80,7 @@ async def _hold_then_leave(hub: Any, token: str) -> None:
     """Open a stream, read its first event, leave; the hub's streams all end."""
     url = f"{hub.base_url}/v1/me/stream"
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", url, headers={"Authorization": f"Bearer {token}"}) as response,
     ):
         assert (await EventReader(response).next()).event == "counts"

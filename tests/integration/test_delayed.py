@@ -18,6 +18,7 @@ from notifyhub.store.delayed import DelayedStore
 from notifyhub.store.keys import Keys, Queue
 from support.delayed import DelayedCalls
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -183,7 +184,7 @@ async def test_two_movers_never_duplicate_or_lose(
 async def test_scheduled_notification_arrives_on_time(hub: Any, publish_key: str) -> None:
     token = hub.tokens.mint_user_token("later")
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=_auth(token)) as response,
     ):
         stream = EventReader(response)

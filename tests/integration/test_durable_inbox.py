@@ -176,6 +176,7 @@ async def test_concurrent_publishes_share_commits(
         assert sorted(stored) == sorted(ids)
 
 
+@pytest.mark.slow  # runs the CLI as a process
 async def test_notifyhub_restore_rebuilds_inboxes(
     hub: Any, settings: Settings, redis: Redis, publish_key: str, make_token: Any
 ) -> None:

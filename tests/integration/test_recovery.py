@@ -8,6 +8,7 @@ import httpx
 from redis.asyncio import Redis
 
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 
 async def _kill_pubsub(redis: Redis, name: str) -> int:
@@ -25,7 +26,7 @@ async def test_pubsub_kill_then_resync(
     headers = {"Authorization": f"Bearer {make_token('pat')}"}
     hub_state = hub.app_state["hub"]
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=headers) as response,
     ):
         events = EventReader(response)

@@ -227,6 +227,7 @@ async def test_a_users_revocation_outlives_redis_losing_it(
     assert await redis.hget(keys.token_nbf, f"{tenant}/erin") is not None
 
 
+@pytest.mark.slow  # runs the CLI as a process
 async def test_the_cli_revoke_tells_running_hubs_too(
     hub: Any, settings: Settings, admin_key: str
 ) -> None:

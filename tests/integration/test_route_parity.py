@@ -38,6 +38,7 @@ from notifyhub.api.app import create_app
 from notifyhub.api.routers import notifications, stream
 from notifyhub.settings import Settings
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 ORIGIN = "https://app.example"
 IGNORED_HEADERS = frozenset({"date", "server"})
@@ -102,7 +103,9 @@ async def publish(hub: Any, headers: dict[str, str], **request: Any) -> Answer:
 async def open_stream(hub: Any, headers: dict[str, str], params: dict[str, str]) -> Answer:
     """The stream's answer: a problem's JSON, or the `retry:` and first event of a 200."""
     async with (
-        httpx.AsyncClient(base_url=hub.base_url, timeout=httpx.Timeout(10.0)) as client,
+        httpx.AsyncClient(
+            base_url=hub.base_url, timeout=httpx.Timeout(10.0), verify=TEST_TLS
+        ) as client,
         client.stream("GET", "/v1/me/stream", headers=headers, params=params) as response,
     ):
         if response.status_code != 200:
@@ -317,7 +320,9 @@ async def test_a_stream_past_the_per_user_cap(spied: Hubs, make_token: Any) -> N
 
     async def second_stream(hub: Any) -> Answer:
         async with (
-            httpx.AsyncClient(base_url=hub.base_url, timeout=httpx.Timeout(10.0)) as client,
+            httpx.AsyncClient(
+                base_url=hub.base_url, timeout=httpx.Timeout(10.0), verify=TEST_TLS
+            ) as client,
             client.stream("GET", "/v1/me/stream", headers=headers) as held,
         ):
             assert held.status_code == 200

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from notifyhub.api.app import create_app
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -140,7 +141,7 @@ async def test_rule_push_and_pull_over_live_streams(
         ).status_code == 204
 
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream(
             "GET",
             f"{hub.base_url}/v1/me/stream",
@@ -273,7 +274,7 @@ async def test_preferences_push_inbox_and_critical(hub: Any, publish_key: str) -
         )
 
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=me) as response,
     ):
         stream = EventReader(response)

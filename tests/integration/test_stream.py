@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from notifyhub.settings import Settings
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -21,7 +23,7 @@ def _auth(token: str) -> dict[str, str]:
 async def open_stream(hub: Any, token: str, **headers: str) -> AsyncIterator[EventReader]:
     url = f"{hub.base_url}/v1/me/stream"
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client,
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=TEST_TLS) as client,
         client.stream("GET", url, headers={**_auth(token), **headers}) as response,
     ):
         assert response.status_code == 200, await response.aread()
@@ -92,12 +94,17 @@ async def test_resume_gets_exactly_the_missed_events(
 
 
 async def test_gap_older_than_log_gets_reset(
-    hub: Any, publish_key: str, make_token: Any, settings: Any
+    start_hub: Any, publish_key: str, make_token: Any, settings: Settings
 ) -> None:
-    token = make_token("uma")
-    log_max = settings.limits.change_log_max
+    # A short log (the smallest allowed), so a few rounds push its first entries out.
+    limits = settings.limits.model_copy(update={"change_log_max": 10})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        await _gap_older_than_log_gets_reset(hub, publish_key, make_token("uma"), 10)
+
+
+async def _gap_older_than_log_gets_reset(hub: Any, key: str, token: str, log_max: int) -> None:
     for i in range(3):
-        await send(hub, publish_key, ["uma"], title=f"n{i}")
+        await send(hub, key, ["uma"], title=f"n{i}")
     # Marking all three read/unread repeatedly pushes the first entries out of the log.
     page = (await hub.client.get("/v1/me/notifications", headers=_auth(token))).json()
     ids = [item["id"] for item in page["items"]]

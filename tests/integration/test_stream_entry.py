@@ -12,6 +12,7 @@ import pytest
 from notifyhub.api.routers import stream
 from notifyhub.settings import Settings
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 ORIGIN = "https://app.example"
 
@@ -24,7 +25,7 @@ def settings(settings: Settings) -> Settings:
 async def test_a_cross_origin_stream_gets_cors_headers(hub: Any, make_token: Any) -> None:
     headers = {"Authorization": f"Bearer {make_token('cora')}", "Origin": ORIGIN}
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client,
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=TEST_TLS) as client,
         client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=headers) as response,
     ):
         assert response.status_code == 200

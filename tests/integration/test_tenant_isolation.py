@@ -23,6 +23,7 @@ from notifyhub.settings import Settings
 from support.deliveries import reaching_localhost
 from support.receiver import Receiver
 from support.sse import EventReader
+from support.tls import TEST_TLS
 
 SECURITY = Path(__file__).resolve().parents[2] / "SECURITY.md"
 ROW = re.compile(r"^\| `(?P<op>[A-Z]+ /[^`]*)` \| (?P<who>[^|]+) \|")
@@ -286,7 +287,7 @@ async def probe_cancel_subscription(t: Tenants) -> None:
 
 async def _first_counts(t: Tenants, url: str, headers: Headers) -> dict[str, Any]:
     async with (
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
         client.stream("GET", f"{t.hub.base_url}{url}", headers=headers) as stream,
     ):
         first = await EventReader(stream).next()

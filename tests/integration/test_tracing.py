@@ -76,6 +76,7 @@ async def test_off_installs_nothing(settings: Settings, start_hub: Any) -> None:
         assert "traceparent" not in response.headers
 
 
+@pytest.mark.slow  # starts a fresh interpreter
 def test_off_imports_no_opentelemetry() -> None:
     """Off, the `otel` extra is not even imported: a hub without it installed runs.
     (redis-py imports OpenTelemetry's API on its own when it is installed.)"""

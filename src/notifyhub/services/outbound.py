@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import ipaddress
 import socket
 import ssl
@@ -218,6 +219,13 @@ FAILURES: tuple[type[Exception], ...] = (
 )
 
 
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    """The default TLS context, built once per process: loading the CA bundle is costly,
+    and one context serves every connection (nothing changes it after it is built)."""
+    return ssl.create_default_context()
+
+
 class Connections:
     """Idle keep-alive connections per origin, taken and given back in O(1).
 
@@ -228,7 +236,7 @@ class Connections:
 
     def __init__(self, backend: GuardedBackend, max_idle: int) -> None:
         self._backend = backend
-        self._ssl = ssl.create_default_context()
+        self._ssl = _default_tls()
         self._max_idle = max_idle
         self._idle: dict[OriginKey, list[httpcore.AsyncHTTPConnection]] = defaultdict(list)
 
