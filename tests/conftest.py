@@ -52,6 +52,8 @@ def pytest_report_header() -> list[str]:
 def pytest_runtest_makereport() -> Iterator[None]:
     outcome = yield
     optional.fold(outcome.get_result())  # type: ignore[attr-defined]
+
+
 _counter = itertools.count()
 
 

@@ -73,8 +73,11 @@ async def test_identity_comes_from_the_token_only(
         ("POST", "/v1/me/notifications/read-all", {"tenant": "acme"}),
         ("POST", "/v1/me/notifications/bulk", {"ids": ["0" * 26], "read": True, "user": "b"}),
         ("PUT", "/v1/me/preferences", {"categories": {}, "tenant": "acme"}),
-        ("DELETE", "/v1/me/subscriptions", {"rule": "r", "target": {"type": "t", "id": "1"},
-                                            "user": "bob"}),
+        (
+            "DELETE",
+            "/v1/me/subscriptions",
+            {"rule": "r", "target": {"type": "t", "id": "1"}, "user": "bob"},
+        ),
     ],
 )
 async def test_identity_fields_in_bodies_are_422(
@@ -102,23 +105,58 @@ _STRICT_CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
     ("PUT", "/v1/me/preferences", "user", {"categories": {"c": {"push": 0}}}, "push"),
     ("POST", "/v1/notifications", "publish", {**_NOTE, "ttl": "3600"}, "ttl"),
     ("POST", "/v1/notifications", "publish", {**_NOTE, "delay": "60"}, "delay"),
-    ("POST", "/v1/notifications", "publish", {**_NOTE, "thread_key": "k", "thread_window_s": "60"},
-     "thread_window_s"),
+    (
+        "POST",
+        "/v1/notifications",
+        "publish",
+        {**_NOTE, "thread_key": "k", "thread_window_s": "60"},
+        "thread_window_s",
+    ),
     ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "delay_ms": "1000"}, "delay_ms"),
     ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "priority": "5"}, "priority"),
     ("POST", "/v1/delayed", "publish", {"queue": "q", "body": {}, "ttl_ms": "30000"}, "ttl_ms"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin", {**_DEFINITION, "timeout_s": "5"},
-     "timeout_s"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin", {**_DEFINITION, "max_retries": "3"},
-     "max_retries"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
-     {**_DEFINITION, "need_confirm": "true"}, "need_confirm"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
-     {**_DEFINITION, "max_confirm_delay_s": "60"}, "max_confirm_delay_s"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
-     {**_DEFINITION, "rotate_secret": 1}, "rotate_secret"),
-    ("PUT", "/v1/admin/delivery-definitions/strict", "admin",
-     {**_DEFINITION, "alert": {"trigger": "after_n", "after_n": "3"}}, "after_n"),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "timeout_s": "5"},
+        "timeout_s",
+    ),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "max_retries": "3"},
+        "max_retries",
+    ),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "need_confirm": "true"},
+        "need_confirm",
+    ),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "max_confirm_delay_s": "60"},
+        "max_confirm_delay_s",
+    ),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "rotate_secret": 1},
+        "rotate_secret",
+    ),
+    (
+        "PUT",
+        "/v1/admin/delivery-definitions/strict",
+        "admin",
+        {**_DEFINITION, "alert": {"trigger": "after_n", "after_n": "3"}},
+        "after_n",
+    ),
 ]
 
 
@@ -148,7 +186,7 @@ async def test_numbers_and_booleans_in_strings_are_422_naming_the_field(
     response = await hub.client.request(method, url, json=sent, headers=_auth(key))
     _assert_problem(response, 422)
     assert field in response.json()["detail"], response.text
-    item = (await hub.client.get(f"/v1/me/notifications/{mine}", headers=_auth(make_token(user))))
+    item = await hub.client.get(f"/v1/me/notifications/{mine}", headers=_auth(make_token(user)))
     shown = item.json()
     assert (shown["status"], shown["archived"], shown["pinned"]) == ("unread", False, False)
     assert shown["snoozed_until"] is None
@@ -293,16 +331,24 @@ async def test_a_million_recipients_is_refused_before_any_work(
             "/v1/notifications",
             {"recipients": {"users": ["a"]}, "title": "t", "actor": {"type": "u", "id": "\x00"}},
         ),
-        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t",
-                               "action_url": "javascript:alert(1)"}),
-        ("/v1/relationships", {"user": "a", "relationship": "author",
-                               "target": {"type": "doc\x00", "id": "1"}}),
-        ("/v1/admin/rules/r1", {"target_type": "doc", "recipients": [
-            {"relationship": "author", "title": "hi \x00"}]}),
+        (
+            "/v1/notifications",
+            {"recipients": {"users": ["a"]}, "title": "t", "action_url": "javascript:alert(1)"},
+        ),
+        (
+            "/v1/relationships",
+            {"user": "a", "relationship": "author", "target": {"type": "doc\x00", "id": "1"}},
+        ),
+        (
+            "/v1/admin/rules/r1",
+            {"target_type": "doc", "recipients": [{"relationship": "author", "title": "hi \x00"}]},
+        ),
         ("/v1/admin/groups/g1/members", {"add": ["ok", "tab\tinside"]}),
         # JSON kept in PostgreSQL's jsonb (scheduled and delayed bodies) cannot hold NUL.
-        ("/v1/notifications", {"recipients": {"users": ["a"]}, "title": "t", "delay": 60,
-                               "data": {"k": "nul \x00"}}),
+        (
+            "/v1/notifications",
+            {"recipients": {"users": ["a"]}, "title": "t", "delay": 60, "data": {"k": "nul \x00"}},
+        ),
         ("/v1/delayed", {"queue": "t", "delay_ms": 1000, "body": {"k\x00": 1}}),
         ("/v1/delayed", {"queue": "t", "delay_ms": 1000, "body": [1e30]}),
     ],
@@ -427,9 +473,7 @@ async def test_vanished_client_releases_its_stream(hub: Any, make_token: Any) ->
 # --- idempotency --------------------------------------------------------------------
 
 
-async def test_concurrent_duplicates_send_once(
-    hub: Any, publish_key: str, make_token: Any
-) -> None:
+async def test_concurrent_duplicates_send_once(hub: Any, publish_key: str, make_token: Any) -> None:
     user = _unique("ivan")
     headers = {**_auth(publish_key), "Idempotency-Key": _unique("order")}
     body = {"recipients": {"users": [user]}, "title": "exactly one"}

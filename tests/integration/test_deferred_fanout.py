@@ -78,9 +78,7 @@ async def test_preferences_apply_to_pending_copies(redis: Redis, settings: Any) 
     ]
 
 
-async def test_a_copy_that_expires_while_pending_never_appears(
-    redis: Redis, settings: Any
-) -> None:
+async def test_a_copy_that_expires_while_pending_never_appears(redis: Redis, settings: Any) -> None:
     store = InboxStore(redis, Keys(settings.redis_prefix), Limits())
     short, long = make_notification(ttl_s=1), make_notification(ttl_s=600)
     await store.place(short, [("default", "late")], defer=True)

@@ -87,8 +87,14 @@ def _claimed() -> Claimed:
 
 def _definition() -> DeliveryDefinition:
     return DeliveryDefinition(
-        kind="email", retry_intervals="1s", max_retries=5, alert_trigger="never",
-        alert_after_n=None, alert_emails=[], alert_webhook_url=None, need_confirm=False,
+        kind="email",
+        retry_intervals="1s",
+        max_retries=5,
+        alert_trigger="never",
+        alert_after_n=None,
+        alert_emails=[],
+        alert_webhook_url=None,
+        need_confirm=False,
         disabled_at=None,
     )
 
@@ -142,8 +148,13 @@ async def test_a_550_ends_the_delivery_with_the_servers_reply_in_history(
 ) -> None:
     name = unique("mail-550")
     await define(
-        hub.client, admin_key, name, kind="email", email={**EMAIL, "to": ["x@shop.test"]},
-        retry_intervals="1s", max_retries=5,
+        hub.client,
+        admin_key,
+        name,
+        kind="email",
+        email={**EMAIL, "to": ["x@shop.test"]},
+        retry_intervals="1s",
+        max_retries=5,
     )
     smtp.handler.replies.append("550 5.1.1 mailbox unavailable")
     delivery_id = await post(hub.client, publish_key, name, {"order": 1, "name": "N"})
@@ -160,7 +171,11 @@ async def test_a_451_retries_with_the_same_message_id(
 ) -> None:
     name = unique("mail-451")
     await define(
-        hub.client, admin_key, name, kind="email", email={**EMAIL, "to": ["x@shop.test"]},
+        hub.client,
+        admin_key,
+        name,
+        kind="email",
+        email={**EMAIL, "to": ["x@shop.test"]},
         retry_intervals="1s",
     )
     smtp.handler.replies.append("451 4.3.0 try again later")

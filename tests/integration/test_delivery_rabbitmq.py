@@ -130,9 +130,13 @@ async def test_need_confirm_waits_for_the_receiving_systems_confirm(
     exchange, queue = await _bound(channel, "k")
     name = unique("amqp-confirm")
     await define(
-        hub.client, admin_key, name, kind="rabbitmq",
+        hub.client,
+        admin_key,
+        name,
+        kind="rabbitmq",
         rabbitmq={"exchange": exchange, "routing_key": "k"},
-        need_confirm=True, max_confirm_delay_s=600,
+        need_confirm=True,
+        max_confirm_delay_s=600,
     )
     delivery_id = await post(hub.client, publish_key, name, {"n": 1})
     await wait_status(hub.client, publish_key, delivery_id, "awaiting_confirm")
@@ -154,13 +158,20 @@ async def test_a_broker_closing_every_connection_mid_burst_loses_nothing(
     queue = await channel.declare_queue(queue_name, durable=True)
     await queue.bind(durable, "k")
     await define(
-        hub.client, admin_key, name, kind="rabbitmq",
-        rabbitmq={"exchange": exchange_name, "routing_key": "k"}, retry_intervals="1s",
+        hub.client,
+        admin_key,
+        name,
+        kind="rabbitmq",
+        rabbitmq={"exchange": exchange_name, "routing_key": "k"},
+        retry_intervals="1s",
     )
     first = [await post(hub.client, publish_key, name, {"n": n}) for n in range(5)]
     closed = await asyncio.create_subprocess_exec(
-        "rabbitmqctl", "close_all_connections", "test: broker drops clients",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "rabbitmqctl",
+        "close_all_connections",
+        "test: broker drops clients",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, stderr = await asyncio.wait_for(closed.communicate(), 60)
     if closed.returncode != 0:

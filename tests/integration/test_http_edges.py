@@ -144,9 +144,7 @@ async def test_a_head_at_the_cap_is_served(hub: Any, make_token: Any) -> None:
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
 
 
-async def test_an_http_client_reads_the_431(
-    hub: Any, make_token: Any, settings: Settings
-) -> None:
+async def test_an_http_client_reads_the_431(hub: Any, make_token: Any, settings: Settings) -> None:
     token = _padded_token(make_token, settings, 200 * 1024)
     response = await hub.client.get(
         "/v1/me/notifications", headers={"Authorization": f"Bearer {token}"}

@@ -39,9 +39,7 @@ async def test_a_cross_origin_publish_gets_cors_headers(hub: Any, publish_key: s
     assert refused.headers["access-control-allow-origin"] == ORIGIN
 
 
-async def test_a_request_handed_on_to_the_route_is_counted_once(
-    hub: Any, publish_key: str
-) -> None:
+async def test_a_request_handed_on_to_the_route_is_counted_once(hub: Any, publish_key: str) -> None:
     """No title: the fast path hands it on, and the FastAPI route answers its 422."""
     auth = {"Authorization": f"Bearer {publish_key}"}
     before = _counted((await hub.client.get("/metrics")).text, 422)

@@ -23,9 +23,7 @@ async def test_a_valid_publish_is_accepted_and_delivered(
     accepted = response.json()
     assert set(accepted) == {"id", "recipients", "scheduled_for"}
     assert accepted["recipients"] == 1 and accepted["scheduled_for"] is None
-    inbox = await hub.client.get(
-        "/v1/me/notifications", headers=_auth(make_token("fp-ann"))
-    )
+    inbox = await hub.client.get("/v1/me/notifications", headers=_auth(make_token("fp-ann")))
     assert [item["id"] for item in inbox.json()["items"]] == [accepted["id"]]
 
 

@@ -136,6 +136,7 @@ async def test_revoked_user_tokens_are_refused_and_their_streams_end_everywhere(
             refused = await client.get(f"{stream}?access_token={stream_token}")
             assert refused.status_code == 401
             assert (await client.get(counts, headers=_auth(old_b))).status_code == 200
+
         # a token issued after the revocation's second works (wait for the clock to pass it)
         def fresh_token() -> dict[str, str]:
             return _auth(hub.tokens.mint_user_token("alice", a))

@@ -199,9 +199,7 @@ def _string_matches(pattern: str, actual: str, variables: dict[str, str]) -> boo
     return re.fullmatch(regex, actual, re.S) is not None
 
 
-def differences(
-    shown: Any, actual: Any, variables: dict[str, str], path: str = "$"
-) -> list[str]:
+def differences(shown: Any, actual: Any, variables: dict[str, str], path: str = "$") -> list[str]:
     """Where `actual` is not what `shown` shows: exact, except for the notation."""
     if shown == ANY:
         return []

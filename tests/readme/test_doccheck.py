@@ -37,7 +37,7 @@ VARIABLES = {"ID": "01M8FQCEGVM4SXSNQP1D9AC42N"}
 def test_a_block_and_its_output() -> None:
     page = (
         "x\n<!-- doc-test: skip (needs Docker) -->\n```bash\ndocker ps\n```\n"
-        "```python\n1\n```\n```bash\ncurl -s x\n```\n\n```json\n{\"a\": 1}\n```\n"
+        '```python\n1\n```\n```bash\ncurl -s x\n```\n\n```json\n{"a": 1}\n```\n'
     )
     assert shell_blocks(page) == [
         Block(1, 4, "docker ps\n", "needs Docker"),
@@ -103,15 +103,13 @@ def test_keys_and_items_are_exact_unless_elided() -> None:
     ]
     assert differences(shown_values('{"a": 1, …}')[0], {"a": 1, "b": 2}, {}) == []
     assert differences(shown_values("[1, …]")[0], [1, 2, 3], {}) == []
-    assert differences(shown_values("[1]")[0], [1, 2], {}) == [
-        "$: shown 1 item(s), got 2"
-    ]
+    assert differences(shown_values("[1]")[0], [1, 2], {}) == ["$: shown 1 item(s), got 2"]
     assert differences(shown_values('{"a": "…"}')[0], {"a": {"x": [1]}}, {}) == []
     assert differences(shown_values("[true]")[0], [1], {}) == ["$[0]: shown True, got 1"]
 
 
 def test_text_output_with_elided_lines() -> None:
-    shown = "retry: 3000\n\nevent: counts\nid: …\ndata: {\"unread\":1,…}\n…\n"
+    shown = 'retry: 3000\n\nevent: counts\nid: …\ndata: {"unread":1,…}\n…\n'
     got = 'retry: 3000\n\nevent: counts\nid: 1-6b0a\ndata: {"unread":1,"seq":1}\n\n'
     assert output_differences(Output("text", 1, shown), got, {}) == []
     assert output_differences(Output("text", 1, shown.replace("counts", "reset")), got, {})

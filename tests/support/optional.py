@@ -33,28 +33,39 @@ class Part:
 
 PARTS = (
     Part(
-        "Chromium", "the browser tests (tests/e2e)",
+        "Chromium",
+        "the browser tests (tests/e2e)",
         "apt-get install chromium",
         re.compile(r"Chromium"),
     ),
     Part(
-        "promtool", "the alert rules' checks (deploy/prometheus)",
-        "apt-get install prometheus", re.compile(r"promtool"),
+        "promtool",
+        "the alert rules' checks (deploy/prometheus)",
+        "apt-get install prometheus",
+        re.compile(r"promtool"),
     ),
     Part(
-        "npm", "the TypeScript and React tests (clients/react)", "apt-get install npm",
+        "npm",
+        "the TypeScript and React tests (clients/react)",
+        "apt-get install npm",
         re.compile(r"\bnpm\b"),
     ),
     Part(
-        "curl and jq", "the docs' examples (tests/readme)", "apt-get install curl jq",
+        "curl and jq",
+        "the docs' examples (tests/readme)",
+        "apt-get install curl jq",
         re.compile(r"^needs (curl|jq)$"),
     ),
     Part(
-        "redis-server", "the Redis hygiene checks", "apt-get install redis-server",
+        "redis-server",
+        "the Redis hygiene checks",
+        "apt-get install redis-server",
         re.compile(r"redis-server"),
     ),
     Part(
-        "MkDocs", "the docs site's build", "pip install -e '.[docs]'",
+        "MkDocs",
+        "the docs site's build",
+        "pip install -e '.[docs]'",
         re.compile(r"docs extra"),
     ),
 )

@@ -31,9 +31,9 @@ async def stuck_stream(base_url: str, token: str, rcvbuf: int = 4096) -> socket.
 def request_head(path: str, token: str, length: int | None = None) -> bytes:
     """A GET's head bearing `token` (`Connection: close`), padded by one more header to
     `length` bytes if given."""
-    start = (
-        b"GET %b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"Authorization: Bearer %b\r\n" % (path.encode(), token.encode())
+    start = b"GET %b HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer %b\r\n" % (
+        path.encode(),
+        token.encode(),
     )
     if length is None:
         return start + b"\r\n"

@@ -86,9 +86,7 @@ def frame(event: str, seq: int, epoch: str, data: Any, ahead: Sequence[str] = ()
     )
 
 
-def data_frame(
-    event: str, seq: int, epoch: str, data: bytes, ahead: Sequence[str] = ()
-) -> bytes:
+def data_frame(event: str, seq: int, epoch: str, data: bytes, ahead: Sequence[str] = ()) -> bytes:
     """One SSE event whose `data` is JSON already (one line: orjson escapes controls)."""
     return b"event: %s\nid: %s\ndata: %s\n\n" % (
         event.encode(),

@@ -123,7 +123,6 @@ class Revocations:
         await self._store.announce(Revocation(key_id=key_id))
 
 
-
 async def announce_key_revoked(redis: Any, keys: Keys, key_id: str) -> None:
     """Tell every running hub that API key `key_id` was revoked (the CLI's revoke)."""
     doorbells = Doorbells(keys, sharded=is_cluster(redis))

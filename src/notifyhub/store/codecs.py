@@ -102,9 +102,7 @@ class CopyArgs:
         version = "" if self.tenant_views is None else self.tenant_views
         args += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         t = self.thread
-        args += (
-            ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
-        )
+        args += ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
         if tail is not None:
             args += [_flag(tail.indexed), tail.channel, tail.header, *tail.members]
         return args

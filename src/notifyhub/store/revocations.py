@@ -77,7 +77,6 @@ class RevocationStore:
         return {_text(m): int(ms) for m, ms in found.items()}
 
 
-
 async def restore(redis: Any, keys: Keys, not_befores: dict[str, int]) -> None:
     """Write PostgreSQL's copy of the "not before" times back (after Redis lost data)."""
     if not_befores:
