@@ -147,6 +147,7 @@ async def test_need_confirm_waits_for_the_receiving_systems_confirm(
     assert response.status_code == 200 and response.json()["status"] == "sent"
 
 
+@pytest.mark.slow  # a fault: every broker connection closed, then waited back
 @pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl")
 async def test_a_broker_closing_every_connection_mid_burst_loses_nothing(
     hub: Any, admin_key: str, publish_key: str, channel: AbstractChannel
