@@ -147,7 +147,10 @@ def _check(
 
     `blame_any_needed`: a 503 may name any store the call needs, not only the dead one
     (calls at once: a call needing both may be cut short on a PostgreSQL row lock held
-    by another stuck on Redis)."""
+    by another stuck on Redis). There, a call that needs only the live store may also be
+    cut short at its deadline: the calls stuck on the dead one hold the pooled PostgreSQL
+    connections it waits for (a known gap, docs/reliability.md); it must still answer,
+    in time, with a 503 problem, never a 500."""
     slowest = max(answers, key=lambda a: a.elapsed_s)
     print(f"\n{scenario}: slowest {slowest.call.name} {slowest.elapsed_s:.3f} s")
     for a in answers:
@@ -158,6 +161,8 @@ def _check(
         if dead in a.call.needs:
             blamed = a.call.needs if blame_any_needed else {dead}
             _assert_503(a.response, *(NAMES[store] for store in sorted(blamed)))
+        elif blame_any_needed and a.response.status_code == 503:
+            _assert_503(a.response, *NAMES.values())
         else:
             assert a.response.is_success, (a.call.name, a.response.text)
         assert a.elapsed_s < BOUND_S, (a.call.name, a.elapsed_s)
