@@ -13,12 +13,11 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 import notifyhub.api.schemas
-from notifyhub.api.app import create_app
+from notifyhub.api.apidoc import offline_document
 from notifyhub.api.schemas.common import Strict
 from notifyhub.api.schemas.delayed import DelayedIn
 from notifyhub.api.schemas.inbox import PatchRequest
 from notifyhub.api.schemas.notifications import PublishRequest
-from notifyhub.settings import Settings
 
 for _module in pkgutil.iter_modules(notifyhub.api.schemas.__path__):  # their models count
     importlib.import_module(f"notifyhub.api.schemas.{_module.name}")
@@ -73,16 +72,6 @@ def test_every_number_and_boolean_of_a_request_body_is_strict(model: type[BaseMo
     assert out == []
 
 
-def _document() -> dict[str, Any]:
-    offline = Settings(
-        redis_url="redis://unused",
-        database_url="postgresql+asyncpg://unused/unused",
-        jwt_secret="x" * 32,  # type: ignore[arg-type]
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    return create_app(offline).openapi()
-
-
 def _refs(node: Any) -> set[str]:
     if isinstance(node, dict):
         ref = node.get("$ref")
@@ -111,7 +100,7 @@ def _string_alternatives(node: Any, path: str, out: list[str]) -> None:
 
 
 def test_request_bodies_are_strict_models_and_offer_no_string_for_a_number() -> None:
-    document = _document()
+    document = offline_document()
     schemas = document["components"]["schemas"]
     bodies: set[str] = set()
     for operations in document["paths"].values():
