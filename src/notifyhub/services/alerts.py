@@ -22,6 +22,7 @@ from notifyhub.db.repositories.delivery_alerts import ClaimedAlert
 from notifyhub.db.unit import Units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.services import signing
+from notifyhub.services.email_target import smtp_options
 from notifyhub.services.outbound import Outbound
 from notifyhub.settings import DeliverySettings
 
@@ -98,15 +99,7 @@ class AlertSender:
         message["To"] = ", ".join(recipients)
         message["Subject"] = subject
         message.set_content(body)
-        await aiosmtplib.send(
-            message,
-            hostname=s.smtp_host,
-            port=s.smtp_port,
-            username=s.smtp_username,
-            password=s.smtp_password.get_secret_value() if s.smtp_password else None,
-            start_tls=s.smtp_starttls,
-            timeout=s.smtp_timeout_s,
-        )
+        await aiosmtplib.send(message, **smtp_options(s))
 
     async def _webhook(self, alert: ClaimedAlert, definition: DeliveryDefinition) -> bool:
         assert definition.alert_webhook_url is not None

@@ -61,6 +61,20 @@ def build(
     return message
 
 
+def smtp_options(s: DeliverySettings) -> dict[str, Any]:
+    """aiosmtplib's connection options from the settings: the e-mail target's pool and
+    the alert e-mails connect alike."""
+    return {
+        "hostname": s.smtp_host,
+        "port": s.smtp_port,
+        "username": s.smtp_username,
+        "password": s.smtp_password.get_secret_value() if s.smtp_password else None,
+        "use_tls": s.smtp_tls,
+        "start_tls": s.smtp_starttls,
+        "timeout": s.smtp_timeout_s,
+    }
+
+
 def _refused(exc: aiosmtplib.SMTPException) -> tuple[int | None, str]:
     """The server's code and reply (the first refused recipient's when all were)."""
     if isinstance(exc, aiosmtplib.SMTPRecipientsRefused) and exc.recipients:
@@ -92,16 +106,7 @@ class SmtpPool:
         self._slots = asyncio.Semaphore(size)
 
     async def _connect(self) -> aiosmtplib.SMTP:
-        s = self._settings
-        client = aiosmtplib.SMTP(
-            hostname=s.smtp_host,
-            port=s.smtp_port,
-            username=s.smtp_username,
-            password=s.smtp_password.get_secret_value() if s.smtp_password else None,
-            use_tls=s.smtp_tls,
-            start_tls=s.smtp_starttls,
-            timeout=s.smtp_timeout_s,
-        )
+        client = aiosmtplib.SMTP(**smtp_options(self._settings))
         await client.connect()
         return client
 
