@@ -16,8 +16,8 @@ from notifyhub.domain.auth import Scope
 
 if TYPE_CHECKING:  # imported where used: `notifyhub --help` loads none of them
     from rich.console import Console
-    from sqlalchemy.ext.asyncio import AsyncSession
 
+    from notifyhub.db.repositories.apikeys import Rows
     from notifyhub.settings import Settings
 
 app = typer.Typer(
@@ -88,19 +88,19 @@ def _store_settings() -> Settings:
     return settings.model_validate({**settings.model_dump(), **update})
 
 
-def _with_session(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+def _with_connection(settings: Settings, work: Callable[[Rows], Awaitable[T]]) -> T:
+    """`work` on one bare asyncpg connection, each of its statements committing on its
+    own: the `apikey` commands load no SQLAlchemy, and answer in a fraction of a second."""
     import asyncio
 
-    from notifyhub.db.engine import create_engine, create_sessionmaker
-    from notifyhub.db.unit import UnitOfWork
+    from notifyhub.db.driver import connect
 
     async def run() -> T:
-        engine = create_engine(_database_url(settings))
+        connection = await connect(_database_url(settings))
         try:
-            async with UnitOfWork(create_sessionmaker(engine)) as unit:
-                return await work(unit.session)
+            return await work(connection)
         finally:
-            await engine.dispose()
+            await connection.close()
 
     return asyncio.run(run())
 
@@ -158,16 +158,16 @@ def _dev_key(settings: Settings, label: str, scope: Scope, path: Path) -> str:
 
     if not path.exists():
 
-        async def make(session: AsyncSession) -> str:
+        async def make(connection: Rows) -> str:
             names = [f"dev-{label}", f"dev-{label}-{secrets.token_hex(3)}"]  # (file lost)
             for name in names:
-                try:  # a taken name is rolled back to create_key's savepoint
-                    return await apikeys.create_key(session, name=name, scope=scope, tenant=None)
+                try:  # a taken name (a 409) is no failed statement: try the next
+                    return await apikeys.create_key(connection, name=name, scope=scope, tenant=None)
                 except NotifyhubError:
                     continue
             raise RuntimeError(f"no free name for the dev {label} key")
 
-        path.write_text(_with_session(settings, make))
+        path.write_text(_with_connection(settings, make))
         path.chmod(0o600)
     return path.read_text().strip()
 
@@ -286,9 +286,9 @@ def apikey_create(
     from notifyhub.services import apikeys
 
     try:
-        key = _with_session(
+        key = _with_connection(
             _store_settings(),
-            lambda s: apikeys.create_key(s, name=name, scope=scope, tenant=tenant),
+            lambda c: apikeys.create_key(c, name=name, scope=scope, tenant=tenant),
         )
     except NotifyhubError as exc:
         raise typer.BadParameter(exc.detail) from exc
@@ -309,7 +309,7 @@ def apikey_list() -> None:
 
     from notifyhub.services import apikeys
 
-    keys = _with_session(_store_settings(), apikeys.list_keys)
+    keys = _with_connection(_store_settings(), apikeys.list_keys)
     table = Table("name", "scope", "tenant")
     for column in ("created", "revoked"):
         table.add_column(column, no_wrap=True, min_width=24)
@@ -333,7 +333,7 @@ def apikey_revoke(
     from notifyhub.services import apikeys
 
     settings = _store_settings()
-    key_id = _with_session(settings, lambda s: apikeys.revoke_key(s, name, tenant))
+    key_id = _with_connection(settings, lambda c: apikeys.revoke_key(c, name, tenant))
     if key_id is None:
         raise typer.BadParameter(f"no active key named {name!r}")
     try:
@@ -365,12 +365,20 @@ def _duration(seconds: int) -> str:
 
 
 async def _tell_hubs(settings: Settings, key_id: str) -> None:
-    from notifyhub.features import redis_clients
-    from notifyhub.services.revocations import announce_key_revoked
+    """Announce the revocation on the hubs' Pub/Sub, through a client of its own (not
+    the hub's composition root, which would load every feature)."""
+    from notifyhub.store.client import close, create_redis
+    from notifyhub.store.keys import Keys
+    from notifyhub.store.revocations import announce_key_revoked
 
-    async with contextlib.AsyncExitStack() as stack:
-        clients = await redis_clients(stack, settings)
-        await announce_key_revoked(clients.redis, clients.keys, key_id)
+    if settings.redis_url is None:
+        raise ValueError("NOTIFYHUB_REDIS_URL is not set")
+    redis = create_redis(settings.redis_url, pool_size=1)
+    try:
+        keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
+        await announce_key_revoked(redis, keys, key_id)
+    finally:
+        await close(redis)
 
 
 @app.command()

@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from redis import Redis as SyncRedis
-from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +170,11 @@ class EmbeddedValkey:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
+        # imported here: the CLI reads `running_stores` from this module, and its
+        # `apikey` commands load no redis
+        from redis import Redis as SyncRedis
+        from redis.exceptions import RedisError
+
         deadline = time.monotonic() + START_TIMEOUT_S
         client = SyncRedis(host="127.0.0.1", port=self.port, socket_timeout=1)
         try:

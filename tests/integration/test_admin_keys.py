@@ -200,11 +200,11 @@ async def test_the_migrated_tables_match_the_models(
     assert index is not None and "UNIQUE" in index and "COALESCE(tenant" in index
 
 
-async def test_a_taken_name_rolls_back_to_a_savepoint_and_the_unit_goes_on(
+async def test_a_taken_name_is_refused_and_the_unit_goes_on(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
-    """`notifyhub`'s first start tries another name for a dev key in the same unit: the
-    refused one leaves the unit usable, and the other key commits."""
+    """A caller may try another name in the same unit: the refused one (no statement
+    failed: the insert skips a taken name) leaves the unit usable, and the other commits."""
     taken, other = _name("taken"), _name("other")
     async with UnitOfWork(sessionmaker) as unit:
         await apikeys.create_key(unit.session, name=taken, scope=Scope.CONSUME, tenant=None)

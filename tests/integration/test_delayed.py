@@ -145,7 +145,7 @@ async def test_redis_loss_then_restart_restores_unconsumed(
     pending = [await _push(hub, publish_key, queue="dr", body=i, delay_ms=200) for i in range(3)]
     # What FLUSHALL does to us, atomically like FLUSHALL: the running hub's epoch watch
     # must not rebuild between the deletion of two keys.
-    lost = [key async for key in redis.scan_iter(match=settings.redis_prefix + "*")]
+    lost = [key async for key in redis.scan_iter(match=settings.redis_prefix + "*", count=1000)]
     await redis.unlink(*lost)
     app = create_app(settings)
     async with app.router.lifespan_context(app) as state:  # a hub starting after the loss

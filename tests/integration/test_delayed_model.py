@@ -125,7 +125,7 @@ class DelayedModel(RuleBasedStateMachine):
     @rule()
     def lose_redis_then_restore(self) -> None:
         async def lose() -> None:
-            async for key in self.redis.scan_iter(match=self.prefix + "*"):
+            async for key in self.redis.scan_iter(match=self.prefix + "*", count=1000):
                 await self.redis.delete(key)
 
         self.run(lose())
@@ -144,7 +144,7 @@ class DelayedModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         async def clean() -> None:
-            async for key in self.redis.scan_iter(match=self.prefix + "*"):
+            async for key in self.redis.scan_iter(match=self.prefix + "*", count=1000):
                 await self.redis.delete(key)
             await self.redis.aclose()
             await self.engine.dispose()

@@ -200,7 +200,7 @@ async def test_a_bound_key_naming_the_other_tenant_is_refused(
 
 async def _lose_delayed_keys(redis: Redis, settings: Settings) -> None:
     """Redis loses the delayed queue (not the epoch marker: no automatic rebuild)."""
-    lost = [key async for key in redis.scan_iter(match=f"{settings.redis_prefix}dq*")]
+    lost = [key async for key in redis.scan_iter(match=f"{settings.redis_prefix}dq*", count=1000)]
     if lost:
         await redis.unlink(*lost)
 

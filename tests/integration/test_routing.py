@@ -98,7 +98,7 @@ async def test_topic_cache_is_rebuilt_after_redis_loses_it(
     admin = _auth(admin_key)
     await hub.client.put("/v1/admin/topics/durable", json={"users": ["dora"]}, headers=admin)
     # What FLUSHALL does to this run's keys (the shared test Redis is not flushed).
-    async for key in redis.scan_iter(match=settings.redis_prefix + "*"):
+    async for key in redis.scan_iter(match=settings.redis_prefix + "*", count=1000):
         await redis.delete(key)
     app = create_app(settings)
     async with app.router.lifespan_context(app) as state:  # a hub starting up again

@@ -14,6 +14,8 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+from notifyhub.db.driver import connect_options
+
 
 def asyncpg_url(url: str) -> str:
     """Accept `postgresql://` and `postgres://` URLs too: notifyhub talks asyncpg."""
@@ -21,10 +23,6 @@ def asyncpg_url(url: str) -> str:
         if url.startswith(plain):
             return "postgresql+asyncpg://" + url[len(plain) :]
     return url
-
-
-DRIVER_GRACE_S = 0.25
-"""The driver gives up this long after the server's `statement_timeout` would have."""
 
 
 def _refuse_closed(
@@ -87,24 +85,19 @@ def create_engine(
     WAL flush (`synchronous_commit = off`): only for work whose loss in a PostgreSQL crash
     is harmless, such as the outbox's claims and settlements (lost, it is re-sent).
 
-    Nothing waits unbounded: a connect, a statement and a pool checkout each fail after
-    their timeout. A statement is bounded twice: by the server's `statement_timeout` (a
-    slow query is cancelled cleanly) and, a little later, by the driver (a server that
-    answers nothing at all, stopped or cut off). The hub passes its settings' (short)
-    values; the defaults suit command-line work."""
-    server_settings = {"statement_timeout": str(int(statement_timeout_s * 1000))}
-    if relaxed_commits:
-        server_settings["synchronous_commit"] = "off"
+    Nothing waits unbounded: a connect and a statement fail after their timeouts (bounded
+    as `connect_options` says), and a pool checkout after its own. The hub passes its
+    settings' (short) values; the defaults suit command-line work."""
     engine = create_async_engine(
         asyncpg_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=pool_timeout_s,
-        connect_args={
-            "timeout": connect_timeout_s,
-            "command_timeout": statement_timeout_s + DRIVER_GRACE_S,
-            "server_settings": server_settings,
-        },
+        connect_args=connect_options(
+            connect_timeout_s=connect_timeout_s,
+            statement_timeout_s=statement_timeout_s,
+            relaxed_commits=relaxed_commits,
+        ),
     )
     event.listen(engine.sync_engine.pool, "checkout", _refuse_closed)
     event.listen(engine.sync_engine.pool, "invalidate", _abort_invalidated)

@@ -24,8 +24,6 @@ from notifyhub.db.unit import Units
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.errors import AuthenticationError
 from notifyhub.realtime.hub import Hub
-from notifyhub.store.client import is_cluster
-from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import Keys, member
 from notifyhub.store.revocations import Revocation, RevocationStore, restore
 
@@ -121,12 +119,6 @@ class Revocations:
         """Tell every process that API key `key_id` was revoked (each forgets it and ends
         the streams it opened)."""
         await self._store.announce(Revocation(key_id=key_id))
-
-
-async def announce_key_revoked(redis: Any, keys: Keys, key_id: str) -> None:
-    """Tell every running hub that API key `key_id` was revoked (the CLI's revoke)."""
-    doorbells = Doorbells(keys, sharded=is_cluster(redis))
-    await RevocationStore(redis, keys, doorbells).announce(Revocation(key_id=key_id))
 
 
 async def rebuild_cache(session: AsyncSession, redis: Any, keys: Keys) -> int:

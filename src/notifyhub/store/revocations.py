@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from notifyhub.store.client import is_cluster
 from notifyhub.store.doorbells import Doorbells
 from notifyhub.store.keys import Keys
 
@@ -75,6 +76,13 @@ class RevocationStore:
         """Every user's "not before", by `T/U`."""
         found = await self._redis.hgetall(self._keys.token_nbf)
         return {_text(m): int(ms) for m, ms in found.items()}
+
+
+async def announce_key_revoked(redis: Any, keys: Keys, key_id: str) -> None:
+    """Tell every running hub that API key `key_id` was revoked (the CLI's revoke, which
+    so needs no more than Redis's client and this module)."""
+    doorbells = Doorbells(keys, sharded=is_cluster(redis))
+    await RevocationStore(redis, keys, doorbells).announce(Revocation(key_id=key_id))
 
 
 async def restore(redis: Any, keys: Keys, not_befores: dict[str, int]) -> None:
