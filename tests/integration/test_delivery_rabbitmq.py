@@ -8,9 +8,7 @@ skip (and say why), except under `CI=true`, where `.ci/run` makes sure one runs.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,23 +18,10 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from pydantic import SecretStr
 
 from notifyhub.settings import DeliverySettings, Settings
+from support.amqp import AMQP_URL, require_broker
 from support.deliveries import define, post, unique, wait_status
 
-AMQP_URL = os.environ.get("NOTIFYHUB_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-
-
-def _broker_answers() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-if not _broker_answers():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true needs RabbitMQ on 127.0.0.1:5672 (.ci/run starts one)")
-    pytest.skip("no RabbitMQ broker answers on 127.0.0.1:5672", allow_module_level=True)
+require_broker()
 
 
 @pytest.fixture
