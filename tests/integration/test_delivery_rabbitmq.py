@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aio_pika
@@ -20,6 +21,7 @@ from pydantic import SecretStr
 from notifyhub.settings import DeliverySettings, Settings
 from support.amqp import AMQP_URL, require_broker
 from support.deliveries import define, post, unique, wait_status
+from support.proxy import CuttableProxy
 
 require_broker()
 
@@ -174,6 +176,43 @@ async def test_a_broker_closing_every_connection_mid_burst_loses_nothing(
         await again.delete(if_unused=False, if_empty=False)
         await own.exchange_delete(exchange_name)
     assert arrived == set(first + second)  # every one at least once (duplicates share an id)
+
+
+@pytest.mark.slow  # waits out confirm time-outs
+async def test_a_confirm_that_never_comes_fails_the_attempt_and_a_retry_delivers_it(
+    settings: Settings,
+    start_hub: Callable[[Settings], AbstractAsyncContextManager[Any]],
+    admin_key: str,
+    publish_key: str,
+    channel: AbstractChannel,
+) -> None:
+    """The hub's broker connection goes through a proxy that is frozen once it is open: the
+    publish is written, no confirm comes (as from a blocked or hung broker)."""
+    exchange, queue = await _bound(channel, "k")
+    proxy = await CuttableProxy(5672).start()
+    stalling = SecretStr(f"amqp://guest:guest@127.0.0.1:{proxy.port}/")
+    try:
+        async with start_hub(settings.model_copy(update={"amqp_url": stalling})) as hub:
+            name = unique("amqp-stall")
+            target = {"exchange": exchange, "routing_key": "k"}
+            await define(hub.client, admin_key, name, kind="rabbitmq", rabbitmq=target,
+                         timeout_s=1.0, retry_intervals="1s")  # fmt: skip
+            before = await post(hub.client, publish_key, name, {"n": 0})  # opens the channel
+            await wait_status(hub.client, publish_key, before, "sent")
+            proxy.freeze()
+            delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+            failed = await wait_status(hub.client, publish_key, delivery_id, "failed")
+            proxy.thaw()
+            sent = await wait_status(hub.client, publish_key, delivery_id, "sent")
+    finally:
+        await proxy.close()
+
+    [first] = failed["attempts"]
+    assert first["error"] == "AMQP: no publisher confirm within 1s", first
+    *retried, last = [a["error"] for a in sent["attempts"]]
+    assert last is None and set(retried) == {first["error"]}, sent["attempts"]
+    arrived = [m.message_id for m in await _drain(queue)]
+    assert set(arrived) == {before, delivery_id}  # the stalled publish may arrive twice
 
 
 async def test_tenant_a_cannot_read_use_or_repoint_bs_rabbitmq_definition(
