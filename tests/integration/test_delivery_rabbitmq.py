@@ -8,7 +8,9 @@ skip (and say why), except under `CI=true`, where `.ci/run` makes sure one runs.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -18,10 +20,12 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from pydantic import SecretStr
 
+from notifyhub.services import signing
 from notifyhub.settings import DeliverySettings, Settings
 from support.amqp import AMQP_URL, require_broker
 from support.deliveries import define, post, unique, wait_status
 from support.proxy import CuttableProxy
+from support.receiver import Receiver
 
 require_broker()
 
@@ -213,6 +217,32 @@ async def test_a_confirm_that_never_comes_fails_the_attempt_and_a_retry_delivers
     assert last is None and set(retried) == {first["error"]}, sent["attempts"]
     arrived = [m.message_id for m in await _drain(queue)]
     assert set(arrived) == {before, delivery_id}  # the stalled publish may arrive twice
+
+
+async def test_failures_of_a_rabbitmq_delivery_alert_the_webhook_like_a_webhooks(
+    hub: Any, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("amqp-alert")
+    missing = {"exchange": unique("nh-none"), "routing_key": "k"}
+    alert = {"trigger": "every_failure", "webhook_url": receiver.url("/alerts")}
+    created = await define(hub.client, admin_key, name, kind="rabbitmq", rabbitmq=missing,
+                           retry_intervals="1s", max_retries=1, alert=alert)  # fmt: skip
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    hooks = await receiver.wait_for("/alerts", 2)
+    for _ in range(3):  # more dispatcher ticks owe nothing more
+        await hub.app_state["dispatcher"].run_once()
+    assert len(receiver.at("/alerts")) == 2
+    bodies = [json.loads(h.body) for h in hooks]
+    assert [(b["type"], b["attempt"]) for b in bodies] == [
+        ("delivery.failed", 1),
+        ("delivery.final_failed", 2),
+    ]
+    assert {(b["delivery_id"], b["definition"]) for b in bodies} == {(delivery_id, name)}
+    assert all("AMQP" in b["error"] or "refused" in b["error"] for b in bodies), bodies
+    now_s = int(time.time())
+    assert all(signing.verify(created["secret"], h.headers, h.body, now_s) for h in hooks)
 
 
 async def test_tenant_a_cannot_read_use_or_repoint_bs_rabbitmq_definition(
