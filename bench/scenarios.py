@@ -117,6 +117,20 @@ NOTES = """\
   small pydantic model and one Lua script (HSET + ZADD + PUBLISH for one user), no hub
   code; `wrk -t1 -c32` for 3 s per round, hub and floor alternating for 9 rounds after a
   warm-up round of each; `hub / floor` is the ratio of the median rates.
+- E-mail and RabbitMQ deliveries (`bench/delivery_targets.py`): per run the hub is
+  restarted with the target's settings, and a receiver runs in its own process
+  (`bench/sinks.py`: an aiosmtpd server on loopback, or an aio-pika consumer of a
+  durable queue bound to the definition's exchange on the machine's RabbitMQ), stamping
+  each arrival with CLOCK_MONOTONIC. After a warm-up of 50 each, the outbox and the bare
+  library take two turns each, alternating, N/2 messages a turn (N: 4,000 e-mails,
+  10,000 publishes; seconds, so the dispatcher's first tick, up to 0.2 s after a commit,
+  weighs little). Outbox: N/2 deliveries committed in one library-mode transaction and
+  drained by the hub's dispatcher, commit to the last receipt. Bare: as many messages,
+  built by the hub's own code on the clock, sent by the library alone from the bench's
+  process, start to the last receipt (aiosmtplib on 4 kept connections, the hub's pool;
+  aio-pika on one channel with publisher confirms, 64 in flight, the hub's
+  `deliveries.concurrency`). Each rate is all its messages over all its turns' time.
+  Then 200 POSTs one at a time, each from its sending to its receipt (p50/p99).
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
