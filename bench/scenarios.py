@@ -117,6 +117,33 @@ NOTES = """\
   small pydantic model and one Lua script (HSET + ZADD + PUBLISH for one user), no hub
   code; `wrk -t1 -c32` for 3 s per round, hub and floor alternating for 9 rounds after a
   warm-up round of each; `hub / floor` is the ratio of the median rates.
+- E-mail and RabbitMQ deliveries (`bench/delivery_targets.py`): per run the hub is
+  restarted with the target's settings, and a receiver runs in its own process
+  (`bench/sinks.py`: an aiosmtpd server on loopback, or an aio-pika consumer of a
+  durable queue bound to the definition's exchange on the machine's RabbitMQ), stamping
+  each arrival with CLOCK_MONOTONIC. After a warm-up of 50 each, the outbox and the bare
+  library take two turns each, alternating, N/2 messages a turn (N: 4,000 e-mails,
+  10,000 publishes; seconds, so the dispatcher's first tick, up to 0.2 s after a commit,
+  weighs little). Outbox: N/2 deliveries committed in one library-mode transaction and
+  drained by the hub's dispatcher, commit to the last receipt. Bare: as many messages,
+  built by the hub's own code on the clock, sent by the library alone from the bench's
+  process, start to the last receipt (aiosmtplib on 4 kept connections, the hub's pool;
+  aio-pika on one channel with publisher confirms, 64 in flight, the hub's
+  `deliveries.concurrency`). Each rate is all its messages over all its turns' time.
+  Then 200 POSTs one at a time, each from its sending to its receipt (p50/p99).
+- Where an e-mail's time goes (2026-11-28; cProfile of the hub process, and each
+  process's CPU from /proc over turns of 2,000): the hub built each message with the
+  stdlib's `EmailMessage`, which parses and re-folds every header (450 us a message,
+  timeit; half the hub's CPU per e-mail), and now with the compat32 classes (39 us,
+  fd44692); and its dispatcher claimed, sent and settled one batch at a time, so the
+  send slots idled while a batch's slowest sends and its settlement finished, and now
+  keeps two batches in flight (1210830). At 26d172f the hub spends about 370 us of CPU
+  per e-mail (aiosmtplib's flattening and SMTP exchange most of it) and PostgreSQL 35-50
+  us (claims, settlements, attempt rows), against 310 us in the bare sender. Other work
+  kept both cores about 95% busy during these runs, so the rate ratio moves with the
+  share of CPU each turn gets: e-mail 0.65 (run ratios 0.65, 0.60, 0.68) in one run and
+  0.77 (0.68, 0.77, 1.11) in the next, a minute apart, the same code; RabbitMQ 1.06
+  (1.12, 0.78, 1.06) and 0.72 (0.72, 0.94, 0.67). `uptime` load 2.5-2.9.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;

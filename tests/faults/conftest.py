@@ -3,7 +3,8 @@
 Never the machine's shared servers: each scenario gets a fresh Valkey (its own port and
 directory), a fresh database on a PostgreSQL this session started, and a hub process.
 The checker's table is printed at the end of the run; with NOTIFYHUB_RELIABILITY_DOC=1
-it is also written into docs/reliability.md.
+its rows also replace those of the same scenarios in docs/reliability.md (the others
+stay, so a scenario may be run alone).
 """
 
 from __future__ import annotations

@@ -143,6 +143,26 @@ async def test_a_dispatcher_killed_mid_send_is_redelivered_with_the_same_webhook
         assert row is not None and row.status == "sent"
 
 
+@pytest.mark.slow  # waits out a slow receipt
+async def test_draining_claims_the_next_batch_while_a_slow_send_of_the_last_one_runs(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Batches of one: the first receipt hangs 4 s; the other three are claimed, sent
+    and answered meanwhile (one batch at a time, they waited for it)."""
+    name = await _definition(sessionmaker, receiver.url("/slow"))
+    receiver.plan("/slow", Reply(200, delay_s=4))
+    async with UnitOfWork(sessionmaker) as unit:
+        ids = [await enqueue(unit, name, {"i": i}) for i in range(4)]
+
+    async with a_sender(sessionmaker, lease_s=10) as sender:
+        draining = asyncio.create_task(sender.drain_due(1))
+        arrived = await receiver.wait_for("/slow", 4, timeout_s=2)
+        assert await draining >= 4
+
+    assert sorted(r.headers["webhook-id"] for r in arrived) == sorted(ids)
+    assert set((await _attempts(sessionmaker, ids)).values()) == {1}
+
+
 @dataclass
 class Recorder:
     kicked: list[tuple[str, int]]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from email.message import Message
@@ -14,11 +17,12 @@ from aiosmtpd.controller import Controller
 
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories.deliveries import Claimed
+from notifyhub.services import signing
 from notifyhub.services.email_target import EmailTarget
 from notifyhub.services.sender import plan
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, post, unique, wait_status
-from support.receiver import free_port
+from support.receiver import Receiver, free_port
 
 EMAIL = {
     "subject": "Order {{ order }}\nshipped",
@@ -186,6 +190,37 @@ async def test_a_451_retries_with_the_same_message_id(
     assert "try again later" in found["attempts"][0]["error"]
     assert f"<{delivery_id}@notifyhub>" in smtp.handler.refused
     assert len(smtp.of(delivery_id)) == 1
+
+
+async def test_a_finally_failed_email_delivery_alerts_by_email_and_webhook_like_a_webhook(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp, receiver: Receiver
+) -> None:
+    name = unique("mail-alert")
+    alert = {"trigger": "final_failure", "emails": ["ops@shop.test"], "webhook_url": receiver.url()}
+    created = await define(hub.client, admin_key, name, kind="email",
+                           email={**EMAIL, "to": ["x@shop.test"]}, alert=alert)  # fmt: skip
+    smtp.handler.replies.append("550 5.1.1 mailbox unavailable")
+    delivery_id = await post(hub.client, publish_key, name, {"order": 3, "name": "N"})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    [hook] = await receiver.wait_for("/hook", 1)
+    body = json.loads(hook.body)
+    said = (body["type"], body["delivery_id"], body["definition"], body["attempt"])
+    assert said == ("delivery.final_failed", delivery_id, name, 1)
+    assert "550 5.1.1 mailbox unavailable" in body["error"]
+    assert signing.verify(created["secret"], hook.headers, hook.body, int(time.time()))
+
+    def alerts() -> list[tuple[list[str], Message]]:
+        return [m for m in smtp.handler.messages if delivery_id in str(m[1]["Subject"])]
+
+    async with asyncio.timeout(10):
+        while not alerts():
+            await asyncio.sleep(0.05)
+    for _ in range(3):  # more dispatcher ticks owe nothing more
+        await hub.app_state["dispatcher"].run_once()
+    [(rcpt, message)] = alerts()
+    assert rcpt == ["ops@shop.test"] and "finally failed" in str(message["Subject"])
+    assert len(receiver.at("/hook")) == 1
 
 
 async def test_an_unreachable_smtp_server_is_a_retry_not_a_final_failure() -> None:

@@ -8,10 +8,11 @@ skip (and say why), except under `CI=true`, where `.ci/run` makes sure one runs.
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import shutil
-import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aio_pika
@@ -19,24 +20,14 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from pydantic import SecretStr
 
+from notifyhub.services import signing
 from notifyhub.settings import DeliverySettings, Settings
+from support.amqp import AMQP_URL, require_broker
 from support.deliveries import define, post, unique, wait_status
+from support.proxy import CuttableProxy
+from support.receiver import Receiver
 
-AMQP_URL = os.environ.get("NOTIFYHUB_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-
-
-def _broker_answers() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-if not _broker_answers():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI=true needs RabbitMQ on 127.0.0.1:5672 (.ci/run starts one)")
-    pytest.skip("no RabbitMQ broker answers on 127.0.0.1:5672", allow_module_level=True)
+require_broker()
 
 
 @pytest.fixture
@@ -189,6 +180,69 @@ async def test_a_broker_closing_every_connection_mid_burst_loses_nothing(
         await again.delete(if_unused=False, if_empty=False)
         await own.exchange_delete(exchange_name)
     assert arrived == set(first + second)  # every one at least once (duplicates share an id)
+
+
+@pytest.mark.slow  # waits out confirm time-outs
+async def test_a_confirm_that_never_comes_fails_the_attempt_and_a_retry_delivers_it(
+    settings: Settings,
+    start_hub: Callable[[Settings], AbstractAsyncContextManager[Any]],
+    admin_key: str,
+    publish_key: str,
+    channel: AbstractChannel,
+) -> None:
+    """The hub's broker connection goes through a proxy that is frozen once it is open: the
+    publish is written, no confirm comes (as from a blocked or hung broker)."""
+    exchange, queue = await _bound(channel, "k")
+    proxy = await CuttableProxy(5672).start()
+    stalling = SecretStr(f"amqp://guest:guest@127.0.0.1:{proxy.port}/")
+    try:
+        async with start_hub(settings.model_copy(update={"amqp_url": stalling})) as hub:
+            name = unique("amqp-stall")
+            target = {"exchange": exchange, "routing_key": "k"}
+            await define(hub.client, admin_key, name, kind="rabbitmq", rabbitmq=target,
+                         timeout_s=1.0, retry_intervals="1s")  # fmt: skip
+            before = await post(hub.client, publish_key, name, {"n": 0})  # opens the channel
+            await wait_status(hub.client, publish_key, before, "sent")
+            proxy.freeze()
+            delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+            failed = await wait_status(hub.client, publish_key, delivery_id, "failed")
+            proxy.thaw()
+            sent = await wait_status(hub.client, publish_key, delivery_id, "sent")
+    finally:
+        await proxy.close()
+
+    [first] = failed["attempts"]
+    assert first["error"] == "AMQP: no publisher confirm within 1s", first
+    *retried, last = [a["error"] for a in sent["attempts"]]
+    assert last is None and set(retried) == {first["error"]}, sent["attempts"]
+    arrived = [m.message_id for m in await _drain(queue)]
+    assert set(arrived) == {before, delivery_id}  # the stalled publish may arrive twice
+
+
+async def test_failures_of_a_rabbitmq_delivery_alert_the_webhook_like_a_webhooks(
+    hub: Any, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    name = unique("amqp-alert")
+    missing = {"exchange": unique("nh-none"), "routing_key": "k"}
+    alert = {"trigger": "every_failure", "webhook_url": receiver.url("/alerts")}
+    created = await define(hub.client, admin_key, name, kind="rabbitmq", rabbitmq=missing,
+                           retry_intervals="1s", max_retries=1, alert=alert)  # fmt: skip
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    hooks = await receiver.wait_for("/alerts", 2)
+    for _ in range(3):  # more dispatcher ticks owe nothing more
+        await hub.app_state["dispatcher"].run_once()
+    assert len(receiver.at("/alerts")) == 2
+    bodies = [json.loads(h.body) for h in hooks]
+    assert [(b["type"], b["attempt"]) for b in bodies] == [
+        ("delivery.failed", 1),
+        ("delivery.final_failed", 2),
+    ]
+    assert {(b["delivery_id"], b["definition"]) for b in bodies} == {(delivery_id, name)}
+    assert all("AMQP" in b["error"] or "refused" in b["error"] for b in bodies), bodies
+    now_s = int(time.time())
+    assert all(signing.verify(created["secret"], h.headers, h.body, now_s) for h in hooks)
 
 
 async def test_tenant_a_cannot_read_use_or_repoint_bs_rabbitmq_definition(

@@ -45,6 +45,15 @@ class Verdict:
     duplicated: int
     lost: int
     lost_ids: list[str] = field(repr=False, default_factory=list)
+    drain_s: float | None = None
+    """Where a scenario times it: from the last acknowledgment until every acknowledged
+    id had arrived (shown beside the workload)."""
+
+    @property
+    def shown_workload(self) -> str:
+        if self.drain_s is None:
+            return self.workload
+        return f"{self.workload}; all arrived {self.drain_s:.1f} s after the last ack"
 
 
 def table(verdicts: list[Verdict]) -> str:
@@ -54,17 +63,38 @@ def table(verdicts: list[Verdict]) -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     rows += [
-        f"| {v.scenario} | {v.workload} | {v.acknowledged} | {v.delivered} | "
+        f"| {v.scenario} | {v.shown_workload} | {v.acknowledged} | {v.delivered} | "
         f"{v.duplicated} | {v.lost} |"
         for v in verdicts
     ]
     return "\n".join(rows)
 
 
+def _scenario(row: str) -> str:
+    return row[2:].split(" | ", 1)[0]
+
+
 def replace_table(document: str, verdicts: list[Verdict], note: str) -> str:
-    """The document with the text between the table markers replaced by a fresh table."""
+    """The document with a fresh table between the markers: this run's rows replace the
+    rows of the scenarios it ran, where those stood; other scenarios' rows stay as they
+    were (so one scenario may run alone); a new scenario's rows go last."""
     head, start, rest = document.partition(TABLE_START)
-    _, end, tail = rest.partition(TABLE_END)
+    section, end, tail = rest.partition(TABLE_END)
     if not start or not end:
         raise ValueError(f"the document has no {TABLE_START} ... {TABLE_END} section")
-    return f"{head}{TABLE_START}\n{note}\n\n{table(verdicts)}\n{TABLE_END}{tail}"
+    lines = table(verdicts).split("\n")
+    header, fresh = lines[:2], lines[2:]
+    owed: dict[str, list[str]] = {}
+    for row in fresh:
+        owed.setdefault(_scenario(row), []).append(row)
+    rows: list[str] = []
+    old = [line for line in section.splitlines() if line.startswith("| ")][1:]  # past the head
+    for row in old:
+        if _scenario(row) not in owed:
+            rows.append(row)
+        else:
+            rows += owed[_scenario(row)]
+            owed[_scenario(row)] = []
+    rows += [row for left in owed.values() for row in left]
+    body = "\n".join([*header, *rows])
+    return f"{head}{TABLE_START}\n{note}\n\n{body}\n{TABLE_END}{tail}"

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from email.message import EmailMessage
+from email.charset import QP, Charset
+from email.header import Header
+from email.message import Message
+from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any
 
 import aiosmtplib
@@ -16,6 +20,9 @@ from notifyhub.settings import DeliverySettings
 
 POOL_SIZE = 4
 """Kept SMTP connections at most; sends beyond them wait for one to come back."""
+
+_UTF8_QP = Charset("utf-8")
+_UTF8_QP.body_encoding = QP
 
 
 def message_id(delivery_id: str) -> str:
@@ -43,21 +50,51 @@ def _templates(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any
     return target
 
 
+def _header(name: str, value: str) -> str:
+    """ASCII as it is; anything else as UTF-8 encoded words."""
+    return value if value.isascii() else Header(value, "utf-8", header_name=name).encode()
+
+
+def _address(address: str) -> str:
+    """A non-ASCII domain in IDNA form; a non-ASCII local part as an encoded word (as
+    `EmailMessage` writes it: servers without SMTPUTF8 take no better)."""
+    if address.isascii():
+        return address
+    local, _, domain = address.rpartition("@")
+    if not domain.isascii():
+        try:
+            domain = domain.encode("idna").decode()
+        except UnicodeError:  # not a valid IDN: as the local part, then
+            domain = _header("To", domain)
+    return f"{_header('To', local)}@{domain}"
+
+
+def _part(text: str, subtype: str) -> MIMENonMultipart:
+    """UTF-8, quoted-printable: readable, and 7-bit clean for any server."""
+    part = MIMENonMultipart("text", subtype, charset="utf-8")
+    part.set_payload(text, _UTF8_QP)
+    return part
+
+
 def build(
     sender: str, delivery_id: str, target: dict[str, Any], payload: dict[str, Any]
-) -> EmailMessage:
+) -> Message:
     """The message: plain text always, an HTML alternative when the template has one
-    (raises `RenderError` for a template that fails on this payload)."""
+    (raises `RenderError` for a template that fails on this payload).
+
+    Built on the stdlib's compat32 classes: `EmailMessage` parses and re-folds every
+    header it is given, 15x the time (450 us a message, half the hub's cost per e-mail
+    in the bench's profile)."""
     chosen = _templates(target, payload)
     context = {**payload, "payload": payload, "delivery_id": delivery_id}
-    message = EmailMessage()
-    message["From"] = sender
-    message["To"] = ", ".join(recipients(target, payload))
-    message["Subject"] = " ".join(render(chosen["subject"], context).split())
-    message["Message-ID"] = message_id(delivery_id)
-    message.set_content(render(chosen["text"], context))
+    message: Message = _part(render(chosen["text"], context), "plain")
     if chosen.get("html"):
-        message.add_alternative(render(chosen["html"], context), subtype="html")
+        html = _part(render(chosen["html"], context), "html")
+        message = MIMEMultipart("alternative", _subparts=[message, html])
+    message["From"] = _address(sender)
+    message["To"] = ", ".join(_address(a) for a in recipients(target, payload))
+    message["Subject"] = _header("Subject", " ".join(render(chosen["subject"], context).split()))
+    message["Message-ID"] = message_id(delivery_id)
     return message
 
 
@@ -110,7 +147,7 @@ class SmtpPool:
         await client.connect()
         return client
 
-    async def _send_on(self, client: aiosmtplib.SMTP, message: EmailMessage, to: list[str]) -> None:
+    async def _send_on(self, client: aiosmtplib.SMTP, message: Message, to: list[str]) -> None:
         try:
             await client.send_message(message, recipients=to)
         except BaseException:
@@ -118,7 +155,7 @@ class SmtpPool:
             raise
         self._idle.append(client)
 
-    async def send(self, message: EmailMessage, to: list[str]) -> None:
+    async def send(self, message: Message, to: list[str]) -> None:
         """Send on a kept connection (or a new one); raises what aiosmtplib raises."""
         async with self._slots:
             kept = self._idle.pop() if self._idle else None

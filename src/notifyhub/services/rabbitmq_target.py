@@ -30,6 +30,17 @@ def message(delivery_id: str, tenant: str, definition: str, payload: Any) -> aio
     )
 
 
+def _error(exc: Exception, opened: bool, limit_s: float) -> str:
+    """What the attempt's history says: a time-out names what was waited for (the
+    channel, or the broker's confirm of the publish)."""
+    if isinstance(exc, DeliveryError):
+        return f"broker refused: {exc}"[:1000]
+    if isinstance(exc, TimeoutError):
+        waited = "publisher confirm" if opened else "connection to the broker"
+        return f"AMQP: no {waited} within {limit_s:g}s"
+    return f"AMQP: {exc or type(exc).__name__}"[:1000]
+
+
 class RabbitTarget:
     """Publishes one delivery attempt and says what the broker's confirm was. The
     connection and its channel are made on first use and kept."""
@@ -65,20 +76,20 @@ class RabbitTarget:
         if self._url is None:
             return Outcome(None, "no AMQP URL: set NOTIFYHUB_AMQP_URL", 0.0)
         started = time.monotonic()
+        limit_s = timeout_s or self._confirm_timeout_s
+        opened = False
         try:
-            async with asyncio.timeout(timeout_s or self._confirm_timeout_s):
+            async with asyncio.timeout(limit_s):
                 channel = await self._open(self._url)
+                opened = True
                 exchange = await channel.get_exchange(target["exchange"], ensure=False)
                 await exchange.publish(
                     message(delivery_id, tenant, definition, payload),
                     routing_key=target.get("routing_key", ""),
                     mandatory=True,
                 )
-        except DeliveryError as exc:
-            return Outcome(None, f"broker refused: {exc}"[:1000], time.monotonic() - started)
-        except (AMQPError, OSError, TimeoutError, ConnectionError) as exc:
-            error = f"AMQP: {exc or type(exc).__name__}"[:1000]
-            return Outcome(None, error, time.monotonic() - started)
+        except (DeliveryError, TimeoutError, AMQPError, OSError, ConnectionError) as exc:
+            return Outcome(None, _error(exc, opened, limit_s), time.monotonic() - started)
         return Outcome(None, None, time.monotonic() - started, accepted=True)
 
     async def aclose(self) -> None:

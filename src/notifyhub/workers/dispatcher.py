@@ -41,13 +41,8 @@ class Dispatcher:
         self._housekept_at = 0.0
 
     async def run_once(self) -> int:
-        """One tick: attempt due deliveries (batch by batch), then housekeeping."""
-        attempted = 0
-        while True:
-            claimed = await self._sender.attempt_due(self._settings.batch)
-            attempted += claimed
-            if claimed < self._settings.batch:
-                break
+        """One tick: attempt every due delivery (`drain_due`), then housekeeping."""
+        attempted = await self._sender.drain_due(self._settings.batch)
         await self._alerts.run_once()
         if time.monotonic() - self._housekept_at >= HOUSEKEEPING_S:
             await self.housekeeping()

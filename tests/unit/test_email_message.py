@@ -1,0 +1,51 @@
+"""The e-mail target's message as a server receives it: built by `email_target.build`,
+flattened as aiosmtplib sends it, parsed back as a mail client reads it."""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default
+from typing import Any
+
+from aiosmtplib.email import flatten_message
+
+from notifyhub.services.email_target import build
+
+ID = "01J0000000000000000000000"
+
+
+def received(target: dict[str, Any], payload: dict[str, Any]) -> EmailMessage:
+    raw = flatten_message(build("hub@notifyhub.test", ID, target, payload))
+    assert raw.isascii()  # 7-bit clean: no server needs 8BITMIME or SMTPUTF8 for it
+    parsed = BytesParser(policy=default).parsebytes(raw)
+    assert isinstance(parsed, EmailMessage)
+    return parsed
+
+
+def test_an_ascii_message_reads_back_as_written() -> None:
+    target = {"to": ["a@x.test", "b@x.test"], "subject": "Order {{ n }}", "text": "n={{ n }}"}
+    message = received(target, {"n": 7})
+    assert (message["From"], message["To"]) == ("hub@notifyhub.test", "a@x.test, b@x.test")
+    assert (message["Subject"], message["Message-ID"]) == ("Order 7", f"<{ID}@notifyhub>")
+    assert not message.is_multipart() and message.get_content() == "n=7"
+
+
+def test_non_ascii_subject_and_bodies_and_a_long_subject_read_back_intact() -> None:
+    subject = "Grüße an {{ name }}, " + "sehr lang " * 12
+    target = {
+        "to": ["a@x.test"],
+        "subject": subject,
+        "text": "Hallo {{ name }} ✓",
+        "html": "<p>{{ name }} ✓</p>",
+    }
+    message = received(target, {"name": "Jörg"})
+    assert message["Subject"] == ("Grüße an Jörg, " + "sehr lang " * 12).strip()
+    plain, html = message.get_body(("plain",)), message.get_body(("html",))
+    assert plain is not None and html is not None
+    assert plain.get_content() == "Hallo Jörg ✓" and html.get_content() == "<p>Jörg ✓</p>"
+
+
+def test_a_non_ascii_domain_goes_in_idna_form_and_a_local_part_as_an_encoded_word() -> None:
+    message = received({"to": ["ops@bücher.test", "jörg@x.test"], "subject": "s", "text": "t"}, {})
+    assert message["To"] == "ops@xn--bcher-kva.test, jörg@x.test"
