@@ -298,3 +298,19 @@ async def test_tenant_a_cannot_read_use_or_repoint_bs_email_definition(
     seen = await hub.client.get(path, params={"tenant": b}, headers=_auth(b_admin))
     assert seen.json()["email"]["to"] == ["b-ops@b.test"]
     assert not [m for m in smtp.handler.messages if "thief@a.test" in m[0]]
+
+
+async def test_a_payload_to_that_is_not_an_address_ends_the_delivery_unsent(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    """A line break in the payload's `to` would write headers of its own (a Bcc): the
+    delivery ends as a final failure that names the address, and nothing is sent."""
+    name = unique("mail-bad-to")
+    await define(hub.client, admin_key, name, kind="email", email=EMAIL)
+    payload = {"order": 7, "name": "Jonas", "to": ["a@x.test\r\nBcc: victim@y.test"]}
+    delivery_id = await post(hub.client, publish_key, name, payload)
+    found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    [attempt] = found["attempts"]
+    assert "is not an e-mail address" in attempt["error"]
+    assert smtp.of(delivery_id) == []

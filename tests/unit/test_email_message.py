@@ -8,9 +8,10 @@ from email.parser import BytesParser
 from email.policy import default
 from typing import Any
 
+import pytest
 from aiosmtplib.email import flatten_message
 
-from notifyhub.services.email_target import build
+from notifyhub.services.email_target import BadAddress, build, recipients
 
 ID = "01J0000000000000000000000"
 
@@ -49,3 +50,18 @@ def test_non_ascii_subject_and_bodies_and_a_long_subject_read_back_intact() -> N
 def test_a_non_ascii_domain_goes_in_idna_form_and_a_local_part_as_an_encoded_word() -> None:
     message = received({"to": ["ops@bücher.test", "jörg@x.test"], "subject": "s", "text": "t"}, {})
     assert message["To"] == "ops@xn--bcher-kva.test, jörg@x.test"
+
+
+def test_a_payload_address_with_a_line_break_is_refused_not_written_as_headers() -> None:
+    """compat32 writes header values as given: `to` from a delivery's payload (checked
+    nowhere before the send) must not smuggle a `Bcc:` line into the message."""
+    target = {"subject": "s", "text": "t"}
+    for bad in ("a@x.test\r\nBcc: victim@y.test", "a@x.test\nBcc: v@y.test", "no-at-sign", ""):
+        payload = {"to": ["ok@x.test", bad]}
+        if not bad:  # an empty entry is skipped, as before
+            assert recipients(target, payload) == ["ok@x.test"]
+            continue
+        with pytest.raises(BadAddress, match="is not an e-mail address"):
+            recipients(target, payload)
+        with pytest.raises(BadAddress):
+            build("hub@notifyhub.test", ID, target, payload)

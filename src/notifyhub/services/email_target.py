@@ -4,6 +4,7 @@ connections (a small pool), with a `Message-ID` derived from the delivery id."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from email.charset import QP, Charset
 from email.header import Header
@@ -31,11 +32,29 @@ def message_id(delivery_id: str) -> str:
     return f"<{delivery_id}@notifyhub>"
 
 
+ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
+"""What the API takes as an e-mail address (api/schemas/deliveries.py `Email`): no
+whitespace, so no line break can reach a header."""
+MAX_ADDRESS = 254
+
+
 def recipients(target: dict[str, Any], payload: dict[str, Any]) -> list[str]:
-    """The definition's own `to`, else the payload's `to` (one address or a list)."""
+    """The definition's own `to`, else the payload's `to` (one address or a list).
+
+    A payload's addresses were not checked when the delivery was made: one that is not
+    an address (a line break would write headers of its own) is refused here, and the
+    delivery ends (`BadAddress`)."""
     named = target.get("to") or payload.get("to") or []
     found = [named] if isinstance(named, str) else named
-    return [str(address) for address in found if isinstance(address, str) and address]
+    chosen = [str(address) for address in found if isinstance(address, str) and address]
+    for address in chosen:
+        if len(address) > MAX_ADDRESS or not ADDRESS.fullmatch(address):
+            raise BadAddress(f"`to`: {address[:80]!r} is not an e-mail address")
+    return chosen
+
+
+class BadAddress(ValueError):
+    """A recipient that is not an e-mail address (from a delivery's payload)."""
 
 
 def _templates(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +207,10 @@ class EmailTarget:
         timeout_s: float | None = None,
     ) -> Outcome:
         started = time.monotonic()
-        to = recipients(target, payload)
+        try:
+            to = recipients(target, payload)
+        except BadAddress as exc:
+            return Outcome(None, str(exc), 0.0, final=True)
         if not to:
             error = "no recipients: the definition names none and the payload has no `to`"
             return Outcome(None, error, 0.0, final=True)
