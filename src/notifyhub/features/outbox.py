@@ -11,12 +11,16 @@ from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.features.clients import Database, engine
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
+from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.ingest import IngestService
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import Settings
+from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
+from notifyhub.workers.channels import ChannelWorker, channel_loop
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
@@ -66,3 +70,20 @@ def outbox(
     sender.start()
     loops = (dispatcher_loop(dispatcher, s, metrics),)
     return Outbox(sender, dispatcher, TargetCheck(guard), loops)
+
+
+def channel_sends(
+    settings: Settings,
+    database: Database,
+    outbox: Outbox,
+    ingest: IngestService,
+    traces: RoutingTraces,
+    metrics: Metrics,
+) -> tuple[Loop, ...]:
+    """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
+    at once by `outbox`'s sender), woken by every publish with channels through `ingest`."""
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
+    worker = ChannelWorker(units(database.sessionmaker), expander, traces)
+    loop = channel_loop(worker, settings.deliveries, metrics)
+    ingest.on_channel_send(loop.wake)
+    return (loop,)
