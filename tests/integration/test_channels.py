@@ -290,7 +290,11 @@ async def test_tenant_defaults_decide_for_users_without_a_row_and_critical_bypas
     put = await hub.client.put(
         "/v1/admin/preference-defaults", json=defaults, params={"tenant": t.name}, headers=t.admin
     )
-    assert put.status_code == 200, put.text
+    assert put.status_code == 201, put.text  # the tenant had none
+    again = await hub.client.put(
+        "/v1/admin/preference-defaults", json=defaults, params={"tenant": t.name}, headers=t.admin
+    )
+    assert again.status_code == 200, again.text
     got = await hub.client.get(
         "/v1/admin/preference-defaults", params={"tenant": t.name}, headers=t.admin
     )
@@ -351,6 +355,14 @@ async def test_one_tenants_send_never_uses_anothers_definitions_addresses_or_sub
     async with sessionmaker() as session:
         mine = await session.scalars(select(Delivery).where(Delivery.tenant == b.name))
         assert list(mine) == []
+
+    theirs = await _publish(hub, b, ["ann"], channels=["email"])
+    await _run(hub)
+    assert [d.tenant for d in await _deliveries(sessionmaker, theirs)] == [b.name]
+    listed = await hub.client.get(
+        "/v1/admin/deliveries", params={"tenant": a.name, "notification": theirs}, headers=a.admin
+    )
+    assert listed.status_code == 200 and listed.json()["deliveries"] == []
 
     # Tenant-bound admin keys: A's key neither reads nor replaces B's defaults.
     for method in ("GET", "PUT"):

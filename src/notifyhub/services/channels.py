@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -286,11 +285,12 @@ async def ensure_definition(
     session: AsyncSession, tenant: str, channel: str
 ) -> DeliveryDefinition | None:
     """The tenant's definition for `channel` (`email` or `push`), made with defaults on
-    first use (one the tenant defined is kept as it is); None if it is disabled."""
+    first use (one the tenant defined is kept as it is, whatever its kind: a caller
+    checks it)."""
     name, kind = (
         (EMAIL_DEFINITION, "email") if channel == Channel.EMAIL else (PUSH_DEFINITION, "webpush")
     )
-    statement = insert(DeliveryDefinition).values(
+    values = dict(
         tenant=tenant,
         name=name,
         kind=kind,
@@ -307,5 +307,5 @@ async def ensure_definition(
         max_confirm_delay_s=300,
         secret=signing.new_secret(),
     )
-    await session.execute(statement.on_conflict_do_nothing())
+    await deliveries_repo.add_definition_once(session, values)
     return await deliveries_repo.definition(session, tenant, name)

@@ -60,13 +60,13 @@ class PreferenceService:
 
     async def set_defaults(
         self, session: AsyncSession, tenant: str, categories: dict[str, CategoryPreference]
-    ) -> None:
+    ) -> bool:
         """Replace the tenant's defaults: the channel worker's e-mail and push decisions
         for users without a row of their own for a category (PostgreSQL only: the place
         script reads one user's slot, so the inbox and live decisions follow users' own
-        rows alone)."""
+        rows alone). True when the tenant had none before."""
         flags = {c: (p.inbox, p.push, p.email) for c, p in categories.items()}
-        await repo.replace_defaults(session, tenant, flags)
+        return await repo.replace_defaults(session, tenant, flags)
 
     async def locale(self, session: AsyncSession, me: UserPrincipal) -> str | None:
         return await repo.locale_of(session, me.tenant, me.user)

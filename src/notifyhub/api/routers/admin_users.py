@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response, status
 
 from notifyhub.api.deps import Admin, AppState, Session, Unit
 from notifyhub.api.openapi import SERVICE
@@ -141,17 +141,24 @@ async def get_preference_defaults(
     return PreferenceDefaultsOut(tenant=tenant, categories=categories)
 
 
-@router.put("/preference-defaults", response_model=PreferenceDefaultsOut)
+@router.put(
+    "/preference-defaults",
+    response_model=PreferenceDefaultsOut,
+    responses={201: {"model": PreferenceDefaultsOut, "description": "Created"}},
+)
 async def put_preference_defaults(
     body: PreferenceDefaultsIn,
     principal: Admin,
     state: AppState,
     session: Session,
+    response: Response,
     tenant: TenantQuery = "default",
 ) -> PreferenceDefaultsOut:
-    """Replace the tenant's default preferences: for a user without preferences of their
-    own for a category, these decide its e-mails and Web Pushes (the inbox and live
-    events follow users' own preferences only; severity `critical` bypasses opt-outs)."""
+    """Create (201: the tenant had none) or replace (200) the tenant's default
+    preferences: for a user without preferences of their own for a category, these decide
+    its e-mails and Web Pushes (the inbox and live events follow users' own preferences
+    only; severity `critical` bypasses opt-outs)."""
     wanted = {c: p.preference() for c, p in body.categories.items()}
-    await state["preferences"].set_defaults(session, principal.own(tenant), wanted)
+    created = await state["preferences"].set_defaults(session, principal.own(tenant), wanted)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return PreferenceDefaultsOut(tenant=tenant, categories=body.categories)

@@ -199,6 +199,12 @@ async def upsert_definition(
     return row[0], bool(row[1])
 
 
+async def add_definition_once(session: AsyncSession, values: dict[str, Any]) -> None:
+    """Create the definition `values` name (`tenant`, `name`) unless it exists (one the
+    tenant defined stays as it is)."""
+    await session.execute(insert(DeliveryDefinition).values(**values).on_conflict_do_nothing())
+
+
 def _named(tenant: str, name: str) -> ColumnElement[bool]:
     return and_(DeliveryDefinition.tenant == tenant, DeliveryDefinition.name == name)
 

@@ -56,18 +56,25 @@ async def default_of(session: AsyncSession, tenant: str, category: str) -> Flags
 
 async def replace_defaults(
     session: AsyncSession, tenant: str, categories: Mapping[str, Flags]
-) -> None:
+) -> bool:
     """Make the tenant's defaults exactly `categories` (the last to commit wins whole:
-    they take turns on a transaction-scoped advisory lock, as `replace` does)."""
+    they take turns on a transaction-scoped advisory lock, as `replace` does); True when
+    the tenant had none before."""
     key = func.hashtextextended(f"preference-defaults:{tenant}", 0)
     await session.execute(select(func.pg_advisory_xact_lock(key)))
-    await session.execute(delete(PreferenceDefault).where(PreferenceDefault.tenant == tenant))
+    dropped = await session.execute(
+        delete(PreferenceDefault)
+        .where(PreferenceDefault.tenant == tenant)
+        .returning(PreferenceDefault.category)
+    )
+    had = dropped.first() is not None
     if categories:
         rows = [
             {"tenant": tenant, "category": c, "inbox": i, "push": p, "email": e}
             for c, (i, p, e) in categories.items()
         ]
         await session.execute(insert(PreferenceDefault).values(rows))
+    return not had
 
 
 async def replace(
