@@ -290,22 +290,22 @@ async def ensure_definition(
     name, kind = (
         (EMAIL_DEFINITION, "email") if channel == Channel.EMAIL else (PUSH_DEFINITION, "webpush")
     )
-    values = dict(
-        tenant=tenant,
-        name=name,
-        kind=kind,
-        url="",
-        email=DEFAULT_EMAIL if kind == "email" else None,
-        timeout_s=10.0,
-        retry_intervals="5s,5m,1h,1d",
-        max_retries=5,
-        alert_trigger=AlertTrigger.FINAL_FAILURE.value,
-        alert_after_n=None,
-        alert_emails=[],
-        alert_webhook_url=None,
-        need_confirm=False,
-        max_confirm_delay_s=300,
-        secret=signing.new_secret(),
-    )
+    values: dict[str, Any] = {
+        "tenant": tenant,
+        "name": name,
+        "kind": kind,
+        "url": "",
+        "email": DEFAULT_EMAIL if kind == "email" else None,
+        "timeout_s": 10.0,
+        "retry_intervals": "5s,5m,1h,1d",
+        "max_retries": 5,
+        "alert_trigger": AlertTrigger.FINAL_FAILURE.value,
+        "alert_after_n": None,
+        "alert_emails": [],
+        "alert_webhook_url": None,
+        "need_confirm": False,
+        "max_confirm_delay_s": 300,
+        "secret": signing.new_secret(),
+    }
     await deliveries_repo.add_definition_once(session, values)
     return await deliveries_repo.definition(session, tenant, name)
