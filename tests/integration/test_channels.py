@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_delivery_email import Smtp
 
@@ -24,6 +24,7 @@ from notifyhub.services.channels import ChannelExpander, push_topic
 from notifyhub.settings import DeliverySettings, Settings
 from notifyhub.workers.channels import ChannelWorker
 from support.deliveries import wait_status
+from support.webpush import Browser
 
 Headers = dict[str, str]
 
@@ -81,39 +82,23 @@ async def make_tenant(
     return make
 
 
-async def _address(
-    sessionmaker: async_sessionmaker[AsyncSession], tenant: str, user: str, email: str
-) -> None:
-    async with UnitOfWork(sessionmaker) as unit:
-        await unit.session.execute(
-            text("INSERT INTO user_profiles (tenant, user_id, email) VALUES (:t, :u, :e)"),
-            {"t": tenant, "u": user, "e": email},
-        )
+async def _address(hub: Any, t: Tenant, user: str, email: str) -> None:
+    """The user's e-mail address, as the tenant's admin sets it."""
+    url = f"/v1/admin/users/{t.name}/{user}"
+    response = await hub.client.put(url, json={"email": email}, headers=t.admin)
+    assert response.status_code in (200, 201), response.text
 
 
-async def _subscribe(
-    sessionmaker: async_sessionmaker[AsyncSession], tenant: str, user: str, n: int
-) -> list[str]:
+async def _subscribe(hub: Any, t: Tenant, user: str, n: int) -> list[str]:
+    """`n` browsers of the user subscribe to Web Push; their subscriptions' ids."""
+    me = _auth(hub.tokens.mint_user_token(user, t.name, 3600))
     ids = []
-    async with UnitOfWork(sessionmaker) as unit:
-        for i in range(n):
-            sid = f"01JSUB{secrets.token_hex(10).upper()}"[:26]
-            sid = "".join(c if c in "0123456789ABCDEFGHJKMNPQRSTVWXYZ" else "0" for c in sid)
-            await unit.session.execute(
-                text(
-                    "INSERT INTO push_subscriptions (id, tenant, user_id, endpoint, p256dh, auth)"
-                    " VALUES (:id, :t, :u, :e, :k, :a)"
-                ),
-                {
-                    "id": sid,
-                    "t": tenant,
-                    "u": user,
-                    "e": f"https://push.example/{tenant}/{user}/{i}",
-                    "k": "B" + "A" * 86,
-                    "a": "A" * 22,
-                },
-            )
-            ids.append(sid)
+    for _ in range(n):
+        endpoint = f"https://push.example.test/send/{secrets.token_urlsafe(12)}"
+        body = Browser().subscription(endpoint)
+        response = await hub.client.post("/v1/me/push-subscriptions", json=body, headers=me)
+        assert response.status_code == 201, response.text
+        ids.append(str(response.json()["id"]))
     return ids
 
 
@@ -164,10 +149,10 @@ async def test_email_and_push_to_three_users_make_exactly_the_expected_deliverie
     smtp: Smtp,
 ) -> None:
     t = await make_tenant()
-    await _address(sessionmaker, t.name, "bob", "bob@shop.test")
-    await _address(sessionmaker, t.name, "cy", "cy@shop.test")
-    await _subscribe(sessionmaker, t.name, "ann", 1)
-    cy_subs = await _subscribe(sessionmaker, t.name, "cy", 2)
+    await _address(hub, t, "bob", "bob@shop.test")
+    await _address(hub, t, "cy", "cy@shop.test")
+    await _subscribe(hub, t, "ann", 1)
+    cy_subs = await _subscribe(hub, t, "cy", 2)
     await _prefs(hub, t, "bob", {"dock": {"inbox": True, "push": True, "email": False}})
 
     nid = await _publish(
@@ -221,7 +206,7 @@ async def test_a_send_expanded_again_adds_no_delivery_twice(
     t = await make_tenant()
     users = [f"u{i}" for i in range(5)]
     for user in users:
-        await _address(sessionmaker, t.name, user, f"{user}@shop.test")
+        await _address(hub, t, user, f"{user}@shop.test")
     nid = await _publish(hub, t, users, channels=["email"])
     await _run(hub)
     assert len(await _deliveries(sessionmaker, nid)) == 5
@@ -244,7 +229,7 @@ async def test_a_rule_with_channels_emails_its_recipients(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     t = await make_tenant()
-    await _address(sessionmaker, t.name, "ann", "ann@shop.test")
+    await _address(hub, t, "ann", "ann@shop.test")
     rule = {
         "target_type": "post",
         "recipients": [{"relationship": "follower", "title": "New comment"}],
@@ -285,7 +270,7 @@ async def test_tenant_defaults_decide_for_users_without_a_row_and_critical_bypas
 ) -> None:
     t = await make_tenant()
     for user in ("ann", "bob"):
-        await _address(sessionmaker, t.name, user, f"{user}@shop.test")
+        await _address(hub, t, user, f"{user}@shop.test")
     defaults = {"categories": {"digest": {"inbox": True, "push": False, "email": False}}}
     put = await hub.client.put(
         "/v1/admin/preference-defaults", json=defaults, params={"tenant": t.name}, headers=t.admin
@@ -334,8 +319,8 @@ async def test_one_tenants_send_never_uses_anothers_definitions_addresses_or_sub
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     a, b = await make_tenant(), await make_tenant()
-    await _address(sessionmaker, b.name, "ann", "ann-of-b@shop.test")
-    await _subscribe(sessionmaker, b.name, "ann", 1)
+    await _address(hub, b, "ann", "ann-of-b@shop.test")
+    await _subscribe(hub, b, "ann", 1)
     b_email = {"kind": "email", "email": {"subject": "B", "text": "B", "to": ["b@x.test"]}}
     response = await hub.client.put(
         "/v1/admin/delivery-definitions/email",
@@ -421,7 +406,7 @@ async def test_a_scheduled_notification_keeps_its_channels(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     t = await make_tenant()
-    await _address(sessionmaker, t.name, "ann", "ann@shop.test")
+    await _address(hub, t, "ann", "ann@shop.test")
     nid = await _publish(hub, t, ["ann"], channels=["email"], delay=1)
     shown = await hub.client.get(f"/v1/delayed/{nid}", params={"tenant": t.name}, headers=t.publish)
     assert shown.json()["body"]["draft"]["channels"] == ["email"]
