@@ -69,6 +69,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("views.py", "units"): "Redis-only inbox reads look views up (cached) on their own",
     ("revocations.py", "units"): "after a Pub/Sub gap, a background read of revoked keys",
     ("vapid.py", "units"): "VapidKeys: the installation's pair, read or made once per process",
+    ("webpush_target.py", "units"): "a push attempt reads its subscription, claim to settle",
 }
 
 

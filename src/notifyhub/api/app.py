@@ -102,7 +102,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             stack.push_async_callback(publishing.routing_traces.close)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
             webpush = await features.webpush(settings, db)
-            outbox = features.outbox(stack, settings, db, metrics, delivery_metrics, tracing)
+            outbox = features.outbox(
+                stack, settings, db, metrics, delivery_metrics, tracing, webpush.vapid
+            )
             channel_loops = features.channel_sends(
                 settings, db, outbox, publishing.ingest, publishing.routing_traces, metrics
             )

@@ -100,6 +100,10 @@ class Outcome:
     """No retry can help (an SMTP 5xx, a template that fails on this payload)."""
     accepted: bool = False
     """A non-HTTP target took it (an SMTP 250): ok whatever `status_code` says."""
+    per_recipient: bool = False
+    """The answer is about this delivery's one recipient (a push subscription a push
+    service says is gone), not about the definition's target: a 410 ends the delivery
+    and leaves the definition enabled."""
 
     @property
     def ok(self) -> bool:
@@ -111,5 +115,6 @@ class Outcome:
 
     @property
     def gone(self) -> bool:
-        """410: the receiver asks us to stop: the definition is disabled."""
-        return self.status_code == 410
+        """410: the receiver asks us to stop: the definition is disabled (unless the 410
+        is about one recipient only, `per_recipient`)."""
+        return self.status_code == 410 and not self.per_recipient

@@ -1,4 +1,5 @@
-"""Builder for the webhook outbox: the at-once sender, alerts and the dispatcher."""
+"""Builder for the outbox (webhooks, e-mail, RabbitMQ, Web Push): the at-once sender,
+alerts and the dispatcher."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from notifyhub.services.outbound import Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
+from notifyhub.services.vapid import VapidKeys
+from notifyhub.services.webpush_target import WebPushTarget
 from notifyhub.settings import Settings
 from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
@@ -46,6 +49,7 @@ def outbox(
     metrics: Metrics,
     delivery_metrics: DeliveryMetrics,
     tracing: Tracing | None = None,
+    vapid: VapidKeys | None = None,
 ) -> Outbox:
     """The sender runs from here (stopped, then its engine disposed, when the stack
     closes); the dispatcher's loop joins the runner.
@@ -57,13 +61,15 @@ def outbox(
     guard = address_guard(settings)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
     amqp_url = settings.amqp_url.get_secret_value() if settings.amqp_url else None
+    outbox_units = units(create_sessionmaker(outbox_engine))
     sender = DeliverySender(
-        units(create_sessionmaker(outbox_engine)),
+        outbox_units,
         outbound,
         s,
         delivery_metrics,
         tracing or Tracing(),
         rabbitmq=RabbitTarget(amqp_url),
+        webpush=None if vapid is None else WebPushTarget(outbox_units, outbound, vapid),
     )
     alerts = AlertSender(units(database.sessionmaker), outbound, s, delivery_metrics)
     dispatcher = Dispatcher(sender, alerts, database.sessionmaker, s, delivery_metrics)

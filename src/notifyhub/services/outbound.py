@@ -275,12 +275,24 @@ class Outbound:
         self._connections = Connections(GuardedBackend(guard), max_connections)
 
     async def post(
-        self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeout_s: float,
+        *,
+        content_type: str = "application/json",
+        reply_bytes: int = 0,
     ) -> Outcome:
+        """POST `body`; a refusal's error keeps the first `reply_bytes` of its reply."""
         started = time.perf_counter()
+        sent = [("content-type", content_type), ("content-length", str(len(body)))]
+        sent.extend(headers.items())
         try:
             async with asyncio.timeout(timeout_s):
-                status, error, wait_s = await self._exchange(url, body, headers, timeout_s)
+                status, error, wait_s = await self._exchange(
+                    url, body, sent, timeout_s, reply_bytes
+                )
         except TimeoutError:
             status, error, wait_s = None, f"timed out after {timeout_s:g}s", None
         except FAILURES as exc:
@@ -288,16 +300,16 @@ class Outbound:
         return Outcome(status, error, time.perf_counter() - started, wait_s)
 
     async def _exchange(
-        self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+        self,
+        url: str,
+        body: bytes,
+        sent: list[tuple[str, str]],
+        timeout_s: float,
+        reply_bytes: int,
     ) -> tuple[int, str | None, float | None]:
         target = httpcore.URL(url)
         if target.scheme not in (b"http", b"https"):
             raise httpcore.UnsupportedProtocol(f"scheme {target.scheme!r} is not allowed")
-        sent = [
-            ("content-type", "application/json"),
-            ("content-length", str(len(body))),
-            *headers.items(),
-        ]
         timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
         connection = await self._connections.take(target.origin)
         try:
@@ -306,20 +318,27 @@ class Outbound:
             )
             async with request as response:
                 error, wait_s = _judge(response.status, response.headers)
-                await self._drain(response)
+                head = await self._drain(response, reply_bytes if error else 0)
         except BaseException:
             await connection.aclose()
             raise
         await self._connections.give(target.origin, connection)
+        if head:
+            reply = "".join(c if c.isprintable() else " " for c in head.decode("utf-8", "replace"))
+            error = f"{error}: {reply.strip()}"
         return response.status, error, wait_s
 
-    async def _drain(self, response: httpcore.Response) -> None:
-        """Read (and drop) at most the cap: a 10 GB answer costs us `cap` bytes."""
-        read = 0
+    async def _drain(self, response: httpcore.Response, keep: int = 0) -> bytes:
+        """Read (and drop) at most the cap: a 10 GB answer costs us `cap` bytes. The
+        first `keep` bytes are returned."""
+        read, kept = 0, b""
         async for chunk in response.aiter_stream():
+            if len(kept) < keep:
+                kept += chunk[: keep - len(kept)]
             read += len(chunk)
             if read >= self._cap:
-                return
+                break
+        return kept
 
     async def aclose(self) -> None:
         await self._connections.aclose()

@@ -32,6 +32,7 @@ from notifyhub.services import signing
 from notifyhub.services.email_target import EmailTarget
 from notifyhub.services.outbound import Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
+from notifyhub.services.webpush_target import WebPushTarget
 from notifyhub.settings import DeliverySettings
 from notifyhub.tracing import Attributes, Tracing
 
@@ -122,11 +123,13 @@ class DeliverySender:
         tracing: Tracing | None = None,
         email: EmailTarget | None = None,
         rabbitmq: RabbitTarget | None = None,
+        webpush: WebPushTarget | None = None,
     ) -> None:
         self._units = units
         self._outbound = outbound
         self._email = email or EmailTarget(settings)
         self._rabbitmq = rabbitmq or RabbitTarget(None)
+        self._webpush = webpush
         self._tracing = tracing or Tracing()
         self._settings = settings
         self._metrics = metrics
@@ -292,6 +295,10 @@ class DeliverySender:
             return await self._rabbitmq.send(
                 c.id, c.tenant, c.definition, target, c.payload, timeout_s
             )
+        if definition.kind == "webpush":
+            if self._webpush is None:
+                return Outcome(None, "Web Push is not set up in this process", 0.0)
+            return await self._webpush.send(c.tenant, c.payload, timeout_s)
         return await self._post(claimed, definition)
 
     async def _post(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:

@@ -347,6 +347,9 @@ async function users(screen, params) {
     `${c.unread} unread, ${c.unseen} unseen, ${c.total} in the inbox; change seq ${found.seq}; `,
     `${found.streams_open} stream(s) open; groups: ${found.groups.join(", ") || "none"}; `,
     `topics: ${found.topics.join(", ") || "none"}`,
+    h("div", { class: "muted", id: "user-addresses" },
+      `E-mail: ${found.email || "none"}; locale: ${found.locale || "default"}; `,
+      `time zone: ${found.time_zone || "none"}`),
     Object.keys(found.preferences.categories).length
       ? h("div", { class: "muted" }, "Preferences: ", Object.entries(found.preferences.categories)
         .map(([cat, p]) => `${cat} (inbox ${p.inbox ? "on" : "off"}, push ${p.push ? "on" : "off"})`).join("; "))

@@ -166,9 +166,11 @@ class DefinitionIn(Strict):
     tenant: Tenant = "default"
     """The definition's tenant; may be given as `?tenant=` instead, like the other admin
     PUTs (both given must agree)."""
-    kind: Literal["webhook", "email", "rabbitmq"] = "webhook"
+    kind: Literal["webhook", "email", "rabbitmq", "webpush"] = "webhook"
     """The target: `webhook` POSTs to `url`; `email` sends through the hub's SMTP
-    settings as `email` says; `rabbitmq` publishes as `rabbitmq` says."""
+    settings as `email` says; `rabbitmq` publishes as `rabbitmq` says; `webpush` sends
+    each delivery to the browser push subscription its payload names (no target
+    fields: the endpoint is the subscription's)."""
     url: HttpUrl | None = None
     """The webhook receiver (kind `webhook` only): an absolute http(s) URL (private
     addresses are refused unless `NOTIFYHUB_DELIVERIES_ALLOW_PRIVATE_NETWORKS` is set)."""
@@ -198,8 +200,12 @@ class DefinitionIn(Strict):
     @model_validator(mode="after")
     def _target(self) -> DefinitionIn:
         fields = {"webhook": "url", "email": "email", "rabbitmq": "rabbitmq"}
-        wanted = fields[self.kind]
         given = [f for f in fields.values() if getattr(self, f) is not None]
+        if self.kind == "webpush":
+            if given:
+                raise ValueError("kind `webpush` takes no `url`, `email` or `rabbitmq`")
+            return self
+        wanted = fields[self.kind]
         if given != [wanted]:
             others = " or ".join(f"`{f}`" for f in fields.values() if f != wanted)
             raise ValueError(f"kind `{self.kind}` needs `{wanted}` (and no {others})")
@@ -317,7 +323,7 @@ class DefinitionOut(Documented):
     name: str
     """Its name."""
     kind: str
-    """`webhook` or `email`."""
+    """`webhook`, `email`, `rabbitmq` or `webpush`."""
     url: str | None
     """The webhook receiver (None for other kinds)."""
     email: EmailTargetOut | None
