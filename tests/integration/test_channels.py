@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from notifyhub.services.channels import ChannelExpander, push_topic
 from notifyhub.settings import DeliverySettings, Settings
 from notifyhub.workers.channels import ChannelWorker
 from support.deliveries import wait_status
+from support.pushservice import PushService
 from support.webpush import Browser
 
 Headers = dict[str, str]
@@ -89,17 +90,27 @@ async def _address(hub: Any, t: Tenant, user: str, email: str) -> None:
     assert response.status_code in (200, 201), response.text
 
 
-async def _subscribe(hub: Any, t: Tenant, user: str, n: int) -> list[str]:
-    """`n` browsers of the user subscribe to Web Push; their subscriptions' ids."""
+async def _subscribe(hub: Any, t: Tenant, user: str, n: int, push: PushService) -> dict[str, str]:
+    """`n` browsers of the user subscribe to Web Push at the local push service; their
+    subscriptions' ids at the hub -> at the push service."""
     me = _auth(hub.tokens.mint_user_token(user, t.name, 3600))
-    ids = []
+    key = (await hub.client.get("/v1/me/push-key", headers=me)).json()["public_key"]
+    ids = {}
     for _ in range(n):
-        endpoint = f"https://push.example.test/send/{secrets.token_urlsafe(12)}"
-        body = Browser().subscription(endpoint)
+        browser = Browser()
+        sid, endpoint = push.subscribe(browser, key)
+        body = browser.subscription(endpoint)
         response = await hub.client.post("/v1/me/push-subscriptions", json=body, headers=me)
         assert response.status_code == 201, response.text
-        ids.append(str(response.json()["id"]))
+        ids[str(response.json()["id"])] = sid
     return ids
+
+
+@pytest.fixture
+async def push() -> AsyncIterator[PushService]:
+    service = await PushService().start()
+    yield service
+    await service.close()
 
 
 async def _deliveries(
@@ -147,12 +158,13 @@ async def test_email_and_push_to_three_users_make_exactly_the_expected_deliverie
     make_tenant: Callable[[], Awaitable[Tenant]],
     sessionmaker: async_sessionmaker[AsyncSession],
     smtp: Smtp,
+    push: PushService,
 ) -> None:
     t = await make_tenant()
     await _address(hub, t, "bob", "bob@shop.test")
     await _address(hub, t, "cy", "cy@shop.test")
-    await _subscribe(hub, t, "ann", 1)
-    cy_subs = await _subscribe(hub, t, "cy", 2)
+    await _subscribe(hub, t, "ann", 1, push)
+    cy_subs = await _subscribe(hub, t, "cy", 2, push)
     await _prefs(hub, t, "bob", {"dock": {"inbox": True, "push": True, "email": False}})
 
     nid = await _publish(
@@ -188,6 +200,13 @@ async def test_email_and_push_to_three_users_make_exactly_the_expected_deliverie
     [(rcpt, message)] = smtp.of(email.id)
     assert rcpt == ["cy@shop.test"]
     assert message["Subject"] == "Dock 4 blocked"
+    for sid in cy_subs.values():  # sent: encrypted, VAPID-signed, with the headers
+        [pushed] = await push.wait_for(sid, 1)
+        assert pushed.status == 201, pushed.refusal
+        assert pushed.message["title"] == "Dock 4 blocked" and pushed.message["id"] == nid
+        assert pushed.headers["urgency"] == "high"
+        assert pushed.headers["topic"] == push_topic({"thread_key": "dock:4"})
+        assert 0 < int(pushed.headers["ttl"]) <= 600
 
     listed = await hub.client.get(
         "/v1/admin/deliveries", params={"tenant": t.name, "notification": nid}, headers=t.admin
@@ -317,10 +336,11 @@ async def test_one_tenants_send_never_uses_anothers_definitions_addresses_or_sub
     hub: Any,
     make_tenant: Callable[[], Awaitable[Tenant]],
     sessionmaker: async_sessionmaker[AsyncSession],
+    push: PushService,
 ) -> None:
     a, b = await make_tenant(), await make_tenant()
     await _address(hub, b, "ann", "ann-of-b@shop.test")
-    await _subscribe(hub, b, "ann", 1)
+    await _subscribe(hub, b, "ann", 1, push)
     b_email = {"kind": "email", "email": {"subject": "B", "text": "B", "to": ["b@x.test"]}}
     response = await hub.client.put(
         "/v1/admin/delivery-definitions/email",

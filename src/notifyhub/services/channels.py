@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -32,6 +33,7 @@ from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.domain.notification import Channel, Severity
 from notifyhub.services import signing
 from notifyhub.services.deliveries import Kicker, enqueue_once
+from notifyhub.services.webpush_target import MAX_PLAINTEXT, webpush_payload
 
 EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
 """The channels' names (plain strings: they key JSON)."""
@@ -53,6 +55,9 @@ PUSH_TTL_DEFAULT_S = 86_400
 """A push's `TTL` when the notification named no expiry of its own: a day."""
 PUSH_TTL_MAX_S = 28 * 86_400
 """The longest `TTL` push services keep a message (28 days)."""
+PUSHED_FIELDS = ("id", "tenant", "title", "severity", "category", "action_url", "thread_key")
+"""The notification's fields a push carries (and a shortened `body`)."""
+PUSH_BODY_CHARS = 300
 TOPIC_CHARS = 32
 """Web Push `Topic`: at most 32 base64url characters."""
 
@@ -226,7 +231,7 @@ class ChannelExpander:
                 expansion.outcomes[user][PUSH] = SKIPPED_NO_SUBSCRIPTION
                 continue
             for subscription in subscriptions:
-                payload = {"subscription_id": subscription.id, "user": user, **common}
+                payload = {**webpush_payload(subscription.id, **common), "user": user}
                 expansion.added += await self._add(
                     unit, send, user, PUSH, subscription.id, payload, f"push to {user}"
                 )
@@ -268,17 +273,31 @@ async def _matrix(session: AsyncSession, send: ChannelSend, users: Sequence[str]
 
 
 def _push_fields(send: ChannelSend) -> dict[str, Any]:
-    """What every push of `send` carries: the notification, its TTL, urgency, topic."""
+    """What every push of `send` carries: the notification as a push shows it, its TTL,
+    urgency and topic (`webpush_payload`'s arguments)."""
     notification = send.notification
     expires_at = datetime.fromisoformat(notification["expires_at"])
     named = bool(send.push_ttl_named)
     severity = Severity(notification.get("severity", Severity.INFO))
     return {
-        "notification": notification,
+        "notification": pushed_notification(notification),
         "ttl_s": push_ttl_s(expires_at, datetime.now(UTC), named),
         "urgency": URGENCY[severity],
         "topic": push_topic(notification),
     }
+
+
+def pushed_notification(notification: dict[str, Any]) -> dict[str, Any]:
+    """What a push carries of the notification: what a browser shows (its id, title, a
+    body of at most PUSH_BODY_CHARS, severity, category, link, thread), not its `data`:
+    one encrypted record holds about 4 KB (webpush_target.MAX_PLAINTEXT)."""
+    shown = {k: notification.get(k) for k in PUSHED_FIELDS if notification.get(k) is not None}
+    body = str(notification.get("body") or "")
+    if body:
+        shown["body"] = body[:PUSH_BODY_CHARS]
+    if len(orjson.dumps(shown)) > MAX_PLAINTEXT:  # a long link: without it, the rest fits
+        shown.pop("action_url", None)
+    return shown
 
 
 async def ensure_definition(
