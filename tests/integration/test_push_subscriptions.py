@@ -145,6 +145,7 @@ GOOD = BROWSER.subscription("https://push.example.test/send/abc")
         ({**GOOD, "endpoint": "https://127.0.0.1/x"}, "SSRF"),
         ({**GOOD, "endpoint": "https://169.254.169.254/x"}, "SSRF"),
         ({**GOOD, "endpoint": "https://push.example.test/\nx"}, "endpoint"),
+        ({**GOOD, "endpoint": "https://push.example.test/" + "é" * 2000}, "endpoint"),
         ({**GOOD, "expirationTime": "soon"}, "expirationTime"),
         ({**GOOD, "expirationTime": -1}, "expirationTime"),
         ({**GOOD, "user": "bob"}, "user"),

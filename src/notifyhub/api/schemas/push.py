@@ -82,9 +82,9 @@ class PushSubscriptionIn(Strict):
         }
     )
 
-    endpoint: Annotated[Line, Field(min_length=9, max_length=MAX_ENDPOINT)]
-    """The push service's URL for this browser: `https://` (`http://` only for a local
-    address the deliveries' SSRF settings allow)."""
+    endpoint: Annotated[Line, Field(min_length=9, max_length=MAX_ENDPOINT, pattern=r"^[!-~]+$")]
+    """The push service's URL for this browser, in ASCII as browsers give it: `https://`
+    (`http://` only for a local address the deliveries' SSRF settings allow)."""
     expirationTime: Annotated[StrictInt | StrictFloat, Field(ge=0, le=MAX_EPOCH_MS)] | None = None
     """When the push service ends the subscription, epoch milliseconds (null: never said)."""
     keys: PushKeysIn
