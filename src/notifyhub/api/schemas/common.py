@@ -126,7 +126,11 @@ def _distinct_channels(channels: list[str]) -> list[str]:
 
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
 ChannelName = Literal["inbox", "email", "push"]
-Channels = Annotated[list[ChannelName], Field(max_length=3), AfterValidator(_distinct_channels)]
+Channels = Annotated[
+    list[ChannelName],
+    Field(max_length=3, json_schema_extra={"uniqueItems": True}),
+    AfterValidator(_distinct_channels),
+]
 """Where a notification reaches its users: every copy is in the inbox (`inbox` may be
 named or left out); `email` and `push` (Web Push) are the channels beyond it."""
 
