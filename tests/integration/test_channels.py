@@ -440,3 +440,25 @@ async def test_a_scheduled_notification_keeps_its_channels(
 async def _send_of(sessionmaker: async_sessionmaker[AsyncSession], nid: str) -> ChannelSend | None:
     async with sessionmaker() as session:
         return await session.get(ChannelSend, nid)
+
+
+async def test_a_definition_of_another_kind_skips_the_channel(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """The tenant's own `email` is a webhook: no e-mail is sent through it (nor POSTed)."""
+    t = await make_tenant()
+    await _address(hub, t, "ann", "ann@shop.test")
+    webhook = {"kind": "webhook", "url": "http://127.0.0.1:9/hook"}
+    response = await hub.client.put(
+        "/v1/admin/delivery-definitions/email",
+        json=webhook,
+        params={"tenant": t.name},
+        headers=t.admin,
+    )
+    assert response.status_code == 201, response.text
+    nid = await _publish(hub, t, ["ann"], channels=["email"])
+    await _run(hub)
+    assert await _deliveries(sessionmaker, nid) == []
+    assert (await _trace(hub, t, nid))["ann"] == {"email": "skipped: no e-mail definition"}

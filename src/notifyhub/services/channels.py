@@ -32,7 +32,7 @@ from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.domain.notification import Channel, Severity
 from notifyhub.services import signing
-from notifyhub.services.deliveries import Kicker, enqueue_once
+from notifyhub.services.deliveries import Kicker, enqueue_many_once
 from notifyhub.services.webpush_target import MAX_PLAINTEXT, webpush_payload
 
 EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
@@ -75,6 +75,10 @@ SKIPPED_PREFERENCE = "skipped: preference"
 SKIPPED_NO_ADDRESS = "skipped: no address"
 SKIPPED_NO_SUBSCRIPTION = "skipped: no subscription"
 SKIPPED_NO_DEFINITION = "skipped: no e-mail definition"
+SKIPPED_NO_PUSH_DEFINITION = "skipped: no push definition"
+
+Row = tuple[str, dict[str, Any], str | None]
+"""A delivery to add: its id, payload and description."""
 
 
 def pushed_to(browsers: int) -> str:
@@ -178,35 +182,29 @@ class ChannelExpander:
         matrix: Matrix,
         expansion: Expansion,
     ) -> None:
+        """One e-mail per user who wants it and has an address, in one statement."""
         wanted = [u for u in users if matrix.wants(u, Channel.EMAIL)]
         addresses = await profiles.emails_of(unit.session, send.tenant, wanted) if wanted else {}
-        definition = None
+        usable = False
         if addresses:
             definition = await ensure_definition(unit.session, send.tenant, Channel.EMAIL)
+            usable = _usable(definition, "email")
+        subject = str(send.notification.get("title", ""))[:200]
+        rows: list[Row] = []
         for user in users:
-            outcome = self._email_outcome(user, matrix, addresses, definition)
-            expansion.outcomes[user][EMAIL] = outcome
-            if outcome == E_MAILED:
+            if not matrix.wants(user, Channel.EMAIL):
+                outcome = SKIPPED_PREFERENCE
+            elif user not in addresses:
+                outcome = SKIPPED_NO_ADDRESS
+            elif not usable:
+                outcome = SKIPPED_NO_DEFINITION
+            else:
+                outcome = E_MAILED
                 payload = {"to": addresses[user], "user": user, "notification": send.notification}
-                subject = str(send.notification.get("title", ""))[:200]
-                expansion.added += await self._add(
-                    unit, send, user, EMAIL, "", payload, f"e-mail to {user}: {subject}"
-                )
-
-    @staticmethod
-    def _email_outcome(
-        user: str,
-        matrix: Matrix,
-        addresses: dict[str, str],
-        definition: DeliveryDefinition | None,
-    ) -> str:
-        if not matrix.wants(user, Channel.EMAIL):
-            return SKIPPED_PREFERENCE
-        if user not in addresses:
-            return SKIPPED_NO_ADDRESS
-        if definition is None or definition.kind != "email" or definition.disabled_at:
-            return SKIPPED_NO_DEFINITION
-        return E_MAILED
+                description = f"e-mail to {user}: {subject}"[:1000]
+                rows.append((delivery_id(send, user, EMAIL), payload, description))
+            expansion.outcomes[user][EMAIL] = outcome
+        expansion.added += await self._add(unit, send, EMAIL_DEFINITION, rows)
 
     async def _pushes(
         self,
@@ -216,49 +214,46 @@ class ChannelExpander:
         matrix: Matrix,
         expansion: Expansion,
     ) -> None:
+        """One push per subscription of each user who wants it, in one statement."""
         session = unit.session
         wanted = [u for u in users if matrix.wants(u, Channel.PUSH)]
         found = await push_subscriptions.of_users(session, send.tenant, wanted) if wanted else {}
+        usable = False
         if any(found.values()):
-            await ensure_definition(session, send.tenant, Channel.PUSH)
+            definition = await ensure_definition(session, send.tenant, Channel.PUSH)
+            usable = _usable(definition, "webpush")
         common = _push_fields(send)
+        rows: list[Row] = []
         for user in users:
             subscriptions = found.get(user) or []
             if not matrix.wants(user, Channel.PUSH):
-                expansion.outcomes[user][PUSH] = SKIPPED_PREFERENCE
-                continue
-            if not subscriptions:
-                expansion.outcomes[user][PUSH] = SKIPPED_NO_SUBSCRIPTION
-                continue
-            for subscription in subscriptions:
-                payload = {**webpush_payload(subscription.id, **common), "user": user}
-                expansion.added += await self._add(
-                    unit, send, user, PUSH, subscription.id, payload, f"push to {user}"
-                )
-            expansion.outcomes[user][PUSH] = pushed_to(len(subscriptions))
+                outcome = SKIPPED_PREFERENCE
+            elif not subscriptions:
+                outcome = SKIPPED_NO_SUBSCRIPTION
+            elif not usable:
+                outcome = SKIPPED_NO_PUSH_DEFINITION
+            else:
+                outcome = pushed_to(len(subscriptions))
+                for subscription in subscriptions:
+                    payload = {**webpush_payload(subscription.id, **common), "user": user}
+                    key = delivery_id(send, user, PUSH, subscription.id)
+                    rows.append((key, payload, f"push to {user}"[:1000]))
+            expansion.outcomes[user][PUSH] = outcome
+        expansion.added += await self._add(unit, send, PUSH_DEFINITION, rows)
 
     async def _add(
-        self,
-        unit: UnitOfWork,
-        send: ChannelSend,
-        user: str,
-        channel: str,
-        subscription: str,
-        payload: dict[str, Any],
-        description: str,
+        self, unit: UnitOfWork, send: ChannelSend, definition: str, rows: list[Row]
     ) -> int:
-        """One delivery, once: 1 added, 0 already there (an expansion repeated)."""
-        definition = EMAIL_DEFINITION if channel == Channel.EMAIL else PUSH_DEFINITION
-        added = await enqueue_once(
-            unit,
-            delivery_id(send, user, channel, subscription),
-            definition,
-            payload,
-            description[:1000],
-            tenant=send.tenant,
-            sender=self._sender,
+        """The rows' deliveries on `definition`, each once (one already there, from an
+        expansion repeated, is not added again); how many were added."""
+        return await enqueue_many_once(
+            unit, definition, rows, tenant=send.tenant, sender=self._sender
         )
-        return int(added)
+
+
+def _usable(definition: DeliveryDefinition | None, kind: str) -> bool:
+    """Whether the tenant's definition sends this channel: of its kind, enabled."""
+    return definition is not None and definition.kind == kind and definition.disabled_at is None
 
 
 async def _matrix(session: AsyncSession, send: ChannelSend, users: Sequence[str]) -> Matrix:

@@ -50,8 +50,8 @@ class TraceLineOut(Documented):
     """Beyond the inbox (a notification sent with `channels`), what came of each channel
     once the channel worker expanded it: `e-mailed`, `pushed to N browsers` (an outbox
     delivery each, `GET /v1/deliveries`), or `skipped: preference`, `skipped: no
-    address`, `skipped: no subscription`, `skipped: no e-mail definition`; empty until
-    then."""
+    address`, `skipped: no subscription`, `skipped: no e-mail definition`, `skipped: no
+    push definition`; empty until then."""
 
 
 class TraceNow(Documented):
