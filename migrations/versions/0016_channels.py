@@ -43,6 +43,9 @@ def upgrade() -> None:
         sa.Column("users", JSONB, nullable=False),
         sa.Column("push_ttl_named", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.Column("expanded", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("retry_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("last_error", sa.String(1000), nullable=True),
         sa.Column(
             "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
         ),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_delivery_email import Smtp
 
@@ -462,3 +462,33 @@ async def test_a_definition_of_another_kind_skips_the_channel(
     await _run(hub)
     assert await _deliveries(sessionmaker, nid) == []
     assert (await _trace(hub, t, nid))["ann"] == {"email": "skipped: no e-mail definition"}
+
+
+async def test_a_send_that_keeps_failing_waits_and_holds_up_no_other(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    t = await make_tenant()
+    await _address(hub, t, "ann", "ann@shop.test")
+    bad = await _publish(hub, t, ["ann"], channels=["push"])
+    async with UnitOfWork(sessionmaker) as unit:  # a notification no push can be made of
+        broken = {"severity": "unheard-of"}
+        await unit.session.execute(
+            update(ChannelSend)
+            .where(ChannelSend.id == bad)
+            .values(notification=ChannelSend.notification.op("||")(broken))
+        )
+    good = await _publish(hub, t, ["ann"], channels=["email"])
+    try:
+        await _run(hub)
+        assert [d.payload["to"] for d in await _deliveries(sessionmaker, good)] == ["ann@shop.test"]
+        async with sessionmaker() as session:
+            send = await session.get(ChannelSend, bad)
+            assert send is not None and send.done_at is None and send.expanded == 0
+            assert send.failures == 1 and send.retry_at is not None
+            assert "unheard-of" in (send.last_error or "")
+        assert await _run(hub) == 0  # not due again yet
+    finally:
+        async with UnitOfWork(sessionmaker) as unit:
+            await unit.session.execute(delete(ChannelSend).where(ChannelSend.id == bad))

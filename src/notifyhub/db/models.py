@@ -202,6 +202,10 @@ class ChannelSend(Base):
     )
     """The publish named an expiry (`ttl`, `expires_at`): pushes live until it (else a day)."""
     expanded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Chunks of it that failed in a row; it waits until `retry_at` after each."""
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

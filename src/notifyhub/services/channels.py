@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +36,8 @@ from notifyhub.services import signing
 from notifyhub.services.deliveries import Kicker, enqueue_many_once
 from notifyhub.services.webpush_target import MAX_PLAINTEXT, webpush_payload
 
+log = logging.getLogger(__name__)
+
 EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
 """The channels' names (plain strings: they key JSON)."""
 
@@ -51,6 +54,8 @@ DEFAULT_EMAIL: dict[str, Any] = {
 """The templates of an `email` definition made on first use (over the delivery payload:
 `notification`, `user`, `to`)."""
 
+MAX_RETRY_S = 3600.0
+"""The longest a send whose chunk failed waits before it is tried again."""
 PUSH_TTL_DEFAULT_S = 86_400
 """A push's `TTL` when the notification named no expiry of its own: a day."""
 PUSH_TTL_MAX_S = 28 * 86_400
@@ -148,19 +153,30 @@ class ChannelExpander:
         self._sender = sender
         """Sends the deliveries at once after the chunk commits (else the dispatcher)."""
 
-    async def expand_next(self, unit: UnitOfWork) -> tuple[ChannelSend, Expansion, int] | None:
-        """The next chunk of the oldest open send no one else holds, in `unit` (its row
-        stays locked until `unit` ends), and the index of its first user; None when
-        there is none."""
+    async def expand_next(
+        self, unit: UnitOfWork
+    ) -> tuple[ChannelSend, Expansion | None, int] | None:
+        """The next chunk of the oldest due send no one else holds, in `unit` (its row
+        stays locked until `unit` ends): the send, what came of the chunk and the index
+        of its first user; None when no send is due. A chunk that fails is undone (a
+        savepoint), logged, and its send postponed (`channel_sends.postpone`): the
+        expansion is None, and the sends behind it go on."""
         session = unit.session
         send = await channel_sends.claim_open(session)
         if send is None:
             return None
         start = send.expanded
         users = list(send.users[start : start + self._chunk])
-        expansion = await self.expand(unit, send, users)
-        end = start + len(users)
-        await channel_sends.advance(session, send.id, end, done=end >= len(send.users))
+        try:
+            async with unit.savepoint():
+                expansion = await self.expand(unit, send, users)
+                end = start + len(users)
+                done = end >= len(send.users)
+                await channel_sends.advance(session, send.id, end, done=done)
+        except Exception as exc:  # any fault of this send's: logged, it waits, others go on
+            failures = await channel_sends.postpone(session, send.id, repr(exc), MAX_RETRY_S)
+            log.exception("channel send %s failed (%d in a row); postponed", send.id, failures)
+            return send, None, start
         return send, expansion, start
 
     async def expand(self, unit: UnitOfWork, send: ChannelSend, users: Sequence[str]) -> Expansion:

@@ -42,6 +42,8 @@ class ChannelWorker:
             if expanded is None:
                 break
             send, expansion, start = expanded
+            if expansion is None:  # failed and postponed (logged): the next send
+                continue
             added += expansion.added
             await self._trace(send.id, expansion.outcomes, start)
         return added
