@@ -126,6 +126,11 @@ class DeliverySettings(BaseModel):
     inline_queue: int = Field(10_000, ge=1)
     """Deliveries waiting for their at-once send; beyond it the dispatcher sends them."""
     jitter: float = Field(0.1, ge=0, le=0.5)
+    channel_interval_s: float = Field(1.0, gt=0)
+    """How often the channel worker looks for e-mail and Web Push sends to expand (a
+    publish through this process wakes it at once)."""
+    channel_chunk: int = Field(500, ge=1, le=10_000)
+    """Users whose e-mails and pushes one channel-worker transaction expands."""
     response_cap_bytes: int = Field(64 * 1024, ge=1024)
     max_timeout_s: float = Field(60.0, gt=0)
     allow_networks: list[str] = []

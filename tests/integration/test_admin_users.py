@@ -73,7 +73,10 @@ async def test_the_user_as_the_hub_holds_them(
         "target": {"type": "doc", "id": "d1"},
     }
     assert (await hub.client.post("/v1/relationships", json=relate, headers=h)).status_code == 204
-    prefs = {"categories": {"restock": {"inbox": True, "push": False}}, "locale": "pt-BR"}
+    prefs = {
+        "categories": {"restock": {"inbox": True, "push": False, "email": True}},
+        "locale": "pt-BR",
+    }
     await hub.client.put("/v1/me/preferences", json=prefs, headers=_auth(alice))
     for title in ("one", "two"):
         note = {"tenant": tenant, "recipients": {"users": ["alice"]}, "title": title}

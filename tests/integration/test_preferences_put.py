@@ -9,7 +9,7 @@ URL = "/v1/me/preferences"
 
 async def test_a_field_left_out_is_unchanged_and_null_clears(hub: Any, make_token: Any) -> None:
     me = {"Authorization": f"Bearer {make_token('prefs-put')}"}
-    billing = {"billing": {"inbox": True, "push": False}}
+    billing = {"billing": {"inbox": True, "push": False, "email": True}}
     first = await hub.client.put(URL, json={"categories": billing, "locale": "pt-BR"}, headers=me)
     assert first.status_code == 200, first.text
 

@@ -40,7 +40,7 @@ async def redis_proxy(settings: Settings) -> AsyncIterator[CuttableProxy]:
 
 
 def _preferences(inbox: bool) -> dict[str, object]:
-    return {"categories": {"news": {"inbox": inbox, "push": False}}}
+    return {"categories": {"news": {"inbox": inbox, "push": False, "email": True}}}
 
 
 async def test_a_request_stuck_on_redis_answers_503_at_its_deadline_and_commits_nothing(

@@ -252,8 +252,8 @@ async def test_preferences_push_inbox_and_critical(hub: Any, publish_key: str) -
     me, pub = _auth(token), _auth(publish_key)
     prefs = {
         "categories": {
-            "restock": {"inbox": True, "push": False},
-            "promo": {"inbox": False, "push": True},
+            "restock": {"inbox": True, "push": False, "email": True},
+            "promo": {"inbox": False, "push": True, "email": False},
         }
     }
     stored = {**prefs, "locale": None}

@@ -67,6 +67,7 @@ async def test_the_trace_says_who_got_it_and_why_not(
         "replaced": None,
         "evicted": [],
         "streamed_to": 0,
+        "channels": {},
     }
 
     bob = (await hub.client.get(f"{url}&user=bob", headers=_auth(admin_key))).json()

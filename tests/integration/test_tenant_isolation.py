@@ -241,7 +241,10 @@ async def probe_delete(t: Tenants) -> None:
 
 
 async def probe_preferences(t: Tenants) -> None:
-    prefs = {"categories": {"restock": {"inbox": False, "push": False}}, "locale": "de"}
+    prefs = {
+        "categories": {"restock": {"inbox": False, "push": False, "email": False}},
+        "locale": "de",
+    }
     _ok(await t.client.put("/v1/me/preferences", json=prefs, headers=t.me(t.a)))
     assert _ok(await t.client.get("/v1/me/preferences", headers=t.me(t.b))).json() == {
         "categories": {},
@@ -707,6 +710,19 @@ async def probe_user_lookup(t: Tenants) -> None:
     assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
 
 
+async def probe_preference_defaults(t: Tenants) -> None:
+    url = "/v1/admin/preference-defaults"
+    theirs = {"categories": {"restock": {"inbox": True, "push": True, "email": True}}}
+    _ok(await t.client.put(url, params={"tenant": t.b}, json=theirs, headers=t.key(t.b, "admin")))
+    attacker = t.key(t.a, "admin")
+    _refused(await t.client.get(url, params={"tenant": t.b}, headers=attacker), 403)
+    mine = {"categories": {"restock": {"inbox": True, "push": False, "email": False}}}
+    _refused(await t.client.put(url, params={"tenant": t.b}, json=mine, headers=attacker), 403)
+    _ok(await t.client.put(url, params={"tenant": t.a}, json=mine, headers=attacker))
+    found = await t.client.get(url, params={"tenant": t.b}, headers=t.key(t.b, "admin"))
+    assert _ok(found).json() == {"tenant": t.b, **theirs}  # A's defaults are A's alone
+
+
 async def _profile(t: Tenants, tenant: str) -> dict[str, Any]:
     url = f"/v1/admin/users/{tenant}/{t.user}"
     return dict(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json())
@@ -1117,6 +1133,8 @@ PROBES: dict[str, Probe] = {
     "PUT /v1/admin/views/{name}": probe_view_put,
     "DELETE /v1/admin/views/{name}": probe_view_delete,
     "GET /v1/me/preferences": probe_preferences,
+    "GET /v1/admin/preference-defaults": probe_preference_defaults,
+    "PUT /v1/admin/preference-defaults": probe_preference_defaults,
     "PUT /v1/me/preferences": probe_preferences,
     "GET /v1/me/subscriptions": probe_subscriptions,
     "DELETE /v1/me/subscriptions": probe_cancel_subscription,

@@ -39,9 +39,9 @@ async def test_concurrent_preference_puts(
     bodies = [
         {
             "categories": {
-                f"c{i}": {"inbox": True, "push": False},
-                f"c{i + 1}": {"inbox": False, "push": True},
-                "shared": {"inbox": i % 2 == 0, "push": i % 3 == 0},
+                f"c{i}": {"inbox": True, "push": False, "email": True},
+                f"c{i + 1}": {"inbox": False, "push": True, "email": False},
+                "shared": {"inbox": i % 2 == 0, "push": i % 3 == 0, "email": i % 5 == 0},
             },
             "locale": ["pt-BR", "de", "fr-CA", "en"][i % 4],  # from the same PUT as them
         }
@@ -53,7 +53,10 @@ async def test_concurrent_preference_puts(
     assert final in bodies
     # The copy the place script reads says the same (written in commit order).
     cached = await redis.hgetall(Keys(settings.redis_prefix).inbox("default", user).prefs)
-    flags = {c: f"{int(p['inbox'])}{int(p['push'])}" for c, p in final["categories"].items()}
+    flags = {
+        c: f"{int(p['inbox'])}{int(p['push'])}{int(p['email'])}"
+        for c, p in final["categories"].items()
+    }
     assert {_text(k): _text(v) for k, v in cached.items()} == flags
 
 

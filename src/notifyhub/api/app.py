@@ -105,6 +105,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             outbox = features.outbox(
                 stack, settings, db, metrics, delivery_metrics, tracing, webpush.vapid
             )
+            channel_loops = features.channel_sends(
+                settings, db, outbox, publishing.ingest, publishing.routing_traces, metrics
+            )
             runner = features.runner(
                 stack,
                 inbox.loops,
@@ -113,6 +116,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 epoch.loops,
                 producers.loops,
                 outbox.loops,
+                channel_loops,
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
             revocations = _revocations(stack, clients, db, inbox, keys_cache)

@@ -103,6 +103,8 @@ class Rule(Base):
     name: Mapped[str] = mapped_column(String(100))
     target_type: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    channels: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
+    """Channels beyond the inbox its notifications reach (`email`, `push`; migration 0016)."""
 
 
 class RuleRecipient(Base):
@@ -150,7 +152,8 @@ class SubscriptionOptOut(Base):
 
 
 class Preference(Base):
-    """Per user and category: keep in the inbox? push live?"""
+    """Per user and category, one switch per channel: keep in the inbox? e-mail it?
+    push it (live stream event and Web Push)?"""
 
     __tablename__ = "preferences"
 
@@ -159,6 +162,52 @@ class Preference(Base):
     category: Mapped[str] = mapped_column(String(64), primary_key=True)
     inbox: Mapped[bool] = mapped_column(default=True)
     push: Mapped[bool] = mapped_column(default=True)
+    email: Mapped[bool] = mapped_column(default=True, server_default=text("true"))
+    """Migration 0016."""
+
+
+class PreferenceDefault(Base):
+    """A tenant's default switches for a category, for users without a row of their own
+    for it (the channel worker's e-mail and push decisions: services/channels.py)."""
+
+    __tablename__ = "preference_defaults"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    category: Mapped[str] = mapped_column(String(64), primary_key=True)
+    inbox: Mapped[bool] = mapped_column()
+    email: Mapped[bool] = mapped_column()
+    push: Mapped[bool] = mapped_column()
+
+
+class ChannelSend(Base):
+    """A notification's sends beyond the inbox, committed with its publish: the worker
+    (workers/channels.py) expands it, a chunk of users at a time, into outbox deliveries;
+    `expanded` users are done; `done_at` once all are."""
+
+    __tablename__ = "channel_sends"
+    __table_args__ = (
+        Index("ix_channel_sends_open", "created_at", postgresql_where=text("done_at IS NULL")),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    """The notification's id."""
+    tenant: Mapped[str] = mapped_column(String(64))
+    notification: Mapped[Any] = mapped_column(JSONB)
+    """The notification as its copies show it (JSON)."""
+    channels: Mapped[list[str]] = mapped_column(JSONB)
+    users: Mapped[list[str]] = mapped_column(JSONB)
+    """The recipients, in resolution order."""
+    push_ttl_named: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    """The publish named an expiry (`ttl`, `expires_at`): pushes live until it (else a day)."""
+    expanded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Chunks of it that failed in a row; it waits until `retry_at` after each."""
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class UserLocale(Base):

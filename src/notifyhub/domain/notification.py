@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -46,6 +47,21 @@ class Severity(StrEnum):
     WARNING = "warning"
     ERROR = "error"
     CRITICAL = "critical"
+
+
+class Channel(StrEnum):
+    """Where a notification reaches its users: every copy is in the inbox; `email` and
+    `push` (Web Push) are the channels beyond it (services/channels.py)."""
+
+    INBOX = "inbox"
+    EMAIL = "email"
+    PUSH = "push"
+
+
+def extra_channels(channels: Iterable[str]) -> tuple[str, ...]:
+    """The channels beyond the inbox among `channels`, each once, in a stable order."""
+    named = set(channels)
+    return tuple(c.value for c in (Channel.EMAIL, Channel.PUSH) if c.value in named)
 
 
 SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity, start=1)}
@@ -433,3 +449,5 @@ class Draft(BaseModel):
     ttl_s: int | None = None
     expires_at: datetime | None = None
     deliver_at: datetime | None = None
+    channels: tuple[str, ...] = ()
+    """The channels beyond the inbox (`email`, `push`: `extra_channels`); () inbox only."""

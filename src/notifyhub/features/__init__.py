@@ -18,6 +18,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     publishing.producers    periodic producers
     webpush.webpush         VAPID keys, push subscriptions, users' addresses
     outbox.outbox           the webhook outbox: sender and dispatcher
+    outbox.channel_sends    the channel worker: e-mails and Web Pushes into the outbox
     delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops
     inbox.open_streams      the hub's listener and the stream clock (stopped first)
@@ -36,7 +37,7 @@ from notifyhub.features.inbox import (
     inbox_store,
     open_streams,
 )
-from notifyhub.features.outbox import Outbox, outbox
+from notifyhub.features.outbox import Outbox, channel_sends, outbox
 from notifyhub.features.publishing import Producers, Publishing, producers, publishing
 from notifyhub.features.routing import Routing, routing
 from notifyhub.features.runner import runner
@@ -55,6 +56,7 @@ __all__ = [
     "RedisClients",
     "Routing",
     "WebPush",
+    "channel_sends",
     "database",
     "delayed_queue",
     "durable_inbox",

@@ -13,6 +13,8 @@ from notifyhub.features.clients import Database, engine
 from notifyhub.features.webpush import address_guard
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
+from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.ingest import IngestService
 from notifyhub.services.outbound import Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
@@ -20,7 +22,9 @@ from notifyhub.services.targets import TargetCheck
 from notifyhub.services.vapid import VapidKeys
 from notifyhub.services.webpush_target import WebPushTarget
 from notifyhub.settings import Settings
+from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
+from notifyhub.workers.channels import ChannelWorker, channel_loop
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
@@ -73,3 +77,20 @@ def outbox(
     sender.start()
     loops = (dispatcher_loop(dispatcher, s, metrics),)
     return Outbox(sender, dispatcher, TargetCheck(guard), loops)
+
+
+def channel_sends(
+    settings: Settings,
+    database: Database,
+    outbox: Outbox,
+    ingest: IngestService,
+    traces: RoutingTraces,
+    metrics: Metrics,
+) -> tuple[Loop, ...]:
+    """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
+    at once by `outbox`'s sender), woken by every publish with channels through `ingest`."""
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
+    worker = ChannelWorker(units(database.sessionmaker), expander, traces)
+    loop = channel_loop(worker, settings.deliveries, metrics)
+    ingest.on_channel_send(loop.wake)
+    return (loop,)

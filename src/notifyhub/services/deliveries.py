@@ -133,6 +133,24 @@ async def enqueue_once(
     return bool(added)
 
 
+async def enqueue_many_once(
+    unit: UnitOfWork,
+    definition: str,
+    rows: list[tuple[str, dict[str, Any], str | None]],
+    *,
+    tenant: str = DEFAULT_TENANT,
+    sender: Kicker | None = None,
+) -> int:
+    """`enqueue_once` for many (id, payload, description) of one definition in one
+    statement; how many were added (none when the definition is missing or disabled:
+    the caller checked it)."""
+    added = await repo.add_many_once(unit.session, tenant, definition, rows)
+    if sender is not None:
+        for delivery_id in added:
+            _after_commit(unit, sender, (delivery_id, 0))
+    return len(added)
+
+
 async def _refuse(session: AsyncSession, tenant: str, definition: str) -> None:
     """Why `tenant`'s `definition` takes no delivery: missing, or disabled."""
     if await repo.definition(session, tenant, definition) is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
+from notifyhub.db.repositories import channel_sends
 from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
@@ -69,7 +70,7 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     """A stable hash of what was asked, to tell an honest retry from a key reused."""
     # Without tags or actions when it has none: the hash a retry made before they existed
     # still matches.
-    exclude = {field for field in ("tags", "actions") if not getattr(draft, field)}
+    exclude = {field for field in ("tags", "actions", "channels") if not getattr(draft, field)}
     if draft.body_format == "text":
         exclude.add("body_format")
     exclude |= {f for f in ("thread_key", "thread_window_s") if getattr(draft, f) is None}
@@ -110,6 +111,8 @@ class IngestService:
         routing: RoutingTraces | None = None,
     ) -> None:
         self._store = store
+        self._on_channel_send: Callable[[], None] | None = None
+        """Told of every channel send written (the channel worker's nudge), if set."""
         self._views = views
         """The tenants' views, as a hint for fan-outs (`Views.known`)."""
         self._routing = routing
@@ -123,6 +126,10 @@ class IngestService:
         self.durable = durable
         """Durable inbox mode's log, else None."""
 
+    def on_channel_send(self, nudge: Callable[[], None]) -> None:
+        """Call `nudge` after each channel send is written (the worker runs sooner)."""
+        self._on_channel_send = nudge
+
     async def publish(
         self,
         unit: UnitOfWork,
@@ -133,8 +140,9 @@ class IngestService:
     ) -> Published:
         """Accept a notification from a service, in the caller's unit of work (which must
         commit before the 202: a scheduled notification is written there). PostgreSQL is
-        used only when groups or topics are named or the notification is scheduled (the
-        unit's session opens on first use); users alone need Redis only. The idempotency
+        used only when groups or topics are named, the notification is scheduled or has
+        channels beyond the inbox (the unit's session opens on first use); users alone,
+        inbox only, need Redis only. The idempotency
         answer is recorded after the unit commits."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
@@ -152,10 +160,24 @@ class IngestService:
         else:
             notification = self._build(draft, record)
             route = Route.of(recipients, sources)
+            if draft.channels:  # first: a placement that fails rolls it back
+                await self._beyond_inbox(unit.session, notification, draft, users)
+                self._nudge_after(unit)
             accepted = await self._send(notification, users, pull=False, route=route)
         if idempotency_key is not None:
             self._remember_after(unit, draft.tenant, idempotency_key, record, accepted)
         return accepted
+
+    def _nudge_after(self, unit: UnitOfWork) -> None:
+        """Wake the channel worker once the channel send is committed."""
+        nudge = self._on_channel_send
+        if nudge is None:
+            return
+
+        async def wake() -> None:
+            nudge()
+
+        unit.after_commit(wake)
 
     def _remember_after(
         self,
@@ -202,7 +224,9 @@ class IngestService:
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", message.message.id, now_ms)
         route = Route.of(scheduled.recipients, sources)
-        return await self._send(self._build(draft, record), users, pull=False, route=route)
+        notification = self._build(draft, record)
+        await self._beyond_inbox(session, notification, draft, users)
+        return await self._send(notification, users, pull=False, route=route)
 
     async def publish_internal(
         self,
@@ -218,7 +242,9 @@ class IngestService:
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         route = replace(Route.of(recipients), origin=origin)
-        return await self._send(self._build(draft, record), users, pull=False, route=route)
+        notification = self._build(draft, record)
+        await self._beyond_inbox(session, notification, draft, users)
+        return await self._send(notification, users, pull=False, route=route)
 
     async def resolve_internal(
         self, session: AsyncSession, tenant: str, recipients: Recipients
@@ -228,16 +254,47 @@ class IngestService:
         return [user for _tenant, user in users]
 
     async def send(
-        self, draft: Draft, users: Sequence[str], *, pull: bool = False, origin: str = "rule"
+        self,
+        draft: Draft,
+        users: Sequence[str],
+        *,
+        pull: bool = False,
+        origin: str = "rule",
+        session: AsyncSession | None = None,
     ) -> Published:
         """Publish a draft to known users (rules and producers resolve their own);
         `origin` is every recipient's source in the routing trace (`rule:<name>`,
-        `producer:<name>`)."""
+        `producer:<name>`). A draft with channels beyond the inbox needs the caller's
+        `session`, which its channel send is written in."""
+        if draft.channels and session is None:
+            raise ValueError("a draft with channels beyond the inbox is sent in a session")
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
         route = Route(origin=origin)
-        return await self._send(self._build(draft, record), targets, pull=pull, route=route)
+        notification = self._build(draft, record)
+        if session is not None:
+            await self._beyond_inbox(session, notification, draft, targets)
+        return await self._send(notification, targets, pull=pull, route=route)
+
+    async def _beyond_inbox(
+        self,
+        session: AsyncSession,
+        notification: Notification,
+        draft: Draft,
+        users: list[UserRef],
+    ) -> None:
+        """The notification's channel send (e-mail, Web Push), in the caller's
+        transaction before its copies are placed, so it commits with the publish or not
+        at all (a placement that fails rolls it back); nothing without channels beyond
+        the inbox (no PostgreSQL: a publish to users stays Redis only)."""
+        if not draft.channels:
+            return
+        named = draft.ttl_s is not None or draft.expires_at is not None
+        recipients = [user for _tenant, user in users]
+        await channel_sends.add(
+            session, notification, draft.channels, recipients, named_expiry=named
+        )
 
     async def recall(
         self, unit: UnitOfWork, principal: ServicePrincipal, tenant: str, notification_id: str

@@ -50,6 +50,7 @@ async def rules(
             rule.name,
             rule.target_type,
             [RecipientSpec.of(r) for r in recipients],
+            tuple(rule.channels),
         )
         for rule, recipients in await repo.rules(session, tenant, cursor, limit + 1)
     ]

@@ -14,12 +14,17 @@ from notifyhub.store.inbox import InboxStore
 
 @dataclass(frozen=True, slots=True)
 class CategoryPreference:
+    """One category's switch per channel: `inbox` keeps copies, `push` interrupts (the
+    live stream event and Web Push alike), `email` e-mails."""
+
     inbox: bool = True
     push: bool = True
+    email: bool = True
 
     @property
     def flags(self) -> str:
-        return f"{int(self.inbox)}{int(self.push)}"
+        """The Redis copy: inbox, push, email as 0/1 (place.lua reads the first two)."""
+        return f"{int(self.inbox)}{int(self.push)}{int(self.email)}"
 
 
 class PreferenceService:
@@ -40,12 +45,28 @@ class PreferenceService:
         transaction, while it holds the user's turn (repo.replace), so concurrent
         replacements reach Redis in the order they commit; if Redis fails, nothing is
         committed either."""
-        flags = {c: (p.inbox, p.push) for c, p in categories.items()}
+        flags = {c: (p.inbox, p.push, p.email) for c, p in categories.items()}
         await repo.replace(session, me.tenant, me.user, flags)
         await self._store.set_preferences(
             me.tenant, me.user, {c: p.flags for c, p in categories.items()}
         )
         return categories
+
+    async def defaults(self, session: AsyncSession, tenant: str) -> dict[str, CategoryPreference]:
+        """The tenant's defaults, by category."""
+        return {
+            c: CategoryPreference(*f) for c, f in (await repo.defaults_of(session, tenant)).items()
+        }
+
+    async def set_defaults(
+        self, session: AsyncSession, tenant: str, categories: dict[str, CategoryPreference]
+    ) -> bool:
+        """Replace the tenant's defaults: the channel worker's e-mail and push decisions
+        for users without a row of their own for a category (PostgreSQL only: the place
+        script reads one user's slot, so the inbox and live decisions follow users' own
+        rows alone). True when the tenant had none before."""
+        flags = {c: (p.inbox, p.push, p.email) for c, p in categories.items()}
+        return await repo.replace_defaults(session, tenant, flags)
 
     async def locale(self, session: AsyncSession, me: UserPrincipal) -> str | None:
         return await repo.locale_of(session, me.tenant, me.user)

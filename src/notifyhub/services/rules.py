@@ -14,7 +14,7 @@ from ulid import ULID
 from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
-from notifyhub.domain.notification import Actor, Draft, Ref
+from notifyhub.domain.notification import Actor, Draft, Ref, extra_channels
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
 from notifyhub.services import locales, templates
@@ -67,6 +67,13 @@ class RuleDefinition:
     name: str
     target_type: str
     recipients: list[RecipientSpec]
+    channels: tuple[str, ...] = ()
+    """The channels beyond the inbox its notifications reach (`email`, `push`)."""
+
+    @property
+    def channels_json(self) -> list[str]:
+        """`channels` as the API shows them: the inbox first, always."""
+        return ["inbox", *self.channels]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +110,7 @@ class RuleService:
         """Create or replace a rule; every template must compile (else 422)."""
         _check_templates(definition)
         rule_id, created = await repo.upsert(
-            session, tenant, definition.name, definition.target_type
+            session, tenant, definition.name, definition.target_type, definition.channels
         )
         specs = [
             RuleRecipient(
@@ -125,7 +132,7 @@ class RuleService:
         if rule is None:
             raise NotFound(f"no rule {name} in tenant {tenant}")
         specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
-        return RuleDefinition(rule.name, rule.target_type, specs)
+        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels))
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
         if not await repo.drop(session, tenant, name):
@@ -160,7 +167,7 @@ class RuleService:
             groups = await locales.group_users(session, event.tenant, users, translations)
             for tag, group in groups.items():
                 try:
-                    draft = self._draft(rule.name, spec, tag, event, context, budget)
+                    draft = self._draft(rule, spec, tag, event, context, budget)
                 except templates.RenderError as exc:
                     where = spec.relationship + (f" ({tag})" if tag else "")
                     errors.append(f"{where}: {exc}")
@@ -168,7 +175,9 @@ class RuleService:
                     continue
                 pull = spec.obtain == "pull"
                 origin = f"rule:{rule.name}"  # the recipients' source in the routing trace
-                accepted = await self._ingest.send(draft, group, pull=pull, origin=origin)
+                accepted = await self._ingest.send(
+                    draft, group, pull=pull, origin=origin, session=session
+                )
                 reached.update(group)
                 notifications += 1
                 recipients += accepted.recipients
@@ -184,7 +193,7 @@ class RuleService:
 
     @staticmethod
     def _draft(
-        rule: str,
+        rule: Rule,
         spec: RecipientSpec,
         locale: str | None,
         event: Event,
@@ -194,15 +203,16 @@ class RuleService:
         """The notification for users of `spec`'s relationship who get its `locale`
         translation (None: the default)."""
         text = (spec.locales or {}).get(locale or "") or {"title": spec.title, "body": spec.body}
-        title, body = _render(rule, text["title"], text.get("body", ""), context, budget)
+        title, body = _render(rule.name, text["title"], text.get("body", ""), context, budget)
         thread_key = _render_thread_key(spec.thread_key, context, budget)
         return Draft(
             tenant=event.tenant,
             title=title,
             body=body,
             thread_key=thread_key,
-            category=rule,
-            source=f"rule:{rule}",
+            category=rule.name,
+            source=f"rule:{rule.name}",
+            channels=extra_channels(rule.channels),
             actor=event.actor,
             target=event.target,
             data=event.data,

@@ -408,12 +408,15 @@ async function trace(screen, params) {
     line.replaced ? `collapsed: replaced ${line.replaced}` : "",
     line.evicted.length ? `inbox full: evicted ${line.evicted.join(", ")}` : "",
   ].filter(Boolean).join("; ");
-  const lines = table(["User", "Reached through", "Outcome", "Seq", "Streamed to", "Pushed out"], found.lines.map((line) => h("tr", {},
+  const beyond = (line) => Object.entries(line.channels || {})
+    .map(([channel, outcome]) => `${channel}: ${outcome}`).join("; ");
+  const lines = table(["User", "Reached through", "Outcome", "Seq", "Streamed to", "Pushed out", "E-mail and push"], found.lines.map((line) => h("tr", {},
     h("td", {}, h("a", { href: `#/users?${q({ user: line.user })}` }, line.user)),
     h("td", { class: "mono", "data-source": line.source }, line.source), h("td", {}, badge(line.outcome)),
     h("td", { class: "num" }, line.seq ?? ""),
     h("td", { class: "num", "data-streamed": line.streamed_to }, line.streamed_to),
-    h("td", { class: "mono" }, pushedOut(line)))));
+    h("td", { class: "mono" }, pushedOut(line)),
+    h("td", { "data-channels": beyond(line) }, beyond(line)))));
   lines.id = "trace-lines";
   screen.append(lines);
   if (found.now) {

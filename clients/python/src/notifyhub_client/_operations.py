@@ -129,6 +129,7 @@ class Operations:
         thread_key: str | None = None,
         thread_window_s: int | None = None,
         actions: Sequence[m.Action] = (),
+        channels: Sequence[m.Channel] = (),
         deliver_at: datetime | None = None,
         delay: int | None = None,
         idempotency_key: str | None = None,
@@ -159,6 +160,7 @@ class Operations:
             thread_key=thread_key,
             thread_window_s=thread_window_s,
             actions=list(actions) or None,
+            channels=list(channels) or None,
             deliver_at=deliver_at,
             delay=delay,
         )
@@ -386,11 +388,15 @@ class Operations:
         *,
         target_type: str,
         recipients: Sequence[m.RuleRecipient],
+        channels: Sequence[m.Channel] = (),
         tenant: str | None = None,
     ) -> Call[m.Rule]:
-        """Create or replace a rule: per relationship, a template and push or pull."""
+        """Create or replace a rule: per relationship, a template and push or pull; its
+        notifications reach `channels` beyond the inbox (`email`, `push`)."""
         path = f"/v1/admin/rules/{segment(name)}"
-        request = m.RuleRequest(target_type=target_type, recipients=list(recipients))
+        request = m.RuleRequest(
+            target_type=target_type, recipients=list(recipients), channels=list(channels) or None
+        )
         return Call("PUT", path, model(m.Rule), params=self._tenant(tenant), json=request.to_json())
 
     @operation

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 Severity = Literal["info", "success", "warning", "error", "critical"]
 Display = Literal["inbox", "toast", "both"]
+Channel = Literal["inbox", "email", "push"]
 Obtain = Literal["push", "pull"]
 AlertTrigger = Literal["final_failure", "every_failure", "never", "after_n"]
 DelayedStatus = Literal["delayed", "ready", "reserved", "consumed", "cancelled"]
@@ -117,6 +118,7 @@ class PublishRequest(Request):
     thread_key: str | None = None
     thread_window_s: int | None = None
     actions: list[Action] | None = None
+    channels: list[Channel] | None = None
     deliver_at: datetime | None = None
     delay: int | None = None
 
@@ -186,6 +188,7 @@ class RuleRecipient(Request):
 class RuleRequest(Request):
     target_type: str
     recipients: list[RuleRecipient]
+    channels: list[Channel] | None = None
 
 
 class Alert(Request):
@@ -340,11 +343,16 @@ class Topic(Response):
     groups: list[str]
 
 
+def _inbox_only() -> list[Channel]:
+    return ["inbox"]
+
+
 class Rule(Response):
     name: str
     tenant: str
     target_type: str
     recipients: list[RuleRecipient]
+    channels: list[Channel] = Field(default_factory=_inbox_only)
 
 
 class DelayedAccepted(Response):

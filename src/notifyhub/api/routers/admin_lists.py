@@ -12,7 +12,7 @@ from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.paging import CursorQuery, LimitQuery, SinceQuery, UntilQuery
 from notifyhub.api.params import TenantQuery
-from notifyhub.api.schemas.common import Name
+from notifyhub.api.schemas.common import Name, NotificationId
 from notifyhub.api.schemas.delayed import QueueOut, QueuePage
 from notifyhub.api.schemas.deliveries import (
     DefinitionOut,
@@ -62,6 +62,7 @@ async def list_rules(
                 "tenant": tenant,
                 "target_type": r.target_type,
                 "recipients": [s.as_json() for s in r.recipients],
+                "channels": r.channels_json,
             }
         )
         for r in found
@@ -139,6 +140,14 @@ DefinitionQuery = Annotated[
     Query(description="Only deliveries through this definition.", examples=["erp-orders"]),
 ]
 
+NotificationQuery = Annotated[
+    NotificationId | None,
+    Query(
+        description="Only the e-mails and Web Pushes of this notification (its `channels`).",
+        examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
+    ),
+]
+
 
 @router.get("/deliveries", response_model=DeliveryPage)
 async def list_deliveries(
@@ -149,13 +158,17 @@ async def list_deliveries(
     definition: DefinitionQuery = None,
     since: SinceQuery = None,
     until: UntilQuery = None,
+    notification: NotificationQuery = None,
     cursor: CursorQuery = None,
     limit: LimitQuery = 100,
 ) -> DeliveryPage:
     """The tenant's deliveries, newest first, live and archived, filtered by status,
-    definition and creation time (`since` inclusive, `until` exclusive)."""
+    definition, creation time (`since` inclusive, `until` exclusive) and the
+    notification whose e-mails and pushes they are."""
     statuses = tuple(DeliveryStatus(s) for s in status or ())
-    where = listings.DeliveryFilter(principal.own(tenant), statuses, definition, since, until)
+    where = listings.DeliveryFilter(
+        principal.own(tenant), statuses, definition, since, until, notification
+    )
     found, next_cursor = await listings.deliveries(unit.session, where, cursor, limit)
     return DeliveryPage(
         deliveries=[DeliverySummary.model_validate(d) for d in found], next_cursor=next_cursor

@@ -7,13 +7,18 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from notifyhub.api.deps import Admin, AppState, Unit
+from notifyhub.api.deps import Admin, AppState, Session, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.params import TenantQuery
 from notifyhub.api.routers.inbox import PageCursor, PageLimit
 from notifyhub.api.routers.stream import STREAM_CONTENT, open_stream
 from notifyhub.api.schemas.common import Tenant, UserId
-from notifyhub.api.schemas.preferences import CategoryPreferenceIn, PreferencesIn
+from notifyhub.api.schemas.preferences import (
+    CategoryPreferenceIn,
+    PreferenceDefaultsIn,
+    PreferenceDefaultsOut,
+    PreferencesIn,
+)
 from notifyhub.api.schemas.rules import SubscriptionOut
 from notifyhub.api.schemas.users import TokensRevoked, UserOut, UserProfileIn, UserProfileOut
 from notifyhub.domain.auth import UserPrincipal
@@ -47,10 +52,7 @@ async def lookup_user(
     application's: one the hub never heard of answers empty (zero counts, no groups), not 404."""
     found = await state["users"].lookup(unit.session, principal.own(tenant), user)
     preferences = PreferencesIn(
-        categories={
-            c: CategoryPreferenceIn(inbox=p.inbox, push=p.push)
-            for c, p in found.preferences.items()
-        },
+        categories={c: CategoryPreferenceIn.of(p) for c, p in found.preferences.items()},
         locale=found.locale,
     )
     return UserOut(
@@ -158,3 +160,36 @@ async def revoke_user_tokens(
     not_before = await revocations.revoke_user(unit.session, tenant, user)
     unit.after_commit(functools.partial(revocations.announce_user, tenant, user, not_before))
     return TokensRevoked(tenant=tenant, user=user, not_before=not_before)
+
+
+@router.get("/preference-defaults", response_model=PreferenceDefaultsOut)
+async def get_preference_defaults(
+    principal: Admin, state: AppState, session: Session, tenant: TenantQuery = "default"
+) -> PreferenceDefaultsOut:
+    """The tenant's default preferences, per category and channel."""
+    found = await state["preferences"].defaults(session, principal.own(tenant))
+    categories = {c: CategoryPreferenceIn.of(p) for c, p in found.items()}
+    return PreferenceDefaultsOut(tenant=tenant, categories=categories)
+
+
+@router.put(
+    "/preference-defaults",
+    response_model=PreferenceDefaultsOut,
+    responses={201: {"model": PreferenceDefaultsOut, "description": "Created"}},
+)
+async def put_preference_defaults(
+    body: PreferenceDefaultsIn,
+    principal: Admin,
+    state: AppState,
+    session: Session,
+    response: Response,
+    tenant: TenantQuery = "default",
+) -> PreferenceDefaultsOut:
+    """Create (201: the tenant had none) or replace (200) the tenant's default
+    preferences: for a user without preferences of their own for a category, these decide
+    its e-mails and Web Pushes (the inbox and live events follow users' own preferences
+    only; severity `critical` bypasses opt-outs)."""
+    wanted = {c: p.preference() for c, p in body.categories.items()}
+    created = await state["preferences"].set_defaults(session, principal.own(tenant), wanted)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return PreferenceDefaultsOut(tenant=tenant, categories=body.categories)

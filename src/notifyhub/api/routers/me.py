@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/me", tags=["inbox"], responses=USER)
 
 def _out(prefs: dict[str, CategoryPreference], locale: str | None) -> PreferencesIn:
     return PreferencesIn(
-        categories={c: CategoryPreferenceIn(inbox=p.inbox, push=p.push) for c, p in prefs.items()},
+        categories={c: CategoryPreferenceIn.of(p) for c, p in prefs.items()},
         locale=locale,
     )
 
@@ -31,14 +31,15 @@ async def get_preferences(me: CurrentUser, state: AppState, session: Session) ->
 async def put_preferences(
     body: PreferencesIn, me: CurrentUser, state: AppState, session: Session
 ) -> PreferencesIn:
-    """Set the user's preferences: `categories` replaces them all (`push: false` keeps a
-    category in the inbox without live events; `inbox: false` drops it, unless
-    `critical`); `locale` picks rules' and producers' translations (null clears it). A
+    """Set the user's preferences: `categories` replaces them all, a switch per channel
+    (`push: false` keeps a category in the inbox without live events or Web Push;
+    `email: false` sends it no e-mail; `inbox: false` drops it; severity `critical`
+    bypasses all three); `locale` picks rules' and producers' translations (null clears it). A
     field left out stays as it is."""
     preferences = state["preferences"]
     given = body.model_fields_set
     if "categories" in given:
-        wanted = {c: CategoryPreference(p.inbox, p.push) for c, p in body.categories.items()}
+        wanted = {c: p.preference() for c, p in body.categories.items()}
         categories = await preferences.put(session, me, wanted)  # holds the user's turn
     else:
         categories = await preferences.get(session, me)

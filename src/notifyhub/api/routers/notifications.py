@@ -23,7 +23,7 @@ from notifyhub.api.params import NotificationIdPath
 from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
-from notifyhub.domain.notification import Draft, Recipients
+from notifyhub.domain.notification import Draft, Recipients, extra_channels
 from notifyhub.domain.trusted import trusted
 from notifyhub.services.ingest import Published
 
@@ -41,10 +41,10 @@ router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 _SHARED = tuple(
     name
     for name in Draft.model_fields
-    if name in PublishRequest.model_fields and name != "deliver_at"
+    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels")
 )
-"""The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`:
-converted)."""
+"""The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`,
+`channels`: converted)."""
 
 
 _new_draft = trusted(Draft)
@@ -59,6 +59,7 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
         deliver_at = datetime.now(UTC) + timedelta(seconds=body.delay)
     fields = {name: getattr(body, name) for name in _SHARED}
     fields["tags"], fields["actions"] = tuple(body.tags), tuple(body.actions)
+    fields["channels"] = extra_channels(body.channels)
     draft = _new_draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))

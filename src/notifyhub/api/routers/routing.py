@@ -18,6 +18,7 @@ from notifyhub.api.schemas.rules import (
     RulePreviewOut,
 )
 from notifyhub.api.schemas.topics import TopicMembersIn, TopicOut, TopicPatch
+from notifyhub.domain.notification import extra_channels
 from notifyhub.services.rules import (
     Event,
     RecipientSpec,
@@ -135,10 +136,15 @@ async def put_rule(
 ) -> RuleOut:
     """Create (201) or replace (200) a rule (Design 3)."""
     specs = [RecipientSpec.of(r) for r in body.recipients]
-    definition = RuleDefinition(rule, body.target_type, specs)
+    definition = RuleDefinition(rule, body.target_type, specs, extra_channels(body.channels))
     created = await state["rules"].put(session, principal.own(tenant), definition)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    return RuleOut(name=rule, tenant=tenant, **body.model_dump())
+    return RuleOut(
+        name=rule,
+        tenant=tenant,
+        **body.model_dump(exclude={"channels"}),
+        channels=definition.channels_json,
+    )
 
 
 @router.get("/v1/admin/rules/{rule}", response_model=RuleOut, responses=NOT_FOUND)
@@ -153,7 +159,13 @@ async def get_rule(
     found = await state["rules"].get(session, principal.own(tenant), rule)
     recipients = [s.as_json() for s in found.recipients]
     return RuleOut.model_validate(
-        {"name": rule, "tenant": tenant, "target_type": found.target_type, "recipients": recipients}
+        {
+            "name": rule,
+            "tenant": tenant,
+            "target_type": found.target_type,
+            "recipients": recipients,
+            "channels": found.channels_json,
+        }
     )
 
 

@@ -57,6 +57,7 @@ async def get_trace(
             replaced=line.replaced,
             evicted=list(line.evicted),
             streamed_to=line.streamed_to,
+            channels=dict(line.channels),
         )
         for line in trace.lines
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -118,7 +118,28 @@ def _distinct(tags: list[str]) -> list[str]:
     return tags
 
 
+def _distinct_channels(channels: list[str]) -> list[str]:
+    if len(set(channels)) != len(channels):
+        raise ValueError("channels must be distinct")
+    return channels
+
+
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
+ChannelName = Literal["inbox", "email", "push"]
+Channels = Annotated[
+    list[ChannelName],
+    Field(max_length=3, json_schema_extra={"uniqueItems": True}),
+    AfterValidator(_distinct_channels),
+]
+"""Where a notification reaches its users: every copy is in the inbox (`inbox` may be
+named or left out); `email` and `push` (Web Push) are the channels beyond it."""
+
+
+def inbox_only() -> list[ChannelName]:
+    """The default `channels`: the inbox alone."""
+    return ["inbox"]
+
+
 NotificationId = Annotated[
     str, Field(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]+$")
 ]

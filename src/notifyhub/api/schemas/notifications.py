@@ -13,6 +13,7 @@ from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
     ULID_EXAMPLE,
     Category,
+    Channels,
     Documented,
     Line,
     Name,
@@ -23,6 +24,7 @@ from notifyhub.api.schemas.common import (
     Time,
     UserId,
     examples,
+    inbox_only,
     multi_line,
     single_line,
 )
@@ -164,6 +166,12 @@ class PublishRequest(Strict):
     """Up to 3 buttons with distinct ids; the user completes one of them once
     (`POST /v1/me/notifications/{id}/actions/{action_id}`), optionally calling a delivery
     definition (`webhook`)."""
+    channels: Channels = Field(default_factory=inbox_only)
+    """Where it reaches its users: always their inbox; `email` also e-mails each user with
+    an address, through the tenant's `email` delivery definition; `push` also sends a Web
+    Push to each of their browsers' subscriptions (through the `push` definition). Each
+    user's preferences decide per category and channel; `severity: critical` bypasses
+    their opt-outs (not a missing address). Every e-mail and push is an outbox delivery."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600)] | None = None

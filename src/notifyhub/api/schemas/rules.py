@@ -10,6 +10,7 @@ from notifyhub.api.schemas.common import (
     NO_CONTROL_BUT_WHITESPACE,
     TOKEN,
     ULID_EXAMPLE,
+    Channels,
     Documented,
     Line,
     Name,
@@ -18,6 +19,7 @@ from notifyhub.api.schemas.common import (
     Tenant,
     UserId,
     examples,
+    inbox_only,
     multi_line,
 )
 from notifyhub.domain.notification import Actor, Ref
@@ -100,6 +102,9 @@ class RuleIn(Strict):
     """The type of the targets the rule's events are about."""
     recipients: list[RuleRecipientIn] = Field(min_length=1, max_length=20)
     """One entry per relationship."""
+    channels: Channels = Field(default_factory=inbox_only)
+    """Where its notifications reach their users, as a publish's `channels`: the inbox
+    always, and `email` and `push` (Web Push) when named."""
 
     @model_validator(mode="after")
     def _distinct(self) -> RuleIn:

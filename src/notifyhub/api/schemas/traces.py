@@ -18,6 +18,7 @@ class TraceLineOut(Documented):
             "outcome": "delivered",
             "seq": 42,
             "streamed_to": 1,
+            "channels": {"email": "e-mailed", "push": "pushed to 2 browsers"},
         }
     )
 
@@ -45,6 +46,12 @@ class TraceLineOut(Documented):
     `notification` event (0: none had it); each process adds its count within a second.
     A copy that joined the user's open thread is streamed as the thread's `update` and is
     not counted."""
+    channels: dict[str, str] = {}
+    """Beyond the inbox (a notification sent with `channels`), what came of each channel
+    once the channel worker expanded it: `e-mailed`, `pushed to N browsers` (an outbox
+    delivery each, `GET /v1/deliveries`), or `skipped: preference`, `skipped: no
+    address`, `skipped: no subscription`, `skipped: no e-mail definition`, `skipped: no
+    push definition`; empty until then."""
 
 
 class TraceNow(Documented):

@@ -51,6 +51,19 @@ _ADD_ONCE = text(_INSERT_DUE + "ON CONFLICT (id) DO NOTHING RETURNING id").bindp
     bindparam("payload", type_=JSONB)
 )
 
+_ADD_MANY_ONCE = text("""
+INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
+                        failures, next_attempt_at)
+SELECT r.id, d.tenant, d.name, r.payload, r.description, 'pending', 0, 0, clock_timestamp()
+FROM delivery_definitions d,
+     jsonb_to_recordset(:rows) AS r(id varchar, payload jsonb, description varchar)
+WHERE d.tenant = :tenant AND d.name = :definition AND d.disabled_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM delivery_history h WHERE h.id = r.id)
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+""").bindparams(bindparam("rows", type_=JSONB))
+"""`_ADD_ONCE` for many rows of one definition in one statement."""
+
 _KNOWN = text("""
 SELECT 1 FROM deliveries WHERE id = :id
 UNION ALL SELECT 1 FROM delivery_history WHERE id = :id
@@ -199,6 +212,12 @@ async def upsert_definition(
     return row[0], bool(row[1])
 
 
+async def add_definition_once(session: AsyncSession, values: dict[str, Any]) -> None:
+    """Create the definition `values` name (`tenant`, `name`) unless it exists (one the
+    tenant defined stays as it is)."""
+    await session.execute(insert(DeliveryDefinition).values(**values).on_conflict_do_nothing())
+
+
 def _named(tenant: str, name: str) -> ColumnElement[bool]:
     return and_(DeliveryDefinition.tenant == tenant, DeliveryDefinition.name == name)
 
@@ -286,6 +305,21 @@ async def add_once(
     if (await session.execute(_KNOWN, {"id": delivery_id})).first() is not None:
         return False
     return None
+
+
+async def add_many_once(
+    session: AsyncSession,
+    tenant: str,
+    definition: str,
+    rows: Sequence[tuple[str, Any, str | None]],
+) -> list[str]:
+    """`add_once` for many (id, payload, description) of one enabled definition, in one
+    statement; the ids added (an id already in the outbox or its history is not)."""
+    if not rows:
+        return []
+    found = [{"id": i, "payload": payload, "description": d} for i, payload, d in rows]
+    params = {"tenant": tenant, "definition": definition, "rows": found}
+    return [row[0] for row in (await session.execute(_ADD_MANY_ONCE, params)).all()]
 
 
 async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Claimed]:

@@ -37,6 +37,9 @@ class DeliveryFilter:
     definition: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    notification: str | None = None
+    """Only the e-mails and pushes of this notification (`channels`: their payload's
+    `notification.id`)."""
 
 
 async def topics(
@@ -106,6 +109,8 @@ def _matching(table: Any, where: DeliveryFilter, before: str | None) -> list[Col
         clauses.append(table.created_at >= where.since)
     if where.until is not None:
         clauses.append(table.created_at < where.until)
+    if where.notification is not None:
+        clauses.append(table.payload["notification"]["id"].astext == where.notification)
     return clauses
 
 

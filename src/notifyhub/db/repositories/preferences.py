@@ -1,4 +1,5 @@
-"""Preference rows: per user and category, keep in the inbox? push live?"""
+"""Preference rows: per user and category, keep in the inbox? push (live and Web Push)?
+e-mail? And each tenant's defaults per category, for users without a row."""
 
 from __future__ import annotations
 
@@ -8,17 +9,72 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from notifyhub.db.models import Preference, UserLocale
+from notifyhub.db.models import Preference, PreferenceDefault, UserLocale
 
-Flags = tuple[bool, bool]
-"""(inbox, push) of one category."""
+Flags = tuple[bool, bool, bool]
+"""(inbox, push, email) of one category."""
 
 
 async def of_user(session: AsyncSession, tenant: str, user: str) -> dict[str, Flags]:
     rows = await session.scalars(
         select(Preference).where(Preference.tenant == tenant, Preference.user_id == user)
     )
-    return {p.category: (p.inbox, p.push) for p in rows}
+    return {p.category: (p.inbox, p.push, p.email) for p in rows}
+
+
+async def of_users(
+    session: AsyncSession, tenant: str, users: Sequence[str], category: str
+) -> dict[str, Flags]:
+    """The rows of those of `users` who have one for `category`."""
+    rows = await session.scalars(
+        select(Preference).where(
+            Preference.tenant == tenant,
+            Preference.category == category,
+            Preference.user_id.in_(list(users)),
+        )
+    )
+    return {p.user_id: (p.inbox, p.push, p.email) for p in rows}
+
+
+async def defaults_of(session: AsyncSession, tenant: str) -> dict[str, Flags]:
+    """The tenant's default flags, by category."""
+    rows = await session.scalars(
+        select(PreferenceDefault).where(PreferenceDefault.tenant == tenant)
+    )
+    return {d.category: (d.inbox, d.push, d.email) for d in rows}
+
+
+async def default_of(session: AsyncSession, tenant: str, category: str) -> Flags | None:
+    """The tenant's default flags for `category`, if it set any."""
+    row = await session.scalar(
+        select(PreferenceDefault).where(
+            PreferenceDefault.tenant == tenant, PreferenceDefault.category == category
+        )
+    )
+    return None if row is None else (row.inbox, row.push, row.email)
+
+
+async def replace_defaults(
+    session: AsyncSession, tenant: str, categories: Mapping[str, Flags]
+) -> bool:
+    """Make the tenant's defaults exactly `categories` (the last to commit wins whole:
+    they take turns on a transaction-scoped advisory lock, as `replace` does); True when
+    the tenant had none before."""
+    key = func.hashtextextended(f"preference-defaults:{tenant}", 0)
+    await session.execute(select(func.pg_advisory_xact_lock(key)))
+    dropped = await session.execute(
+        delete(PreferenceDefault)
+        .where(PreferenceDefault.tenant == tenant)
+        .returning(PreferenceDefault.category)
+    )
+    had = dropped.first() is not None
+    if categories:
+        rows = [
+            {"tenant": tenant, "category": c, "inbox": i, "push": p, "email": e}
+            for c, (i, p, e) in categories.items()
+        ]
+        await session.execute(insert(PreferenceDefault).values(rows))
+    return not had
 
 
 async def replace(
@@ -40,14 +96,15 @@ async def replace(
     if not categories:
         return
     rows = [
-        {"tenant": tenant, "user_id": user, "category": c, "inbox": inbox, "push": push}
-        for c, (inbox, push) in categories.items()
+        {"tenant": tenant, "user_id": user, "category": c, "inbox": i, "push": p, "email": e}
+        for c, (i, p, e) in categories.items()
     ]
     statement = insert(Preference).values(rows)
+    excluded = statement.excluded
     await session.execute(
         statement.on_conflict_do_update(
             index_elements=[Preference.tenant, Preference.user_id, Preference.category],
-            set_={"inbox": statement.excluded.inbox, "push": statement.excluded.push},
+            set_={"inbox": excluded.inbox, "push": excluded.push, "email": excluded.email},
         )
     )
 
@@ -55,7 +112,7 @@ async def replace(
 async def all_rows(session: AsyncSession) -> list[tuple[str, str, str, Flags]]:
     """(tenant, user, category, flags) of every row, for rebuilding the Redis copy."""
     rows = await session.scalars(select(Preference))
-    return [(p.tenant, p.user_id, p.category, (p.inbox, p.push)) for p in rows]
+    return [(p.tenant, p.user_id, p.category, (p.inbox, p.push, p.email)) for p in rows]
 
 
 async def locale_of(session: AsyncSession, tenant: str, user: str) -> str | None:

@@ -16,16 +16,20 @@ async def find(session: AsyncSession, tenant: str, name: str) -> Rule | None:
 
 
 async def upsert(
-    session: AsyncSession, tenant: str, name: str, target_type: str
+    session: AsyncSession, tenant: str, name: str, target_type: str, channels: Sequence[str] = ()
 ) -> tuple[int, bool]:
     """Create or update the rule in one statement: (its id, True when created).
 
     The row stays locked until the caller commits, so concurrent PUTs of one rule take
     turns and each replaces the recipients whole (a find-then-insert let two PUTs both
     insert: a unique violation, a 500)."""
-    statement = insert(Rule).values(tenant=tenant, name=name, target_type=target_type)
+    statement = insert(Rule).values(
+        tenant=tenant, name=name, target_type=target_type, channels=list(channels)
+    )
+    excluded = statement.excluded
     statement = statement.on_conflict_do_update(
-        constraint="uq_rules_tenant_name", set_={"target_type": statement.excluded.target_type}
+        constraint="uq_rules_tenant_name",
+        set_={"target_type": excluded.target_type, "channels": excluded.channels},
     )
     row = (await session.execute(statement.returning(Rule.id, text("xmax = 0")))).one()
     return int(row[0]), bool(row[1])

@@ -96,6 +96,9 @@ class TraceLine:
     """The ids of the oldest notifications the user's full inbox dropped for this one."""
     streamed_to: int = 0
     """Live streams (every hub process's) that were sent the copy's event."""
+    channels: tuple[tuple[str, str], ...] = ()
+    """Beyond the inbox: (channel, what came of it) pairs, as the channel worker noted
+    them (`e-mailed`, `pushed to 2 browsers`, `skipped: no address`...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,8 @@ class RoutingTrace:
         recalled  ms of the recall, if any
         s:<user>  how many live streams were sent the user's copy's event, in every
                   hub process (HINCRBY; recorded users only; absent: none)
+        c:<user>  JSON {channel: outcome} beyond the inbox, by the channel worker
+                  (workers/channels.py; recorded users only)
 
     Lines go in BUCKETS fields, grouped by (source, outcome), rather than a field or a
     JSON object per user, so a big fan-out packs a few fields and a line is one dict
@@ -149,9 +154,18 @@ PUSHED_OUT = "x"
 STREAMED = "s:"
 """Prefix of a trace's fields counting, per user, the streams sent the copy's event."""
 
+CHANNELS = "c:"
+"""Prefix of a trace's fields holding, per user, the outcomes beyond the inbox."""
 
-def lines_of(bucket: dict[str, dict[str, Any]], streamed: dict[str, int]) -> Iterator[TraceLine]:
-    """The lines of one bucket, with what each copy pushed out and the streams counted."""
+
+def lines_of(
+    bucket: dict[str, dict[str, Any]],
+    streamed: dict[str, int],
+    channels: dict[str, dict[str, str]] | None = None,
+) -> Iterator[TraceLine]:
+    """The lines of one bucket, with what each copy pushed out, the streams counted and
+    the outcomes beyond the inbox."""
+    channels = channels or {}
     pushed_out = bucket.get(PUSHED_OUT, {})
     for kind, users in bucket.items():
         if kind == PUSHED_OUT:
@@ -168,6 +182,7 @@ def lines_of(bucket: dict[str, dict[str, Any]], streamed: dict[str, int]) -> Ite
                 extra.get("replaced"),
                 evicted,
                 streamed.get(user, 0),
+                tuple(sorted(channels.get(user, {}).items())),
             )
 
 

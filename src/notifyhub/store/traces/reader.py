@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
-from notifyhub.store.traces.model import STREAMED, RoutingTrace, bucket_of, lines_of
+from notifyhub.store.traces.model import CHANNELS, STREAMED, RoutingTrace, bucket_of, lines_of
 
 
 async def read_trace(
@@ -15,13 +15,16 @@ async def read_trace(
     alone is read), or the first `limit` by user id."""
     buckets: list[bytes]
     streamed: dict[str, int] = {}
+    channels: dict[str, dict[str, str]] = {}
     if user is not None:
-        meta, bucket, recalled, count = await redis.hmget(
-            key, ["meta", bucket_of(user), "recalled", STREAMED + user]
+        meta, bucket, recalled, count, sent = await redis.hmget(
+            key, ["meta", bucket_of(user), "recalled", STREAMED + user, CHANNELS + user]
         )
         buckets = [bucket] if isinstance(bucket, bytes) else []
         if count is not None:
             streamed[user] = int(count)
+        if sent is not None:
+            channels[user] = orjson.loads(sent)
     else:
         found: dict[bytes, bytes] = await redis.hgetall(key)  # type: ignore[assignment]
         meta, recalled = found.get(b"meta"), found.get(b"recalled")
@@ -32,9 +35,17 @@ async def read_trace(
             for name, raw in found.items()
             if name.startswith(prefix)
         }
+        sent_prefix = CHANNELS.encode()
+        channels = {
+            name[len(sent_prefix) :].decode(): orjson.loads(raw)
+            for name, raw in found.items()
+            if name.startswith(sent_prefix)
+        }
     if meta is None:
         return None
-    lines = sorted(line for raw in buckets for line in lines_of(orjson.loads(raw), streamed))
+    lines = sorted(
+        line for raw in buckets for line in lines_of(orjson.loads(raw), streamed, channels)
+    )
     if user is not None:
         lines = [line for line in lines if line.user == user]
     return RoutingTrace(orjson.loads(meta), lines[:limit], int(recalled) if recalled else None)

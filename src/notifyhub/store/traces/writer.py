@@ -19,6 +19,7 @@ from notifyhub.store.inbox.placing import Placement
 from notifyhub.store.keys import Keys
 from notifyhub.store.scripts import pipelined, queue_script, register_lua, slot_calls, slot_node
 from notifyhub.store.traces.model import (
+    CHANNELS,
     DELIVERED,
     PENDING,
     PUSHED_OUT,
@@ -179,6 +180,24 @@ class RoutingTraces:
                 await self._writer
             self._writer = None
         await self.flush()
+
+    async def channels_sent(
+        self, notification_id: str, outcomes: dict[str, dict[str, str]], *, start: int = 0
+    ) -> None:
+        """Note users' outcomes beyond the inbox ({user: {channel: outcome}}, users from
+        the `start`th recipient on) in the notification's trace, for the recorded users
+        (the first `users`): fields of their own, so the trace written behind its publish
+        (perhaps later, in another process) keeps them; a key made here expires as a
+        trace does."""
+        recorded = list(outcomes.items())[: max(0, self._users - start)]
+        if not recorded:
+            return
+        key = self._keys.routing_trace(notification_id)
+        fields = {CHANNELS + user: orjson.dumps(sent) for user, sent in recorded}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+            pipe.expire(key, self._ttl_s, nx=True)
+            await pipe.execute()
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
         """Note a recall in the notification's trace (if it still has one)."""
