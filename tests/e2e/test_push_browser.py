@@ -21,6 +21,7 @@ import json
 import secrets
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,6 +33,7 @@ from test_browser import publish
 pytestmark = pytest.mark.slow
 
 SW_PATH = "/static/notifyhub-push-sw.js"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "demo-settings.png"
 READY = "() => window.notifyhubDemo?.ready === true"
 
 # The page's PushManager answers the subscription the test made (no push service here).
@@ -311,4 +313,5 @@ async def test_the_matrix_shows_and_saves_preferences(
     )
     saved = (await hub_get(base, token, "/v1/me/preferences"))["categories"]
     assert saved["orders"]["push"] is True and saved["billing"]["push"] is False
+    await page.locator("[data-testid=settings]").screenshot(path=str(SCREENSHOT))
     assert page.errors == []

@@ -635,6 +635,18 @@
       typeof Notification === "function";
   }
 
+  /** The push service worker's URL; a PushError where Web Push cannot work. */
+  function pushWorkerUrl(options) {
+    if (!pushSupported()) {
+      throw new PushError("unsupported", "This browser cannot receive Web Push here (it needs service workers, the Push API and a secure context)");
+    }
+    const url = new URL(options.serviceWorkerUrl || new URL("notifyhub-push-sw.js", scriptSrc), location.href);
+    if (url.origin !== location.origin) {
+      throw new PushError("unsupported", `A service worker must be on the page's origin (${location.origin}): pass serviceWorkerUrl`);
+    }
+    return url;
+  }
+
   /** Resolves once the registration has an active worker (`subscribe()` needs one). */
   function activated(registration) {
     const worker = registration.installing || registration.waiting;
@@ -841,12 +853,13 @@
      * Call it from a user's click: browsers ask for permission only then.
      */
     async enablePush(options = {}) {
-      const registration = await this._pushRegistration(options, true);
-      const permission = await Notification.requestPermission();
+      pushWorkerUrl(options); // unsupported here: say so before asking anything
+      const permission = await Notification.requestPermission(); // first, while the click counts
       if (permission === "denied") {
         throw new PushError("denied", "Notifications are blocked for this site (the browser's site settings can allow them)");
       }
       if (permission !== "granted") throw new PushError("dismissed", "Notification permission was not given");
+      const registration = await this._pushRegistration(options, true);
       const { public_key: publicKey } = await this._request("GET", "/v1/me/push-key");
       const applicationServerKey = base64UrlBytes(publicKey);
       let subscription = await registration.pushManager.getSubscription();
@@ -890,13 +903,7 @@
 
     /** The push service worker's registration: registered and active when `register`. */
     async _pushRegistration(options, register) {
-      if (!pushSupported()) {
-        throw new PushError("unsupported", "This browser cannot receive Web Push here (it needs service workers, the Push API and a secure context)");
-      }
-      const url = new URL(options.serviceWorkerUrl || new URL("notifyhub-push-sw.js", scriptSrc), location.href);
-      if (url.origin !== location.origin) {
-        throw new PushError("unsupported", `A service worker must be on the page's origin (${location.origin}): pass serviceWorkerUrl`);
-      }
+      const url = pushWorkerUrl(options);
       const scope = options.scope ? new URL(options.scope, location.href).href : undefined;
       if (!register) return (await navigator.serviceWorker.getRegistration(scope || url.href)) || null;
       const registration = await navigator.serviceWorker.register(url.href, scope ? { scope } : {});
