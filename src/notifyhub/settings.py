@@ -152,6 +152,19 @@ class DeliverySettings(BaseModel):
         return self
 
 
+class WebPushSettings(BaseModel):
+    """Web Push (RFC 8030/8291/8292): the hub's VAPID identity towards push services."""
+
+    vapid_private_key: SecretStr | None = None
+    """`NOTIFYHUB_WEBPUSH__VAPID_PRIVATE_KEY`: the P-256 private key (PEM, or the raw
+    32-byte scalar in base64url as py-vapid writes it). Unset: the hub makes one at its
+    first start and keeps it in PostgreSQL (`vapid_keys`), shared by every process.
+    Never shown by the API."""
+    subject: str = Field("mailto:admin@localhost", pattern=r"^(mailto:\S+@\S+|https://\S+)$")
+    """`NOTIFYHUB_WEBPUSH__SUBJECT`: the VAPID `sub` claim, a `mailto:` or `https:` URL a
+    push service's operator can reach you at."""
+
+
 class RateLimits(BaseModel):
     """Token buckets in Redis: requests per second and burst; a rate of 0 turns one off."""
 
@@ -253,6 +266,7 @@ class Settings(BaseSettings):
     rate_limits: RateLimits = RateLimits()
     database: DatabaseSettings = DatabaseSettings()
     api_keys: ApiKeySettings = ApiKeySettings()
+    webpush: WebPushSettings = WebPushSettings()
 
     inbox_durability: InboxDurability = "redis"
     """`postgres`: notifications committed to PostgreSQL before the 202, inboxes rebuilt."""

@@ -17,6 +17,7 @@ from ulid import ULID
 
 from support.sse import EventReader
 from support.tls import TEST_TLS
+from support.webpush import Browser
 
 Route = Callable[[httpx.AsyncClient, dict[str, str], str], Awaitable[httpx.Response]]
 
@@ -165,3 +166,32 @@ async def test_same_user_id_in_another_tenant_sees_nothing(
     ):
         first = await EventReader(stream).next()
         assert first.event == "counts" and first.data["total"] == 0
+
+
+@pytest.mark.parametrize("kind", ["own", "foreign", "foreign-tenant", "missing"])
+async def test_bola_push_subscription_removal(hub: Any, make_token: Any, kind: str) -> None:
+    """`DELETE /v1/me/push-subscriptions/{id}`: another user's id (in the tenant or in
+    another) answers exactly like an id nobody has, and leaves it in place."""
+    users = [f"bola-p-{secrets.token_hex(3)}", f"bola-q-{secrets.token_hex(3)}"]
+    owner = {"own": users[0], "foreign": users[1], "foreign-tenant": users[0]}.get(kind)
+    tenant = "acme" if kind == "foreign-tenant" else "default"
+    me = _auth(make_token(users[0]))
+    sid = str(ULID())
+    if owner is not None:
+        body = Browser().subscription(f"https://push.example.test/{secrets.token_hex(4)}")
+        holder = _auth(make_token(owner, tenant=tenant))
+        added = await hub.client.post("/v1/me/push-subscriptions", json=body, headers=holder)
+        sid = added.json()["id"]
+
+    response = await hub.client.delete(f"/v1/me/push-subscriptions/{sid}", headers=me)
+
+    if kind == "own":
+        assert response.status_code == 204
+        return
+    unknown = str(ULID())
+    baseline = await hub.client.delete(f"/v1/me/push-subscriptions/{unknown}", headers=me)
+    assert response.status_code == baseline.status_code == 404
+    assert response.text.replace(sid, "?") == baseline.text.replace(unknown, "?")
+    if owner is not None:
+        listed = await hub.client.get("/v1/me/push-subscriptions", headers=holder)
+        assert [s["id"] for s in listed.json()["subscriptions"]] == [sid]

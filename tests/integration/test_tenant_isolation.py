@@ -19,11 +19,13 @@ from typing import Any
 import httpx
 import pytest
 
+from notifyhub.db.repositories import push_subscriptions
 from notifyhub.settings import Settings
 from support.deliveries import reaching_localhost
 from support.receiver import Receiver
 from support.sse import EventReader
 from support.tls import TEST_TLS
+from support.webpush import Browser
 
 SECURITY = Path(__file__).resolve().parents[2] / "SECURITY.md"
 ROW = re.compile(r"^\| `(?P<op>[A-Z]+ /[^`]*)` \| (?P<who>[^|]+) \|")
@@ -705,6 +707,72 @@ async def probe_user_lookup(t: Tenants) -> None:
     assert found["counts"]["total"] == 1 and found["groups"] == ["g"]
 
 
+async def _profile(t: Tenants, tenant: str) -> dict[str, Any]:
+    url = f"/v1/admin/users/{tenant}/{t.user}"
+    return dict(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json())
+
+
+async def probe_user_profile_put(t: Tenants) -> None:
+    owner, attacker = t.key(t.b, "admin"), t.key(t.a, "admin")
+    mine = {"email": "b@example.com", "time_zone": "UTC"}
+    _ok(await t.client.put(f"/v1/admin/users/{t.b}/{t.user}", json=mine, headers=owner))
+    forged = {"email": "attacker@example.com", "time_zone": "Europe/Lisbon"}
+    url = f"/v1/admin/users/{t.b}/{t.user}"
+    _refused(await t.client.put(url, json=forged, headers=attacker), 403)
+    _ok(await t.client.put(f"/v1/admin/users/{t.a}/{t.user}", json=forged, headers=attacker))
+    found = await _profile(t, t.b)
+    assert (found["email"], found["time_zone"]) == ("b@example.com", "UTC")
+    assert (await _profile(t, t.a))["email"] == "attacker@example.com"
+
+
+def _subscription(endpoint: str) -> dict[str, Any]:
+    return Browser().subscription(endpoint)
+
+
+async def _push_subscriptions(t: Tenants, tenant: str) -> list[str]:
+    answer = await t.client.get("/v1/me/push-subscriptions", headers=t.me(tenant))
+    return [s["endpoint"] for s in _ok(answer).json()["subscriptions"]]
+
+
+async def _push_subscription_of_b(t: Tenants) -> tuple[str, str]:
+    endpoint = f"https://push.example.test/b/{secrets.token_hex(4)}"
+    url = "/v1/me/push-subscriptions"
+    answer = await t.client.post(url, json=_subscription(endpoint), headers=t.me(t.b))
+    return str(_ok(answer, 201).json()["id"]), endpoint
+
+
+async def probe_push_key(t: Tenants) -> None:
+    a = _ok(await t.client.get("/v1/me/push-key", headers=t.me(t.a))).json()
+    b = _ok(await t.client.get("/v1/me/push-key", headers=t.me(t.b))).json()
+    assert a == b and set(a) == {"public_key"}
+
+
+async def probe_push_subscribe(t: Tenants) -> None:
+    sid, endpoint = await _push_subscription_of_b(t)
+    url = "/v1/me/push-subscriptions"
+    answer = _ok(await t.client.post(url, json=_subscription(endpoint), headers=t.me(t.a)), 201)
+    assert answer.json()["id"] != sid  # another subscription, in A
+    assert await _push_subscriptions(t, t.b) == [endpoint]
+    async with t.hub.app_state["sessionmaker"]() as session:
+        stored = await push_subscriptions.get(session, t.b, sid)
+    assert stored is not None and stored.user == t.user and stored.tenant == t.b
+
+
+async def probe_push_subscriptions(t: Tenants) -> None:
+    _, endpoint = await _push_subscription_of_b(t)
+    assert await _push_subscriptions(t, t.a) == []
+    assert await _push_subscriptions(t, t.b) == [endpoint]
+
+
+async def probe_push_unsubscribe(t: Tenants) -> None:
+    sid, endpoint = await _push_subscription_of_b(t)
+    url = f"/v1/me/push-subscriptions/{sid}"
+    _refused(await t.client.delete(url, headers=t.me(t.a)), 404)
+    assert await _push_subscriptions(t, t.b) == [endpoint]
+    _ok(await t.client.delete(url, headers=t.me(t.b)), 204)
+    assert await _push_subscriptions(t, t.b) == []
+
+
 async def probe_user_revoke_tokens(t: Tenants) -> None:
     counts = "/v1/me/notifications/counts"
     victim = t.me(t.b)
@@ -1070,6 +1138,11 @@ PROBES: dict[str, Probe] = {
     "GET /v1/admin/queues": probe_queue_list,
     "GET /v1/admin/deliveries": probe_delivery_list,
     "GET /v1/admin/users/{tenant}/{user}": probe_user_lookup,
+    "PUT /v1/admin/users/{tenant}/{user}": probe_user_profile_put,
+    "GET /v1/me/push-key": probe_push_key,
+    "POST /v1/me/push-subscriptions": probe_push_subscribe,
+    "GET /v1/me/push-subscriptions": probe_push_subscriptions,
+    "DELETE /v1/me/push-subscriptions/{subscription_id}": probe_push_unsubscribe,
     "POST /v1/admin/users/{tenant}/{user}/revoke-tokens": probe_user_revoke_tokens,
     "GET /v1/admin/inbox": probe_user_inbox,
     "GET /v1/admin/tail": probe_user_tail,

@@ -68,6 +68,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("actions.py", "units"): "an action's webhook commits before the answer, a 409 included",
     ("views.py", "units"): "Redis-only inbox reads look views up (cached) on their own",
     ("revocations.py", "units"): "after a Pub/Sub gap, a background read of revoked keys",
+    ("vapid.py", "units"): "VapidKeys: the installation's pair, read or made once per process",
 }
 
 

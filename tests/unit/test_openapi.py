@@ -70,6 +70,7 @@ def test_not_found_and_conflict_only_where_answered() -> None:
         ("post", "/v1/me/notifications/{notification_id}/actions/{action_id}"),  # done once
         ("put", "/v1/admin/views/{name}"),  # the view limit
         ("put", "/v1/me/views/{name}"),  # the view limit; a tenant view's name
+        ("post", "/v1/me/push-subscriptions"),  # the subscription limit
     }
     # User ids are the calling application's: the hub answers for any (empty when unknown).
     never_missing = {"/v1/admin/users/{tenant}/{user}"}

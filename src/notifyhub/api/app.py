@@ -29,6 +29,7 @@ from notifyhub.api.routers import (
     me,
     notifications,
     ops,
+    push,
     stream,
 )
 from notifyhub.api.routers import broadcast as broadcast_router
@@ -100,6 +101,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             stack.push_async_callback(publishing.views.close)
             stack.push_async_callback(publishing.routing_traces.close)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
+            webpush = await features.webpush(settings, db)
             outbox = features.outbox(stack, settings, db, metrics, delivery_metrics, tracing)
             runner = features.runner(
                 stack,
@@ -129,6 +131,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 delayed=delayed,
                 publishing=publishing,
                 outbox=outbox,
+                webpush=webpush,
                 limiter=limiter,
                 keys_cache=keys_cache,
                 revocations=revocations,
@@ -156,6 +159,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         notifications,
         inbox_router,
         me,
+        push,
         stream,
         admin,
         admin_keys,
@@ -192,6 +196,7 @@ def _state(
     delayed: features.DelayedQueue,
     publishing: features.Publishing,
     outbox: features.Outbox,
+    webpush: features.WebPush,
     limiter: RateLimiter,
     keys_cache: KeyCache,
     revocations: Revocations,
@@ -225,6 +230,9 @@ def _state(
         limiter=limiter,
         users=UserLookup(inbox.store, inbox.presence, routing.preferences, publishing.rules),
         actions=ActionService(inbox.store, units(db.sessionmaker), outbox.sender, durable.log),
+        vapid=webpush.vapid,
+        push_subscriptions=webpush.subscriptions,
+        profiles=webpush.profiles,
     )
 
 

@@ -27,11 +27,14 @@ from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
 from notifyhub.services.preferences import PreferenceService
+from notifyhub.services.profiles import Profiles
+from notifyhub.services.push_subscriptions import PushSubscriptions
 from notifyhub.services.revocations import Revocations
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.topics import TopicService
 from notifyhub.services.users import UserLookup
+from notifyhub.services.vapid import VapidKeys
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.inbox import InboxStore
@@ -72,6 +75,9 @@ class State(TypedDict):
     limiter: RateLimiter
     users: UserLookup
     actions: ActionService
+    vapid: VapidKeys
+    push_subscriptions: PushSubscriptions
+    profiles: Profiles
 
 
 async def _state(request: Request) -> State:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     Float,
     ForeignKey,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     LargeBinary,
     SmallInteger,
     String,
+    Text,
     UniqueConstraint,
     func,
     text,
@@ -167,6 +169,58 @@ class UserLocale(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     locale: Mapped[str] = mapped_column(String(35))
+
+
+class UserProfile(Base):
+    """A user's addresses (migration 0015): where e-mail reaches them, their time zone.
+    Their locale stays in `user_locales`."""
+
+    __tablename__ = "user_profiles"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    email: Mapped[str | None] = mapped_column(String(254))
+    time_zone: Mapped[str | None] = mapped_column(String(64))
+    """An IANA name (`Europe/Lisbon`)."""
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PushSubscription(Base):
+    """One browser's Web Push subscription (`PushSubscription.toJSON()`) for one user."""
+
+    __tablename__ = "push_subscriptions"
+    __table_args__ = (
+        UniqueConstraint("tenant", "endpoint", name="uq_push_subscriptions_endpoint"),
+        Index("ix_push_subscriptions_user", "tenant", "user_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    endpoint: Mapped[str] = mapped_column(Text)
+    """The push service's URL for this browser (a capability: never shown to others)."""
+    p256dh: Mapped[str] = mapped_column(String(100))
+    """The browser's P-256 public key, base64url (65 bytes decoded)."""
+    auth: Mapped[str] = mapped_column(String(32))
+    """The browser's auth secret, base64url (16 bytes decoded)."""
+    expiration_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    user_agent: Mapped[str | None] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class VapidKey(Base):
+    """The hub installation's VAPID key pair (RFC 8292): one row, id 1, made by the first
+    hub to start, so every process and restart signs with the same key."""
+
+    __tablename__ = "vapid_keys"
+    __table_args__ = (CheckConstraint("id = 1", name="ck_vapid_keys_one"),)
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    private_key: Mapped[str] = mapped_column(Text)
+    """The private key, PEM (PKCS#8); never returned by the API."""
+    public_key: Mapped[str] = mapped_column(String(100))
+    """The public key, base64url of the uncompressed P-256 point (what browsers need)."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class TokenRevocation(Base):

@@ -16,6 +16,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     epoch.epoch_watch       notices Redis losing data and rebuilds it
     publishing.publishing   ingest, rules, scheduled notifications
     publishing.producers    periodic producers
+    webpush.webpush         VAPID keys, push subscriptions, users' addresses
     outbox.outbox           the webhook outbox: sender and dispatcher
     delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops
@@ -40,6 +41,7 @@ from notifyhub.features.publishing import Producers, Publishing, producers, publ
 from notifyhub.features.routing import Routing, routing
 from notifyhub.features.runner import runner
 from notifyhub.features.tracing import start_tracing, tracing
+from notifyhub.features.webpush import WebPush, webpush
 
 __all__ = [
     "Database",
@@ -52,6 +54,7 @@ __all__ = [
     "Publishing",
     "RedisClients",
     "Routing",
+    "WebPush",
     "database",
     "delayed_queue",
     "durable_inbox",
@@ -70,4 +73,5 @@ __all__ = [
     "runner",
     "start_tracing",
     "tracing",
+    "webpush",
 ]

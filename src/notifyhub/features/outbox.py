@@ -9,9 +9,10 @@ from notifyhub.db.engine import create_sessionmaker
 from notifyhub.db.unit import units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.features.clients import Database, engine
+from notifyhub.features.webpush import address_guard
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
-from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.outbound import Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
@@ -49,7 +50,7 @@ def outbox(
     claim or settlement lost in a PostgreSQL crash only re-sends the delivery."""
     s = settings.deliveries
     outbox_engine = engine(stack, settings, relaxed_commits=True, pool_size=OUTBOX_POOL)
-    guard = AddressGuard(settings.deliveries_allow_private_networks, s.allow_networks)
+    guard = address_guard(settings)
     outbound = Outbound(guard, s.response_cap_bytes, s.concurrency)
     amqp_url = settings.amqp_url.get_secret_value() if settings.amqp_url else None
     sender = DeliverySender(

@@ -1,5 +1,6 @@
 """One user as the hub holds them, for an admin: inbox counts and last change seq, streams
-open now in every process, preferences, rule subscriptions, groups and topics."""
+open now in every process, preferences, rule subscriptions, groups and topics, and their
+addresses (e-mail, time zone)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from notifyhub.db.repositories import memberships
+from notifyhub.db.repositories import memberships, profiles
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import Counts
 from notifyhub.services.preferences import CategoryPreference, PreferenceService
@@ -29,6 +30,8 @@ class UserReport:
     groups: list[str]
     topics: list[str]
     locale: str | None = None
+    email: str | None = None
+    time_zone: str | None = None
 
 
 class UserLookup:
@@ -54,6 +57,7 @@ class UserLookup:
         who = UserPrincipal(tenant, user)
         counts, seq = await self._store.counts(tenant, user)
         groups = await memberships.groups_of(session, tenant, user)
+        profile = await profiles.get(session, tenant, user)
         return UserReport(
             tenant,
             user,
@@ -65,4 +69,6 @@ class UserLookup:
             groups,
             await memberships.topics_of(session, tenant, user, groups),
             await self._preferences.locale(session, who),
+            profile.email,
+            profile.time_zone,
         )

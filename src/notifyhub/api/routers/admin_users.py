@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response, status
 
 from notifyhub.api.deps import Admin, AppState, Unit
 from notifyhub.api.openapi import SERVICE
@@ -15,7 +15,7 @@ from notifyhub.api.routers.stream import STREAM_CONTENT, open_stream
 from notifyhub.api.schemas.common import Tenant, UserId
 from notifyhub.api.schemas.preferences import CategoryPreferenceIn, PreferencesIn
 from notifyhub.api.schemas.rules import SubscriptionOut
-from notifyhub.api.schemas.users import TokensRevoked, UserOut
+from notifyhub.api.schemas.users import TokensRevoked, UserOut, UserProfileIn, UserProfileOut
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import InboxPage
 from notifyhub.errors import AuthenticationError
@@ -68,6 +68,37 @@ async def lookup_user(
         ],
         groups=found.groups,
         topics=found.topics,
+        email=found.email,
+        locale=found.locale,
+        time_zone=found.time_zone,
+    )
+
+
+@router.put(
+    "/users/{tenant}/{user:path}",
+    response_model=UserProfileOut,
+    responses={201: {"model": UserProfileOut, "description": "Created"}},
+)
+async def put_user_profile(
+    body: UserProfileIn,
+    tenant: TenantPath,
+    user: UserPath,
+    principal: Admin,
+    state: AppState,
+    unit: Unit,
+    response: Response,
+) -> UserProfileOut:
+    """Set how to reach the user beyond their inbox: `email` (e-mail deliveries of their
+    notifications), `locale` (the same as their own `PUT /v1/me/preferences` sets) and
+    `time_zone` (an IANA name). A field left out stays as it is; null clears it. The
+    tenant is in the path, as in the `GET` (a key bound to another tenant gets 403).
+    201 when the user had no addresses stored yet, else 200."""
+    tenant = principal.own(tenant)
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    found, created = await state["profiles"].put(unit.session, tenant, user, changes)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return UserProfileOut(
+        tenant=tenant, user=user, email=found.email, locale=found.locale, time_zone=found.time_zone
     )
 
 

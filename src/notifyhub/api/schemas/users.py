@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import datetime
+from typing import Annotated
 
-from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, examples
+from pydantic import AfterValidator, Field
+
+from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Strict, examples, single_line
+from notifyhub.api.schemas.deliveries import Email
 from notifyhub.api.schemas.preferences import PreferencesIn
 from notifyhub.api.schemas.rules import SubscriptionOut
 from notifyhub.domain.notification import Counts
+from notifyhub.services.locales import LOCALE
 
 _SUBSCRIPTION = {
     "rule": "comment_created_post",
@@ -46,6 +52,9 @@ class UserOut(Documented):
             "subscriptions": [_SUBSCRIPTION],
             "groups": ["replenishers"],
             "topics": ["restock"],
+            "email": "alice@example.com",
+            "locale": "pt-BR",
+            "time_zone": "America/Sao_Paulo",
         }
     )
 
@@ -69,3 +78,70 @@ class UserOut(Documented):
     topics: list[str]
     """The topics subscribing them, by name or through one of their groups (the first
     1000)."""
+    email: str | None = None
+    """Their e-mail address (`PUT /v1/admin/users/{tenant}/{user}`; null: none)."""
+    locale: str | None = None
+    """Their language (as `preferences.locale`; null: the templates' defaults)."""
+    time_zone: str | None = None
+    """Their time zone, an IANA name (null: none given)."""
+
+
+def _known_zone(name: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}: an IANA name such as Europe/Lisbon") from exc
+    return name
+
+
+TimeZone = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$"),
+    AfterValidator(_known_zone),
+]
+"""An IANA time zone name (`Europe/Lisbon`, `UTC`) this hub's tz database knows."""
+Locale = Annotated[str, Field(max_length=35, pattern=LOCALE)]
+UserEmail = Annotated[Email, AfterValidator(single_line)]
+"""An address as `local@domain` (at most 254 characters, no spaces or control characters)."""
+
+
+class UserProfileIn(Strict):
+    """How to reach a user beyond their inbox: a field left out stays as it is, null
+    clears it."""
+
+    model_config = examples(
+        {"email": "alice@example.com", "locale": "pt-BR", "time_zone": "America/Sao_Paulo"},
+        {"time_zone": None},
+    )
+
+    email: UserEmail | None = None
+    """Their e-mail address (e-mail deliveries of notifications use it)."""
+    locale: Locale | None = None
+    """Their language, a BCP 47 tag: the same as `locale` of `PUT /v1/me/preferences`."""
+    time_zone: TimeZone | None = None
+    """Their time zone, an IANA name (`Europe/Lisbon`)."""
+
+
+class UserProfileOut(Documented):
+    """A user's addresses after the change."""
+
+    model_config = examples(
+        {
+            "tenant": "default",
+            "user": "alice",
+            "email": "alice@example.com",
+            "locale": "pt-BR",
+            "time_zone": "America/Sao_Paulo",
+        }
+    )
+
+    tenant: str
+    """The user's tenant."""
+    user: str
+    """The user id."""
+    email: str | None
+    """Their e-mail address (null: none)."""
+    locale: str | None
+    """Their language (null: the templates' defaults)."""
+    time_zone: str | None
+    """Their time zone (null: none given)."""
