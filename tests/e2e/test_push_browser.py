@@ -29,7 +29,11 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_browser import publish
+
+from notifyhub.db.models import PushSubscription
 
 pytestmark = pytest.mark.slow
 
@@ -120,10 +124,14 @@ def listed(answer: Any) -> list[dict[str, Any]]:
 
 
 async def test_the_switch_registers_the_worker_and_the_hub_stores_the_subscription(
-    push_context: Any, browser_hub: Any, make_token: Any
+    push_context: Any,
+    browser_hub: Any,
+    make_token: Any,
+    sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     base = browser_hub.base_url
-    token = make_token(f"push-{uuid.uuid4().hex[:8]}")
+    user = f"push-{uuid.uuid4().hex[:8]}"
+    token = make_token(user)
     subscription = fake_subscription()
     await push_context.add_init_script(f"({STUB_PUSH})({json.dumps(subscription)})")
     page = await open_demo(push_context, base, token)
@@ -140,8 +148,14 @@ async def test_the_switch_registers_the_worker_and_the_hub_stores_the_subscripti
     assert call == {"userVisibleOnly": True, "key": list(unb64url(key))}
     [stored] = listed(await hub_get(base, token, "/v1/me/push-subscriptions"))
     assert stored["endpoint"] == subscription["endpoint"]
-    if "keys" in stored:  # the hub's list may leave the secrets out
-        assert stored["keys"] == subscription["keys"]
+    async with sessionmaker() as session:  # the keys, which the hub's answers leave out
+        row = await session.scalar(
+            select(PushSubscription).where(PushSubscription.id == stored["id"])
+        )
+    assert row is not None
+    assert (row.tenant, row.user_id, row.endpoint) == ("default", user, subscription["endpoint"])
+    assert {"p256dh": row.p256dh, "auth": row.auth} == subscription["keys"]
+    assert row.expiration_time is None
     assert await page.evaluate("notifyhubDemo.push.subscription.id") == stored["id"]
 
     await switch.uncheck()

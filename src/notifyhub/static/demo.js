@@ -736,7 +736,7 @@
   function renderPush(state, message) {
     demo.push.state = state;
     const box = $("[data-testid=push-switch]");
-    box.checked = state === "enabled";
+    if (state !== "working") box.checked = state === "enabled"; // while working: as clicked
     box.disabled = state === "unsupported" || state === "denied" || state === "working";
     const text = $("[data-testid=push-state]");
     text.dataset.state = state;
