@@ -350,3 +350,54 @@ async def test_view_list_without_the_views_definition_reloads_on_live_ones(
     assert len(lists) > loaded and all("view=billing" in u for u in lists)
     # The 404 this test made is the only problem the page logged.
     assert [p for p in sample.problems if "404" not in p] == []
+
+
+# ---- the preference matrix: category x channel ------------------------------------------
+
+
+async def test_preference_matrix_shows_and_saves_each_channel(
+    sample_page: tuple[Any, str, str], origin: str, make_token: Any
+) -> None:
+    """<PreferenceMatrix>: rows are the given categories and the user's own; columns are
+    the channels the hub answers with; a click PUTs and shows what the hub returned."""
+    context, url, hub_url = sample_page
+    token = make_token(f"react-prefs-{origin}-{uuid.uuid4().hex[:8]}")
+    async with httpx.AsyncClient(base_url=hub_url) as client:
+        put = await client.put(
+            "/v1/me/preferences",
+            json={"categories": {"orders": {"inbox": True, "push": False}}},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert put.status_code == 200, put.text
+    channels = [c for c in ("inbox", "email", "push") if c in put.json()["categories"]["orders"]]
+
+    sample = Sample(await context.new_page())
+    await sample.page.goto(f"{url}#hub={hub_url}&token={token}&matrix=billing")
+    matrix = sample.page.locator("[data-nh=preferences]")
+    rows = matrix.locator("[data-nh=preference]")
+    await matrix.locator("input:enabled").first.wait_for()
+    assert await rows.evaluate_all("rs => rs.map((r) => r.dataset.category)") == [
+        "billing",
+        "orders",
+    ]
+    columns = await matrix.locator("th[data-channel]").evaluate_all(
+        "hs => hs.map((h) => h.dataset.channel)"
+    )
+    assert columns == channels
+
+    def box(category: str, channel: str) -> Any:
+        return matrix.locator(f'[data-category="{category}"] input[data-channel="{channel}"]')
+
+    assert not await box("orders", "push").is_checked()
+    assert await box("billing", "push").is_checked()  # not set: on
+    await box("billing", "push").click()
+    await matrix.locator('[data-category="billing"] input[data-channel="push"]:enabled').wait_for()
+    await sample.page.wait_for_function(
+        "() => !document.querySelector('[data-category=billing] input[data-channel=push]').checked"
+    )
+    async with httpx.AsyncClient(base_url=hub_url) as client:
+        saved = await client.get("/v1/me/preferences", headers={"Authorization": f"Bearer {token}"})
+    categories = saved.json()["categories"]
+    assert categories["billing"]["push"] is False and categories["billing"]["inbox"] is True
+    assert categories["orders"] == put.json()["categories"]["orders"]
+    assert sample.problems == []

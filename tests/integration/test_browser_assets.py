@@ -1,4 +1,5 @@
-"""The hub serves the browser client, its SharedWorker and the demo page, and nothing else."""
+"""The hub serves the browser client, its SharedWorker, its push service worker and the demo
+page, and nothing else."""
 
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ async def test_static_files_and_demo_headers(hub: Any) -> None:
     assert "script-src 'self'" in demo.headers["content-security-policy"]
     assert demo.headers["x-content-type-options"] == "nosniff"
     assert missing.status_code == 404 and escape.status_code == 404
+
+
+async def test_the_push_service_worker_is_served_as_a_script(hub: Any) -> None:
+    """A service worker must come as JavaScript; `no-cache` lets the browser's update
+    check see a new version at once (its scope is /static/, no Service-Worker-Allowed)."""
+    worker = await hub.client.get("/static/notifyhub-push-sw.js")
+    assert worker.status_code == 200
+    assert "javascript" in worker.headers["content-type"]
+    assert worker.headers["cache-control"] == "no-cache"
+    assert worker.headers["x-content-type-options"] == "nosniff"
+    assert "service-worker-allowed" not in worker.headers
+    assert 'addEventListener("push"' in worker.text
 
 
 async def test_types_are_served_as_text(hub: Any) -> None:

@@ -35,7 +35,7 @@ def _rss_bytes() -> int:
     ("origin", "method", "said"),
     [
         ("https://evil.example", "GET", "origin https://evil.example is not allowed"),
-        (ORIGIN, "PUT", "method PUT is not allowed (allowed: GET, POST, PATCH, DELETE)"),
+        (ORIGIN, "TRACE", "method TRACE is not allowed (allowed: GET, POST, PUT, PATCH, DELETE)"),
     ],
 )
 async def test_a_refused_preflight_is_a_problem(

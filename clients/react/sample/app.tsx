@@ -1,9 +1,18 @@
 // The React sample the browser test renders (tests/e2e/test_react.py bundles it with
 // esbuild). The hub's URL and a user token come in the fragment: #hub=...&token=...,
-// and optionally the view (tab) the inbox lists: &view=...
+// optionally the view (tab) the inbox lists: &view=..., and &matrix=a,b to show the
+// preference matrix with those categories.
 import { StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
-import { Inbox, inView, NotifyHubProvider, useNotification, useNotifyHub, type NotifyHubClient } from "../src/index.js";
+import {
+  Inbox,
+  inView,
+  NotifyHubProvider,
+  PreferenceMatrix,
+  useNotification,
+  useNotifyHub,
+  type NotifyHubClient,
+} from "../src/index.js";
 
 declare global {
   interface Window {
@@ -15,6 +24,7 @@ const fragment = new URLSearchParams(location.hash.slice(1));
 const hub = fragment.get("hub") ?? location.origin;
 const userToken = fragment.get("token") ?? "";
 const view = fragment.get("view");
+const matrix = fragment.get("matrix");
 
 async function streamToken(): Promise<string> {
   // A real app asks its own backend; the sample holds a user token and asks the hub.
@@ -55,6 +65,7 @@ function App() {
       <ExposeClient />
       <Inbox {...(view === null ? {} : { view })} onItemClick={(item) => setSelected(item.id)} />
       {selected !== null && <Detail id={selected} />}
+      {matrix !== null && <PreferenceMatrix categories={matrix.split(",").filter(Boolean)} />}
     </NotifyHubProvider>
   );
 }

@@ -2,11 +2,15 @@
 // notifyhub.d.ts against this (and the @ts-expect-error lines prove the types bite).
 import type {
   ConnectionStatus,
+  CategoryPreference,
   Counts,
   InboxItem,
   InboxPage,
   NotificationUpdate,
   NotifyHubClient,
+  Preferences,
+  PushState,
+  PushSubscriptionRecord,
   SnoozePreset,
   StreamCounts,
   Updated,
@@ -100,6 +104,22 @@ export async function plainClient(): Promise<NotifyHubClient> {
   } catch (error) {
     if (error instanceof NotifyHub.NotifyHubError) console.log(error.status, error.problem?.detail);
   }
+  // Issue 37: preferences per category and channel, and Web Push.
+  const preferences: Preferences = await hub.fetchPreferences();
+  const orders: CategoryPreference | undefined = preferences.categories["orders"];
+  console.log(orders?.inbox, orders?.email, orders?.push, preferences.locale);
+  await hub.savePreferences({ categories: { orders: { inbox: true, email: false, push: true } } });
+  await hub.savePreferences({ locale: null });
+  const pushState: PushState = await hub.pushState();
+  if (pushState === "disabled") {
+    try {
+      const registered: PushSubscriptionRecord = await hub.enablePush({ serviceWorkerUrl: "/push-sw.js" });
+      console.log(registered.id, registered.endpoint, registered.created_at);
+    } catch (error) {
+      if (error instanceof NotifyHub.PushError) console.log(error.reason === "denied", error.message);
+    }
+  }
+  await hub.disablePush();
   hub.reconnect();
   hub.close();
 
@@ -119,6 +139,10 @@ export async function plainClient(): Promise<NotifyHubClient> {
   hub.on("update", (u) => console.log(u.tags));
   // @ts-expect-error counts are read-only to callers
   hub.counts = null;
+  // @ts-expect-error not a push state
+  console.log((await hub.pushState()) === "granted");
+  // @ts-expect-error a preference is a boolean per channel
+  await hub.savePreferences({ categories: { orders: { email: "yes" } } });
   // @ts-expect-error the REST counts have no seq
   (await hub.fetchCounts()).seq;
   return hub;

@@ -9,6 +9,16 @@ export {
 } from "./hooks.js";
 export { fetchPage, inView, type StatusFilter } from "./list.js";
 export {
+  CHANNELS,
+  channelsOf,
+  isOn,
+  PreferenceMatrix,
+  usePreferences,
+  withChannel,
+  type PreferenceMatrixProps,
+  type PreferencesResult,
+} from "./preferences.js";
+export {
   loadNotifyHub,
   NotifyHubProvider,
   useNotifyHub,

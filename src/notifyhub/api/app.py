@@ -283,7 +283,7 @@ def _chain(app: HubApp, settings: Settings, metrics: Metrics, tracing: Tracing) 
             chain,
             allow_origins=settings.cors_origins,
             allow_credentials=True,
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["*"],
         )
     return RequestMetrics(chain, metrics, exempt=hot.long_lived)

@@ -73,6 +73,8 @@
   function showSignIn(message) {
     $("[data-testid=inbox]").hidden = true;
     $("[data-testid=signout]").hidden = true;
+    $("[data-testid=settings-toggle]").hidden = true;
+    $("[data-testid=settings]").hidden = true;
     $("[data-testid=user]").hidden = true;
     const form = $("[data-testid=signin]");
     form.hidden = false;
@@ -636,6 +638,157 @@
     menu.querySelector("button").focus();
   }
 
+  // ---- settings: Web Push and the category x channel matrix ---------------------------
+
+  const CHANNELS = ["inbox", "email", "push"];
+  const CHANNEL_LABELS = { inbox: "Inbox", email: "E-mail", push: "Push" };
+  const PUSH_TEXT = {
+    enabled: "on in this browser",
+    disabled: "off",
+    denied: "blocked in this browser's site settings",
+    unsupported: "not supported here",
+    working: "…",
+  };
+  /** The preferences as the hub last answered, and categories added here but not yet set. */
+  const settings = { preferences: null, added: new Set() };
+  demo.push = { state: "unknown", error: null, subscription: null };
+
+  /** The channels the hub answers with (a hub without e-mail has none), else all three. */
+  function channelsOf(categories) {
+    const found = new Set(Object.values(categories).flatMap((pref) => Object.keys(pref)));
+    if (found.size === 0) return CHANNELS;
+    return [...CHANNELS.filter((name) => found.has(name)), ...[...found].filter((n) => !CHANNELS.includes(n))];
+  }
+
+  /** The user's categories, those of the notifications shown and those added here. */
+  function matrixCategories() {
+    const names = new Set([...Object.keys(settings.preferences.categories), ...settings.added]);
+    for (const item of shown.items.values()) if (item.category) names.add(item.category);
+    return [...names].sort();
+  }
+
+  function renderMatrix() {
+    if (settings.preferences === null) return;
+    const { categories } = settings.preferences;
+    const channels = channelsOf(categories);
+    const head = el("tr");
+    head.append(el("th", "", "Category"), ...channels.map((name) => el("th", "", CHANNEL_LABELS[name] || name)));
+    for (const node of head.children) node.scope = "col";
+    const rows = matrixCategories().map((category) => {
+      const row = el("tr");
+      row.dataset.testid = "matrix-row";
+      row.dataset.category = category;
+      row.append(el("td", "", category));
+      for (const channel of channels) {
+        const box = el("input");
+        box.type = "checkbox";
+        box.dataset.channel = channel;
+        box.checked = (categories[category] || {})[channel] !== false; // missing: on
+        box.setAttribute("aria-label", `${category}: ${CHANNEL_LABELS[channel] || channel}`);
+        const cell = el("td");
+        cell.append(box);
+        row.append(cell);
+      }
+      return row;
+    });
+    $("[data-testid=matrix] thead").replaceChildren(head);
+    $("[data-testid=matrix] tbody").replaceChildren(...rows);
+  }
+
+  function matrixError(message) {
+    const node = $("[data-testid=matrix-error]");
+    node.textContent = message || "";
+    node.hidden = !message;
+  }
+
+  async function loadPreferences() {
+    try {
+      settings.preferences = await demo.client.fetchPreferences();
+      matrixError(null);
+    } catch (error) {
+      matrixError(`Could not load your preferences: ${error.message}`);
+    }
+    renderMatrix();
+  }
+
+  /**
+   * One checkbox: PUT every category the hub has (as it answered) with this one changed;
+   * a channel left out of a category the hub does not have yet stays on.
+   */
+  async function toggleChannel(box) {
+    const category = box.closest("[data-category]").dataset.category;
+    const next = {};
+    for (const [name, pref] of Object.entries(settings.preferences.categories)) next[name] = { ...pref };
+    next[category] = { ...(next[category] || {}), [box.dataset.channel]: box.checked };
+    const table = $("[data-testid=matrix]");
+    table.setAttribute("aria-busy", "true");
+    try {
+      settings.preferences = await demo.client.savePreferences({ categories: next });
+      matrixError(null);
+    } catch (error) {
+      matrixError(`Could not save that: ${error.message}`);
+    } finally {
+      table.removeAttribute("aria-busy");
+      renderMatrix(); // what the hub has, also after a refusal
+    }
+  }
+
+  function renderPush(state, message) {
+    demo.push.state = state;
+    const box = $("[data-testid=push-switch]");
+    if (state !== "working") box.checked = state === "enabled"; // while working: as clicked
+    box.disabled = state === "unsupported" || state === "denied" || state === "working";
+    const text = $("[data-testid=push-state]");
+    text.dataset.state = state;
+    text.textContent = message || PUSH_TEXT[state] || "";
+  }
+
+  async function refreshPush() {
+    try {
+      renderPush(await demo.client.pushState());
+    } catch (error) {
+      renderPush("error", error.message);
+    }
+  }
+
+  /** The switch: on subscribes this browser and registers it with the hub; off undoes it. */
+  async function switchPush(on) {
+    renderPush("working");
+    demo.push.error = null;
+    try {
+      if (on) demo.push.subscription = await demo.client.enablePush();
+      else await demo.client.disablePush();
+    } catch (error) {
+      demo.push.error = error.message;
+      renderPush(error.reason === "denied" ? "denied" : "error", error.message);
+      return;
+    }
+    await refreshPush();
+  }
+
+  function toggleSettings(open) {
+    $("[data-testid=settings]").hidden = !open;
+    $("[data-testid=settings-toggle]").setAttribute("aria-expanded", String(open));
+    if (open) return Promise.all([loadPreferences(), refreshPush()]);
+    return Promise.resolve();
+  }
+
+  function wireSettings() {
+    $("[data-testid=settings-toggle]").addEventListener("click", () =>
+      toggleSettings($("[data-testid=settings]").hidden),
+    );
+    $("[data-testid=push-switch]").addEventListener("change", (event) => switchPush(event.target.checked));
+    $("[data-testid=matrix]").addEventListener("change", (event) => {
+      if (event.target.matches("input[data-channel]")) toggleChannel(event.target);
+    });
+    $("[data-testid=add-category]").addEventListener("submit", (event) => {
+      event.preventDefault();
+      settings.added.add(event.target.elements.category.value.trim());
+      event.target.reset();
+      renderMatrix();
+    });
+  }
+
   // ---- wiring --------------------------------------------------------------------------
 
   /** Each row action: the PATCH's answer is the copy's new state (the stream says it too). */
@@ -759,6 +912,7 @@
 
   function wireControls() {
     translatePage();
+    wireSettings();
     $("[data-testid=add-view]").addEventListener("click", () =>
       toggleViewForm($("[data-testid=view-form]").hidden),
     );
@@ -808,6 +962,9 @@
     $("[data-testid=signin]").hidden = true;
     $("[data-testid=inbox]").hidden = false;
     $("[data-testid=signout]").hidden = false;
+    $("[data-testid=settings-toggle]").hidden = false;
+    settings.preferences = null;
+    settings.added.clear();
     const who = $("[data-testid=user]");
     who.textContent = claims.sub;
     who.hidden = false;

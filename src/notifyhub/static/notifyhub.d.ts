@@ -350,6 +350,60 @@ export interface NotifyHubErrorConstructor {
   readonly prototype: NotifyHubError;
 }
 
+/**
+ * How one category reaches the user, per channel: `inbox` (false drops it unless
+ * critical), `email`, `push` (the live toast and Web Push). A hub answers with every
+ * channel it has; a channel left out of a `PUT` is true.
+ */
+export interface CategoryPreference {
+  inbox?: boolean;
+  email?: boolean;
+  push?: boolean;
+  [channel: string]: boolean | undefined;
+}
+
+/** `GET /v1/me/preferences` (`fetchPreferences()`): categories not named get the defaults. */
+export interface Preferences {
+  categories: { [category: string]: CategoryPreference };
+  /** A BCP 47 tag (`pt-BR`), or null for the default. */
+  locale: string | null;
+}
+
+/** `savePreferences()`: `categories` replaces them all; a field left out stays as it is. */
+export interface PreferencesUpdate {
+  categories?: { [category: string]: CategoryPreference };
+  locale?: string | null;
+}
+
+export interface PushOptions {
+  /** The push service worker, on the page's origin (default: notifyhub-push-sw.js next to notifyhub.js). */
+  serviceWorkerUrl?: string;
+  /** Its scope (default: its folder; a wider one needs a `Service-Worker-Allowed` header). */
+  scope?: string;
+}
+
+/** `pushState()`: "enabled" when this browser has a push subscription. */
+export type PushState = "unsupported" | "denied" | "enabled" | "disabled";
+
+/** The hub's record of a push subscription (`POST /v1/me/push-subscriptions`). */
+export interface PushSubscriptionRecord {
+  id: string;
+  endpoint: string;
+  created_at: Timestamp;
+}
+
+/** Why `enablePush()` could not turn Web Push on. */
+export interface PushError extends Error {
+  name: "PushError";
+  /** No service worker / Push API / secure context; notifications blocked; prompt closed. */
+  reason: "unsupported" | "denied" | "dismissed";
+}
+
+export interface PushErrorConstructor {
+  new (reason: PushError["reason"], message: string): PushError;
+  readonly prototype: PushError;
+}
+
 /** What `NotifyHub.connect()` returns: live events, current counts, and the REST calls. */
 export interface NotifyHubClient {
   readonly options: ConnectOptions;
@@ -398,6 +452,18 @@ export interface NotifyHubClient {
   /** Create or replace one of the user's own views (at most 10). */
   saveView(name: string, view: ViewDefinition): Promise<View>;
   deleteView(name: string): Promise<null>;
+  fetchPreferences(): Promise<Preferences>;
+  /** Set the preferences; the answer is what the hub now has. */
+  savePreferences(preferences: PreferencesUpdate): Promise<Preferences>;
+  /**
+   * Register the push service worker, ask for Notification permission (call it from a
+   * click), subscribe with the hub's VAPID key and register the subscription with the hub.
+   * Rejects with a `PushError` (unsupported, denied, dismissed) or a `NotifyHubError`.
+   */
+  enablePush(options?: PushOptions): Promise<PushSubscriptionRecord>;
+  /** Forget this browser's subscription at the hub and unsubscribe it. */
+  disablePush(options?: PushOptions): Promise<void>;
+  pushState(options?: PushOptions): Promise<PushState>;
 }
 
 export interface NotifyHubClientConstructor {
@@ -458,6 +524,7 @@ export interface NotifyHubGlobal {
   connect(options: ConnectOptions): NotifyHubClient;
   NotifyHubClient: NotifyHubClientConstructor;
   NotifyHubError: NotifyHubErrorConstructor;
+  PushError: PushErrorConstructor;
   HEARTBEAT_MS: number;
   PRESENCE_STALE_MS: number;
   TOKEN_TIMEOUT_MS: number;

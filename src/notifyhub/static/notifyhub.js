@@ -14,6 +14,8 @@
  *   await hub.completeAction(id, "approve");       // one of its buttons, once
  *   node.append(NotifyHub.renderBody(item));        // text, or sanitised markdown
  *   hub.counts.views["mentions"].unread;           // a view's (tab's) live counts
+ *   await hub.fetchPreferences(); await hub.savePreferences({ categories });
+ *   await hub.enablePush(); await hub.disablePush(); await hub.pushState();  // Web Push
  *
  * One stream per browser and user: a SharedWorker (notifyhub-worker.js, same folder) holds
  * the EventSource and every tab talks to it; where SharedWorker is missing each tab opens
@@ -188,6 +190,32 @@
       this.status = status;
       this.problem = problem || null;
     }
+  }
+
+  /**
+   * Web Push cannot be turned on here: `reason` is "unsupported" (no service worker, Push
+   * API or Notification API, or not a secure context), "denied" (the user blocked
+   * notifications for this site) or "dismissed" (the permission prompt was closed).
+   */
+  class PushError extends Error {
+    constructor(reason, message) {
+      super(message);
+      this.name = "PushError";
+      this.reason = reason;
+    }
+  }
+
+  /** A base64url string (the hub's VAPID public key) as the bytes `subscribe()` takes. */
+  function base64UrlBytes(text) {
+    const base64 = String(text).replace(/-/g, "+").replace(/_/g, "/");
+    const binary = atob(base64.padEnd(base64.length + ((4 - (base64.length % 4)) % 4), "="));
+    return Uint8Array.from(binary, (c) => c.charCodeAt(0));
+  }
+
+  function sameBytes(a, b) {
+    const x = new Uint8Array(a);
+    const y = new Uint8Array(b);
+    return x.length === y.length && x.every((byte, i) => byte === y[i]);
   }
 
   // ---- snooze presets and list membership: pure functions, tested in a browser --------
@@ -398,6 +426,7 @@
   const api = {
     internal,
     NotifyHubError,
+    PushError,
     HEARTBEAT_MS,
     PRESENCE_STALE_MS,
     TOKEN_TIMEOUT_MS,
@@ -601,6 +630,35 @@
     return query;
   }
 
+  function pushSupported() {
+    return isSecureContext && "serviceWorker" in navigator && typeof PushManager === "function" &&
+      typeof Notification === "function";
+  }
+
+  /** The push service worker's URL; a PushError where Web Push cannot work. */
+  function pushWorkerUrl(options) {
+    if (!pushSupported()) {
+      throw new PushError("unsupported", "This browser cannot receive Web Push here (it needs service workers, the Push API and a secure context)");
+    }
+    const url = new URL(options.serviceWorkerUrl || new URL("notifyhub-push-sw.js", scriptSrc), location.href);
+    if (url.origin !== location.origin) {
+      throw new PushError("unsupported", `A service worker must be on the page's origin (${location.origin}): pass serviceWorkerUrl`);
+    }
+    return url;
+  }
+
+  /** Resolves once the registration has an active worker (`subscribe()` needs one). */
+  function activated(registration) {
+    const worker = registration.installing || registration.waiting;
+    if (registration.active || !worker) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      worker.addEventListener("statechange", () => {
+        if (worker.state === "activated") resolve();
+        if (worker.state === "redundant") reject(new PushError("unsupported", "The push service worker failed to install"));
+      });
+    });
+  }
+
   /** What `NotifyHub.connect()` returns: live events, current counts, and the REST calls. */
   class NotifyHubClient {
     constructor(options) {
@@ -772,6 +830,85 @@
 
     deleteView(name) {
       return this._request("DELETE", `/v1/me/views/${encodeURIComponent(name)}`);
+    }
+
+    /** The user's preferences: `{categories: {name: {inbox, email, push}}, locale}`. */
+    fetchPreferences() {
+      return this._request("GET", "/v1/me/preferences");
+    }
+
+    /**
+     * Set them (`PUT /v1/me/preferences`): `categories` replaces every category's (left
+     * out: unchanged), `locale` sets the language; the answer is what the hub now has.
+     */
+    savePreferences(preferences) {
+      return this._request("PUT", "/v1/me/preferences", preferences);
+    }
+
+    /**
+     * Web Push: register the push service worker (`serviceWorkerUrl`, default
+     * notifyhub-push-sw.js next to notifyhub.js; it must be on the page's origin), ask for
+     * Notification permission, subscribe with the hub's VAPID key and register the
+     * subscription with the hub. The answer is the hub's `{id, endpoint, created_at}`.
+     * Call it from a user's click: browsers ask for permission only then.
+     */
+    async enablePush(options = {}) {
+      pushWorkerUrl(options); // unsupported here: say so before asking anything
+      const permission = await Notification.requestPermission(); // first, while the click counts
+      if (permission === "denied") {
+        throw new PushError("denied", "Notifications are blocked for this site (the browser's site settings can allow them)");
+      }
+      if (permission !== "granted") throw new PushError("dismissed", "Notification permission was not given");
+      const registration = await this._pushRegistration(options, true);
+      const { public_key: publicKey } = await this._request("GET", "/v1/me/push-key");
+      const applicationServerKey = base64UrlBytes(publicKey);
+      let subscription = await registration.pushManager.getSubscription();
+      if (subscription !== null && !sameBytes(subscription.options.applicationServerKey || [], applicationServerKey)) {
+        await subscription.unsubscribe(); // made with another key: the hub could not use it
+        subscription = null;
+      }
+      if (subscription === null) {
+        subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey });
+      }
+      return this._request("POST", "/v1/me/push-subscriptions", subscription.toJSON());
+    }
+
+    /** Stop Web Push in this browser: forget the subscription at the hub, then unsubscribe. */
+    async disablePush(options = {}) {
+      const registration = await this._pushRegistration(options, false);
+      const subscription = registration && (await registration.pushManager.getSubscription());
+      if (!subscription) return;
+      try {
+        const listed = await this._request("GET", "/v1/me/push-subscriptions");
+        const items = Array.isArray(listed) ? listed : listed.subscriptions || listed.items || [];
+        for (const found of items.filter((item) => item.endpoint === subscription.endpoint)) {
+          await this._request("DELETE", `/v1/me/push-subscriptions/${encodeURIComponent(found.id)}`);
+        }
+      } finally {
+        await subscription.unsubscribe(); // the endpoint dies even when the hub could not be told
+      }
+    }
+
+    /**
+     * "unsupported", "denied" (notifications blocked), "enabled" (this browser has a push
+     * subscription) or "disabled".
+     */
+    async pushState(options = {}) {
+      if (!pushSupported()) return "unsupported";
+      if (Notification.permission === "denied") return "denied";
+      const registration = await this._pushRegistration(options, false);
+      const subscription = registration && (await registration.pushManager.getSubscription());
+      return subscription && Notification.permission === "granted" ? "enabled" : "disabled";
+    }
+
+    /** The push service worker's registration: registered and active when `register`. */
+    async _pushRegistration(options, register) {
+      const url = pushWorkerUrl(options);
+      const scope = options.scope ? new URL(options.scope, location.href).href : undefined;
+      if (!register) return (await navigator.serviceWorker.getRegistration(scope || url.href)) || null;
+      const registration = await navigator.serviceWorker.register(url.href, scope ? { scope } : {});
+      await activated(registration);
+      return registration;
     }
 
     _patch(id, body) {
