@@ -64,6 +64,12 @@ class Metrics:
     streams_dropped_total: Counter
     """Label: reason, a `StreamEnd` (every stream is counted once, when it ends)."""
     pubsub_reconnects_total: Counter
+    doorbell_bytes_total: Counter
+    """Label: local ("true": a message's lines naming users with a stream here, and its
+    notification or trace header when it had any; "false": the rest). Their ratio is how
+    much more than its own share a process reads (docs/scaling.md, "Doorbell fan-in")."""
+    doorbell_lines_total: Counter
+    """Label: local (does the line's user have a stream here)."""
     cleaner_runs_total: Counter
     cleaner_purged_total: Counter
     loop_last_success_timestamp_seconds: Gauge
@@ -158,6 +164,24 @@ class Metrics:
         self.pubsub_reconnects_total = Counter(
             "notifyhub_pubsub_reconnects_total", "Pub/Sub reconnections", registry=r
         )
+        self.doorbell_bytes_total = Counter(
+            "notifyhub_doorbell_bytes_total",
+            "Doorbell bytes this process received; local=true: those for its own streams",
+            ["local"],
+            registry=r,
+        )
+        self.doorbell_lines_total = Counter(
+            "notifyhub_doorbell_lines_total",
+            "Doorbell lines this process received, by whether their user has a stream here",
+            ["local"],
+            registry=r,
+        )
+        self._doorbell = (
+            self.doorbell_bytes_total.labels(local="true"),
+            self.doorbell_bytes_total.labels(local="false"),
+            self.doorbell_lines_total.labels(local="true"),
+            self.doorbell_lines_total.labels(local="false"),
+        )
         self.cleaner_runs_total = Counter(
             "notifyhub_cleaner_runs_total", "Cleaner passes", registry=r
         )
@@ -222,6 +246,15 @@ class Metrics:
     def stream_ended(self, reason: StreamEnd) -> None:
         """Count a stream refused or ended (`notifyhub_streams_dropped_total{reason}`)."""
         self._stream_ends[reason].inc()
+
+    def doorbell_read(self, size: int, local_bytes: int, lines: int, local_lines: int) -> None:
+        """Count one doorbell message of `size` bytes and `lines` lines, of which
+        `local_lines` (`local_bytes` with its header) were for this process's streams."""
+        local_b, other_b, local_l, other_l = self._doorbell
+        local_b.inc(local_bytes)
+        other_b.inc(size - local_bytes)
+        local_l.inc(local_lines)
+        other_l.inc(lines - local_lines)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type, for `GET /metrics`."""
