@@ -90,6 +90,11 @@ def _read_over_own(before: tuple[float, float], after: tuple[float, float]) -> f
     return read / own if own else math.nan
 
 
+def _worst(ratios: list[float]) -> float:
+    """The highest ratio; NaN when a process read nothing for its own streams."""
+    return math.nan if any(math.isnan(r) for r in ratios) else max(ratios)
+
+
 class Spread:
     """Streams of `users` split evenly over `hubs` (user i on hub i % len(hubs))."""
 
@@ -168,7 +173,7 @@ def broadcast_over(processes: int, size: int) -> Scenario:
             metrics[f"process {i + 1} doorbell KiB read"] = (a[0] + a[1] - b[0] - b[1]) / 1024
             metrics[f"process {i + 1} doorbell KiB own"] = (a[0] - b[0]) / 1024
         ratios = [_read_over_own(b, a) for b, a in zip(before, after, strict=True)]
-        metrics["read / own, worst process"] = max(ratios)
+        metrics["read / own, worst process"] = _worst(ratios)
         return Measured(metrics, {"latency ms": streams._cdf(latencies)})
 
     return scenario
@@ -204,7 +209,7 @@ def fan_in(processes: int, size: int) -> Scenario:
             ratios = [_read_over_own(b, a) for b, a in zip(before, after, strict=True)]
             read = [a[0] + a[1] - b[0] - b[1] for b, a in zip(before, after, strict=True)]
             metrics[f"{phase}: KiB read per process"] = sum(read) / len(read) / 1024
-            metrics[f"{phase}: read / own, worst process"] = max(ratios)
+            metrics[f"{phase}: read / own, worst process"] = _worst(ratios)
         return metrics
 
     return scenario
