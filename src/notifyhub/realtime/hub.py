@@ -99,6 +99,7 @@ class Hub:
         self._redis_url = redis_url
         self._doorbells = doorbells
         self._metrics = metrics
+        self._heard = metrics.doorbells_heard
         self._per_user = streams_per_user
         self._subs: dict[str, set[Subscriber]] = {}
         self._task: asyncio.Task[None] | None = None
@@ -178,14 +179,14 @@ class Hub:
         """Ring the local subscribers named in one doorbell message (store/doorbells.py);
         a fan-out's message carries its notification, and the users' copies' events are
         built here, once per user with a local stream, and offered to those streams.
-        Each message is counted once (`Metrics.doorbell_read`): what came, what was ours."""
+        Each message is counted once (`DoorbellsHeard.read`): what came, what was ours."""
         size = len(payload)
         body = None
         if payload[:1] == ANNOUNCE_MARK:
             self._announce(payload, size)
             return
         if payload[:1] == REVOKE_MARK:
-            self._metrics.doorbell_read(size, 0, 0, 0)
+            self._heard.read(size, 0, 0, 0)
             self._revoke(payload)
             return
         if payload[:1] == INLINE_MARK:
@@ -252,7 +253,7 @@ class Hub:
                 yield subs, rest
         if local:  # the header and the local lines' newlines were for local streams too
             local_bytes = min(size, local_bytes + local + size - len(payload))
-        self._metrics.doorbell_read(size, local_bytes, len(lines), local)
+        self._heard.read(size, local_bytes, len(lines), local)
 
     def _announce(self, payload: bytes, size: int) -> None:
         """Hand a broadcast's notification, announced before its copies are written, to
@@ -261,7 +262,7 @@ class Hub:
         head, _, payload = payload.partition(b"\n")
         body = head[1:]
         if body[:7] != ID_FIELD:
-            self._metrics.doorbell_read(size, 0, 0, 0)
+            self._heard.read(size, 0, 0, 0)
             return
         nid = body[7:33].decode()
         local = False
