@@ -249,7 +249,7 @@ async def small_vs_big_group(hub: BenchHub, streams_n: int = 5_000, big: int = 5
             for name, value in measured.items():
                 metrics[f"group of {label}: {name}"] = value
             series[f"group of {label} latency ms"] = streams._cdf(latencies)
-    small, large = (f"group of {n // 1000}k: p99 ms" for n in (streams_n, big))
+    small, large = (f"group of {streams.thousands(n)}: p99 ms" for n in (streams_n, big))
     metrics["p99 big / small"] = metrics[large] / metrics[small]
     return Measured(metrics, series)
 
