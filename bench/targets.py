@@ -228,7 +228,7 @@ TARGETS = [
     *(
         Target(
             f"doorbell bytes a process reads / bytes for its own streams <= 1.5 at {n} "
-            "processes (4 in the issue; 2 fit here)",
+            f"processes{'' if n == 4 else ' (the issue says 4; the default here)'}",
             f"doorbell fan-in at {n} processes",
             "all: read / own, worst process",
             1.5,
