@@ -25,7 +25,7 @@ from bench import cluster as _cluster  # noqa: F401 (registers its scenario)
 from bench import console as _console  # noqa: F401 (registers its scenario)
 from bench import deliveries as _deliveries  # noqa: F401 (registers its scenario)
 from bench import delivery_targets as _delivery_targets  # noqa: F401 (registers its scenarios)
-from bench import plots, report, scenarios
+from bench import fanin, plots, report, scenarios
 from bench import pushpin as _pushpin  # noqa: F401 (registers its scenarios)
 from bench.hubproc import BenchHub
 from bench.report import Measured, Row, Skipped
@@ -104,9 +104,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--list", action="store_true", help="print the scenario names and exit")
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=fanin.PROCESSES,
+        help="hub processes of the multi-process rows (bench/fanin.py)",
+    )
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        help="streams of the multi-process rows (10,000 for the broadcast, 2,000 for fan-in)",
+    )
+    parser.add_argument(
         "--render", action="store_true", help="rewrite the report and plots from the JSON only"
     )
     args = parser.parse_args()
+    fanin.configure(args.processes, args.streams)
     if args.list:
         print("\n".join(name for name, _ in scenarios.ALL))
         return

@@ -187,7 +187,7 @@ def render(
     machines = list(dict.fromkeys(rows[n].machine for n in names))
     lines = [HEADER.format(data=data_name)]
     lines += [f"- Machine {i + 1}: {m}" for i, m in enumerate(machines)]
-    targets = "## Targets (issues 7, 4, 5, 18, 20, 23 and 37)"
+    targets = "## Targets (issues 7, 4, 5, 18, 20, 23, 37 and 38)"
     lines += ["", targets, "", *table(rows), "", "## Results", ""]
     lines += ["| scenario | metric | median (± half range) | runs |", "|---|---|---|---|"]
     for name in names:

@@ -259,6 +259,20 @@ NOTES = """\
   notifications/s, 1,000 commands in one go, a pause in every stream. In a few script
   calls over many keys (a78852f): p99 6.3, 5.3, 10.8 ms against 22.9, 21.3, 21.6 at
   6370ffc (alternating), and 7.9 ms (median of 3) in the row above.
+- Issue 38's rows (`bench/fanin.py`; sized by `--processes` and `--streams`): N
+  `notifyhub serve` processes on one Redis and one database, a group's members' streams
+  split evenly over them (user i on process i mod N, each share held by its own
+  generators), the POST through the first. `doorbell KiB read` / `own` come from each
+  process's `/metrics` (`notifyhub_doorbell_bytes_total`, all and `local="true"`), read
+  before the POST and once they stood still for 0.3 s after the last stream's event;
+  `read / own` is their ratio (1.0: a process reads only its own users' doorbells). The
+  fan-in row adds single-user POSTs (500/s for 4 s, random users of the streams, all to
+  the first process). `group of 5k vs group of 50k`: the same 5,000 streams (the 50k
+  group's first members), a POST to a group of just them, then to the 50k group (at or
+  over `limits.defer_fanout_at`, so deferred and not announced). `exact counts`: 1,000
+  random members' counts and newest item read as each user (32 at a time) before and
+  after the POST; a user is wrong unless unread, unseen and total each grew by one and
+  the newest item is the POST's; then the routing trace's totals.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.

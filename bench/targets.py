@@ -1,4 +1,4 @@
-"""The issues' speed targets (7, and 4, 5, 18, 23 and 37 for their features), checked against
+"""The issues' speed targets (7, and 4, 5, 18, 23, 37 and 38 for their features), checked against
 the rows' medians."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bench.fanin import PROCESSES
 from bench.streams import most_streams, thousands
 
 if TYPE_CHECKING:
@@ -219,6 +220,34 @@ TARGETS = [
         "hub / floor",
         0.80,
         at_most=False,
+    ),
+    Target(
+        "5k streams: p99 of a broadcast to a 50k group <= 1.3x a 5k group's",
+        "broadcast, 5k streams: group of 5k vs group of 50k",
+        "p99 big / small",
+        1.3,
+    ),
+    Target(
+        "broadcast to a 100k group: POST <= 1 s",
+        "broadcast to a 100k group: POST time and exact counts",
+        "POST seconds",
+        1.0,
+    ),
+    Target(
+        "broadcast to a 100k group: 1,000 sampled users' counts and newest item exact",
+        "broadcast to a 100k group: POST time and exact counts",
+        "users with wrong counts or newest item",
+        0,
+    ),
+    *(
+        Target(
+            f"doorbell bytes a process reads / bytes for its own streams <= 1.5 at {n} "
+            f"processes{'' if n == 4 else ' (the issue says 4; the default here)'}",
+            f"doorbell fan-in at {n} processes",
+            "all: read / own, worst process",
+            1.5,
+        )
+        for n in sorted({PROCESSES, 4})
     ),
 ]
 

@@ -31,6 +31,11 @@ Tracing on, a doorbell carrying a publish's trace (store/doorbells.py) is a span
 trace, and each stream it rings keeps the trace (`traced`, at most TRACES_KEPT) until its
 next write, which is a span of the same trace (realtime/sse.py). Off, nothing of this runs
 and a trace line is skipped like any line naming no local stream.
+
+Every process hears every doorbell and keeps the lines of its own users. Each message is
+counted once, after its lines are read: its bytes and lines, and the share for local
+streams (`notifyhub_doorbell_{bytes,lines}_total{local}`, docs/scaling.md "Doorbell
+fan-in"), so what a process reads for others' users can be watched as processes are added.
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class Hub:
         self._redis_url = redis_url
         self._doorbells = doorbells
         self._metrics = metrics
+        self._heard = metrics.doorbells_heard
         self._per_user = streams_per_user
         self._subs: dict[str, set[Subscriber]] = {}
         self._task: asyncio.Task[None] | None = None
@@ -172,12 +178,15 @@ class Hub:
     def dispatch(self, payload: bytes) -> None:
         """Ring the local subscribers named in one doorbell message (store/doorbells.py);
         a fan-out's message carries its notification, and the users' copies' events are
-        built here, once per user with a local stream, and offered to those streams."""
+        built here, once per user with a local stream, and offered to those streams.
+        Each message is counted once (`DoorbellsHeard.read`): what came, what was ours."""
+        size = len(payload)
         body = None
         if payload[:1] == ANNOUNCE_MARK:
-            self._announce(payload)
+            self._announce(payload, size)
             return
         if payload[:1] == REVOKE_MARK:
+            self._heard.read(size, 0, 0, 0)
             self._revoke(payload)
             return
         if payload[:1] == INLINE_MARK:
@@ -185,16 +194,16 @@ class Hub:
             body = head[1:]
         if self.tracing.enabled and payload[:1] == TRACE_MARK:
             head, _, payload = payload.partition(b"\n")
-            self._traced_dispatch(head[1:], body, payload)
+            self._traced_dispatch(head[1:], body, payload, size)
         else:
-            self._ring(body, payload, None)
+            self._ring(body, payload, None, size)
 
-    def _traced_dispatch(self, trace: bytes, body: bytes | None, payload: bytes) -> None:
+    def _traced_dispatch(self, trace: bytes, body: bytes | None, payload: bytes, size: int) -> None:
         """`_ring` as a span of the publish's trace; the streams rung keep this span's
         context, their next write's parent."""
         with self.tracing.span("notifyhub.doorbell", kind="consumer", parent=trace) as span:
             rung: list[Subscriber] = []
-            self._ring(body, payload, rung)
+            self._ring(body, payload, rung, size)
             span.set_attribute("notifyhub.streams_rung", len(rung))
             trace = self.tracing.traceparent() or trace
         for sub in rung:
@@ -202,11 +211,13 @@ class Hub:
             if len(kept) < TRACES_KEPT:
                 kept.append(trace)
 
-    def _ring(self, body: bytes | None, payload: bytes, rung: list[Subscriber] | None) -> None:
+    def _ring(
+        self, body: bytes | None, payload: bytes, rung: list[Subscriber] | None, size: int
+    ) -> None:
         """Ring (or offer the copy to) the streams of each line's user; adds them to
-        `rung` if given."""
+        `rung` if given. `size`: the whole message's bytes, `payload` its lines."""
         offered = False
-        for subs, seq in self._local_lines(payload):
+        for subs, seq in self._local_lines(payload, size):
             if body is not None and "," in seq:
                 offered = True
                 n, unread, unseen, total, *rest = seq.split(",", 5)
@@ -224,27 +235,38 @@ class Hub:
         if offered and body is not None:
             self._observe_latency(body)
 
-    def _local_lines(self, payload: bytes) -> Iterator[tuple[set[Subscriber], str]]:
+    def _local_lines(self, payload: bytes, size: int) -> Iterator[tuple[set[Subscriber], str]]:
         """The local streams of each doorbell line's user who has any here, with the rest
-        of the line (`tenant/user <rest>`)."""
+        of the line (`tenant/user <rest>`). Once every line is read, counts the message
+        (`size` bytes in all, `payload` its lines after any header): the lines and bytes
+        for local streams, plus the header when any line was; two additions per local
+        line, the rest once per message."""
         subs_of = self._subs.get
-        for line in payload.split(b"\n"):
+        lines = payload.split(b"\n")
+        local = local_bytes = 0
+        for line in lines:
             name, _, rest = line.decode(errors="replace").rpartition(" ")
             subs = subs_of(name)
             if subs:
+                local += 1
+                local_bytes += len(line)
                 yield subs, rest
+        if local:  # the header and the local lines' newlines were for local streams too
+            local_bytes = min(size, local_bytes + local + size - len(payload))
+        self._heard.read(size, local_bytes, len(lines), local)
 
-    def _announce(self, payload: bytes) -> None:
+    def _announce(self, payload: bytes, size: int) -> None:
         """Hand a broadcast's notification, announced before its copies are written, to
         the local streams of each line's user (`Subscriber.announce` keeps it only for a
         stream that has sent exactly the seq the line names)."""
         head, _, payload = payload.partition(b"\n")
         body = head[1:]
         if body[:7] != ID_FIELD:
+            self._heard.read(size, 0, 0, 0)
             return
         nid = body[7:33].decode()
         local = False
-        for subs, at in self._local_lines(payload):
+        for subs, at in self._local_lines(payload, size):
             seq, _, epoch = at.partition("-")
             if not (seq.isascii() and seq.isdigit()):
                 continue
