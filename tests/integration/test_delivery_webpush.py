@@ -17,6 +17,8 @@ from notifyhub.db.unit import UnitOfWork
 from notifyhub.services.vapid import VapidPair, public_point
 from notifyhub.services.webpush_target import (
     MAX_PLAINTEXT,
+    TOKEN_REUSE_S,
+    VapidTokens,
     enqueue_webpush,
     vapid_authorization,
     webpush_payload,
@@ -133,6 +135,36 @@ async def test_defaults_ttl_a_day_urgency_normal_no_topic(setup: Setup) -> None:
     [got] = await setup.push.wait_for(sid, 1)
     assert (got.headers["ttl"], got.headers["urgency"]) == ("86400", "normal")
     assert "topic" not in got.headers
+
+
+async def test_pushes_to_one_push_service_share_a_token_and_each_decrypts(setup: Setup) -> None:
+    """The bench's shape (browsers in turn, a topic per push): one signed token serves
+    every push to the push service, and each push still decrypts for its own browser."""
+    browsers = [await setup.subscribe(f"user{n}") for n in range(2)]
+    for n in range(4):
+        _, subscription, _ = browsers[n % 2]
+        did = await setup.deliver(subscription, {"i": n, "pad": "x" * 200}, topic=f"w{n}")
+        await setup.wait(did, "sent")
+    got = [p for sid, _, _ in browsers for p in await setup.push.wait_for(sid, 2)]
+    assert sorted(p.message["i"] for p in got) == [0, 1, 2, 3]
+    assert all(p.status == 201 and p.headers["topic"] == f"w{p.message['i']}" for p in got)
+    assert len({p.headers["authorization"] for p in got}) == 1
+
+
+def test_vapid_tokens_are_kept_per_push_service_for_half_their_lifetime() -> None:
+    now = [1_800_000_000.0]
+    tokens, pair, other = VapidTokens(lambda: now[0]), _pair(), _pair()
+    first = tokens.authorization(pair, "https://push.example.net/push/a")
+    assert tokens.authorization(pair, "https://push.example.net/push/b") == first
+    assert tokens.authorization(pair, "https://other.example.net/push/a") != first
+    assert tokens.authorization(other, "https://push.example.net/push/a") != first
+    now[0] += TOKEN_REUSE_S - 1
+    assert tokens.authorization(pair, "https://push.example.net/push/c") == first
+    now[0] += 1
+    renewed = tokens.authorization(pair, "https://push.example.net/push/c")
+    assert renewed != first
+    claims = verify_vapid(renewed, "https://push.example.net", pair.public_key, now=now[0])
+    assert claims["exp"] == int(now[0]) + 12 * 3600
 
 
 @pytest.mark.parametrize("status", [410, 404])
