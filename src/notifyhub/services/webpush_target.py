@@ -13,6 +13,7 @@ ends it with the push service's reply.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -53,6 +54,10 @@ TOKENS_KEPT = 1024
 REPLY_BYTES = 300
 """How much of a refusing push service's reply the attempt's history keeps."""
 CONTROL = ("subscription_id", "ttl_s", "urgency", "topic")
+LOOKUPS = 2
+"""Subscription reads and removals open at once: the sender's pool (4 connections, 8 under
+load) also claims and settles, and 64 sends each holding one starved the dispatcher
+(`QueuePool limit ... reached` in the Web Push bench); a read by key takes a moment."""
 
 
 def webpush_payload(
@@ -202,13 +207,14 @@ class WebPushTarget:
         self._outbound = outbound
         self._vapid = vapid
         self._tokens = VapidTokens()
+        self._lookups = asyncio.Semaphore(LOOKUPS)
 
     async def send(self, tenant: str, payload: Any, timeout_s: float) -> Outcome:
         plan = _plan(payload)
         if isinstance(plan, str):
             return _failed(plan)
         subscription_id, plaintext, headers = plan
-        async with self._units(autocommit=True) as unit:
+        async with self._lookups, self._units(autocommit=True) as unit:
             subscription = await subscriptions.get(unit.session, tenant, subscription_id)
         if subscription is None:
             return _failed(f"subscription gone (no push subscription {subscription_id})")
@@ -231,7 +237,7 @@ class WebPushTarget:
         """The push service's answer as the outbox reads it (see the module's docstring)."""
         status = outcome.status_code
         if status in (404, 410):
-            async with self._units(autocommit=True) as unit:
+            async with self._lookups, self._units(autocommit=True) as unit:
                 await subscriptions.remove_endpoint(
                     unit.session, subscription.tenant, subscription.endpoint
                 )
