@@ -3,6 +3,8 @@ checks the VAPID token and decrypts what it gets, as a browser's push service wo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,17 +15,20 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from notifyhub.db.repositories import push_subscriptions
-from notifyhub.db.unit import UnitOfWork
-from notifyhub.services.vapid import VapidPair, public_point
+from notifyhub.db.unit import UnitOfWork, units
+from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.vapid import VapidKeys, VapidPair, public_point
 from notifyhub.services.webpush_target import (
+    LOOKUPS,
     MAX_PLAINTEXT,
     TOKEN_REUSE_S,
     VapidTokens,
+    WebPushTarget,
     enqueue_webpush,
     vapid_authorization,
     webpush_payload,
 )
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import DeliverySettings, Settings, WebPushSettings
 from support.deliveries import define, get, post, unique, wait_status
 from support.pushservice import PushService, VapidRefused, verify_vapid
 from support.webpush import Browser
@@ -149,6 +154,46 @@ async def test_pushes_to_one_push_service_share_a_token_and_each_decrypts(setup:
     assert sorted(p.message["i"] for p in got) == [0, 1, 2, 3]
     assert all(p.status == 201 and p.headers["topic"] == f"w{p.message['i']}" for p in got)
     assert len({p.headers["authorization"] for p in got}) == 1
+
+
+class CountingUnits:
+    """Units of work that count how many are open at once (`most`)."""
+
+    def __init__(self, hub: Any) -> None:
+        self._units = units(hub.app_state["sessionmaker"])
+        self.open = self.most = 0
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, autocommit: bool) -> AsyncIterator[UnitOfWork]:
+        async with self._units(autocommit=autocommit) as unit:
+            self.open += 1
+            self.most = max(self.most, self.open)
+            try:
+                yield unit
+            finally:
+                self.open -= 1
+
+    def __call__(self, *, autocommit: bool = False) -> Any:
+        return self._counted(autocommit)
+
+
+async def test_a_burst_of_sends_reads_subscriptions_a_few_at_a_time(setup: Setup) -> None:
+    """Sends in flight (64) each holding a connection for its subscription's read took
+    every connection of the outbox's pool (4, 8 under load) and starved its claims."""
+    sid, subscription, _ = await setup.subscribe("alice")
+    counted = CountingUnits(setup.hub)
+    guard = AddressGuard(allow=["127.0.0.1/32"])
+    vapid = VapidKeys(WebPushSettings(), units(setup.hub.app_state["sessionmaker"]))
+    outbound = Outbound(guard, 4096, 64)
+    target = WebPushTarget(counted, outbound, vapid)
+    payloads = [webpush_payload(subscription, {"i": n}) for n in range(20)]
+    try:
+        outcomes = await asyncio.gather(*(target.send(setup.tenant, p, 5.0) for p in payloads))
+    finally:
+        await outbound.aclose()
+    assert [o.status_code for o in outcomes] == [201] * 20
+    assert counted.most == LOOKUPS
+    assert sorted(p.message["i"] for p in await setup.push.wait_for(sid, 20)) == list(range(20))
 
 
 def test_vapid_tokens_are_kept_per_push_service_for_half_their_lifetime() -> None:
