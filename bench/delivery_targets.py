@@ -18,25 +18,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import aio_pika
 import aiosmtplib
+import httpcore
 import httpx
+import orjson
 from aio_pika.abc import AbstractExchange
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench import scenarios
 from bench.clients import quantile
 from bench.report import Skipped
 from notifyhub.db.engine import create_engine, create_sessionmaker
+from notifyhub.db.repositories import push_subscriptions
+from notifyhub.db.repositories.push_subscriptions import NewSubscription, PushSubscriptionRow
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.services import email_target, rabbitmq_target
-from notifyhub.services.deliveries import enqueue
+from notifyhub.services.deliveries import DEFAULT_TENANT, enqueue
+from notifyhub.services.vapid import VapidPair, b64url, public_point
+from notifyhub.services.webpush_target import encrypt, vapid_authorization, webpush_payload
 from notifyhub.settings import DeliverySettings
 
 if TYPE_CHECKING:
@@ -50,6 +60,8 @@ EMAIL = {
     "subject": "bench {{ i }}",
     "text": "delivery {{ i }}: {{ pad }}",
 }
+BROWSERS = 8
+"""Subscriptions the Web Push row's pushes go to in turn, one user each."""
 WARM_UP = 50
 ROUNDS = 2
 """The outbox and the bare library take turns, backlog / ROUNDS messages a turn, so both
@@ -61,6 +73,17 @@ BareRound = Callable[[int], Awaitable[float]]
 
 def _payload(i: int) -> dict[str, Any]:
     return {"i": i, "pad": "x" * 200}
+
+
+@dataclass(frozen=True)
+class Messages:
+    """What delivery `i` carries, and the id its receipt names (given the delivery's id)."""
+
+    payload: Callable[[int], dict[str, Any]] = _payload
+    receipt: Callable[[int, str], str] = lambda _, delivery_id: delivery_id
+
+
+PLAIN = Messages()
 
 
 class Sink:
@@ -117,50 +140,62 @@ async def _define(hub: BenchHub, **body: Any) -> str:
     return name
 
 
-async def _commit(hub: BenchHub, name: str, first: int, total: int) -> tuple[list[str], float]:
-    """`total` deliveries committed in one transaction: their ids, and when it committed."""
+async def _commit(
+    hub: BenchHub, name: str, first: int, total: int, messages: Messages = PLAIN
+) -> tuple[list[str], float]:
+    """`total` deliveries committed in one transaction: their receipts' ids, and when it
+    committed."""
     engine = create_engine(str(hub.settings.database_url))
     try:
         async with UnitOfWork(create_sessionmaker(engine)) as unit:
-            ids = [await enqueue(unit, name, _payload(i)) for i in range(first, first + total)]
+            ids = [
+                messages.receipt(i, await enqueue(unit, name, messages.payload(i)))
+                for i in range(first, first + total)
+            ]
         return ids, time.monotonic()
     finally:
         await engine.dispose()
 
 
 async def _one_at_a_time(
-    hub: BenchHub, sink: Sink, name: str, first: int, total: int
+    hub: BenchHub, sink: Sink, name: str, first: int, total: int, messages: Messages
 ) -> list[float]:
     """POST deliveries one after another; each one's ms from sending to receipt."""
     sent: dict[str, float] = {}
     auth = {"Authorization": f"Bearer {hub.publish_key}"}
     async with httpx.AsyncClient(base_url=hub.base_url, headers=auth, timeout=30) as client:
         for i in range(first, first + total):
-            body = {"definition": name, "payload": _payload(i)}
+            body = {"definition": name, "payload": messages.payload(i)}
             started = time.monotonic()
             response = await client.post("/v1/deliveries", json=body)
             assert response.status_code == 202, response.text
-            sent[response.json()["id"]] = started
+            sent[messages.receipt(i, response.json()["id"])] = started
     await sink.last(list(sent))
     return sorted((sink.arrived[i] - t) * 1000 for i, t in sent.items())
 
 
 async def _compare(
-    hub: BenchHub, sink: Sink, name: str, bare: BareRound, backlog: int, sequential: int
+    hub: BenchHub,
+    sink: Sink,
+    name: str,
+    bare: BareRound,
+    backlog: int,
+    sequential: int,
+    messages: Messages = PLAIN,
 ) -> dict[str, float]:
     """Warm both up, take turns (ROUNDS each) at `backlog` messages in all, then time
     `sequential` POSTs one at a time."""
-    warm, _ = await _commit(hub, name, 0, WARM_UP)
+    warm, _ = await _commit(hub, name, 0, WARM_UP, messages)
     await sink.last(warm)
     await bare(WARM_UP)
     each, first = backlog // ROUNDS, WARM_UP
     outbox_s = bare_s = 0.0
     for _ in range(ROUNDS):
-        ids, committed_at = await _commit(hub, name, first, each)
+        ids, committed_at = await _commit(hub, name, first, each, messages)
         outbox_s += await sink.last(ids) - committed_at
         bare_s += await bare(each)
         first += each
-    latencies = await _one_at_a_time(hub, sink, name, first, sequential)
+    latencies = await _one_at_a_time(hub, sink, name, first, sequential, messages)
     return {
         "outbox": each * ROUNDS / outbox_s,
         "bare": each * ROUNDS / bare_s,
@@ -265,7 +300,119 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def _subscribe(hub: BenchHub, port: int) -> list[PushSubscriptionRow]:
+    """BROWSERS subscriptions of the default tenant at the sink's push service."""
+    engine = create_engine(str(hub.settings.database_url))
+    rows = []
+    try:
+        async with UnitOfWork(create_sessionmaker(engine)) as unit:
+            for n in range(BROWSERS):
+                browser = ec.generate_private_key(ec.SECP256R1())
+                new = NewSubscription(
+                    f"http://127.0.0.1:{port}/push/s{n}",
+                    public_point(browser),
+                    b64url(os.urandom(16)),
+                )
+                added = await push_subscriptions.add(
+                    unit.session,
+                    DEFAULT_TENANT,
+                    f"bench-{n}",
+                    new,
+                    new_id=f"bench{uuid.uuid4().hex[:20]}",
+                )
+                assert added is not None
+                rows.append(added[0])
+        return rows
+    finally:
+        await engine.dispose()
+
+
+def _pushes(browsers: list[PushSubscriptionRow]) -> Messages:
+    """Push `i` goes to browser i % BROWSERS with `Topic: w<i>` (the sink's id for it)."""
+
+    def payload(i: int) -> dict[str, Any]:
+        return webpush_payload(browsers[i % len(browsers)].id, _payload(i), topic=f"w{i}")
+
+    return Messages(payload, lambda i, _: f"w{i}")
+
+
+@contextlib.asynccontextmanager
+async def _bare_push(browsers: list[PushSubscriptionRow], sink: Sink) -> AsyncIterator[BareRound]:
+    """httpcore (the hub's HTTP client) alone on IN_FLIGHT kept connections, each push
+    encrypted and signed by the hub's code in its turn."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    pair = VapidPair(key, public_point(key), "mailto:bench@bench.test")
+    origin = httpcore.Origin(b"http", b"127.0.0.1", int(urlsplit(browsers[0].endpoint).port or 80))
+    connections = [httpcore.AsyncHTTPConnection(origin) for _ in range(IN_FLIGHT)]
+
+    async def push(connection: httpcore.AsyncHTTPConnection, n: int, topic: str) -> None:
+        browser = browsers[n % len(browsers)]
+        headers = [
+            ("ttl", "86400"),
+            ("urgency", "normal"),
+            ("topic", topic),
+            ("content-type", "application/octet-stream"),
+            ("content-encoding", "aes128gcm"),
+            ("authorization", vapid_authorization(pair, browser.endpoint)),
+        ]
+        body = encrypt(orjson.dumps(_payload(n)), browser.p256dh, browser.auth)
+        response = await connection.request("POST", browser.endpoint, headers=headers, content=body)
+        assert response.status == 201, response.content
+
+    async def send(total: int) -> float:
+        ids = [f"bare{uuid.uuid4().hex[:6]}{i}" for i in range(total)]
+        numbered = iter(enumerate(ids))
+
+        async def worker(connection: httpcore.AsyncHTTPConnection) -> None:
+            for n, topic in numbered:
+                await push(connection, n, topic)
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(c) for c in connections))
+        return await sink.last(ids) - started
+
+    try:
+        yield send
+    finally:
+        for connection in connections:
+            await connection.aclose()
+
+
+def _crypto_us(browser: PushSubscriptionRow, times: int = 500) -> dict[str, float]:
+    """What one push costs this process in the hub's code: its encryption (a new P-256
+    key pair, ECDH, HKDF, AES-GCM) and signing a VAPID token (ES256), us each."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    pair = VapidPair(key, public_point(key), "mailto:bench@bench.test")
+    plaintext = orjson.dumps(_payload(0))
+    started = time.perf_counter()
+    for _ in range(times):
+        encrypt(plaintext, browser.p256dh, browser.auth)
+    encrypted = time.perf_counter()
+    for _ in range(times):
+        vapid_authorization(pair, browser.endpoint)
+    signed = time.perf_counter()
+    return {
+        "us to encrypt a push": (encrypted - started) / times * 1e6,
+        "us to sign a VAPID token": (signed - encrypted) / times * 1e6,
+    }
+
+
+async def webpush(hub: BenchHub, backlog: int = 4000, sequential: int = 200) -> dict[str, float]:
+    """The outbox's Web Push sends/s and latency to a push service process, against httpx
+    alone sending the same encrypted, signed pushes."""
+    port = _free_port()
+    async with Sink.run("push", str(port)) as sink:
+        browsers = await _subscribe(hub, port)
+        name = await _define(hub, kind="webpush")
+        pushes = _pushes(browsers)
+        async with _bare_push(browsers, sink) as bare:
+            found = await _compare(hub, sink, name, bare, backlog, sequential, pushes)
+    row = _row("sends/s", f"bare httpcore sends/s ({IN_FLIGHT} in flight)", found)
+    return {**row, **_crypto_us(browsers[0])}
+
+
 scenarios.ALL += [
     ("deliveries: e-mail to a local SMTP server", email),
     ("deliveries: RabbitMQ publishes with confirms", rabbitmq),
+    ("deliveries: Web Push to a local push service", webpush),
 ]

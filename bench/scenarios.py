@@ -144,6 +144,25 @@ NOTES = """\
   share of CPU each turn gets: e-mail 0.65 (run ratios 0.65, 0.60, 0.68) in one run and
   0.77 (0.68, 0.77, 1.11) in the next, a minute apart, the same code; RabbitMQ 1.06
   (1.12, 0.78, 1.06) and 0.72 (0.72, 0.94, 0.67). `uptime` load 2.5-2.9.
+- Web Push deliveries (`bench/delivery_targets.py`, 2026-11-28, 699a96b): the same turns
+  as e-mail (4,000 pushes, 200 POSTs one at a time) to a push service in its own process
+  (`bench/sinks.py push`: answers each `POST /push/<id>` 201 on kept connections,
+  stamping its `Topic`, without decrypting; the integration tests decrypt). 8
+  subscriptions of the default tenant, pushes going to them in turn, `Topic: w<i>` per
+  push. Bare: httpcore alone on 64 kept connections, each push encrypted and signed by
+  the hub's own `encrypt` and `vapid_authorization`. `us to encrypt a push` and `us to
+  sign a VAPID token` are timed in the bench's process (500 each): encrypting costs a new
+  P-256 key pair, ECDH and HKDF; the hub now signs one token per push service and reuses
+  it for 6 hours (d3035ba), so a push pays the encryption only. Other helpers kept the
+  machine at `uptime` load 6-7 on 2 cores during the run, so the crypto timings swing
+  (89-312 us to encrypt). Where the hub's time goes (py-spy, 200 Hz, 3,000 pushes; about
+  1.1 ms of hub CPU a push at that load): the HTTP exchange 28% of samples, reading each
+  push's subscription (one `SELECT` by key in its own unit) 18%, encryption 14%, the
+  rest claims and settlements. Before 699a96b the subscription reads, one per send in
+  flight, took every connection of the sender's pool (4, 8 under load) and the
+  dispatcher's loop failed (`QueuePool limit ... reached`); they now go 2 at a time. The
+  outbox reaches 0.14-0.30 of the bare sender: a read per push is the first thing to
+  batch (with the claim) if Web Push must go faster.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;

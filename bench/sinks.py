@@ -4,6 +4,8 @@ message as it arrives (one clock for every process of the machine).
 
     python -m bench.sinks smtp PORT            an aiosmtpd server; id from Message-ID
     python -m bench.sinks amqp URL QUEUE       a consumer of QUEUE; id = message_id
+    python -m bench.sinks push PORT            a push service: POST /push/<sid> answers 201
+                                               (body not decrypted); id from `Topic`
 """
 
 from __future__ import annotations
@@ -60,10 +62,47 @@ async def amqp(url: str, queue_name: str) -> None:
         await asyncio.Future()
 
 
+async def _push_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """One HTTP/1.1 request of a kept connection read and answered 201 (False at EOF)."""
+    if not await reader.readline():
+        return False
+    length, topic = 0, "?"
+    while (raw := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = raw.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"topic":
+            topic = value.strip().decode()
+    await reader.readexactly(length)
+    _arrived(topic)
+    writer.write(b"HTTP/1.1 201 Created\r\nLocation: /message/1\r\nContent-Length: 0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+async def push(port: int) -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await _push_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", port)
+    print("ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
 def main() -> None:
     kind, *args = sys.argv[1:]
     if kind == "smtp":
         uvloop.run(smtp(int(args[0])))
+    elif kind == "push":
+        uvloop.run(push(int(args[0])))
     else:
         uvloop.run(amqp(args[0], args[1]))
 

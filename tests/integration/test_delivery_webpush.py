@@ -3,6 +3,8 @@ checks the VAPID token and decrypts what it gets, as a browser's push service wo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,15 +15,20 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from notifyhub.db.repositories import push_subscriptions
-from notifyhub.db.unit import UnitOfWork
-from notifyhub.services.vapid import VapidPair, public_point
+from notifyhub.db.unit import UnitOfWork, units
+from notifyhub.services.outbound import AddressGuard, Outbound
+from notifyhub.services.vapid import VapidKeys, VapidPair, public_point
 from notifyhub.services.webpush_target import (
+    LOOKUPS,
     MAX_PLAINTEXT,
+    TOKEN_REUSE_S,
+    VapidTokens,
+    WebPushTarget,
     enqueue_webpush,
     vapid_authorization,
     webpush_payload,
 )
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import DeliverySettings, Settings, WebPushSettings
 from support.deliveries import define, get, post, unique, wait_status
 from support.pushservice import PushService, VapidRefused, verify_vapid
 from support.webpush import Browser
@@ -133,6 +140,76 @@ async def test_defaults_ttl_a_day_urgency_normal_no_topic(setup: Setup) -> None:
     [got] = await setup.push.wait_for(sid, 1)
     assert (got.headers["ttl"], got.headers["urgency"]) == ("86400", "normal")
     assert "topic" not in got.headers
+
+
+async def test_pushes_to_one_push_service_share_a_token_and_each_decrypts(setup: Setup) -> None:
+    """The bench's shape (browsers in turn, a topic per push): one signed token serves
+    every push to the push service, and each push still decrypts for its own browser."""
+    browsers = [await setup.subscribe(f"user{n}") for n in range(2)]
+    for n in range(4):
+        _, subscription, _ = browsers[n % 2]
+        did = await setup.deliver(subscription, {"i": n, "pad": "x" * 200}, topic=f"w{n}")
+        await setup.wait(did, "sent")
+    got = [p for sid, _, _ in browsers for p in await setup.push.wait_for(sid, 2)]
+    assert sorted(p.message["i"] for p in got) == [0, 1, 2, 3]
+    assert all(p.status == 201 and p.headers["topic"] == f"w{p.message['i']}" for p in got)
+    assert len({p.headers["authorization"] for p in got}) == 1
+
+
+class CountingUnits:
+    """Units of work that count how many are open at once (`most`)."""
+
+    def __init__(self, hub: Any) -> None:
+        self._units = units(hub.app_state["sessionmaker"])
+        self.open = self.most = 0
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, autocommit: bool) -> AsyncIterator[UnitOfWork]:
+        async with self._units(autocommit=autocommit) as unit:
+            self.open += 1
+            self.most = max(self.most, self.open)
+            try:
+                yield unit
+            finally:
+                self.open -= 1
+
+    def __call__(self, *, autocommit: bool = False) -> Any:
+        return self._counted(autocommit)
+
+
+async def test_a_burst_of_sends_reads_subscriptions_a_few_at_a_time(setup: Setup) -> None:
+    """Sends in flight (64) each holding a connection for its subscription's read took
+    every connection of the outbox's pool (4, 8 under load) and starved its claims."""
+    sid, subscription, _ = await setup.subscribe("alice")
+    counted = CountingUnits(setup.hub)
+    guard = AddressGuard(allow=["127.0.0.1/32"])
+    vapid = VapidKeys(WebPushSettings(), units(setup.hub.app_state["sessionmaker"]))
+    outbound = Outbound(guard, 4096, 64)
+    target = WebPushTarget(counted, outbound, vapid)
+    payloads = [webpush_payload(subscription, {"i": n}) for n in range(20)]
+    try:
+        outcomes = await asyncio.gather(*(target.send(setup.tenant, p, 5.0) for p in payloads))
+    finally:
+        await outbound.aclose()
+    assert [o.status_code for o in outcomes] == [201] * 20
+    assert counted.most == LOOKUPS
+    assert sorted(p.message["i"] for p in await setup.push.wait_for(sid, 20)) == list(range(20))
+
+
+def test_vapid_tokens_are_kept_per_push_service_for_half_their_lifetime() -> None:
+    now = [1_800_000_000.0]
+    tokens, pair, other = VapidTokens(lambda: now[0]), _pair(), _pair()
+    first = tokens.authorization(pair, "https://push.example.net/push/a")
+    assert tokens.authorization(pair, "https://push.example.net/push/b") == first
+    assert tokens.authorization(pair, "https://other.example.net/push/a") != first
+    assert tokens.authorization(other, "https://push.example.net/push/a") != first
+    now[0] += TOKEN_REUSE_S - 1
+    assert tokens.authorization(pair, "https://push.example.net/push/c") == first
+    now[0] += 1
+    renewed = tokens.authorization(pair, "https://push.example.net/push/c")
+    assert renewed != first
+    claims = verify_vapid(renewed, "https://push.example.net", pair.public_key, now=now[0])
+    assert claims["exp"] == int(now[0]) + 12 * 3600
 
 
 @pytest.mark.parametrize("status", [410, 404])

@@ -24,9 +24,11 @@ The convention (docs/examples.md says it for writers; tests/readme/doccheck.py p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,7 @@ from readme.doccheck import (
     shell_blocks,
     shown_values,
 )
+from support.cluster import free_port
 from support.processes import HubProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,10 +129,10 @@ class EmbeddedHub(HubProcess):
     """`make run` in a fresh clone: `notifyhub serve` with no store URLs, its data in
     `<clone>/.notifyhub`, run from the clone (on a free port, not 8000)."""
 
-    def __init__(self, clone: Path, log_path: Path) -> None:
+    def __init__(self, clone: Path, log_path: Path, env: dict[str, str]) -> None:
         super().__init__({}, log_path)
         self.data_dir = clone / ".notifyhub"
-        self.env = _store_free_env() | {"NOTIFYHUB_DATA_DIR": str(self.data_dir)}
+        self.env = _store_free_env() | {"NOTIFYHUB_DATA_DIR": str(self.data_dir)} | env
 
     async def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until /readyz is 200, failing at once (with the log) if the hub exits."""
@@ -160,11 +163,11 @@ class EmbeddedHub(HubProcess):
         wait_gone(strays, timeout_s=10)
 
 
-async def _start_hub(clone: Path, attempts: int = 3) -> EmbeddedHub:
+async def _start_hub(clone: Path, env: dict[str, str], attempts: int = 3) -> EmbeddedHub:
     """The hub, ready; started again on another port when a port it picked free was
     taken before it bound it (by other tests on the machine): "address already in use"."""
     for attempt in range(1, attempts + 1):
-        hub = EmbeddedHub(clone, clone / f"hub-{attempt}.log")
+        hub = EmbeddedHub(clone, clone / f"hub-{attempt}.log", env)
         try:
             await hub.start()
         except HubExited as exc:
@@ -177,6 +180,35 @@ async def _start_hub(clone: Path, attempts: int = 3) -> EmbeddedHub:
             raise
         return hub
     raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def smtp_catcher(log_path: Path) -> AsyncIterator[dict[str, str]]:
+    """README's e-mail catcher (`python -m aiosmtpd -n -l 127.0.0.1:PORT`, printing each
+    e-mail to `log_path`) on a free port; yields the settings that point a hub at it."""
+    port = free_port()
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "aiosmtpd", "-n", "-l", f"127.0.0.1:{port}",
+            stdout=log, stderr=log, env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    await asyncio.sleep(0.05)  # a process starting up: nothing to run_once
+                    continue
+                writer.close()
+                break
+        yield {
+            "NOTIFYHUB_DELIVERIES__SMTP_HOST": "127.0.0.1",
+            "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(port),
+        }
+    finally:
+        proc.terminate()
+        await proc.wait()
 
 
 @dataclass
@@ -327,7 +359,18 @@ async def test_every_page_runs_against_an_embedded_hub(clone: Path) -> None:
     skipped = sum(1 for page in blocks.values() for b in page if b.skip is not None)
     assert skipped <= MAX_SKIPS, "keep skipped examples few"
 
-    hub = await _start_hub(clone)
+    async with smtp_catcher(clone / "smtp.log") as smtp:
+        await _walk_every_page(clone, blocks, smtp)
+    # README's e-mail example reached the catcher, not only the trace.
+    caught = (clone / "smtp.log").read_text(errors="replace")
+    assert "alice@example.com" in caught and "Dock 4 blocked" in caught, caught[-2000:]
+
+
+async def _walk_every_page(
+    clone: Path, blocks: dict[Path, list[Block]], env: dict[str, str]
+) -> None:
+    """Every page's runnable blocks in order against one hub started with `env`."""
+    hub = await _start_hub(clone, env)
     try:
         for page, page_blocks in blocks.items():
             runnable = [b for b in page_blocks if b.skip is None]
