@@ -19,12 +19,14 @@ SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 NIGHTS = parse({"mon-fri": ["22:00", "07:00"], "sat-sun": ["23:00", "09:00"]})
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
-def local(zone: ZoneInfo, *args: int, fold: int = 0) -> datetime:
-    return datetime(*args, tzinfo=zone, fold=fold)  # type: ignore[misc]
+def local(zone: ZoneInfo, year: int, month: int, day: int, hour: int, minute: int) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=zone)
 
 
 def test_ranges_and_single_days_expand_to_weekdays() -> None:
