@@ -6,6 +6,7 @@ worker is driven by `run_once` and decides at a controlled instant (the hub's
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from notifyhub.db.models import Delivery
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.settings import DeliverySettings, Settings
 from support.pushservice import PushService
+from support.sse import open_stream
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NIGHTS = {"mon-sun": ["22:00", "07:00"]}
@@ -237,3 +239,45 @@ async def test_a_bad_schedule_is_a_422_naming_it(
         headers=t.admin,
     )
     assert defaults.status_code == 422 and message in defaults.text
+
+
+async def _loaded(hub: Any, t: Tenant, user: str) -> Any:
+    """The user's stream entry once its background read has landed."""
+    entry = hub.app_state["quiet_streams"].flag(t.name, user)
+    async with asyncio.timeout(5):
+        while entry.loading:
+            await asyncio.sleep(0.01)
+    return entry
+
+
+async def test_the_stream_is_never_held_and_says_quiet_in_quiet_hours(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "ann", time_zone="Europe/Berlin", quiet=NIGHTS)
+    _night_clock(hub)
+    token = hub.tokens.mint_user_token("ann", t.name, 3600)
+    async with open_stream(hub.client, token) as events:
+        await events.until("counts")
+        entry = await _loaded(hub, t, "ann")
+        inline = await _publish(hub, t, ["ann"])  # an inlinable one: the doorbell's frame
+        logged = await _publish(hub, t, ["ann"], category="dock")  # read from the log
+        for nid in (inline, logged):
+            event, _ = await events.until("notification")
+            assert event.data["id"] == nid and event.data["quiet"] is True
+
+        noon = datetime.combine(datetime.now(BERLIN).date(), datetime.min.time(), BERLIN)
+        hub.app_state["quiet"].clock = lambda: noon + timedelta(hours=12)
+        daytime = await _publish(hub, t, ["ann"])
+        event, _ = await events.until("notification")
+        assert event.data["id"] == daytime and "quiet" not in event.data
+
+        # A schedule changed reaches the open stream at its next read.
+        _night_clock(hub)
+        await _profile(hub, t, "ann", quiet={})
+        entry.loaded_at = 0.0  # its refresh is due
+        assert entry.quiet() is True  # (the old copy, while the read runs)
+        await _loaded(hub, t, "ann")
+        after = await _publish(hub, t, ["ann"])
+        event, _ = await events.until("notification")
+        assert event.data["id"] == after and "quiet" not in event.data

@@ -48,6 +48,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.actions import ActionService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.quiet_hours import StreamQuiet
 from notifyhub.services.revocations import Revocations
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.users import UserLookup
@@ -248,6 +249,7 @@ def _state(
         push_subscriptions=webpush.subscriptions,
         profiles=webpush.profiles,
         quiet=webpush.quiet,
+        quiet_streams=StreamQuiet(webpush.quiet, units(db.sessionmaker)),
     )
 
 

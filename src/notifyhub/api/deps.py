@@ -29,7 +29,7 @@ from notifyhub.services.keycache import KeyCache
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.profiles import Profiles
 from notifyhub.services.push_subscriptions import PushSubscriptions
-from notifyhub.services.quiet_hours import QuietHours
+from notifyhub.services.quiet_hours import QuietHours, StreamQuiet
 from notifyhub.services.revocations import Revocations
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
@@ -80,6 +80,7 @@ class State(TypedDict):
     push_subscriptions: PushSubscriptions
     profiles: Profiles
     quiet: QuietHours
+    quiet_streams: StreamQuiet
 
 
 async def _state(request: Request) -> State:
