@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 STREAM_REFRESH_S = 60.0
 """How old a stream's copy of its user's quiet hours may grow: a schedule changed
 reaches open streams within this (plus a read)."""
+LOAD_BATCH = 500
+"""Streamed users whose quiet hours one background read takes."""
 
 
 def _now() -> datetime:
@@ -56,13 +58,10 @@ class QuietHours:
         self, session: AsyncSession, tenant: str, users: Sequence[str]
     ) -> dict[str, datetime]:
         """Per user of `users` in quiet hours now: when their quiet period ends."""
-        own = await repo.of_users(session, tenant, users)
-        default = await repo.default_of(session, tenant)
+        found = await applying_of(session, tenant, users)
         now = self.clock()
         held = {}
-        for user in users:
-            found = own.get(user, repo.UserQuiet(None, None))
-            schedule, zone = _applying(found.schedule, found.time_zone, default)
+        for user, (schedule, zone) in found.items():
             if not schedule:
                 continue
             state = quiet.state(quiet.parse(schedule), quiet.zone_of(zone), now)
@@ -80,15 +79,6 @@ class QuietHours:
         state = quiet.state(quiet.parse(schedule or {}), quiet.zone_of(zone), self.clock())
         return UserQuietView(schedule, source, str(quiet.zone_of(zone)), state.quiet, state.until)
 
-    async def applying(
-        self, session: AsyncSession, tenant: str, user: str
-    ) -> tuple[Schedule | None, str | None]:
-        """The user's schedule that applies (their own, else the default) and its zone."""
-        own = await repo.of_user(session, tenant, user)
-        default = await repo.default_of(session, tenant)
-        zone = (await profiles.get(session, tenant, user)).time_zone
-        return _applying(own, zone, default)
-
 
 class StreamQuiet:
     """Per process: each streamed user's quiet hours, read from PostgreSQL when their
@@ -104,7 +94,8 @@ class StreamQuiet:
         self._entries: weakref.WeakValueDictionary[tuple[str, str], StreamUser] = (
             weakref.WeakValueDictionary()
         )
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: list[StreamUser] = []
+        self._loader: asyncio.Task[None] | None = None
 
     def flag(self, tenant: str, user: str) -> StreamUser:
         """The user's entry, shared by their streams in this process (read if new)."""
@@ -122,23 +113,55 @@ class StreamQuiet:
         return not entry.loading and time.monotonic() - entry.loaded_at >= self._refresh_s
 
     def refresh(self, entry: StreamUser) -> None:
-        """Read the entry's schedule again, in the background."""
+        """Read the entry's schedule again, in the background: entries due are read
+        together, LOAD_BATCH at a time, two statements per tenant (a reconnect storm
+        costs a few reads, not one per stream)."""
         entry.loading = True
-        task = asyncio.get_running_loop().create_task(self._load(entry))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._pending.append(entry)
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.get_running_loop().create_task(self._load_pending())
 
-    async def _load(self, entry: StreamUser) -> None:
+    async def _load_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:LOAD_BATCH], self._pending[LOAD_BATCH:]
+            await self._load(batch)
+
+    async def _load(self, batch: list[StreamUser]) -> None:
         try:
             async with self._units() as unit:
-                schedule, zone = await self._hours.applying(unit.session, entry.tenant, entry.user)
-            entry.weekly = quiet.parse(schedule or {})
-            entry.zone = quiet.zone_of(zone)
+                for tenant, entries in _by_tenant(batch).items():
+                    users = [entry.user for entry in entries]
+                    found = await applying_of(unit.session, tenant, users)
+                    for entry in entries:
+                        schedule, zone = found[entry.user]
+                        entry.weekly = quiet.parse(schedule or {})
+                        entry.zone = quiet.zone_of(zone)
         except Exception as exc:  # PostgreSQL away: keep what we knew, try again later
-            log.warning("quiet hours of %s/%s not read: %r", entry.tenant, entry.user, exc)
+            log.warning("quiet hours of %d streamed users not read: %r", len(batch), exc)
         finally:
-            entry.loaded_at = time.monotonic()
-            entry.loading = False
+            now = time.monotonic()
+            for entry in batch:
+                entry.loaded_at, entry.loading = now, False
+
+
+def _by_tenant(entries: list[StreamUser]) -> dict[str, list[StreamUser]]:
+    grouped: dict[str, list[StreamUser]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.tenant, []).append(entry)
+    return grouped
+
+
+async def applying_of(
+    session: AsyncSession, tenant: str, users: Sequence[str]
+) -> dict[str, tuple[Schedule | None, str | None]]:
+    """Per user of `users`: the schedule that applies and its zone (two statements)."""
+    own = await repo.of_users(session, tenant, users)
+    default = await repo.default_of(session, tenant)
+    nobody = repo.UserQuiet(None, None)
+    return {
+        user: _applying(own.get(user, nobody).schedule, own.get(user, nobody).time_zone, default)
+        for user in users
+    }
 
 
 class StreamUser:
