@@ -481,3 +481,29 @@ async def test_demo_inbox_pages_marks_and_screenshots(
     await summary.filter(has_text="0 unread · 11 notifications").wait_for()
     assert await summary.text_content() == "0 unread · 11 notifications"
     assert tab.errors == []
+
+
+async def test_no_toast_in_quiet_hours_the_inbox_still_shows_it(
+    context: Any,
+    mode: str,
+    browser_hub: Any,
+    hub: Any,
+    publish_key: str,
+    admin_key: str,
+    make_token: Any,
+) -> None:
+    always = {"quiet": {"mon-sun": ["00:00", "24:00"]}}  # quiet around the clock
+    async with httpx.AsyncClient(base_url=hub.base_url) as client:
+        response = await client.put(
+            "/v1/admin/users/default/quinn",
+            json=always,
+            headers={"Authorization": f"Bearer {admin_key}"},
+        )
+    assert response.status_code in (200, 201), response.text
+    [tab] = await open_tabs(context, browser_hub.base_url, make_token("quinn"), mode, n=1)
+    warm = await publish(hub, publish_key, "quinn", title="after the stream opened")
+    await tab.item(warm).wait_for()  # (the stream's quiet hours are read by now)
+    sent = await publish(hub, publish_key, "quinn", title="in quiet hours")
+    await tab.item(sent).wait_for()
+    assert sent not in await tab.toasts()
+    assert tab.errors == []

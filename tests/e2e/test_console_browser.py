@@ -249,4 +249,17 @@ async def test_a_tenant_bound_console_sees_only_its_tenant(
     await page.dispatch_event("#tenant", "change")
     await page.wait_for_function(READY)
     await page.locator("#user-summary").filter(has_text=tenant).wait_for()
+    await page.locator("#user-quiet").filter(has_text="Quiet hours: none").wait_for()
+    quiet = {"time_zone": "Europe/Berlin", "quiet": {"mon-sun": ["22:00", "07:00"]}}
+    async with httpx.AsyncClient(base_url=browser_hub.base_url, timeout=10) as api:
+        answer = await api.put(
+            f"/v1/admin/users/{tenant}/alice",
+            json=quiet,
+            headers={"Authorization": f"Bearer {bound}"},
+        )
+        assert answer.status_code == 201, answer.text
+    await page.click("form.row button")  # look alice up again: her quiet hours show
+    await page.wait_for_function(READY)
+    shown = page.locator("#user-quiet").filter(has_text="their own, Europe/Berlin")
+    await shown.filter(has_text="mon-sun 22:00-07:00").wait_for()
     assert page.errors == []

@@ -723,6 +723,19 @@ async def probe_preference_defaults(t: Tenants) -> None:
     assert _ok(found).json() == {"tenant": t.b, **theirs}  # A's defaults are A's alone
 
 
+async def probe_quiet_defaults(t: Tenants) -> None:
+    url = "/v1/admin/quiet-defaults"
+    theirs = {"schedule": {"mon-fri": ["22:00", "07:00"]}, "time_zone": "Europe/Berlin"}
+    _ok(await t.client.put(url, params={"tenant": t.b}, json=theirs, headers=t.key(t.b, "admin")))
+    attacker = t.key(t.a, "admin")
+    _refused(await t.client.get(url, params={"tenant": t.b}, headers=attacker), 403)
+    mine = {"schedule": {}, "time_zone": None}
+    _refused(await t.client.put(url, params={"tenant": t.b}, json=mine, headers=attacker), 403)
+    _ok(await t.client.put(url, params={"tenant": t.a}, json=mine, headers=attacker))
+    found = await t.client.get(url, params={"tenant": t.b}, headers=t.key(t.b, "admin"))
+    assert _ok(found).json() == {"tenant": t.b, **theirs}  # A's default is A's alone
+
+
 async def _profile(t: Tenants, tenant: str) -> dict[str, Any]:
     url = f"/v1/admin/users/{tenant}/{t.user}"
     return dict(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json())
@@ -730,14 +743,15 @@ async def _profile(t: Tenants, tenant: str) -> dict[str, Any]:
 
 async def probe_user_profile_put(t: Tenants) -> None:
     owner, attacker = t.key(t.b, "admin"), t.key(t.a, "admin")
-    mine = {"email": "b@example.com", "time_zone": "UTC"}
+    mine = {"email": "b@example.com", "time_zone": "UTC", "quiet": {"sun": ["00:00", "24:00"]}}
     _ok(await t.client.put(f"/v1/admin/users/{t.b}/{t.user}", json=mine, headers=owner))
-    forged = {"email": "attacker@example.com", "time_zone": "Europe/Lisbon"}
+    forged = {"email": "attacker@example.com", "time_zone": "Europe/Lisbon", "quiet": {}}
     url = f"/v1/admin/users/{t.b}/{t.user}"
     _refused(await t.client.put(url, json=forged, headers=attacker), 403)
     _ok(await t.client.put(f"/v1/admin/users/{t.a}/{t.user}", json=forged, headers=attacker))
     found = await _profile(t, t.b)
     assert (found["email"], found["time_zone"]) == ("b@example.com", "UTC")
+    assert found["quiet"]["schedule"] == {"sun": ["00:00", "24:00"]}
     assert (await _profile(t, t.a))["email"] == "attacker@example.com"
 
 
@@ -1135,6 +1149,8 @@ PROBES: dict[str, Probe] = {
     "GET /v1/me/preferences": probe_preferences,
     "GET /v1/admin/preference-defaults": probe_preference_defaults,
     "PUT /v1/admin/preference-defaults": probe_preference_defaults,
+    "GET /v1/admin/quiet-defaults": probe_quiet_defaults,
+    "PUT /v1/admin/quiet-defaults": probe_quiet_defaults,
     "PUT /v1/me/preferences": probe_preferences,
     "GET /v1/me/subscriptions": probe_subscriptions,
     "DELETE /v1/me/subscriptions": probe_cancel_subscription,

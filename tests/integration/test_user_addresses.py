@@ -42,7 +42,7 @@ async def test_put_sets_reads_back_and_changes_only_what_is_named(
     body = {"email": "alice@example.com", "locale": "pt-BR", "time_zone": "America/Sao_Paulo"}
     answer = await _put(hub, h, tenant, "alice", body)
     assert answer.status_code == 201, answer.text  # the first addresses: created
-    assert answer.json() == {"tenant": tenant, "user": "alice", **body}
+    assert answer.json() == {"tenant": tenant, "user": "alice", **body, "quiet": None}
     found = await _get(hub, h, tenant, "alice")
     assert (found["email"], found["locale"], found["time_zone"]) == (
         "alice@example.com",
@@ -60,6 +60,7 @@ async def test_put_sets_reads_back_and_changes_only_what_is_named(
         "tenant": tenant,
         "user": "alice",
         "time_zone": "Europe/Lisbon",
+        "quiet": None,
     }
     answer = await _put(hub, h, tenant, "alice", {"email": None, "locale": None})
     assert answer.json() == {
@@ -68,6 +69,7 @@ async def test_put_sets_reads_back_and_changes_only_what_is_named(
         "email": None,
         "locale": None,
         "time_zone": "Europe/Lisbon",
+        "quiet": None,
     }
     assert (await _put(hub, h, tenant, "alice", {})).json()["time_zone"] == "Europe/Lisbon"
 

@@ -70,6 +70,7 @@ ALLOWED: dict[tuple[str, Rule], str] = {
     ("revocations.py", "units"): "after a Pub/Sub gap, a background read of revoked keys",
     ("vapid.py", "units"): "VapidKeys: the installation's pair, read or made once per process",
     ("webpush_target.py", "units"): "a push attempt reads its subscription, claim to settle",
+    ("quiet_hours.py", "units"): "StreamQuiet: streamed users' schedules, a background read",
 }
 
 

@@ -37,6 +37,7 @@ from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
 from notifyhub.api.routers import inbox as inbox_router
+from notifyhub.api.routers import quiet as quiet_router
 from notifyhub.api.routers import routing as routing_router
 from notifyhub.api.routers import traces as traces_router
 from notifyhub.api.routers import views as views_router
@@ -47,6 +48,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.actions import ActionService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.keycache import KeyCache
+from notifyhub.services.quiet_hours import StreamQuiet
 from notifyhub.services.revocations import Revocations
 from notifyhub.services.tokens import TokenService
 from notifyhub.services.users import UserLookup
@@ -106,7 +108,13 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 stack, settings, db, metrics, delivery_metrics, tracing, webpush.vapid
             )
             channel_loops = features.channel_sends(
-                settings, db, outbox, publishing.ingest, publishing.routing_traces, metrics
+                settings,
+                db,
+                outbox,
+                publishing.ingest,
+                publishing.routing_traces,
+                metrics,
+                webpush.quiet,
             )
             runner = features.runner(
                 stack,
@@ -184,6 +192,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
     app.include_router(views_router.me)
     app.include_router(browser_router.router)
     app.include_router(deliveries_router.router)
+    app.include_router(quiet_router.router)
     install_tracing(app, tracing)
     app.chain = _chain(app, settings, metrics, tracing)
     return app
@@ -239,6 +248,8 @@ def _state(
         vapid=webpush.vapid,
         push_subscriptions=webpush.subscriptions,
         profiles=webpush.profiles,
+        quiet=webpush.quiet,
+        quiet_streams=StreamQuiet(webpush.quiet, units(db.sessionmaker)),
     )
 
 

@@ -29,6 +29,7 @@ from notifyhub.services.keycache import KeyCache
 from notifyhub.services.preferences import PreferenceService
 from notifyhub.services.profiles import Profiles
 from notifyhub.services.push_subscriptions import PushSubscriptions
+from notifyhub.services.quiet_hours import QuietHours, StreamQuiet
 from notifyhub.services.revocations import Revocations
 from notifyhub.services.rules import RuleService
 from notifyhub.services.tokens import TokenService
@@ -78,6 +79,8 @@ class State(TypedDict):
     vapid: VapidKeys
     push_subscriptions: PushSubscriptions
     profiles: Profiles
+    quiet: QuietHours
+    quiet_streams: StreamQuiet
 
 
 async def _state(request: Request) -> State:

@@ -515,3 +515,27 @@ class InboxViewVersion(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     owner: Mapped[str] = mapped_column(String(200), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger)
+
+
+class QuietHours(Base):
+    """A user's own quiet hours (migration 0018): a weekly schedule (services/quiet.py)
+    in their profile's time zone; `{}` is none, whatever the tenant's default."""
+
+    __tablename__ = "quiet_hours"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    schedule: Mapped[Any] = mapped_column(JSONB)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class QuietDefault(Base):
+    """A tenant's default quiet hours, for users with none of their own, in the user's
+    time zone (or `time_zone` here for users without one; else UTC)."""
+
+    __tablename__ = "quiet_defaults"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    schedule: Mapped[Any] = mapped_column(JSONB)
+    time_zone: Mapped[str | None] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -16,6 +16,7 @@ from notifyhub.services.alerts import AlertSender
 from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.outbound import Outbound
+from notifyhub.services.quiet_hours import QuietHours
 from notifyhub.services.rabbitmq_target import RabbitTarget
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
@@ -86,10 +87,12 @@ def channel_sends(
     ingest: IngestService,
     traces: RoutingTraces,
     metrics: Metrics,
+    quiet: QuietHours | None = None,
 ) -> tuple[Loop, ...]:
     """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
-    at once by `outbox`'s sender), woken by every publish with channels through `ingest`."""
-    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
+    at once by `outbox`'s sender, or when a user's `quiet` hours end), woken by every
+    publish with channels through `ingest`."""
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender, quiet)
     worker = ChannelWorker(units(database.sessionmaker), expander, traces)
     loop = channel_loop(worker, settings.deliveries, metrics)
     ingest.on_channel_send(loop.wake)

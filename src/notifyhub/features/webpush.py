@@ -3,13 +3,14 @@ addresses (the parts requests use; the `webpush` delivery kind sends through the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from notifyhub.db.unit import units
 from notifyhub.features.clients import Database
 from notifyhub.services.outbound import AddressGuard
 from notifyhub.services.profiles import Profiles
 from notifyhub.services.push_subscriptions import PushSubscriptions
+from notifyhub.services.quiet_hours import QuietHours
 from notifyhub.services.vapid import VapidKeys
 from notifyhub.settings import Settings
 
@@ -19,6 +20,8 @@ class WebPush:
     vapid: VapidKeys
     subscriptions: PushSubscriptions
     profiles: Profiles
+    quiet: QuietHours = field(default_factory=QuietHours)
+    """Users' quiet hours (the channel worker holds their e-mails and pushes)."""
 
 
 def address_guard(settings: Settings) -> AddressGuard:

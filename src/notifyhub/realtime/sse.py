@@ -65,6 +65,7 @@ from notifyhub.realtime.events import (
     offered_id,
 )
 from notifyhub.realtime.hub import Hub
+from notifyhub.realtime.quiet import QuietFlag, flagged
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
@@ -154,8 +155,11 @@ class InboxStream(Response):
         user: str,
         last_event_id: EventId | None,
         tenant_views: Callable[[str], ViewSet | None] | None = None,
+        quiet: QuietFlag | None = None,
     ) -> None:
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
+        self._quiet = quiet
+        """Whether the user is in quiet hours (their `notification` events say so)."""
         self._tenant_views = tenant_views
         """The tenant's views as this process last knew them (services/views.py `known`)."""
         self._inexact: frozenset[str] = EXACT
@@ -375,7 +379,8 @@ class InboxStream(Response):
             return True
         assert self._connection is not None
         try:  # in the hub's reader: a failure here must not reach the other streams
-            written = self._connection.write_now(announced_frame(seq, epoch, ahead, body))
+            frames = flagged(announced_frame(seq, epoch, ahead, body), self._quiet)
+            written = self._connection.write_now(frames)
         except Exception:
             log.exception("stream for %s/%s: an announcement not written", self._tenant, self._user)
             return False  # queued: the stream sends it through ASGI, and ends if it must
@@ -479,6 +484,7 @@ class InboxStream(Response):
         """Send one chunk; the clock cancels a send that outlives the send timeout."""
         sub, loop = self._sub, asyncio.get_running_loop()
         sub.sending_since = loop.time()
+        body = flagged(body, self._quiet)
         try:
             await send({"type": "http.response.body", "body": body, "more_body": True})
         except asyncio.CancelledError:

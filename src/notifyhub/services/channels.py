@@ -5,7 +5,9 @@ its own transaction; the channel worker (workers/channels.py) expands it here, a
 users per transaction, into outbox deliveries: one e-mail per user with an address, one
 Web Push per subscription of the user's browsers, each decided by the user's preference
 matrix (category x channel, the tenant's defaults where the user has no row) and
-bypassed by severity `critical` (a missing address or subscription still skips). Every
+bypassed by severity `critical` (a missing address or subscription still skips). A user
+in quiet hours (services/quiet_hours.py) gets theirs due when the quiet period ends, not
+now (the outbox sends them then; `critical` is never held). Every
 delivery's id is derived from (notification, user, channel, subscription), so a chunk
 expanded twice (a crash after its deliveries, before its progress) adds nothing twice.
 """
@@ -34,6 +36,7 @@ from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.domain.notification import Channel, Severity
 from notifyhub.services import signing
 from notifyhub.services.deliveries import Kicker, enqueue_many_once
+from notifyhub.services.quiet_hours import QuietHours
 from notifyhub.services.webpush_target import MAX_PLAINTEXT, webpush_payload
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,13 @@ SKIPPED_NO_PUSH_DEFINITION = "skipped: no push definition"
 
 Row = tuple[str, dict[str, Any], str | None]
 """A delivery to add: its id, payload and description."""
+
+
+def held_for_quiet(outcome: str, until: datetime | None) -> str:
+    """The outcome, noting a delivery held for quiet hours until `until` (if any)."""
+    if until is None:
+        return outcome
+    return f"{outcome}, held for quiet hours until {until.isoformat().replace('+00:00', 'Z')}"
 
 
 def pushed_to(browsers: int) -> str:
@@ -143,15 +153,21 @@ class Expansion:
 
     outcomes: dict[str, dict[str, str]] = field(default_factory=dict)
     added: int = 0
+    held: dict[str, datetime] = field(default_factory=dict)
+    """Users in quiet hours: when their deliveries are due."""
 
 
 class ChannelExpander:
     """Expands channel sends into outbox deliveries, one chunk of users per call."""
 
-    def __init__(self, chunk: int, sender: Kicker | None = None) -> None:
+    def __init__(
+        self, chunk: int, sender: Kicker | None = None, quiet: QuietHours | None = None
+    ) -> None:
         self._chunk = chunk
         self._sender = sender
         """Sends the deliveries at once after the chunk commits (else the dispatcher)."""
+        self._quiet = quiet
+        """Holds users' deliveries in their quiet hours (None: nobody's are held)."""
 
     async def expand_next(
         self, unit: UnitOfWork
@@ -184,6 +200,8 @@ class ChannelExpander:
         session = unit.session
         matrix = await _matrix(session, send, users)
         expansion = Expansion({user: {} for user in users})
+        if self._quiet is not None and not matrix.critical:
+            expansion.held = await self._quiet.held_until(session, send.tenant, users)
         if Channel.EMAIL in send.channels:
             await self._emails(unit, send, users, matrix, expansion)
         if Channel.PUSH in send.channels:
@@ -215,12 +233,12 @@ class ChannelExpander:
             elif not usable:
                 outcome = SKIPPED_NO_DEFINITION
             else:
-                outcome = E_MAILED
+                outcome = held_for_quiet(E_MAILED, expansion.held.get(user))
                 payload = {"to": addresses[user], "user": user, "notification": send.notification}
                 description = f"e-mail to {user}: {subject}"[:1000]
                 rows.append((delivery_id(send, user, EMAIL), payload, description))
             expansion.outcomes[user][EMAIL] = outcome
-        expansion.added += await self._add(unit, send, EMAIL_DEFINITION, rows)
+        expansion.added += await self._add(unit, send, EMAIL_DEFINITION, rows, expansion.held)
 
     async def _pushes(
         self,
@@ -249,21 +267,28 @@ class ChannelExpander:
             elif not usable:
                 outcome = SKIPPED_NO_PUSH_DEFINITION
             else:
-                outcome = pushed_to(len(subscriptions))
+                outcome = held_for_quiet(pushed_to(len(subscriptions)), expansion.held.get(user))
                 for subscription in subscriptions:
                     payload = {**webpush_payload(subscription.id, **common), "user": user}
                     key = delivery_id(send, user, PUSH, subscription.id)
                     rows.append((key, payload, f"push to {user}"[:1000]))
             expansion.outcomes[user][PUSH] = outcome
-        expansion.added += await self._add(unit, send, PUSH_DEFINITION, rows)
+        expansion.added += await self._add(unit, send, PUSH_DEFINITION, rows, expansion.held)
 
     async def _add(
-        self, unit: UnitOfWork, send: ChannelSend, definition: str, rows: list[Row]
+        self,
+        unit: UnitOfWork,
+        send: ChannelSend,
+        definition: str,
+        rows: list[Row],
+        held: dict[str, datetime],
     ) -> int:
         """The rows' deliveries on `definition`, each once (one already there, from an
-        expansion repeated, is not added again); how many were added."""
+        expansion repeated, is not added again), a held user's due when their quiet
+        hours end; how many were added."""
+        due = {key: held[p["user"]] for key, p, _ in rows if p["user"] in held}
         return await enqueue_many_once(
-            unit, definition, rows, tenant=send.tenant, sender=self._sender
+            unit, definition, rows, tenant=send.tenant, sender=self._sender, due=due
         )
 
 

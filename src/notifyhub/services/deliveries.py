@@ -14,8 +14,9 @@ Library mode, for code that shares notifyhub's PostgreSQL::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -140,14 +141,17 @@ async def enqueue_many_once(
     *,
     tenant: str = DEFAULT_TENANT,
     sender: Kicker | None = None,
+    due: Mapping[str, datetime] | None = None,
 ) -> int:
     """`enqueue_once` for many (id, payload, description) of one definition in one
     statement; how many were added (none when the definition is missing or disabled:
-    the caller checked it)."""
-    added = await repo.add_many_once(unit.session, tenant, definition, rows)
+    the caller checked it). An id in `due` is first tried then (the dispatcher sends it),
+    not at once."""
+    added = await repo.add_many_once(unit.session, tenant, definition, rows, due)
     if sender is not None:
         for delivery_id in added:
-            _after_commit(unit, sender, (delivery_id, 0))
+            if not due or delivery_id not in due:
+                _after_commit(unit, sender, (delivery_id, 0))
     return len(added)
 
 

@@ -328,6 +328,18 @@ async function overview(screen) {
   onLeave(screen, () => clearInterval(timer));
 }
 
+/** A user's quiet hours (issue 41): the schedule, whose, the zone, quiet now until when. */
+function quietLine(quiet) {
+  if (!quiet || !quiet.schedule || !Object.keys(quiet.schedule).length) {
+    return h("div", { class: "muted", id: "user-quiet" }, "Quiet hours: none");
+  }
+  const windows = Object.entries(quiet.schedule).map(([days, [from, to]]) => `${days} ${from}-${to}`);
+  const now = quiet.quiet_now ? `quiet now, until ${when(quiet.until)}` : "not quiet now";
+  return h("div", { class: "muted", id: "user-quiet" },
+    `Quiet hours (${quiet.source === "user" ? "their own" : "tenant default"}, ${quiet.time_zone}): `,
+    `${windows.join(", ")}; ${now}`);
+}
+
 async function users(screen, params) {
   const user = params.get("user") || "";
   const input = h("input", { name: "user", value: user, placeholder: "user id", required: true });
@@ -350,6 +362,7 @@ async function users(screen, params) {
     h("div", { class: "muted", id: "user-addresses" },
       `E-mail: ${found.email || "none"}; locale: ${found.locale || "default"}; `,
       `time zone: ${found.time_zone || "none"}`),
+    quietLine(found.quiet),
     Object.keys(found.preferences.categories).length
       ? h("div", { class: "muted" }, "Preferences: ", Object.entries(found.preferences.categories)
         .map(([cat, p]) => `${cat} (inbox ${p.inbox ? "on" : "off"}, push ${p.push ? "on" : "off"})`).join("; "))

@@ -65,7 +65,8 @@
   }
 
   function wantsToast(notification) {
-    return Boolean(notification) && notification.display !== "inbox";
+    // `quiet`: the user is in quiet hours (issue 41): the inbox shows it, no toast.
+    return Boolean(notification) && notification.display !== "inbox" && notification.quiet !== true;
   }
 
   /**

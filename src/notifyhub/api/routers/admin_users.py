@@ -19,8 +19,10 @@ from notifyhub.api.schemas.preferences import (
     PreferenceDefaultsOut,
     PreferencesIn,
 )
+from notifyhub.api.schemas.quiet import QuietOut
 from notifyhub.api.schemas.rules import SubscriptionOut
 from notifyhub.api.schemas.users import TokensRevoked, UserOut, UserProfileIn, UserProfileOut
+from notifyhub.db.repositories import quiet as quiet_repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.notification import InboxPage
 from notifyhub.errors import AuthenticationError
@@ -51,6 +53,7 @@ async def lookup_user(
     process, preferences, rule subscriptions, groups and topics. User ids are the calling
     application's: one the hub never heard of answers empty (zero counts, no groups), not 404."""
     found = await state["users"].lookup(unit.session, principal.own(tenant), user)
+    quiet = await state["quiet"].view(unit.session, found.tenant, user)
     preferences = PreferencesIn(
         categories={c: CategoryPreferenceIn.of(p) for c, p in found.preferences.items()},
         locale=found.locale,
@@ -73,6 +76,13 @@ async def lookup_user(
         email=found.email,
         locale=found.locale,
         time_zone=found.time_zone,
+        quiet=QuietOut(
+            schedule=quiet.schedule,
+            source=quiet.source,
+            time_zone=quiet.time_zone,
+            quiet_now=quiet.quiet_now,
+            until=quiet.until,
+        ),
     )
 
 
@@ -92,15 +102,24 @@ async def put_user_profile(
 ) -> UserProfileOut:
     """Set how to reach the user beyond their inbox: `email` (e-mail deliveries of their
     notifications), `locale` (the same as their own `PUT /v1/me/preferences` sets) and
-    `time_zone` (an IANA name). A field left out stays as it is; null clears it. The
+    `time_zone` (an IANA name), `quiet` (their own quiet hours: e-mails and pushes wait
+    until a window ends; null: the tenant's default). A field left out stays as it is;
+    null clears it. The
     tenant is in the path, as in the `GET` (a key bound to another tenant gets 403).
     201 when the user had no addresses stored yet, else 200."""
     tenant = principal.own(tenant)
-    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    changes = {name: getattr(body, name) for name in body.model_fields_set - {"quiet"}}
     found, created = await state["profiles"].put(unit.session, tenant, user, changes)
+    if "quiet" in body.model_fields_set:
+        await quiet_repo.put_user(unit.session, tenant, user, body.quiet)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return UserProfileOut(
-        tenant=tenant, user=user, email=found.email, locale=found.locale, time_zone=found.time_zone
+        tenant=tenant,
+        user=user,
+        email=found.email,
+        locale=found.locale,
+        time_zone=found.time_zone,
+        quiet=await quiet_repo.of_user(unit.session, tenant, user),
     )
 
 

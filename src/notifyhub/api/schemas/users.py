@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field
 from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Strict, examples, single_line
 from notifyhub.api.schemas.deliveries import Email
 from notifyhub.api.schemas.preferences import PreferencesIn
+from notifyhub.api.schemas.quiet import QuietOut, QuietSchedule
 from notifyhub.api.schemas.rules import SubscriptionOut
 from notifyhub.domain.notification import Counts
 from notifyhub.services.locales import LOCALE
@@ -84,6 +85,8 @@ class UserOut(Documented):
     """Their language (as `preferences.locale`; null: the templates' defaults)."""
     time_zone: str | None = None
     """Their time zone, an IANA name (null: none given)."""
+    quiet: QuietOut | None = None
+    """Their quiet hours as they apply now (schedule, zone, quiet now until when)."""
 
 
 def _known_zone(name: str) -> str:
@@ -120,6 +123,10 @@ class UserProfileIn(Strict):
     """Their language, a BCP 47 tag: the same as `locale` of `PUT /v1/me/preferences`."""
     time_zone: TimeZone | None = None
     """Their time zone, an IANA name (`Europe/Lisbon`)."""
+    quiet: QuietSchedule | None = None
+    """Their own quiet hours (e-mails and pushes wait until a window ends), read in
+    `time_zone`: `{"mon-fri": ["22:00", "07:00"]}`; `{}`: none, whatever the tenant's
+    default; null: the tenant's default applies."""
 
 
 class UserProfileOut(Documented):
@@ -145,3 +152,5 @@ class UserProfileOut(Documented):
     """Their language (null: the templates' defaults)."""
     time_zone: str | None
     """Their time zone (null: none given)."""
+    quiet: dict[str, list[str]] | None = None
+    """Their own quiet hours (null: the tenant's default applies)."""

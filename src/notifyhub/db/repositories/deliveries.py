@@ -8,8 +8,9 @@ a delivery has its definition's tenant, and every lookup by id names the tenant 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -54,9 +55,11 @@ _ADD_ONCE = text(_INSERT_DUE + "ON CONFLICT (id) DO NOTHING RETURNING id").bindp
 _ADD_MANY_ONCE = text("""
 INSERT INTO deliveries (id, tenant, definition, payload, description, status, attempt,
                         failures, next_attempt_at)
-SELECT r.id, d.tenant, d.name, r.payload, r.description, 'pending', 0, 0, clock_timestamp()
+SELECT r.id, d.tenant, d.name, r.payload, r.description, 'pending', 0, 0,
+       COALESCE(r.due, clock_timestamp())
 FROM delivery_definitions d,
-     jsonb_to_recordset(:rows) AS r(id varchar, payload jsonb, description varchar)
+     jsonb_to_recordset(:rows) AS r(id varchar, payload jsonb, description varchar,
+                                    due timestamptz)
 WHERE d.tenant = :tenant AND d.name = :definition AND d.disabled_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM delivery_history h WHERE h.id = r.id)
 ON CONFLICT (id) DO NOTHING
@@ -312,12 +315,17 @@ async def add_many_once(
     tenant: str,
     definition: str,
     rows: Sequence[tuple[str, Any, str | None]],
+    due: Mapping[str, datetime] | None = None,
 ) -> list[str]:
     """`add_once` for many (id, payload, description) of one enabled definition, in one
-    statement; the ids added (an id already in the outbox or its history is not)."""
+    statement; the ids added (an id already in the outbox or its history is not). An id
+    in `due` is first due then (quiet hours), the others now."""
     if not rows:
         return []
-    found = [{"id": i, "payload": payload, "description": d} for i, payload, d in rows]
+    at = {key: when.isoformat() for key, when in (due or {}).items()}
+    found = [
+        {"id": i, "payload": payload, "description": d, "due": at.get(i)} for i, payload, d in rows
+    ]
     params = {"tenant": tenant, "definition": definition, "rows": found}
     return [row[0] for row in (await session.execute(_ADD_MANY_ONCE, params)).all()]
 

@@ -1,0 +1,92 @@
+"""Bodies of quiet hours: a weekly schedule (services/quiet.py), a tenant's default, and
+a user's quiet hours as they apply now."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from notifyhub.api.schemas.common import Documented, Strict, examples
+from notifyhub.services import quiet
+
+SCHEDULE_EXAMPLE = {"mon-fri": ["22:00", "07:00"], "sat-sun": ["23:00", "09:00"]}
+
+
+def _known_zone(name: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}: an IANA name such as Europe/Lisbon") from exc
+    return name
+
+
+def _valid(schedule: dict[str, list[str]]) -> dict[str, list[str]]:
+    quiet.parse(schedule)  # InvalidSchedule is a ValueError: a 422 naming the mistake
+    return schedule
+
+
+QuietSchedule = Annotated[
+    dict[
+        Annotated[str, Field(max_length=32)],
+        Annotated[list[Annotated[str, Field(max_length=5)]], Field(min_length=2, max_length=2)],
+    ],
+    Field(max_length=7),
+    AfterValidator(_valid),
+]
+"""A weekly schedule: day (`mon`..`sun`) or day range (`mon-fri`) -> `[start, end]` as
+local `HH:MM`; an end at or before its start crosses midnight (the window belongs to the
+day it starts); `24:00` ends at the next midnight; no day named twice; `{}`: none."""
+
+
+class QuietDefaultsIn(Strict):
+    """A tenant's default quiet hours, for users with no schedule of their own."""
+
+    model_config = examples({"schedule": SCHEDULE_EXAMPLE, "time_zone": "Europe/Berlin"})
+
+    schedule: QuietSchedule
+    """The weekly schedule, in each user's own time zone (`{}`: no default)."""
+    time_zone: Annotated[str, Field(max_length=64), AfterValidator(_known_zone)] | None = None
+    """The zone for users who gave none (an IANA name; null: UTC)."""
+
+
+class QuietDefaultsOut(Documented):
+    """A tenant's default quiet hours (`schedule` `{}`: none set)."""
+
+    model_config = examples(
+        {"tenant": "default", "schedule": SCHEDULE_EXAMPLE, "time_zone": "Europe/Berlin"}
+    )
+
+    tenant: str
+    """The tenant."""
+    schedule: dict[str, list[str]]
+    """The weekly schedule."""
+    time_zone: str | None
+    """The zone for users who gave none (null: UTC)."""
+
+
+class QuietOut(Documented):
+    """A user's quiet hours as they apply now."""
+
+    model_config = examples(
+        {
+            "schedule": SCHEDULE_EXAMPLE,
+            "source": "tenant",
+            "time_zone": "Europe/Berlin",
+            "quiet_now": True,
+            "until": "2026-11-28T06:00:00Z",
+        }
+    )
+
+    schedule: dict[str, list[str]] | None
+    """The schedule that applies (null: none)."""
+    source: Literal["user", "tenant"] | None
+    """Whose schedule it is: the user's own, or the tenant's default."""
+    time_zone: str
+    """The zone it is read in: the user's, else the default's, else UTC."""
+    quiet_now: bool
+    """Whether the user is in quiet hours now (their e-mails and pushes wait)."""
+    until: datetime | None
+    """When the current quiet period ends (null: not quiet now)."""

@@ -1,0 +1,197 @@
+"""Quiet hours as the hub applies them: a user's own schedule or the tenant's default,
+in the user's time zone (their profile's, else the default's, else UTC), read from
+PostgreSQL and judged by services/quiet.py at the instant `clock` gives (a controlled
+clock in tests). The channel worker holds e-mails and Web Pushes until the end
+(services/channels.py); the admin API and the console show it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+import zoneinfo
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.repositories import profiles
+from notifyhub.db.repositories import quiet as repo
+from notifyhub.db.repositories.quiet import Default, Schedule
+from notifyhub.db.unit import Units
+from notifyhub.services import quiet
+
+log = logging.getLogger(__name__)
+
+STREAM_REFRESH_S = 60.0
+"""How old a stream's copy of its user's quiet hours may grow: a schedule changed
+reaches open streams within this (plus a read)."""
+LOAD_BATCH = 500
+"""Streamed users whose quiet hours one background read takes."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class UserQuietView:
+    """A user's quiet hours as they apply now: the schedule, whose it is, the zone, and
+    whether they are quiet now and until when."""
+
+    schedule: Schedule | None
+    source: str | None
+    """`user` (their own), `tenant` (the default) or None (no quiet hours)."""
+    time_zone: str
+    quiet_now: bool
+    until: datetime | None
+
+
+class QuietHours:
+    def __init__(self, clock: Callable[[], datetime] = _now) -> None:
+        self.clock = clock
+        """The instant decisions are made at (tests replace it)."""
+
+    async def held_until(
+        self, session: AsyncSession, tenant: str, users: Sequence[str]
+    ) -> dict[str, datetime]:
+        """Per user of `users` in quiet hours now: when their quiet period ends."""
+        found = await applying_of(session, tenant, users)
+        now = self.clock()
+        held = {}
+        for user, (schedule, zone) in found.items():
+            if not schedule:
+                continue
+            state = quiet.state(quiet.parse(schedule), quiet.zone_of(zone), now)
+            if state.until is not None:
+                held[user] = state.until
+        return held
+
+    async def view(self, session: AsyncSession, tenant: str, user: str) -> UserQuietView:
+        """The user's quiet hours as they apply now (the console's user screen)."""
+        own = await repo.of_user(session, tenant, user)
+        default = await repo.default_of(session, tenant)
+        zone = (await profiles.get(session, tenant, user)).time_zone
+        schedule, zone = _applying(own, zone, default)
+        source = "user" if own is not None else ("tenant" if default is not None else None)
+        state = quiet.state(quiet.parse(schedule or {}), quiet.zone_of(zone), self.clock())
+        return UserQuietView(schedule, source, str(quiet.zone_of(zone)), state.quiet, state.until)
+
+
+class StreamQuiet:
+    """Per process: each streamed user's quiet hours, read from PostgreSQL when their
+    first stream opens and again every STREAM_REFRESH_S while one is open, in the
+    background (a stream never waits on PostgreSQL; until the first read lands, and
+    while PostgreSQL is away, it uses what it knew: at first, not quiet). Entries live
+    as long as a stream holds them (a weak map)."""
+
+    def __init__(
+        self, hours: QuietHours, units: Units, refresh_s: float = STREAM_REFRESH_S
+    ) -> None:
+        self._hours, self._units, self._refresh_s = hours, units, refresh_s
+        self._entries: weakref.WeakValueDictionary[tuple[str, str], StreamUser] = (
+            weakref.WeakValueDictionary()
+        )
+        self._pending: list[StreamUser] = []
+        self._loader: asyncio.Task[None] | None = None
+
+    def flag(self, tenant: str, user: str) -> StreamUser:
+        """The user's entry, shared by their streams in this process (read if new)."""
+        entry = self._entries.get((tenant, user))
+        if entry is None:
+            entry = StreamUser(self, tenant, user)
+            self._entries[(tenant, user)] = entry
+            self.refresh(entry)
+        return entry
+
+    def now(self) -> datetime:
+        return self._hours.clock()
+
+    def stale(self, entry: StreamUser) -> bool:
+        return not entry.loading and time.monotonic() - entry.loaded_at >= self._refresh_s
+
+    def refresh(self, entry: StreamUser) -> None:
+        """Read the entry's schedule again, in the background: entries due are read
+        together, LOAD_BATCH at a time, two statements per tenant (a reconnect storm
+        costs a few reads, not one per stream)."""
+        entry.loading = True
+        self._pending.append(entry)
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.get_running_loop().create_task(self._load_pending())
+
+    async def _load_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:LOAD_BATCH], self._pending[LOAD_BATCH:]
+            await self._load(batch)
+
+    async def _load(self, batch: list[StreamUser]) -> None:
+        try:
+            async with self._units() as unit:
+                for tenant, entries in _by_tenant(batch).items():
+                    users = [entry.user for entry in entries]
+                    found = await applying_of(unit.session, tenant, users)
+                    for entry in entries:
+                        schedule, zone = found[entry.user]
+                        entry.weekly = quiet.parse(schedule or {})
+                        entry.zone = quiet.zone_of(zone)
+        except Exception as exc:  # PostgreSQL away: keep what we knew, try again later
+            log.warning("quiet hours of %d streamed users not read: %r", len(batch), exc)
+        finally:
+            now = time.monotonic()
+            for entry in batch:
+                entry.loaded_at, entry.loading = now, False
+
+
+def _by_tenant(entries: list[StreamUser]) -> dict[str, list[StreamUser]]:
+    grouped: dict[str, list[StreamUser]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.tenant, []).append(entry)
+    return grouped
+
+
+async def applying_of(
+    session: AsyncSession, tenant: str, users: Sequence[str]
+) -> dict[str, tuple[Schedule | None, str | None]]:
+    """Per user of `users`: the schedule that applies and its zone (two statements)."""
+    own = await repo.of_users(session, tenant, users)
+    default = await repo.default_of(session, tenant)
+    nobody = repo.UserQuiet(None, None)
+    return {
+        user: _applying(own.get(user, nobody).schedule, own.get(user, nobody).time_zone, default)
+        for user in users
+    }
+
+
+class StreamUser:
+    """One user's quiet hours as their streams in this process know them."""
+
+    __slots__ = ("__weakref__", "loaded_at", "loading", "owner", "tenant", "user", "weekly", "zone")
+
+    def __init__(self, owner: StreamQuiet, tenant: str, user: str) -> None:
+        self.owner, self.tenant, self.user = owner, tenant, user
+        self.weekly: quiet.Weekly = {}
+        self.zone: zoneinfo.ZoneInfo = quiet.zone_of(None)
+        self.loaded_at = 0.0
+        self.loading = False
+
+    def quiet(self) -> bool:
+        """Whether the user is in quiet hours now (a stale copy is read again, behind)."""
+        if self.owner.stale(self):
+            self.owner.refresh(self)
+        if not self.weekly:
+            return False
+        return quiet.state(self.weekly, self.zone, self.owner.now()).quiet
+
+
+def _applying(
+    own: Schedule | None, zone: str | None, default: Default | None
+) -> tuple[Schedule | None, str | None]:
+    """The schedule that applies (the user's own, else the default) and its zone (the
+    user's, else the default's)."""
+    if own is None and default is not None:
+        own = default.schedule
+    if zone is None and default is not None:
+        zone = default.time_zone
+    return own, zone

@@ -1,0 +1,283 @@
+"""Quiet hours (issue 41 item 2): a user's schedule, or the tenant's default, holds their
+e-mails and Web Pushes until the window ends (`next_attempt_at`, sent then by the
+dispatcher); `critical` is never held; the inbox copy is placed at once. The channel
+worker is driven by `run_once` and decides at a controlled instant (the hub's
+`QuietHours.clock`)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from test_channels import Tenant, _address, _auth, _deliveries, _publish, _run, _subscribe, _trace
+from test_delivery_email import Smtp
+
+from notifyhub.db.models import Delivery
+from notifyhub.db.unit import UnitOfWork
+from notifyhub.settings import DeliverySettings, Settings
+from support.pushservice import PushService
+from support.sse import open_stream
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NIGHTS = {"mon-sun": ["22:00", "07:00"]}
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[Smtp]:
+    server = Smtp()
+    server._controller.start()
+    yield server
+    server._controller.stop()
+
+
+@pytest.fixture
+def settings(settings: Settings, smtp: Smtp) -> Settings:
+    deliveries = DeliverySettings(
+        allow_networks=["127.0.0.1/32"],
+        jitter=0.0,
+        smtp_port=smtp.port,
+        smtp_sender="hub@notifyhub.test",
+        channel_interval_s=3600,
+        dispatcher_interval_s=3600,  # driven by run_once
+    )
+    return settings.model_copy(update={"deliveries": deliveries})
+
+
+@pytest.fixture
+def hub(hub: Any) -> Any:
+    hub.app_state["ingest"].on_channel_send(lambda: None)
+    return hub
+
+
+@pytest.fixture
+async def push() -> AsyncIterator[PushService]:
+    service = await PushService().start()
+    yield service
+    await service.close()
+
+
+@pytest.fixture
+async def make_tenant(
+    create_key: Callable[..., Awaitable[str]],
+) -> Callable[[], Awaitable[Tenant]]:
+    async def make() -> Tenant:
+        name = f"qh-{secrets.token_hex(4)}"
+        publish = _auth(await create_key(f"{name}-p", "publish", name))
+        admin = _auth(await create_key(f"{name}-a", "admin", name))
+        return Tenant(name, publish, admin)
+
+    return make
+
+
+def _night_clock(hub: Any) -> datetime:
+    """Fix the hub's quiet-hours clock at 23:00 Berlin of the coming night; the night's
+    end (07:00 Berlin) as UTC."""
+    tomorrow = datetime.now(BERLIN).date() + timedelta(days=1)
+    at = datetime.combine(tomorrow, datetime.min.time().replace(hour=23), BERLIN)
+    hub.app_state["quiet"].clock = lambda: at
+    return datetime.combine(tomorrow + timedelta(days=1), at.time().replace(hour=7), BERLIN)
+
+
+async def _dispatch(hub: Any) -> int:
+    return int(await hub.app_state["dispatcher"].run_once())
+
+
+async def _profile(hub: Any, t: Tenant, user: str, **body: Any) -> Any:
+    response = await hub.client.put(f"/v1/admin/users/{t.name}/{user}", json=body, headers=t.admin)
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+async def test_a_push_in_quiet_hours_is_held_until_the_end_then_sent(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    push: PushService,
+) -> None:
+    t = await make_tenant()
+    shown = await _profile(hub, t, "ann", time_zone="Europe/Berlin", quiet=NIGHTS)
+    assert shown["quiet"] == NIGHTS
+    [sid] = (await _subscribe(hub, t, "ann", 1, push)).values()
+    end = _night_clock(hub)
+
+    nid = await _publish(hub, t, ["ann"], channels=["inbox", "push"])
+    me = _auth(hub.tokens.mint_user_token("ann", t.name, 3600))
+    listed = (await hub.client.get("/v1/me/notifications", headers=me)).json()
+    assert [n["id"] for n in listed["items"]] == [nid]  # the inbox is not held
+    await _run(hub)
+
+    [held] = await _deliveries(sessionmaker, nid)
+    assert held.next_attempt_at == end.astimezone(UTC)
+    until = end.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    assert await _trace(hub, t, nid) == {
+        "ann": {"push": f"pushed to 1 browser, held for quiet hours until {until}"}
+    }
+    assert await _dispatch(hub) == 0
+    assert push.of(sid) == []
+
+    # The night passes: the delivery falls due, and the dispatcher's next pass sends it.
+    async with UnitOfWork(sessionmaker) as unit:
+        await unit.session.execute(
+            update(Delivery)
+            .where(Delivery.id == held.id)
+            .values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1))
+        )
+    assert await _dispatch(hub) == 1
+    [pushed] = await push.wait_for(sid, 1)
+    assert pushed.status == 201 and pushed.message["id"] == nid
+
+
+async def test_critical_is_not_held_and_outside_quiet_hours_nothing_is(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "bob", email="bob@shop.test", time_zone="Europe/Berlin", quiet=NIGHTS)
+    _night_clock(hub)
+    critical = await _publish(hub, t, ["bob"], channels=["email"], severity="critical")
+    await _run(hub)
+    assert await _trace(hub, t, critical) == {"bob": {"email": "e-mailed"}}
+
+    noon = datetime.combine(datetime.now(BERLIN).date(), datetime.min.time(), BERLIN)
+    hub.app_state["quiet"].clock = lambda: noon + timedelta(hours=12)
+    daytime = await _publish(hub, t, ["bob"], channels=["email"])
+    await _run(hub)
+    assert await _trace(hub, t, daytime) == {"bob": {"email": "e-mailed"}}
+    for nid in (critical, daytime):
+        [delivery] = await _deliveries(sessionmaker, nid)
+        assert delivery.next_attempt_at <= datetime.now(UTC)
+
+
+async def test_the_tenant_default_applies_to_users_without_their_own(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    t = await make_tenant()
+    body = {"schedule": NIGHTS, "time_zone": "Europe/Berlin"}
+    put = await hub.client.put(
+        "/v1/admin/quiet-defaults", json=body, params={"tenant": t.name}, headers=t.admin
+    )
+    assert put.status_code == 201, put.text
+    await _address(hub, t, "cy", "cy@shop.test")  # no zone: the default's
+    await _profile(hub, t, "dee", email="dee@shop.test", quiet={})  # opted out
+    end = _night_clock(hub)
+    nid = await _publish(hub, t, ["cy", "dee"], channels=["email"])
+    await _run(hub)
+    due = {d.payload["user"]: d.next_attempt_at for d in await _deliveries(sessionmaker, nid)}
+    assert due["cy"] == end.astimezone(UTC)
+    assert due["dee"] <= datetime.now(UTC)
+
+    shown = await hub.client.get(f"/v1/admin/users/{t.name}/cy", headers=t.admin)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["quiet"] == {
+        "schedule": NIGHTS,
+        "source": "tenant",
+        "time_zone": "Europe/Berlin",
+        "quiet_now": True,
+        "until": end.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+    }
+
+
+async def test_quiet_defaults_are_per_tenant(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    a, b = await make_tenant(), await make_tenant()
+    body = {"schedule": {"sat-sun": ["00:00", "24:00"]}, "time_zone": None}
+    url = "/v1/admin/quiet-defaults"
+    assert (
+        await hub.client.put(url, json=body, params={"tenant": a.name}, headers=a.admin)
+    ).status_code == 201
+    # b's key can neither read nor change a's default.
+    assert (
+        await hub.client.get(url, params={"tenant": a.name}, headers=b.admin)
+    ).status_code == 403
+    assert (
+        await hub.client.put(url, json=body, params={"tenant": a.name}, headers=b.admin)
+    ).status_code == 403
+    own = await hub.client.get(url, params={"tenant": b.name}, headers=b.admin)
+    assert own.json() == {"tenant": b.name, "schedule": {}, "time_zone": None}
+    again = await hub.client.put(url, json=body, params={"tenant": a.name}, headers=a.admin)
+    assert again.status_code == 200
+    assert (await hub.client.get(url, params={"tenant": a.name}, headers=a.admin)).json() == {
+        "tenant": a.name,
+        **body,
+    }
+
+
+@pytest.mark.parametrize(
+    ("quiet", "message"),
+    [
+        ({"weekdays": ["22:00", "07:00"]}, "is not a day"),
+        ({"mon": ["22:00", "25:00"]}, "not a time as HH:MM"),
+        ({"mon": ["22:00"]}, "at least 2"),
+        ({"mon-fri": ["22:00", "07:00"], "wed": ["01:00", "02:00"]}, "'wed' is named twice"),
+    ],
+)
+async def test_a_bad_schedule_is_a_422_naming_it(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]], quiet: Any, message: str
+) -> None:
+    t = await make_tenant()
+    response = await hub.client.put(
+        f"/v1/admin/users/{t.name}/ann", json={"quiet": quiet}, headers=t.admin
+    )
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert message in response.text
+    defaults = await hub.client.put(
+        "/v1/admin/quiet-defaults",
+        json={"schedule": quiet},
+        params={"tenant": t.name},
+        headers=t.admin,
+    )
+    assert defaults.status_code == 422 and message in defaults.text
+
+
+async def _loaded(hub: Any, t: Tenant, user: str) -> Any:
+    """The user's stream entry once its background read has landed."""
+    entry = hub.app_state["quiet_streams"].flag(t.name, user)
+    async with asyncio.timeout(5):
+        while entry.loading:
+            await asyncio.sleep(0.01)
+    return entry
+
+
+async def test_the_stream_is_never_held_and_says_quiet_in_quiet_hours(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "ann", time_zone="Europe/Berlin", quiet=NIGHTS)
+    _night_clock(hub)
+    token = hub.tokens.mint_user_token("ann", t.name, 3600)
+    async with open_stream(hub.client, token) as events:
+        await events.until("counts")
+        entry = await _loaded(hub, t, "ann")
+        inline = await _publish(hub, t, ["ann"])  # an inlinable one: the doorbell's frame
+        logged = await _publish(hub, t, ["ann"], category="dock")  # read from the log
+        for nid in (inline, logged):
+            event, _ = await events.until("notification")
+            assert event.data["id"] == nid and event.data["quiet"] is True
+
+        noon = datetime.combine(datetime.now(BERLIN).date(), datetime.min.time(), BERLIN)
+        hub.app_state["quiet"].clock = lambda: noon + timedelta(hours=12)
+        daytime = await _publish(hub, t, ["ann"])
+        event, _ = await events.until("notification")
+        assert event.data["id"] == daytime and "quiet" not in event.data
+
+        # A schedule changed reaches the open stream at its next read.
+        _night_clock(hub)
+        await _profile(hub, t, "ann", quiet={})
+        entry.loaded_at = 0.0  # its refresh is due
+        assert entry.quiet() is True  # (the old copy, while the read runs)
+        await _loaded(hub, t, "ann")
+        after = await _publish(hub, t, ["ann"])
+        event, _ = await events.until("notification")
+        assert event.data["id"] == after and "quiet" not in event.data
