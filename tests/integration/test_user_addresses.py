@@ -86,6 +86,9 @@ async def test_a_user_nobody_described_has_empty_addresses(
         ({"time_zone": "Mars/Olympus_Mons"}, "time_zone"),
         ({"time_zone": "../../etc/passwd"}, "time_zone"),
         ({"time_zone": ""}, "time_zone"),
+        ({"time_zone": "America"}, "time_zone"),  # a folder of the tz database, not a zone
+        ({"time_zone": "America/Argentina"}, "time_zone"),
+        ({"time_zone": "zone.tab"}, "time_zone"),
         ({"email": "not-an-address"}, "email"),
         ({"email": "two@at@signs"}, "email"),
         ({"email": "a b@example.com"}, "email"),

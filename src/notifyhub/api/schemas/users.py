@@ -87,9 +87,12 @@ class UserOut(Documented):
 
 
 def _known_zone(name: str) -> str:
+    """The name, if the tz database has a zone by it. A folder of the database
+    (`America`) raises IsADirectoryError from the `tzdata` package, a data file
+    (`zone.tab`) ValueError: neither is a zone."""
     try:
         zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown time zone {name!r}: an IANA name such as Europe/Lisbon") from exc
     return name
 
