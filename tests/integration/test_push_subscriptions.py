@@ -146,6 +146,8 @@ GOOD = BROWSER.subscription("https://push.example.test/send/abc")
         ({**GOOD, "endpoint": "https://169.254.169.254/x"}, "SSRF"),
         ({**GOOD, "endpoint": "https://push.example.test/\nx"}, "endpoint"),
         ({**GOOD, "endpoint": "https://push.example.test/" + "é" * 2000}, "endpoint"),
+        ({**GOOD, "endpoint": "https://push.example.test:xx/x"}, "Port"),  # was a 500
+        ({**GOOD, "endpoint": "https://push.example.test:99999/x"}, "Port"),
         ({**GOOD, "expirationTime": "soon"}, "expirationTime"),
         ({**GOOD, "expirationTime": -1}, "expirationTime"),
         ({**GOOD, "user": "bob"}, "user"),
