@@ -89,6 +89,9 @@ async def test_a_user_nobody_described_has_empty_addresses(
         ({"time_zone": "America"}, "time_zone"),  # a folder of the tz database, not a zone
         ({"time_zone": "America/Argentina"}, "time_zone"),
         ({"time_zone": "zone.tab"}, "time_zone"),
+        ({"time_zone": "localtime"}, "time_zone"),  # the hub host's zone, whatever it is
+        ({"time_zone": "posixrules"}, "time_zone"),
+        ({"time_zone": "right/UTC"}, "time_zone"),  # leap-second variants: not zone names
         ({"email": "not-an-address"}, "email"),
         ({"email": "two@at@signs"}, "email"),
         ({"email": "a b@example.com"}, "email"),
