@@ -96,6 +96,9 @@ async def test_a_user_nobody_described_has_empty_addresses(
         ({"email": "two@at@signs"}, "email"),
         ({"email": "a b@example.com"}, "email"),
         ({"email": "x" * 250 + "@example.com"}, "email"),
+        ({"email": "a,b@example.com"}, "email"),  # RCPT TO:<a>, not what the hub said
+        ({"email": "<a>@example.com"}, "email"),
+        ({"email": "a(comment)@example.com"}, "email"),
         ({"locale": "not a locale"}, "locale"),
         ({"email": 42}, "email"),
         ({"phone": "+351"}, "phone"),

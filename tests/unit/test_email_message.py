@@ -65,3 +65,16 @@ def test_a_payload_address_with_a_line_break_is_refused_not_written_as_headers()
             recipients(target, payload)
         with pytest.raises(BadAddress):
             build("hub@notifyhub.test", ID, target, payload)
+
+
+def test_an_address_a_mail_server_would_read_otherwise_is_refused() -> None:
+    """aiosmtplib sends `RCPT TO` with what `email.utils.parseaddr` reads: `a,b@x.test`
+    would go to a local mailbox `a` while the history says `a,b@x.test`."""
+    target = {"subject": "s", "text": "t"}
+    for bad in ("a,b@x.test", "<a>@x.test", "a(b)@x.test", "a;b@x.test", "x@y.test>"):
+        with pytest.raises(BadAddress, match="is not an e-mail address"):
+            recipients(target, {"to": [bad]})
+    assert recipients(target, {"to": ["o'neil+tag@x.test", "jörg@bücher.test"]}) == [
+        "o'neil+tag@x.test",
+        "jörg@bücher.test",
+    ]
