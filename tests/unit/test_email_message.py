@@ -78,3 +78,23 @@ def test_an_address_a_mail_server_would_read_otherwise_is_refused() -> None:
         "o'neil+tag@x.test",
         "jörg@bücher.test",
     ]
+
+
+def test_the_html_part_escapes_the_payloads_values_and_the_text_part_keeps_them() -> None:
+    """A notification's title is a publisher's (or its users') text: in the HTML part
+    it must not become a link or markup; `|safe` is how a template inserts HTML."""
+    title = '<a href="https://evil.test">Reset your password</a> & more'
+    target = {
+        "subject": "{{ notification.title }}",
+        "text": "{{ notification.title }}",
+        "html": "<p>{{ notification.title }}</p>{{ footer|safe }}",
+    }
+    payload = {"to": "a@x.test", "notification": {"title": title}, "footer": "<hr>"}
+    message = received(target, payload)
+    text, html = (part.get_content() for part in message.iter_parts())
+    assert text.strip() == title
+    assert html == (
+        "<p>&lt;a href=&#34;https://evil.test&#34;&gt;Reset your password&lt;/a&gt; &amp; more"
+        "</p><hr>"
+    )
+    assert message["Subject"] == title

@@ -17,7 +17,7 @@ from typing import Any
 import aiosmtplib
 
 from notifyhub.domain.delivery import Outcome
-from notifyhub.services.templates import RenderError, render
+from notifyhub.services.templates import RenderError, render, render_html
 from notifyhub.settings import DeliverySettings
 
 POOL_SIZE = 4
@@ -116,7 +116,7 @@ def build(
     context = {**payload, "payload": payload, "delivery_id": delivery_id}
     message: Message = _part(render(chosen["text"], context), "plain")
     if chosen.get("html"):
-        html = _part(render(chosen["html"], context), "html")
+        html = _part(render_html(chosen["html"], context), "html")
         message = MIMEMultipart("alternative", _subparts=[message, html])
     message["From"] = _address(sender)
     message["To"] = ", ".join(_address(a) for a in recipients(target, payload))
