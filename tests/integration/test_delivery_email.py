@@ -242,6 +242,7 @@ async def test_an_unreachable_smtp_server_is_a_retry_not_a_final_failure() -> No
         ({"kind": "email", "url": "https://x.test/", "email": EMAIL}, "and no `url`"),
         ({"email": EMAIL}, "kind `webhook` needs `url`"),
         ({"kind": "email", "email": {**EMAIL, "to": ["not-an-address"]}}, "email.to"),
+        ({"kind": "email", "email": {**EMAIL, "to": ["a,b@x.test"]}}, "email.to"),
         ({"kind": "email", "email": {**EMAIL, "text": "{{ broken"}}, "email.text: invalid"),
         ({"kind": "sms", "email": EMAIL}, "kind"),
     ],

@@ -24,6 +24,7 @@ from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
 from notifyhub.services import apikeys
 from notifyhub.settings import Settings
+from support.webpush import Browser
 
 Hub = Callable[[Settings], AbstractAsyncContextManager[object]]
 
@@ -105,6 +106,19 @@ NEEDS_POSTGRES = (
      "publish"),
     ("delivery POST", "POST", "/v1/deliveries", {"definition": "d1", "payload": {"n": 1}},
      "publish"),
+    # today's surface: users' addresses, tenant defaults, push subscriptions, channels
+    ("user addresses PUT", "PUT", "/v1/admin/users/default/ann", {"time_zone": "UTC"},
+     "admin"),
+    ("preference defaults GET", "GET", "/v1/admin/preference-defaults", None, "admin"),
+    ("preference defaults PUT", "PUT", "/v1/admin/preference-defaults",
+     {"categories": {"news": {"inbox": True, "push": True, "email": False}}}, "admin"),
+    ("push subscription POST", "POST", "/v1/me/push-subscriptions",
+     Browser().subscription("https://push.example.test/send/refused"), "user"),
+    ("push subscriptions GET", "GET", "/v1/me/push-subscriptions", None, "user"),
+    ("push subscription DELETE", "DELETE",
+     "/v1/me/push-subscriptions/01JD3Q4M6T9W2Z8K5N7R1C0B3X", None, "user"),
+    ("publish with channels", "POST", "/v1/notifications",
+     {**_publish(users=["ann"]), "channels": ["inbox", "email"]}, "publish"),
 )  # fmt: skip
 WITHOUT_POSTGRES = (
     ("publish to users", "POST", "/v1/notifications", _publish(users=["ann"]), "publish"),

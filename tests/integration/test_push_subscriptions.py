@@ -146,6 +146,8 @@ GOOD = BROWSER.subscription("https://push.example.test/send/abc")
         ({**GOOD, "endpoint": "https://169.254.169.254/x"}, "SSRF"),
         ({**GOOD, "endpoint": "https://push.example.test/\nx"}, "endpoint"),
         ({**GOOD, "endpoint": "https://push.example.test/" + "é" * 2000}, "endpoint"),
+        ({**GOOD, "endpoint": "https://push.example.test:xx/x"}, "Port"),  # was a 500
+        ({**GOOD, "endpoint": "https://push.example.test:99999/x"}, "Port"),
         ({**GOOD, "expirationTime": "soon"}, "expirationTime"),
         ({**GOOD, "expirationTime": -1}, "expirationTime"),
         ({**GOOD, "user": "bob"}, "user"),
@@ -210,3 +212,14 @@ async def test_a_configured_private_key_wins(start_hub: Any, settings: Settings,
     async with start_hub(configured) as hub:
         answer = await hub.client.get("/v1/me/push-key", headers=me("alice", "default"))
         assert answer.json() == {"public_key": public_point(key)}
+
+
+@pytest.mark.parametrize("bad_id", ["%00abc", "a%0d%0ab", "01JD3Q4M6T9W2Z8K5N7R1C0B3X%00"])
+async def test_a_subscription_id_that_is_no_id_is_a_422_not_a_500(
+    hub: Any, me: Any, tenant: str, bad_id: str
+) -> None:
+    """A NUL byte reached PostgreSQL (which refuses it in text) as a 500."""
+    answer = await hub.client.delete(f"{URL}/{bad_id}", headers=me("alice", tenant))
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert "subscription_id" in answer.text

@@ -99,8 +99,8 @@ STRICTER_THAN_THE_SCHEMA = {
     ("PUT", "/v1/admin/rules/{rule}"): "one recipient entry per relationship",
     ("POST", "/v1/deliveries"): "unknown definition",
     ("GET", "/v1/me/notifications"): "unknown view (`view=` names one the user must have)",
-    ("PUT", "/v1/admin/delivery-definitions/{name}"): "http(s) URL; lease; SSRF-blocked target",
-    ("PUT", "/v1/admin/users/{tenant}/{user}"): "a time zone the tz database knows",
+    ("PUT", "/v1/admin/delivery-definitions/{name}"): "http(s) URL; lease; SSRF guard; e-mails",
+    ("PUT", "/v1/admin/users/{tenant}/{user}"): "a zone of the tz database; one e-mail address",
     ("POST", "/v1/me/push-subscriptions"): "keys: a P-256 point, 16 bytes; https; SSRF guard",
 }
 """Where Schemathesis' `positive_data_acceptance` check does not apply, and why."""

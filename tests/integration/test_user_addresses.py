@@ -88,10 +88,19 @@ async def test_a_user_nobody_described_has_empty_addresses(
         ({"time_zone": "Mars/Olympus_Mons"}, "time_zone"),
         ({"time_zone": "../../etc/passwd"}, "time_zone"),
         ({"time_zone": ""}, "time_zone"),
+        ({"time_zone": "America"}, "time_zone"),  # a folder of the tz database, not a zone
+        ({"time_zone": "America/Argentina"}, "time_zone"),
+        ({"time_zone": "zone.tab"}, "time_zone"),
+        ({"time_zone": "localtime"}, "time_zone"),  # the hub host's zone, whatever it is
+        ({"time_zone": "posixrules"}, "time_zone"),
+        ({"time_zone": "right/UTC"}, "time_zone"),  # leap-second variants: not zone names
         ({"email": "not-an-address"}, "email"),
         ({"email": "two@at@signs"}, "email"),
         ({"email": "a b@example.com"}, "email"),
         ({"email": "x" * 250 + "@example.com"}, "email"),
+        ({"email": "a,b@example.com"}, "email"),  # RCPT TO:<a>, not what the hub said
+        ({"email": "<a>@example.com"}, "email"),
+        ({"email": "a(comment)@example.com"}, "email"),
         ({"locale": "not a locale"}, "locale"),
         ({"email": 42}, "email"),
         ({"phone": "+351"}, "phone"),

@@ -65,3 +65,36 @@ def test_a_payload_address_with_a_line_break_is_refused_not_written_as_headers()
             recipients(target, payload)
         with pytest.raises(BadAddress):
             build("hub@notifyhub.test", ID, target, payload)
+
+
+def test_an_address_a_mail_server_would_read_otherwise_is_refused() -> None:
+    """aiosmtplib sends `RCPT TO` with what `email.utils.parseaddr` reads: `a,b@x.test`
+    would go to a local mailbox `a` while the history says `a,b@x.test`."""
+    target = {"subject": "s", "text": "t"}
+    for bad in ("a,b@x.test", "<a>@x.test", "a(b)@x.test", "a;b@x.test", "x@y.test>"):
+        with pytest.raises(BadAddress, match="is not an e-mail address"):
+            recipients(target, {"to": [bad]})
+    assert recipients(target, {"to": ["o'neil+tag@x.test", "jörg@bücher.test"]}) == [
+        "o'neil+tag@x.test",
+        "jörg@bücher.test",
+    ]
+
+
+def test_the_html_part_escapes_the_payloads_values_and_the_text_part_keeps_them() -> None:
+    """A notification's title is a publisher's (or its users') text: in the HTML part
+    it must not become a link or markup; `|safe` is how a template inserts HTML."""
+    title = '<a href="https://evil.test">Reset your password</a> & more'
+    target = {
+        "subject": "{{ notification.title }}",
+        "text": "{{ notification.title }}",
+        "html": "<p>{{ notification.title }}</p>{{ footer|safe }}",
+    }
+    payload = {"to": "a@x.test", "notification": {"title": title}, "footer": "<hr>"}
+    message = received(target, payload)
+    text, html = (part.get_content() for part in message.iter_parts())
+    assert text.strip() == title
+    assert html == (
+        "<p>&lt;a href=&#34;https://evil.test&#34;&gt;Reset your password&lt;/a&gt; &amp; more"
+        "</p><hr>"
+    )
+    assert message["Subject"] == title

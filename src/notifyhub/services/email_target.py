@@ -11,12 +11,13 @@ from email.header import Header
 from email.message import Message
 from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
+from email.utils import parseaddr
 from typing import Any
 
 import aiosmtplib
 
 from notifyhub.domain.delivery import Outcome
-from notifyhub.services.templates import RenderError, render
+from notifyhub.services.templates import RenderError, render, render_html
 from notifyhub.settings import DeliverySettings
 
 POOL_SIZE = 4
@@ -38,6 +39,13 @@ whitespace, so no line break can reach a header."""
 MAX_ADDRESS = 254
 
 
+def is_address(text: str) -> bool:
+    """Whether `text` is one e-mail address that reaches the server as written: no
+    whitespace (no line break can reach a header), and read by `parseaddr` (which
+    aiosmtplib's `RCPT TO` uses) as itself: `a,b@x.test` would go to a mailbox `a`."""
+    return len(text) <= MAX_ADDRESS and bool(ADDRESS.fullmatch(text)) and parseaddr(text)[1] == text
+
+
 def recipients(target: dict[str, Any], payload: dict[str, Any]) -> list[str]:
     """The definition's own `to`, else the payload's `to` (one address or a list).
 
@@ -48,7 +56,7 @@ def recipients(target: dict[str, Any], payload: dict[str, Any]) -> list[str]:
     found = [named] if isinstance(named, str) else named
     chosen = [str(address) for address in found if isinstance(address, str) and address]
     for address in chosen:
-        if len(address) > MAX_ADDRESS or not ADDRESS.fullmatch(address):
+        if not is_address(address):
             raise BadAddress(f"`to`: {address[:80]!r} is not an e-mail address")
     return chosen
 
@@ -108,7 +116,7 @@ def build(
     context = {**payload, "payload": payload, "delivery_id": delivery_id}
     message: Message = _part(render(chosen["text"], context), "plain")
     if chosen.get("html"):
-        html = _part(render(chosen["html"], context), "html")
+        html = _part(render_html(chosen["html"], context), "html")
         message = MIMEMultipart("alternative", _subparts=[message, html])
     message["From"] = _address(sender)
     message["To"] = ", ".join(_address(a) for a in recipients(target, payload))

@@ -269,8 +269,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset({"*", "+", "**", "%"})
 
-    def __init__(self) -> None:
-        super().__init__(undefined=StrictUndefined, autoescape=False, optimized=False)
+    def __init__(self, *, autoescape: bool = False) -> None:
+        super().__init__(undefined=StrictUndefined, autoescape=autoescape, optimized=False)
         del self.globals["lipsum"]  # its `n` and sizes are unbounded
         self.globals.update({"range": _range, STEPS_NAME: _steps, CONCAT_NAME: _concat})
         self.filters = {name: _filter(name, f) for name, f in self.filters.items()}

@@ -62,9 +62,16 @@ def sender_host(field: str, url: str) -> str:
     try:
         return httpcore.URL(url).host.decode("ascii")
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(
-            f"{field}: webhooks need an ASCII URL ({exc}); write it as {httpx.URL(url)}"
-        ) from exc
+        raise InvalidInput(f"{field}: webhooks need an ASCII URL ({exc}){_spelled(url)}") from exc
+
+
+def _spelled(url: str) -> str:
+    """The fix a refusal suggests: the URL's ASCII spelling, when it has one (a URL
+    httpx cannot read either, `https://host:xx/`, gets none: its error says why)."""
+    try:
+        return f"; write it as {httpx.URL(url)}"
+    except httpx.InvalidURL:
+        return ""
 
 
 def _cidr(address: IPAddress) -> str:

@@ -29,9 +29,12 @@ from notifyhub.services.sandbox import (
     check_widths,
 )
 
-__all__ = ["Budget", "RenderError", "check", "render"]
+__all__ = ["Budget", "RenderError", "check", "render", "render_html"]
 
 _ENV = BudgetedSandbox()
+_HTML_ENV = BudgetedSandbox(autoescape=True)
+"""HTML templates (e-mails' `html`): every value is escaped where it is written, so a
+notification's title cannot add markup or links; `|safe` marks a value as HTML."""
 _WIDTH_FILTERS = frozenset({"center", "indent"})
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 
@@ -55,9 +58,18 @@ def check(source: str, field: str) -> None:
 def render(source: str, context: dict[str, Any], budget: Budget | None = None) -> str:
     """Render within `budget` (one of its own by default; an event shares one across
     its templates), at most MAX_CHARS of output."""
+    return _render(_compiled(source), context, budget)
+
+
+def render_html(source: str, context: dict[str, Any], budget: Budget | None = None) -> str:
+    """`render` for HTML: values are escaped (`<`, `&`, quotes) unless marked `|safe`."""
+    return _render(_compiled_html(source), context, budget)
+
+
+def _render(template: Template, context: dict[str, Any], budget: Budget | None) -> str:
     try:
         with (budget or Budget()).running():
-            return _collect(_compiled(source).generate(**context))
+            return _collect(template.generate(**context))
     except RecursionError as exc:
         raise RenderError("template recursed too deep") from exc
     except (TemplateError, TypeError, ValueError, ArithmeticError) as exc:
@@ -79,6 +91,12 @@ def _collect(chunks: Iterator[str]) -> str:
 def _compiled(source: str) -> Template:
     """Compiled once per source: a rule fires many times."""
     return _ENV.from_string(_ENV.charged(_ENV.parse(source)))
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled_html(source: str) -> Template:
+    """As `_compiled`, escaping every value it writes."""
+    return _HTML_ENV.from_string(_HTML_ENV.charged(_HTML_ENV.parse(source)))
 
 
 # --- the static check ----------------------------------------------------------------

@@ -26,6 +26,7 @@ SubscriptionId = Annotated[
     Path(
         min_length=1,
         max_length=26,
+        pattern=r"^[0-9A-Za-z]+$",  # a ULID; a NUL byte would reach PostgreSQL
         description="A subscription's id, as its registration answered.",
         examples=["01JD3Q4M6T9W2Z8K5N7R1C0B3X"],
     ),

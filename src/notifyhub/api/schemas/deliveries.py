@@ -33,6 +33,7 @@ from notifyhub.api.schemas.common import (
     examples,
 )
 from notifyhub.domain.delivery import AlertTrigger, DeliveryStatus, parse_intervals
+from notifyhub.services.email_target import is_address
 from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -68,7 +69,20 @@ def _payload(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
 
 
 HttpUrl = Annotated[str, Field(max_length=2000), AfterValidator(_http_url)]
-Email = Annotated[str, Field(max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")]
+
+
+def _one_address(value: str) -> str:
+    if not is_address(value):
+        raise ValueError(
+            f"{value!r} is not one e-mail address as mail servers read it (no , ; < > ( ) "
+            "or quotes outside an address)"
+        )
+    return value
+
+
+Email = Annotated[
+    str, Field(max_length=254, pattern=r"^[^@\s]+@[^@\s]+$"), AfterValidator(_one_address)
+]
 
 
 _ALERT = {
