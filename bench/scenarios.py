@@ -292,6 +292,15 @@ NOTES = """\
   random members' counts and newest item read as each user (32 at a time) before and
   after the POST; a user is wrong unless unread, unseen and total each grew by one and
   the newest item is the POST's; then the routing trace's totals.
+- Issues 36 and 39 (the second shape pass, the per-request deadline, revocation, strict
+  bodies), before (2041072) and after (2d54c45, c6f39e9), 2026-11-28, machine 1. The
+  rows at c6f39e9 above (load 1.2-2.4) hold every target. `ingest vs the minimal floor`
+  with `--repeats 1`, the trees alternating: before 1.15, 1.20, 0.87; after 0.95, 0.87,
+  0.95 (the same code moves 0.87-1.20 with the load, so these overlap). Two held hubs,
+  alternating `wrk -c32` rounds, hub CPU per publish (`/proc/<pid>/stat`): 194 -> 216
+  us and 289 -> 303 us in two sessions of rounds (+5 to +11 %), Redis CPU per publish 76
+  vs 77 us. py-spy shows no new hot spot; the one middleware chain and the deadline's
+  timer add a few us a publish. Steady 500/s p99 6.3 ms before (quiet) and 4.9 ms after.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
