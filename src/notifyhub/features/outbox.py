@@ -14,6 +14,7 @@ from notifyhub.features.webpush import address_guard
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
 from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.digests import DigestBook, DigestSender
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.outbound import Outbound
 from notifyhub.services.rabbitmq_target import RabbitTarget
@@ -25,6 +26,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
 from notifyhub.workers.channels import ChannelWorker, channel_loop
+from notifyhub.workers.digests import DigestWorker, digest_loop
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
@@ -88,9 +90,12 @@ def channel_sends(
     metrics: Metrics,
 ) -> tuple[Loop, ...]:
     """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
-    at once by `outbox`'s sender), woken by every publish with channels through `ingest`."""
-    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
+    at once by `outbox`'s sender), woken by every publish with channels through `ingest`;
+    and the digest worker's, which sends the digests whose window closed."""
+    book = DigestBook()
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender, book)
     worker = ChannelWorker(units(database.sessionmaker), expander, traces)
     loop = channel_loop(worker, settings.deliveries, metrics)
     ingest.on_channel_send(loop.wake)
-    return (loop,)
+    digests = DigestWorker(units(database.sessionmaker), DigestSender(outbox.sender))
+    return (loop, digest_loop(digests, settings.deliveries, metrics))

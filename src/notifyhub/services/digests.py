@@ -1,0 +1,256 @@
+"""Digests (issue 41 item 3): a user's e-mails and pushes under one digest key, held in
+PostgreSQL until the window closes, then sent as ONE delivery per channel.
+
+Where things live, and why: a notification's digest item is written by the channel worker
+in the same transaction as the rest of its chunk (services/channels.py), so it commits
+with the chunk's progress or not at all; the digest's due time is a column of its row.
+The digest worker (workers/digests.py) takes due digests `FOR UPDATE SKIP LOCKED`, adds
+their deliveries to the outbox and closes them in one transaction: two workers never send
+one digest twice, and a crash before the commit leaves it due for the next pass. Nothing
+about a digest is in Redis, so losing Redis loses no digest (the outbox is the log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ulid import ULID
+
+from notifyhub.db.models import ChannelSend, DeliveryDefinition, DigestItem
+from notifyhub.db.models import Digest as DigestRow
+from notifyhub.db.repositories import digests as repo
+from notifyhub.db.repositories import profiles, push_subscriptions
+from notifyhub.db.unit import UnitOfWork
+from notifyhub.domain.digest import Digest, opening_due, sliding_due, zone
+from notifyhub.domain.notification import Channel, Severity
+from notifyhub.services.channels import URGENCY, ensure_definition, push_topic, pushed_notification
+from notifyhub.services.deliveries import Kicker, enqueue_many_once
+from notifyhub.services.webpush_target import webpush_payload
+
+Clock = Callable[[], datetime]
+
+EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
+EMAIL_DEFINITION, PUSH_DEFINITION = "email", "push"
+"""The tenant's definitions a digest goes through (as a notification's e-mails and pushes)."""
+DIGESTED = "digested"
+"""A user's outcome on a channel in the routing trace: joined the digest."""
+ITEM_FIELDS = ("id", "title", "body", "category", "severity", "action_url", "actor", "created_at")
+"""What a digest item keeps of its notification."""
+ITEM_BODY_CHARS = 500
+SHOWN_LINES = 20
+"""How many items a digest's plain-text body lists (all of them are in `digest.items`)."""
+PUSH_TTL_S = 86_400
+BATCH = 100
+"""Digests one transaction of the worker sends at most."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def item_of(notification: dict[str, Any]) -> dict[str, Any]:
+    """What a digest keeps of a notification (a shortened body, no `data`)."""
+    item = {k: notification[k] for k in ITEM_FIELDS if notification.get(k) is not None}
+    if "body" in item:
+        item["body"] = str(item["body"])[:ITEM_BODY_CHARS]
+    return item
+
+
+class DigestBook:
+    """Adds a channel send's users to their open digests (in the chunk's transaction)."""
+
+    def __init__(self, clock: Clock = utcnow) -> None:
+        self._clock = clock
+
+    async def add(
+        self, unit: UnitOfWork, send: ChannelSend, wanted: dict[str, list[str]]
+    ) -> list[str]:
+        """Each user in `wanted` (user -> the channels their preferences take) joins
+        their digest under the send's key; those whose digest this opens with
+        `first: now`, to be sent the notification at once instead."""
+        spec = Digest.model_validate(send.digest)
+        session = unit.session
+        zones = await repo.zones_of(session, send.tenant, list(wanted)) if spec.at else {}
+        now = self._clock()
+        item = item_of(send.notification)
+        at_once: list[str] = []
+        for user, channels in wanted.items():
+            due = opening_due(spec, now, zone(zones.get(user)))
+            first_now = spec.first == "now"
+            opened = await repo.open_or_join(
+                session,
+                digest_id=str(ULID.from_datetime(now)),
+                tenant=send.tenant,
+                user=user,
+                key=spec.key,
+                spec=spec.model_dump(),
+                now=now,
+                due_at=due,
+                first_sent=first_now,
+            )
+            if opened.created and first_now:
+                at_once.append(user)
+                continue
+            await self._join(unit, spec, opened, send.id, channels, item, now)
+        return at_once
+
+    async def _join(
+        self,
+        unit: UnitOfWork,
+        spec: Digest,
+        opened: repo.Opened,
+        notification_id: str,
+        channels: list[str],
+        item: dict[str, Any],
+        now: datetime,
+    ) -> None:
+        """The item in the digest, counted; the digest due at once when it is full, a
+        window after this item when it slides."""
+        count = opened.item_count + 1
+        if not await repo.add_item(unit.session, opened.id, notification_id, count, channels, item):
+            return
+        full = count >= spec.max_items
+        due: datetime | None = None
+        if full:
+            due = now
+        elif spec.mode == "sliding" and spec.at is None:
+            due = sliding_due(spec, opened.opened_at, now)
+        await repo.counted(unit.session, opened.id, count, due, full=full)
+
+
+def delivery_id(digest: DigestRow, channel: str, subscription: str = "") -> str:
+    """The outbox id of a digest's delivery on a channel (and subscription): a ULID of
+    its opening whose random part hashes the rest, the same on every try."""
+    created_ms = int(digest.opened_at.timestamp() * 1000)
+    key = "\x00".join((digest.tenant, digest.id, channel, subscription)).encode()
+    return str(ULID.from_bytes(created_ms.to_bytes(6, "big") + hashlib.sha256(key).digest()[:10]))
+
+
+def summary(digest: DigestRow, items: Sequence[DigestItem]) -> dict[str, Any]:
+    """What a digest's templates get: `digest` (`key`, `count`, `items` the latest
+    first, `actors`) and a `notification` summarising it, so an e-mail definition's
+    templates over `notification` show the digest as they are."""
+    shown = [row.item for row in items]
+    actors: list[dict[str, Any]] = []
+    for entry in shown:
+        actor = entry.get("actor")
+        if actor and all(a.get("id") != actor.get("id") for a in actors):
+            actors.append(actor)
+    latest = shown[0]
+    count = len(shown)
+    lines = [f"- {entry.get('title', '')}" for entry in shown[:SHOWN_LINES]]
+    if count > SHOWN_LINES:
+        lines.append(f"... and {count - SHOWN_LINES} more")
+    severities = [Severity(entry.get("severity", Severity.INFO)) for entry in shown]
+    notification = {
+        "id": digest.id,
+        "tenant": digest.tenant,
+        "title": f"{count} new: {latest.get('title', '')}"[:200],
+        "body": "\n".join(lines),
+        "severity": max(severities, key=list(Severity).index).value,
+        "category": latest.get("category"),
+        "action_url": latest.get("action_url"),
+        "thread_key": f"digest:{digest.key}",
+        "created_at": digest.opened_at.isoformat(),
+    }
+    digest_fields = {"key": digest.key, "count": count, "items": shown, "actors": actors}
+    return {"notification": notification, "digest": digest_fields}
+
+
+class DigestSender:
+    """Sends due digests: one delivery per channel (and browser), closing each digest in
+    the same transaction."""
+
+    def __init__(self, sender: Kicker | None = None, clock: Clock = utcnow) -> None:
+        self._sender = sender
+        self._clock = clock
+
+    async def send_due(self, unit: UnitOfWork) -> tuple[int, int]:
+        """Up to BATCH due digests no other worker holds, sent and closed in `unit`:
+        (digests closed, deliveries added)."""
+        session = unit.session
+        now = self._clock()
+        due = await repo.claim_due(session, now, BATCH)
+        if not due:
+            return 0, 0
+        items = await repo.items_of(session, [d.id for d in due])
+        added = 0
+        empty = [d.id for d in due if not items[d.id]]
+        for digest in due:
+            if items[digest.id]:
+                added += await self._deliver(unit, digest, items[digest.id])
+        await repo.close(session, [d.id for d in due if items[d.id]], repo.SENT, now)
+        await repo.close(session, empty, repo.EMPTY, now)
+        return len(due), added
+
+    async def _deliver(self, unit: UnitOfWork, digest: DigestRow, items: list[DigestItem]) -> int:
+        """The digest's e-mail and pushes, on the channels its items were taken on."""
+        channels = {channel for row in items for channel in row.channels}
+        payload = summary(digest, items)
+        added = 0
+        if EMAIL in channels:
+            added += await self._email(unit, digest, payload)
+        if PUSH in channels:
+            added += await self._pushes(unit, digest, payload)
+        return added
+
+    async def _email(self, unit: UnitOfWork, digest: DigestRow, payload: dict[str, Any]) -> int:
+        """One e-mail, when the user has an address and the tenant an e-mail definition."""
+        session, user = unit.session, digest.user_id
+        addresses = await profiles.emails_of(session, digest.tenant, [user])
+        if not addresses:
+            return 0
+        if not _usable(await ensure_definition(session, digest.tenant, EMAIL), "email"):
+            return 0
+        row = {**payload, "to": addresses[user], "user": user}
+        text = f"digest e-mail to {user}: {payload['notification']['title']}"[:1000]
+        return await self._add(
+            unit, digest, EMAIL_DEFINITION, [(delivery_id(digest, EMAIL), row, text)]
+        )
+
+    async def _pushes(self, unit: UnitOfWork, digest: DigestRow, payload: dict[str, Any]) -> int:
+        """One push per browser the user subscribed, when the tenant can push."""
+        session, user = unit.session, digest.user_id
+        subscriptions = (await push_subscriptions.of_users(session, digest.tenant, [user])).get(
+            user
+        )
+        if not subscriptions:
+            return 0
+        if not _usable(await ensure_definition(session, digest.tenant, PUSH), "webpush"):
+            return 0
+        rows = [
+            (
+                delivery_id(digest, PUSH, s.id),
+                {**_push(s.id, payload["notification"]), "user": user},
+                f"digest push to {user}"[:1000],
+            )
+            for s in subscriptions
+        ]
+        return await self._add(unit, digest, PUSH_DEFINITION, rows)
+
+    async def _add(
+        self, unit: UnitOfWork, digest: DigestRow, definition: str, rows: list[Any]
+    ) -> int:
+        return await enqueue_many_once(
+            unit, definition, rows, tenant=digest.tenant, sender=self._sender
+        )
+
+
+def _push(subscription_id: str, notification: dict[str, Any]) -> dict[str, Any]:
+    """A digest's push: the summary as a push shows it."""
+    severity = Severity(notification["severity"])
+    return webpush_payload(
+        subscription_id,
+        pushed_notification(notification),
+        ttl_s=PUSH_TTL_S,
+        urgency=URGENCY[severity],  # type: ignore[arg-type]
+        topic=push_topic(notification),
+    )
+
+
+def _usable(definition: DeliveryDefinition | None, kind: str) -> bool:
+    """Whether the tenant's definition sends this channel: of its kind, enabled."""
+    return definition is not None and definition.kind == kind and definition.disabled_at is None
