@@ -465,3 +465,63 @@ async def test_a_digest_spec_is_validated_at_the_edge(
         )
         assert response.status_code == 422, (digest, response.text)
         assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_admin_lists_a_users_open_digests_and_cancels_one_audited(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    workers: Workers,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "hal", email="hal@shop.test")
+    for n in range(3):
+        await _publish(hub, t, ["hal"], n, digest=DIGEST)
+    await _publish(hub, t, ["hal"], 9, digest={"key": "other", "window_s": 60})
+    await workers.run()
+    url = f"/v1/admin/users/{t.name}/hal/digests"
+    listed = (await hub.client.get(url, headers=t.admin)).json()
+    assert [(d["key"], d["items"], d["state"]) for d in listed] == [
+        ("other", 1, "open"),
+        ("comments:p1", 3, "open"),
+    ]
+    assert listed[1]["spec"] == {
+        **DIGEST,
+        "max_items": 50,
+        "mode": "fixed",
+        "first": "wait",
+        "at": None,
+    }
+    cancelled = await hub.client.delete(f"{url}/{listed[1]['id']}", headers=t.admin)
+    assert cancelled.status_code == 204, cancelled.text
+    again = await hub.client.delete(f"{url}/{listed[1]['id']}", headers=t.admin)
+    assert again.status_code == 404
+    assert again.headers["content-type"] == "application/problem+json"
+
+    workers.clock.advance(600)
+    assert await workers.run() == 1  # "other" only: the cancelled one is never sent
+    [email] = await _digest_emails(sessionmaker, t, "hal")
+    assert email.payload["digest"]["key"] == "other"
+    entries = (await hub.client.get("/v1/admin/audit", headers=t.admin)).json()["entries"]
+    seen = [(e["method"], e["route"], e["status"]) for e in entries]
+    route = "/v1/admin/users/{tenant}/{user}/digests/{digest_id}"
+    assert ("DELETE", route, 204) in seen and ("DELETE", route, 404) in seen
+
+
+async def test_the_routing_trace_says_digested(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    workers: Workers,
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "ida", email="ida@shop.test")
+    traces = hub.app_state["routing_traces"]
+    nid = await _publish(hub, t, ["ida"], 0, digest=DIGEST)
+    worker = ChannelWorker(workers.channels._units, workers.channels._expander, traces)
+    await worker.run_once()
+    response = await hub.client.get(
+        f"/v1/admin/notifications/{nid}/trace", params={"tenant": t.name}, headers=t.admin
+    )
+    assert response.status_code == 200, response.text
+    [line] = response.json()["lines"]
+    assert line["channels"] == {"email": "digested"}

@@ -26,6 +26,7 @@ from notifyhub.db.repositories import profiles, push_subscriptions
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.digest import Digest, opening_due, sliding_due, zone
 from notifyhub.domain.notification import Channel, Severity
+from notifyhub.errors import NotFound
 from notifyhub.services.channels import URGENCY, ensure_definition, push_topic, pushed_notification
 from notifyhub.services.deliveries import Kicker, enqueue_many_once
 from notifyhub.services.webpush_target import webpush_payload
@@ -254,3 +255,15 @@ def _push(subscription_id: str, notification: dict[str, Any]) -> dict[str, Any]:
 def _usable(definition: DeliveryDefinition | None, kind: str) -> bool:
     """Whether the tenant's definition sends this channel: of its kind, enabled."""
     return definition is not None and definition.kind == kind and definition.disabled_at is None
+
+
+async def pending(unit: UnitOfWork, tenant: str, user: str) -> list[DigestRow]:
+    """`tenant`'s user's digests not sent yet (the console's open digests)."""
+    return await repo.pending_of(unit.session, tenant, user)
+
+
+async def cancel(unit: UnitOfWork, tenant: str, user: str, digest_id: str, by: str) -> None:
+    """`tenant`'s user's pending digest, cancelled by `by` (an admin key): its items are
+    never sent. NotFound when there is none such (sent, cancelled, or another's)."""
+    if await repo.cancel(unit.session, tenant, user, digest_id, by, utcnow()) is None:
+        raise NotFound("no such open digest")
