@@ -525,3 +525,49 @@ async def test_the_routing_trace_says_digested(
     assert response.status_code == 200, response.text
     [line] = response.json()["lines"]
     assert line["channels"] == {"email": "digested"}
+
+
+async def test_a_rule_with_a_digest_digests_its_events_and_threads_them(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    workers: Workers,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    t = await make_tenant()
+    await _profile(hub, t, "ann", email="ann@shop.test")
+    digest = {"key": "post-comments", "at": "08:00"}
+    rule = {
+        "target_type": "post",
+        "recipients": [{"relationship": "follower", "title": "{{ actor.id }} commented"}],
+        "channels": ["inbox", "email"],
+        "digest": digest,
+    }
+    url = "/v1/admin/rules/commented"
+    put = await hub.client.put(url, json=rule, params={"tenant": t.name}, headers=t.admin)
+    assert put.status_code == 201, put.text
+    shown = {**digest, "window_s": None, "max_items": 50, "mode": "fixed", "first": "wait"}
+    assert put.json()["digest"] == shown
+    got = await hub.client.get(url, params={"tenant": t.name}, headers=t.admin)
+    assert got.json()["digest"] == put.json()["digest"]
+    relate = {"tenant": t.name, "user": "ann", "relationship": "follower"}
+    relate["target"] = {"type": "post", "id": "p1"}  # type: ignore[assignment]
+    response = await hub.client.post("/v1/relationships", json=relate, headers=t.publish)
+    assert response.status_code == 204, response.text
+    for actor in ("bob", "cy", "bob"):
+        event = {
+            "tenant": t.name,
+            "rule": "commented",
+            "actor": {"id": actor},
+            "target": {"type": "post", "id": "p1"},
+        }
+        response = await hub.client.post("/v1/events", json=event, headers=t.publish)
+        assert response.status_code == 202, response.text
+    await workers.run()  # 09:00 UTC: the user has no zone, so 08:00 UTC tomorrow
+    workers.clock.now = datetime(2026, 3, 3, 8, 0, tzinfo=UTC)
+    assert await workers.run() == 1
+    [email] = await _digest_emails(sessionmaker, t, "ann")
+    assert email.payload["digest"]["count"] == 3
+    assert [a["id"] for a in email.payload["digest"]["actors"]] == ["bob", "cy"]
+    [item] = await _inbox(hub, t, "ann")
+    assert item["thread_key"] == "digest:post-comments"
+    assert item["thread"]["activity_count"] == 3

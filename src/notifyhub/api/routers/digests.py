@@ -28,7 +28,7 @@ def _out(row: Digest) -> DigestOut:
         first_sent=row.first_sent,
         opened_at=row.opened_at,
         due_at=row.due_at,
-        spec=DigestIn.model_validate({k: v for k, v in row.spec.items() if v is not None}),
+        spec=DigestIn.of(row.spec),
     )
 
 

@@ -4,7 +4,7 @@ user's open digests as the admin API lists them."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
@@ -25,8 +25,8 @@ class DigestIn(Strict):
 
     key: DigestKey
     """What groups notifications into one digest (per user)."""
-    window_s: Annotated[StrictInt, Field(ge=1, le=MAX_WINDOW_S)] = 600
-    """How long the window stays open, in seconds (not with `at`)."""
+    window_s: Annotated[StrictInt, Field(ge=1, le=MAX_WINDOW_S)] | None = None
+    """How long the window stays open, in seconds (default 600; not with `at`)."""
     max_items: Annotated[StrictInt, Field(ge=1, le=MAX_ITEMS)] = 50
     """A digest with this many items is sent at once, its window closed early."""
     mode: Literal["sliding", "fixed"] = "fixed"
@@ -42,12 +42,22 @@ class DigestIn(Strict):
     def _at_is_fixed(self) -> DigestIn:
         if self.at is not None and self.mode != "fixed":
             raise ValueError("a digest with `at` closes at that time: mode `fixed` only")
-        if self.at is not None and "window_s" in self.model_fields_set:
+        if self.at is not None and self.window_s is not None:
             raise ValueError("give `window_s` or `at`, not both")
         return self
 
     def domain(self) -> Digest:
-        return Digest(**self.model_dump())
+        """The spec as the domain takes it."""
+        fields = self.model_dump(exclude_none=True)
+        return Digest(**fields)
+
+    @classmethod
+    def of(cls, digest: Digest | dict[str, Any]) -> DigestIn:
+        """The spec as the API shows it (from the domain's, or its JSON)."""
+        fields = digest.model_dump() if isinstance(digest, Digest) else dict(digest)
+        if fields.get("at") is not None:
+            fields.pop("window_s", None)
+        return cls.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
 class DigestOut(Documented):
