@@ -66,10 +66,3 @@ def opening_due(spec: Digest, opened: datetime, tz: ZoneInfo) -> datetime:
     if spec.at is not None:
         return next_local(spec.at, opened, tz)
     return opened + timedelta(seconds=spec.window_s)
-
-
-def sliding_due(spec: Digest, opened: datetime, latest: datetime) -> datetime:
-    """A sliding digest's close after an item at `latest`: a window after it, at most
-    SLIDING_CAP windows after it opened."""
-    window = timedelta(seconds=spec.window_s)
-    return min(latest + window, opened + SLIDING_CAP * window)

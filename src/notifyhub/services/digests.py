@@ -24,7 +24,7 @@ from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.repositories import digests as repo
 from notifyhub.db.repositories import profiles, push_subscriptions
 from notifyhub.db.unit import UnitOfWork
-from notifyhub.domain.digest import Digest, opening_due, sliding_due, zone
+from notifyhub.domain.digest import SLIDING_CAP, Digest, opening_due, zone
 from notifyhub.domain.notification import Channel, Severity
 from notifyhub.errors import NotFound
 from notifyhub.services.channels import URGENCY, ensure_definition, push_topic, pushed_notification
@@ -70,56 +70,53 @@ class DigestBook:
         self, unit: UnitOfWork, send: ChannelSend, wanted: dict[str, list[str]]
     ) -> list[str]:
         """Each user in `wanted` (user -> the channels their preferences take) joins
-        their digest under the send's key; those whose digest this opens with
-        `first: now`, to be sent the notification at once instead."""
+        their digest under the send's key, a few statements for the whole chunk; those
+        whose digest this opens with `first: now`, to be sent the notification at once
+        instead."""
         spec = Digest.model_validate(send.digest)
         session = unit.session
         zones = await repo.zones_of(session, send.tenant, list(wanted)) if spec.at else {}
         now = self._clock()
-        item = item_of(send.notification)
-        at_once: list[str] = []
-        for user, channels in wanted.items():
-            due = opening_due(spec, now, zone(zones.get(user)))
-            first_now = spec.first == "now"
-            opened = await repo.open_or_join(
-                session,
-                digest_id=str(ULID.from_datetime(now)),
-                tenant=send.tenant,
-                user=user,
-                key=spec.key,
-                spec=spec.model_dump(),
-                now=now,
-                due_at=due,
-                first_sent=first_now,
+        openings = [
+            repo.Opening(
+                user, str(ULID.from_datetime(now)), opening_due(spec, now, zone(zones.get(user)))
             )
-            if opened.created and first_now:
-                at_once.append(user)
-                continue
-            await self._join(unit, spec, opened, send.id, channels, item, now)
+            for user in wanted
+        ]
+        first_now = spec.first == "now"
+        found = await repo.open_or_join(
+            session, send.tenant, spec.key, spec.model_dump(), openings, now, first_sent=first_now
+        )
+        at_once = [o.user for o in found if o.created and first_now]
+        joining = [o for o in found if not (o.created and first_now)]
+        if joining:
+            await self._join(unit, spec, send, joining, wanted, now)
         return at_once
 
     async def _join(
         self,
         unit: UnitOfWork,
         spec: Digest,
-        opened: repo.Opened,
-        notification_id: str,
-        channels: list[str],
-        item: dict[str, Any],
+        send: ChannelSend,
+        joining: list[repo.Opened],
+        wanted: dict[str, list[str]],
         now: datetime,
     ) -> None:
-        """The item in the digest, counted; the digest due at once when it is full, a
-        window after this item when it slides."""
-        count = opened.item_count + 1
-        if not await repo.add_item(unit.session, opened.id, notification_id, count, channels, item):
+        """The notification's item in each digest, counted; a digest due at once when it
+        is full, a window after this item when it slides."""
+        items = [repo.Item(o.id, o.item_count + 1, wanted[o.user]) for o in joining]
+        added = await repo.add_items(unit.session, send.id, item_of(send.notification), items)
+        if not added:
             return
-        full = count >= spec.max_items
-        due: datetime | None = None
-        if full:
-            due = now
-        elif spec.mode == "sliding" and spec.at is None:
-            due = sliding_due(spec, opened.opened_at, now)
-        await repo.counted(unit.session, opened.id, count, due, full=full)
+        sliding = spec.mode == "sliding" and spec.at is None
+        await repo.counted(
+            unit.session,
+            sorted(added),
+            now,
+            max_items=spec.max_items,
+            slide_s=spec.window_s if sliding else None,
+            cap_s=spec.window_s * SLIDING_CAP,
+        )
 
 
 def delivery_id(digest: DigestRow, channel: str, subscription: str = "") -> str:

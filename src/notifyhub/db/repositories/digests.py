@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import case, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,103 +20,138 @@ PENDING = (OPEN, FULL)
 
 @dataclass(frozen=True, slots=True)
 class Opened:
-    """The user's open digest under a key, as `open_or_join` found or made it."""
+    """A user's open digest under a key, as `open_or_join` found or made it."""
 
     id: str
+    user: str
     item_count: int
     opened_at: datetime
     created: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A user's digest to make if they have none open: its id and due time."""
+
+    user: str
+    digest_id: str
+    due_at: datetime
+
+
 async def open_or_join(
     session: AsyncSession,
-    *,
-    digest_id: str,
     tenant: str,
-    user: str,
     key: str,
     spec: dict[str, Any],
+    openings: Sequence[Opening],
     now: datetime,
-    due_at: datetime,
+    *,
     first_sent: bool,
-) -> Opened:
-    """The user's open digest under `key`, made (with `digest_id`, due at `due_at`) when
-    there is none; one statement, so two workers adding to the same user's digest at
-    once meet in the unique index and share it (the row stays locked until the caller's
-    transaction ends). One whose window closed (due, not sent yet) takes no more: it
-    turns `full`, and a new one opens."""
+) -> list[Opened]:
+    """Each user's open digest under `key`, made (with the opening's id and due time)
+    when they have none: two statements for all the users, so two workers adding to one
+    user's digest at once meet in the unique index and share it (its row stays locked
+    until the caller's transaction ends). A digest whose window closed (due, not sent
+    yet) takes no more: it turns `full`, and a new one opens."""
+    users = [o.user for o in openings]
     await session.execute(
         update(Digest)
         .where(
             Digest.tenant == tenant,
-            Digest.user_id == user,
             Digest.key == key,
+            Digest.user_id.in_(users),
             Digest.state == OPEN,
             Digest.due_at <= now,
         )
         .values(state=FULL)
     )
-    statement = (
-        insert(Digest)
-        .values(
-            id=digest_id,
-            tenant=tenant,
-            user_id=user,
-            key=key,
-            spec=spec,
-            state=OPEN,
-            item_count=0,
-            first_sent=first_sent,
-            opened_at=now,
-            last_at=now,
-            due_at=due_at,
-        )
-        .on_conflict_do_update(
-            index_elements=[Digest.tenant, Digest.user_id, Digest.key],
-            index_where=text("state = 'open'"),
-            set_={"last_at": func.greatest(Digest.last_at, now)},
-        )
-        .returning(Digest.id, Digest.item_count, Digest.opened_at, Digest.id == digest_id)
-    )
-    found, count, opened_at, created = (await session.execute(statement)).one()
-    return Opened(found, count, opened_at, bool(created))
+    rows = [
+        {
+            "id": o.digest_id,
+            "tenant": tenant,
+            "user_id": o.user,
+            "key": key,
+            "spec": spec,
+            "state": OPEN,
+            "item_count": 0,
+            "first_sent": first_sent,
+            "opened_at": now,
+            "last_at": now,
+            "due_at": o.due_at,
+        }
+        for o in openings
+    ]
+    values = insert(Digest).values(rows)
+    statement = values.on_conflict_do_update(
+        index_elements=[Digest.tenant, Digest.user_id, Digest.key],
+        index_where=text("state = 'open'"),
+        set_={"last_at": func.greatest(Digest.last_at, values.excluded.last_at)},
+    ).returning(Digest.id, Digest.user_id, Digest.item_count, Digest.opened_at)
+    made = {o.user: o.digest_id for o in openings}
+    return [
+        Opened(found, user, count, opened_at, made[user] == found)
+        for found, user, count, opened_at in await session.execute(statement)
+    ]
 
 
-async def add_item(
-    session: AsyncSession,
-    digest_id: str,
-    notification_id: str,
-    seq: int,
-    channels: Sequence[str],
-    item: dict[str, Any],
-) -> bool:
-    """The notification's item in the digest, once (False: it was there already)."""
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A notification's item to add to a digest, at `seq`."""
+
+    digest_id: str
+    seq: int
+    channels: list[str]
+
+
+async def add_items(
+    session: AsyncSession, notification_id: str, item: dict[str, Any], items: Sequence[Item]
+) -> set[str]:
+    """The notification's item in each digest, once: the digests it was added to (not
+    those that had it already)."""
+    rows = [
+        {
+            "digest_id": i.digest_id,
+            "notification_id": notification_id,
+            "seq": i.seq,
+            "channels": i.channels,
+            "item": item,
+        }
+        for i in items
+    ]
     statement = (
-        insert(DigestItem)
-        .values(
-            digest_id=digest_id,
-            notification_id=notification_id,
-            seq=seq,
-            channels=list(channels),
-            item=item,
-        )
-        .on_conflict_do_nothing()
-        .returning(DigestItem.seq)
+        insert(DigestItem).values(rows).on_conflict_do_nothing().returning(DigestItem.digest_id)
     )
-    return (await session.execute(statement)).first() is not None
+    return set((await session.scalars(statement)).all())
 
 
 async def counted(
-    session: AsyncSession, digest_id: str, count: int, due_at: datetime | None, *, full: bool
+    session: AsyncSession,
+    digest_ids: Sequence[str],
+    now: datetime,
+    *,
+    max_items: int,
+    slide_s: float | None,
+    cap_s: float,
 ) -> None:
-    """The digest holds `count` items and closes at `due_at` (None: when it was to; now,
-    and `full`, when it reached its `max_items`: no later notification joins it)."""
-    values: dict[str, Any] = {"item_count": count}
-    if due_at is not None:
-        values["due_at"] = due_at
-    if full:
-        values["state"] = FULL
-    await session.execute(update(Digest).where(Digest.id == digest_id).values(**values))
+    """Each digest holds one more item: one that reached `max_items` turns `full`, due
+    now (no later notification joins it); with `slide_s`, the others are due that long
+    after `now`, at most `cap_s` after they opened."""
+    count = Digest.item_count + 1
+    due: Any = Digest.due_at
+    if slide_s is not None:
+        due = func.least(
+            now + timedelta(seconds=slide_s), Digest.opened_at + timedelta(seconds=cap_s)
+        )
+    full = count >= max_items
+    await session.execute(
+        update(Digest)
+        .where(Digest.id.in_(list(digest_ids)))
+        .values(
+            item_count=count,
+            state=case((full, FULL), else_=Digest.state),
+            due_at=case((full, now), else_=due),
+        )
+    )
 
 
 async def claim_due(session: AsyncSession, now: datetime, limit: int) -> list[Digest]:
