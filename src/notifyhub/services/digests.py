@@ -32,6 +32,8 @@ from notifyhub.services.deliveries import Kicker, enqueue_many_once
 from notifyhub.services.webpush_target import webpush_payload
 
 Clock = Callable[[], datetime]
+Row = tuple[str, dict[str, Any], str | None]
+"""An outbox delivery to add: its id, payload and description."""
 
 EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
 EMAIL_DEFINITION, PUSH_DEFINITION = "email", "push"
@@ -175,66 +177,88 @@ class DigestSender:
         if not due:
             return 0, 0
         items = await repo.items_of(session, [d.id for d in due])
+        full = [d for d in due if items[d.id]]
+        by_tenant: dict[str, list[DigestRow]] = {}
+        for digest in full:
+            by_tenant.setdefault(digest.tenant, []).append(digest)
         added = 0
-        empty = [d.id for d in due if not items[d.id]]
-        for digest in due:
-            if items[digest.id]:
-                added += await self._deliver(unit, digest, items[digest.id])
-        await repo.close(session, [d.id for d in due if items[d.id]], repo.SENT, now)
-        await repo.close(session, empty, repo.EMPTY, now)
+        for tenant, digests in by_tenant.items():
+            added += await self._deliver(unit, tenant, digests, items)
+        await repo.close(session, [d.id for d in full], repo.SENT, now)
+        await repo.close(session, [d.id for d in due if not items[d.id]], repo.EMPTY, now)
         return len(due), added
 
-    async def _deliver(self, unit: UnitOfWork, digest: DigestRow, items: list[DigestItem]) -> int:
-        """The digest's e-mail and pushes, on the channels its items were taken on."""
-        channels = {channel for row in items for channel in row.channels}
-        payload = summary(digest, items)
+    async def _deliver(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        digests: list[DigestRow],
+        items: dict[str, list[DigestItem]],
+    ) -> int:
+        """One tenant's digests' e-mails and pushes, each on the channels its items were
+        taken on: the addresses, subscriptions and definitions read once for them all."""
+        wanted = {
+            channel: [d for d in digests if any(channel in row.channels for row in items[d.id])]
+            for channel in (EMAIL, PUSH)
+        }
+        payloads = {d.id: summary(d, items[d.id]) for d in digests}
         added = 0
-        if EMAIL in channels:
-            added += await self._email(unit, digest, payload)
-        if PUSH in channels:
-            added += await self._pushes(unit, digest, payload)
+        if wanted[EMAIL]:
+            added += await self._emails(unit, tenant, wanted[EMAIL], payloads)
+        if wanted[PUSH]:
+            added += await self._pushes(unit, tenant, wanted[PUSH], payloads)
         return added
 
-    async def _email(self, unit: UnitOfWork, digest: DigestRow, payload: dict[str, Any]) -> int:
-        """One e-mail, when the user has an address and the tenant an e-mail definition."""
-        session, user = unit.session, digest.user_id
-        addresses = await profiles.emails_of(session, digest.tenant, [user])
+    async def _emails(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        digests: list[DigestRow],
+        payloads: dict[str, dict[str, Any]],
+    ) -> int:
+        """One e-mail per digest whose user has an address, if the tenant can e-mail."""
+        session = unit.session
+        addresses = await profiles.emails_of(session, tenant, [d.user_id for d in digests])
         if not addresses:
             return 0
-        if not _usable(await ensure_definition(session, digest.tenant, EMAIL), "email"):
+        if not _usable(await ensure_definition(session, tenant, EMAIL), "email"):
             return 0
-        row = {**payload, "to": addresses[user], "user": user}
-        text = f"digest e-mail to {user}: {payload['notification']['title']}"[:1000]
-        return await self._add(
-            unit, digest, EMAIL_DEFINITION, [(delivery_id(digest, EMAIL), row, text)]
-        )
+        rows: list[Row] = []
+        for d in digests:
+            if d.user_id in addresses:
+                payload = {**payloads[d.id], "to": addresses[d.user_id], "user": d.user_id}
+                title = payload["notification"]["title"]
+                text = f"digest e-mail to {d.user_id}: {title}"[:1000]
+                rows.append((delivery_id(d, EMAIL), payload, text))
+        return await self._add(unit, tenant, EMAIL_DEFINITION, rows)
 
-    async def _pushes(self, unit: UnitOfWork, digest: DigestRow, payload: dict[str, Any]) -> int:
-        """One push per browser the user subscribed, when the tenant can push."""
-        session, user = unit.session, digest.user_id
-        subscriptions = (await push_subscriptions.of_users(session, digest.tenant, [user])).get(
-            user
-        )
-        if not subscriptions:
-            return 0
-        if not _usable(await ensure_definition(session, digest.tenant, PUSH), "webpush"):
-            return 0
-        rows = [
-            (
-                delivery_id(digest, PUSH, s.id),
-                {**_push(s.id, payload["notification"]), "user": user},
-                f"digest push to {user}"[:1000],
-            )
-            for s in subscriptions
-        ]
-        return await self._add(unit, digest, PUSH_DEFINITION, rows)
-
-    async def _add(
-        self, unit: UnitOfWork, digest: DigestRow, definition: str, rows: list[Any]
+    async def _pushes(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        digests: list[DigestRow],
+        payloads: dict[str, dict[str, Any]],
     ) -> int:
-        return await enqueue_many_once(
-            unit, definition, rows, tenant=digest.tenant, sender=self._sender
-        )
+        """One push per browser each digest's user subscribed, if the tenant can push."""
+        session = unit.session
+        found = await push_subscriptions.of_users(session, tenant, [d.user_id for d in digests])
+        if not any(found.values()):
+            return 0
+        if not _usable(await ensure_definition(session, tenant, PUSH), "webpush"):
+            return 0
+        rows: list[Row] = [
+            (
+                delivery_id(d, PUSH, s.id),
+                {**_push(s.id, payloads[d.id]["notification"]), "user": d.user_id},
+                f"digest push to {d.user_id}"[:1000],
+            )
+            for d in digests
+            for s in found.get(d.user_id) or []
+        ]
+        return await self._add(unit, tenant, PUSH_DEFINITION, rows)
+
+    async def _add(self, unit: UnitOfWork, tenant: str, definition: str, rows: list[Row]) -> int:
+        return await enqueue_many_once(unit, definition, rows, tenant=tenant, sender=self._sender)
 
 
 def _push(subscription_id: str, notification: dict[str, Any]) -> dict[str, Any]:
