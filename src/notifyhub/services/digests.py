@@ -83,7 +83,7 @@ class DigestBook:
             repo.Opening(
                 user, str(ULID.from_datetime(now)), opening_due(spec, now, zone(zones.get(user)))
             )
-            for user in wanted
+            for user in sorted(wanted)  # one lock order: chunks sharing users never deadlock
         ]
         first_now = spec.first == "now"
         found = await repo.open_or_join(
