@@ -480,7 +480,7 @@ async def test_admin_lists_a_users_open_digests_and_cancels_one_audited(
     await _publish(hub, t, ["hal"], 9, digest={"key": "other", "window_s": 60})
     await workers.run()
     url = f"/v1/admin/users/{t.name}/hal/digests"
-    listed = (await hub.client.get(url, headers=t.admin)).json()
+    listed = (await hub.client.get(url, headers=t.admin)).json()["digests"]
     assert [(d["key"], d["items"], d["state"]) for d in listed] == [
         ("other", 1, "open"),
         ("comments:p1", 3, "open"),

@@ -384,7 +384,7 @@ async function users(screen, params) {
 // The user's digests not sent yet (issue 41), each with a cancel button (audited).
 async function userDigests(t, user) {
   const base = `/v1/admin/users/${encodeURIComponent(t)}/${encodeURIComponent(user)}/digests`;
-  const open = await api("GET", base);
+  const open = (await api("GET", base)).digests;
   const section = h("section", { id: "user-digests" }, h("h3", {}, "Open digests"));
   if (!open.length) {
     section.append(h("p", { class: "muted" }, "none"));

@@ -10,13 +10,22 @@ from fastapi import APIRouter, Path, status
 from notifyhub.api.deps import Admin, Unit
 from notifyhub.api.openapi import SERVICE
 from notifyhub.api.routers.admin_users import TenantPath, UserPath
-from notifyhub.api.schemas.digests import DigestIn, DigestOut
+from notifyhub.api.schemas.digests import DigestIn, DigestOut, UserDigests
 from notifyhub.db.models import Digest
 from notifyhub.services import digests
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
 
-DigestPath = Annotated[str, Path(min_length=26, max_length=26, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
+DigestPath = Annotated[
+    str,
+    Path(
+        min_length=26,
+        max_length=26,
+        pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$",
+        description="The digest's id, as the user's digests list it.",
+        examples=["01KJPWG8904B3YTENFP0G2XFWR"],
+    ),
+]
 
 
 def _out(row: Digest) -> DigestOut:
@@ -34,14 +43,14 @@ def _out(row: Digest) -> DigestOut:
 
 # Declared before admin_users' `GET /users/{tenant}/{user:path}`, which would take
 # `alice/digests` for a user id (app.py includes this router first).
-@router.get("/users/{tenant}/{user:path}/digests", response_model=list[DigestOut])
+@router.get("/users/{tenant}/{user:path}/digests", response_model=UserDigests)
 async def user_digests(
     tenant: TenantPath, user: UserPath, principal: Admin, unit: Unit
-) -> list[DigestOut]:
+) -> UserDigests:
     """The user's digests not sent yet: their key, items so far and when they are sent
     (`due_at`). A key bound to another tenant gets 403."""
     rows = await digests.pending(unit, principal.own(tenant), user)
-    return [_out(row) for row in rows]
+    return UserDigests(tenant=tenant, user=user, digests=[_out(row) for row in rows])
 
 
 @router.delete(

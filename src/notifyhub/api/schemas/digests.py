@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from notifyhub.api.schemas.common import Documented, Strict
+from notifyhub.api.schemas.common import Documented, Strict, examples
 from notifyhub.domain.digest import Digest
 
 DigestKey = Annotated[str, Field(min_length=1, max_length=190, pattern=r"^[A-Za-z0-9._:/@-]+$")]
@@ -73,3 +73,26 @@ class DigestOut(Documented):
     due_at: datetime
     """When it is sent (the worker sends it within a few seconds after)."""
     spec: DigestIn
+
+
+DIGEST_EXAMPLE: dict[str, Any] = {
+    "id": "01KJPWG8904B3YTENFP0G2XFWR",
+    "key": "post:p1:comments",
+    "state": "open",
+    "items": 3,
+    "first_sent": False,
+    "opened_at": "2026-03-02T09:00:00Z",
+    "due_at": "2026-03-02T09:10:00Z",
+    "spec": {"key": "post:p1:comments", "window_s": 600, "max_items": 50, "mode": "fixed"},
+}
+
+
+class UserDigests(Documented):
+    """A user's digests not sent yet, the soonest due first."""
+
+    model_config = examples({"tenant": "default", "user": "wren", "digests": [DIGEST_EXAMPLE]})
+
+    tenant: str
+    user: str
+    digests: list[DigestOut]
+    """Each open (or full, about to be sent) digest."""
