@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 
 from notifyhub.api.deps import Admin, Unit
-from notifyhub.api.openapi import SERVICE
+from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.routers.admin_users import TenantPath, UserPath
 from notifyhub.api.schemas.digests import DigestIn, DigestOut, UserDigests
 from notifyhub.db.models import Digest
@@ -54,7 +54,9 @@ async def user_digests(
 
 
 @router.delete(
-    "/users/{tenant}/{user:path}/digests/{digest_id}", status_code=status.HTTP_204_NO_CONTENT
+    "/users/{tenant}/{user:path}/digests/{digest_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=NOT_FOUND,
 )
 async def cancel_digest(
     tenant: TenantPath, user: UserPath, digest_id: DigestPath, principal: Admin, unit: Unit
