@@ -171,6 +171,18 @@ TARGETS = [
         0.70,
         at_most=False,
     ),
+    Target(
+        "digests: 10,000 users x 20: every digest e-mail within 5 s after its window closes",
+        "digests: 10,000 users x 20 notifications under one key",
+        "max late s",
+        5,
+    ),
+    Target(
+        "digests: 10,000 users x 20: every user one e-mail with all 20",
+        "digests: 10,000 users x 20 notifications under one key",
+        "e-mails without all 20",
+        0,
+    ),
     *(
         Target(
             f"broadcast p99 vs Pushpin one channel <= 1.0 at {n}k streams",

@@ -131,6 +131,8 @@ class DeliverySettings(BaseModel):
     publish through this process wakes it at once)."""
     channel_chunk: int = Field(500, ge=1, le=10_000)
     """Users whose e-mails and pushes one channel-worker transaction expands."""
+    digest_interval_s: float = Field(1.0, gt=0)
+    """How often the digest worker looks for digests whose window closed (issue 41)."""
     response_cap_bytes: int = Field(64 * 1024, ge=1024)
     max_timeout_s: float = Field(60.0, gt=0)
     allow_networks: list[str] = []

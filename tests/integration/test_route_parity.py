@@ -199,6 +199,8 @@ async def test_a_publish_with_a_bad_key_or_scope(
         {"json": {**VALID, "thread_key": "k", "thread_window_s": "60"}},
         {"json": {**VALID, "title": "x" * 300}},
         {"content": b'{"title": "x"', "headers": {"content-type": "text/plain"}},
+        {"json": {**VALID, "digest": {"key": "k", "window_s": "60"}}},
+        {"json": {**VALID, "digest": {"key": "k", "at": "09:00", "mode": "sliding"}}},
     ],
     ids=[
         "missing-field",
@@ -210,6 +212,8 @@ async def test_a_publish_with_a_bad_key_or_scope(
         "thread-window-in-a-string",
         "long-title",
         "not-a-json-type",
+        "digest-window-in-a-string",
+        "digest-at-sliding",
     ],
 )
 async def test_a_publish_refused_with_422(
@@ -220,6 +224,14 @@ async def test_a_publish_refused_with_422(
     fast, routed = await both(spied, lambda hub: publish(hub, headers, **request))
     assert fast.status == 422, fast.body
     assert_same(fast, routed)
+
+
+async def test_a_publish_with_a_digest(spied: Hubs, publish_key: str) -> None:
+    body = {**VALID, "digest": {"key": "parity", "window_s": 60, "first": "now"}}
+    fast, routed = await both(spied, lambda hub: publish(hub, _key(publish_key), json=body))
+    assert fast.status == 202, fast.body
+    assert_same(fast, routed)
+    assert spied.served == ["publish"]
 
 
 async def test_a_publish_without_a_content_type_is_json(spied: Hubs, publish_key: str) -> None:

@@ -102,6 +102,8 @@ STRICTER_THAN_THE_SCHEMA = {
     ("PUT", "/v1/admin/delivery-definitions/{name}"): "http(s) URL; lease; SSRF guard; e-mails",
     ("PUT", "/v1/admin/users/{tenant}/{user}"): "a zone of the tz database; one e-mail address",
     ("POST", "/v1/me/push-subscriptions"): "keys: a P-256 point, 16 bytes; https; SSRF guard",
+    ("POST", "/v1/admin/rules/preview"): "a rule's digest: `at` or `window_s`, not both; "
+    "its counts JSON integers (strict: 411.0 is refused)",
 }
 """Where Schemathesis' `positive_data_acceptance` check does not apply, and why."""
 

@@ -1123,6 +1123,24 @@ async def probe_routing_trace(t: Tenants) -> None:
     assert trace["tenant"] == t.b and trace["lines"][0]["user"] == t.user
 
 
+async def probe_user_digests(t: Tenants) -> None:
+    digest = {"key": "secret", "window_s": 600}
+    await _publish(t, t.b, channels=["inbox", "email"], digest=digest)
+    await t.hub.app_state["runner"].loop("channels").step()
+    attacker, owner = t.key(t.a, "admin"), t.key(t.b, "admin")
+    url = f"/v1/admin/users/{t.b}/{t.user}/digests"
+    _refused(await t.client.get(url, headers=attacker), 403)
+    mine = f"/v1/admin/users/{t.a}/{t.user}/digests"
+    assert _ok(await t.client.get(mine, headers=attacker)).json()["digests"] == []
+    [found] = _ok(await t.client.get(url, headers=owner)).json()["digests"]
+    _refused(await t.client.delete(f"{url}/{found['id']}", headers=attacker), 403)
+    own = f"/v1/admin/users/{t.a}/{t.user}/digests/{found['id']}"
+    _refused(await t.client.delete(own, headers=attacker), 404)
+    assert len(_ok(await t.client.get(url, headers=owner)).json()["digests"]) == 1
+    _ok(await t.client.delete(f"{url}/{found['id']}", headers=owner), 204)
+    assert _ok(await t.client.get(url, headers=owner)).json()["digests"] == []
+
+
 Probe = Callable[[Tenants], Awaitable[None]]
 
 PROBES: dict[str, Probe] = {
@@ -1178,6 +1196,8 @@ PROBES: dict[str, Probe] = {
     "GET /v1/me/push-subscriptions": probe_push_subscriptions,
     "DELETE /v1/me/push-subscriptions/{subscription_id}": probe_push_unsubscribe,
     "POST /v1/admin/users/{tenant}/{user}/revoke-tokens": probe_user_revoke_tokens,
+    "GET /v1/admin/users/{tenant}/{user}/digests": probe_user_digests,
+    "DELETE /v1/admin/users/{tenant}/{user}/digests/{digest_id}": probe_user_digests,
     "GET /v1/admin/inbox": probe_user_inbox,
     "GET /v1/admin/tail": probe_user_tail,
     "POST /v1/admin/recipients": probe_recipients_preview,

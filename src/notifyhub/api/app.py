@@ -36,6 +36,7 @@ from notifyhub.api.routers import broadcast as broadcast_router
 from notifyhub.api.routers import browser as browser_router
 from notifyhub.api.routers import delayed as delayed_router
 from notifyhub.api.routers import deliveries as deliveries_router
+from notifyhub.api.routers import digests as digests_router
 from notifyhub.api.routers import inbox as inbox_router
 from notifyhub.api.routers import quiet as quiet_router
 from notifyhub.api.routers import routing as routing_router
@@ -178,6 +179,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         admin,
         admin_keys,
         admin_lists,
+        digests_router,  # before admin_users: its `{user:path}` would take `.../digests`
         admin_users,
         audit,
         routing_router,

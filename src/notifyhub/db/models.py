@@ -105,6 +105,8 @@ class Rule(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     channels: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     """Channels beyond the inbox its notifications reach (`email`, `push`; migration 0016)."""
+    digest: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    """Its notifications' digest spec (domain/digest.py `Digest`, JSON), if any."""
 
 
 class RuleRecipient(Base):
@@ -208,6 +210,8 @@ class ChannelSend(Base):
     last_error: Mapped[str | None] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    digest: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    """The publish's digest spec (JSON), if any: its e-mails and pushes join digests."""
 
 
 class UserLocale(Base):
@@ -539,3 +543,55 @@ class QuietDefault(Base):
     schedule: Mapped[Any] = mapped_column(JSONB)
     time_zone: Mapped[str | None] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Digest(Base):
+    """One user's open digest under a key (services/digests.py): notifications' items
+    accumulate until `due_at`, when the digest worker sends it as one delivery per channel
+    and closes it (`state`: open, full, sent, empty, cancelled)."""
+
+    __tablename__ = "digests"
+    __table_args__ = (
+        Index(
+            "ux_digests_open",
+            "tenant",
+            "user_id",
+            "key",
+            unique=True,
+            postgresql_where=text("state = 'open'"),
+        ),
+        Index("ix_digests_due", "due_at", postgresql_where=text("state IN ('open', 'full')")),
+        Index("ix_digests_user", "tenant", "user_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[Any] = mapped_column(JSONB)
+    """The digest spec of the notification that opened it."""
+    state: Mapped[str] = mapped_column(String(16))
+    item_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    first_sent: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    """`first: now`: the notification that opened it was sent at once (not an item)."""
+    opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    closed_by: Mapped[str | None] = mapped_column(String(200))
+    """Who cancelled it (an admin key's name), if cancelled."""
+
+
+class DigestItem(Base):
+    """One notification in a digest: what the digest's e-mail and push show of it, and
+    the channels its user took it on."""
+
+    __tablename__ = "digest_items"
+
+    digest_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("digests.id", ondelete="CASCADE"), primary_key=True
+    )
+    notification_id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    channels: Mapped[list[str]] = mapped_column(JSONB)
+    item: Mapped[Any] = mapped_column(JSONB)

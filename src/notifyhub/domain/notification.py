@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
+from notifyhub.domain.digest import Digest
+
 NotificationStatus = Literal["unread", "read"]
 BodyFormat = Literal["text", "markdown"]
 """How clients render `body`: as plain text, or as the safe markdown subset."""
@@ -451,3 +453,5 @@ class Draft(BaseModel):
     deliver_at: datetime | None = None
     channels: tuple[str, ...] = ()
     """The channels beyond the inbox (`email`, `push`: `extra_channels`); () inbox only."""
+    digest: Digest | None = None
+    """Its e-mails and pushes join the user's digest under this spec (domain/digest.py)."""

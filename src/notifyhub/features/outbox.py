@@ -14,6 +14,7 @@ from notifyhub.features.webpush import address_guard
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
 from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.digests import DigestBook, DigestSender
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.outbound import Outbound
 from notifyhub.services.quiet_hours import QuietHours
@@ -26,6 +27,7 @@ from notifyhub.settings import Settings
 from notifyhub.store.traces import RoutingTraces
 from notifyhub.tracing import Tracing
 from notifyhub.workers.channels import ChannelWorker, channel_loop
+from notifyhub.workers.digests import DigestWorker, digest_loop
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
@@ -91,9 +93,13 @@ def channel_sends(
 ) -> tuple[Loop, ...]:
     """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
     at once by `outbox`'s sender, or when a user's `quiet` hours end), woken by every
-    publish with channels through `ingest`."""
-    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender, quiet)
+    publish with channels through `ingest`; and the digest worker's, which sends the
+    digests whose window closed."""
+    expander = ChannelExpander(
+        settings.deliveries.channel_chunk, outbox.sender, quiet=quiet, digests=DigestBook()
+    )
     worker = ChannelWorker(units(database.sessionmaker), expander, traces)
     loop = channel_loop(worker, settings.deliveries, metrics)
     ingest.on_channel_send(loop.wake)
-    return (loop,)
+    digests = DigestWorker(units(database.sessionmaker), DigestSender(outbox.sender))
+    return (loop, digest_loop(digests, settings.deliveries, metrics))

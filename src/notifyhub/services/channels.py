@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -84,6 +84,9 @@ SKIPPED_NO_ADDRESS = "skipped: no address"
 SKIPPED_NO_SUBSCRIPTION = "skipped: no subscription"
 SKIPPED_NO_DEFINITION = "skipped: no e-mail definition"
 SKIPPED_NO_PUSH_DEFINITION = "skipped: no push definition"
+
+DIGESTED = "digested"
+"""A channel's outcome when the notification joined the user's digest (services/digests.py)."""
 
 Row = tuple[str, dict[str, Any], str | None]
 """A delivery to add: its id, payload and description."""
@@ -157,17 +160,31 @@ class Expansion:
     """Users in quiet hours: when their deliveries are due."""
 
 
+class Digests(Protocol):
+    """Where a send with a `digest` puts its users (services/digests.py `DigestBook`)."""
+
+    async def add(
+        self, unit: UnitOfWork, send: ChannelSend, wanted: dict[str, list[str]]
+    ) -> list[str]: ...
+
+
 class ChannelExpander:
     """Expands channel sends into outbox deliveries, one chunk of users per call."""
 
     def __init__(
-        self, chunk: int, sender: Kicker | None = None, quiet: QuietHours | None = None
+        self,
+        chunk: int,
+        sender: Kicker | None = None,
+        quiet: QuietHours | None = None,
+        digests: Digests | None = None,
     ) -> None:
         self._chunk = chunk
         self._sender = sender
         """Sends the deliveries at once after the chunk commits (else the dispatcher)."""
         self._quiet = quiet
         """Holds users' deliveries in their quiet hours (None: nobody's are held)."""
+        self._digests = digests
+        """Takes the users of a send with a `digest` (None: such sends go out one by one)."""
 
     async def expand_next(
         self, unit: UnitOfWork
@@ -200,6 +217,8 @@ class ChannelExpander:
         session = unit.session
         matrix = await _matrix(session, send, users)
         expansion = Expansion({user: {} for user in users})
+        if send.digest and not matrix.critical and self._digests is not None:
+            users = await self._digest(self._digests, unit, send, users, matrix, expansion)
         if self._quiet is not None and not matrix.critical:
             expansion.held = await self._quiet.held_until(session, send.tenant, users)
         if Channel.EMAIL in send.channels:
@@ -207,6 +226,28 @@ class ChannelExpander:
         if Channel.PUSH in send.channels:
             await self._pushes(unit, send, users, matrix, expansion)
         return expansion
+
+    async def _digest(
+        self,
+        digests: Digests,
+        unit: UnitOfWork,
+        send: ChannelSend,
+        users: Sequence[str],
+        matrix: Matrix,
+        expansion: Expansion,
+    ) -> list[str]:
+        """Users who take any of the send's channels join their digests (their outcome:
+        `digested`); the users still to send one by one: those who take none (their
+        skips are noted as usual) and those whose digest `first: now` opened."""
+        wanted = {u: [c for c in send.channels if matrix.wants(u, c)] for u in users}
+        joining = {u: channels for u, channels in wanted.items() if channels}
+        at_once = set(await digests.add(unit, send, joining)) if joining else set()
+        for user, channels in joining.items():
+            if user not in at_once:
+                for channel in send.channels:
+                    outcome = DIGESTED if channel in channels else SKIPPED_PREFERENCE
+                    expansion.outcomes[user][channel] = outcome
+        return [u for u in users if u not in joining or u in at_once]
 
     async def _emails(
         self,

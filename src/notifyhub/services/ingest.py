@@ -73,7 +73,7 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     exclude = {field for field in ("tags", "actions", "channels") if not getattr(draft, field)}
     if draft.body_format == "text":
         exclude.add("body_format")
-    exclude |= {f for f in ("thread_key", "thread_window_s") if getattr(draft, f) is None}
+    exclude |= {f for f in ("thread_key", "thread_window_s", "digest") if getattr(draft, f) is None}
     asked = draft.model_dump(mode="json", exclude=exclude)
     if asked["actor"] is not None:  # an actor's name and avatar, likewise
         asked["actor"] = {k: v for k, v in asked["actor"].items() if v is not None}
@@ -293,7 +293,12 @@ class IngestService:
         named = draft.ttl_s is not None or draft.expires_at is not None
         recipients = [user for _tenant, user in users]
         await channel_sends.add(
-            session, notification, draft.channels, recipients, named_expiry=named
+            session,
+            notification,
+            draft.channels,
+            recipients,
+            named_expiry=named,
+            digest=draft.digest.model_dump() if draft.digest else None,
         )
 
     async def recall(

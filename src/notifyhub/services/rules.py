@@ -14,6 +14,8 @@ from ulid import ULID
 from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.digest import Digest
+from notifyhub.domain.digest import thread_key as digest_thread_key
 from notifyhub.domain.notification import Actor, Draft, Ref, extra_channels
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
@@ -69,6 +71,8 @@ class RuleDefinition:
     recipients: list[RecipientSpec]
     channels: tuple[str, ...] = ()
     """The channels beyond the inbox its notifications reach (`email`, `push`)."""
+    digest: Digest | None = None
+    """Its notifications' digest (domain/digest.py), if any."""
 
     @property
     def channels_json(self) -> list[str]:
@@ -109,8 +113,9 @@ class RuleService:
     async def put(self, session: AsyncSession, tenant: str, definition: RuleDefinition) -> bool:
         """Create or replace a rule; every template must compile (else 422)."""
         _check_templates(definition)
+        digest = definition.digest.model_dump() if definition.digest else None
         rule_id, created = await repo.upsert(
-            session, tenant, definition.name, definition.target_type, definition.channels
+            session, tenant, definition.name, definition.target_type, definition.channels, digest
         )
         specs = [
             RuleRecipient(
@@ -132,7 +137,8 @@ class RuleService:
         if rule is None:
             raise NotFound(f"no rule {name} in tenant {tenant}")
         specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
-        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels))
+        digest = Digest.model_validate(rule.digest) if rule.digest else None
+        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels), digest)
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
         if not await repo.drop(session, tenant, name):
@@ -205,6 +211,9 @@ class RuleService:
         text = (spec.locales or {}).get(locale or "") or {"title": spec.title, "body": spec.body}
         title, body = _render(rule.name, text["title"], text.get("body", ""), context, budget)
         thread_key = _render_thread_key(spec.thread_key, context, budget)
+        digest = Digest.model_validate(rule.digest) if rule.digest else None
+        if digest is not None and thread_key is None:
+            thread_key = digest_thread_key(digest.key)
         return Draft(
             tenant=event.tenant,
             title=title,
@@ -213,6 +222,7 @@ class RuleService:
             category=rule.name,
             source=f"rule:{rule.name}",
             channels=extra_channels(rule.channels),
+            digest=digest,
             actor=event.actor,
             target=event.target,
             data=event.data,

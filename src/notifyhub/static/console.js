@@ -374,6 +374,7 @@ async function users(screen, params) {
     h("td", {}, when(item.created_at)),
     h("td", {}, h("a", { href: `#/trace?${q({ id: item.id, user })}`, class: "mono" }, item.id)))));
   inbox.id = "user-inbox";
+  screen.append(await userDigests(t, user));
   const tail = h("ul", { id: "tail", class: "plain" });
   const tailState = h("p", { class: "muted", id: "tail-state" }, "connecting…");
   screen.append(h("div", { class: "split" },
@@ -391,6 +392,34 @@ async function users(screen, params) {
   }).catch((err) => {
     if (!abort.signal.aborted) tailState.replaceChildren(errorLine(err));
   });
+}
+
+// The user's digests not sent yet (issue 41), each with a cancel button (audited).
+async function userDigests(t, user) {
+  const base = `/v1/admin/users/${encodeURIComponent(t)}/${encodeURIComponent(user)}/digests`;
+  const open = (await api("GET", base)).digests;
+  const section = h("section", { id: "user-digests" }, h("h3", {}, "Open digests"));
+  if (!open.length) {
+    section.append(h("p", { class: "muted" }, "none"));
+    return section;
+  }
+  section.append(table(["Key", "Items", "State", "Sent at", ""], open.map((d) => h("tr", {},
+    h("td", { class: "mono" }, d.key),
+    h("td", {}, String(d.items)),
+    h("td", {}, d.state),
+    h("td", {}, when(d.due_at)),
+    h("td", {}, h("button", {
+      type: "button",
+      onclick: async () => {
+        try {
+          await api("DELETE", `${base}/${d.id}`);
+          go("users", { user });
+        } catch (err) {
+          section.append(errorLine(err));
+        }
+      },
+    }, "Cancel"))))));
+  return section;
 }
 
 async function trace(screen, params) {

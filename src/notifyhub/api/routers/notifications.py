@@ -23,6 +23,7 @@ from notifyhub.api.params import NotificationIdPath
 from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
+from notifyhub.domain.digest import thread_key as digest_thread_key
 from notifyhub.domain.notification import Draft, Recipients, extra_channels
 from notifyhub.domain.trusted import trusted
 from notifyhub.services.ingest import Published
@@ -41,10 +42,10 @@ router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 _SHARED = tuple(
     name
     for name in Draft.model_fields
-    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels")
+    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels", "digest")
 )
 """The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`,
-`channels`: converted)."""
+`channels`, `digest`: converted)."""
 
 
 _new_draft = trusted(Draft)
@@ -60,6 +61,10 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     fields = {name: getattr(body, name) for name in _SHARED}
     fields["tags"], fields["actions"] = tuple(body.tags), tuple(body.actions)
     fields["channels"] = extra_channels(body.channels)
+    if body.digest is not None:
+        fields["digest"] = body.digest.domain()
+        if body.thread_key is None and body.collapse_key is None:
+            fields["thread_key"] = digest_thread_key(body.digest.key)
     draft = _new_draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))

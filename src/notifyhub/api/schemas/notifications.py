@@ -28,6 +28,7 @@ from notifyhub.api.schemas.common import (
     multi_line,
     single_line,
 )
+from notifyhub.api.schemas.digests import DigestIn
 from notifyhub.domain.notification import MAX_ACTIONS, Action, Actor, Display, Ref, Severity
 
 
@@ -172,6 +173,10 @@ class PublishRequest(Strict):
     Push to each of their browsers' subscriptions (through the `push` definition). Each
     user's preferences decide per category and channel; `severity: critical` bypasses
     their opt-outs (not a missing address). Every e-mail and push is an outbox delivery."""
+    digest: DigestIn | None = None
+    """Its e-mails and pushes join each user's digest under `digest.key`: one message per
+    window instead of one per notification (docs/attention.md); its inbox copies share
+    the thread `digest:<key>` unless it names a `thread_key`."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600)] | None = None

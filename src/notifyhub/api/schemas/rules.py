@@ -22,6 +22,7 @@ from notifyhub.api.schemas.common import (
     inbox_only,
     multi_line,
 )
+from notifyhub.api.schemas.digests import DigestIn
 from notifyhub.domain.notification import Actor, Ref
 from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
@@ -105,6 +106,10 @@ class RuleIn(Strict):
     channels: Channels = Field(default_factory=inbox_only)
     """Where its notifications reach their users, as a publish's `channels`: the inbox
     always, and `email` and `push` (Web Push) when named."""
+    digest: DigestIn | None = None
+    """Its notifications' e-mails and pushes join each user's digest, as a publish's
+    `digest` (its inbox copies share the thread `digest:<key>` unless the recipient entry
+    names a `thread_key`)."""
 
     @model_validator(mode="after")
     def _distinct(self) -> RuleIn:

@@ -21,10 +21,11 @@ async def add(
     users: Sequence[str],
     *,
     named_expiry: bool = False,
+    digest: dict[str, object] | None = None,
 ) -> None:
     """The send of `notification` on `channels` to `users`, in the caller's transaction
     (flushed: a failure is the publish's, before its 202); `named_expiry`: the publish
-    named its expiry (pushes live until it)."""
+    named its expiry (pushes live until it); `digest`: its digest spec (JSON), if any."""
     session.add(
         ChannelSend(
             id=notification.id,
@@ -34,6 +35,7 @@ async def add(
             users=list(users),
             push_ttl_named=named_expiry,
             expanded=0,
+            digest=digest,
         )
     )
     await session.flush()
