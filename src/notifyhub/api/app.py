@@ -22,6 +22,7 @@ from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import (
     admin,
+    admin_escalation,
     admin_keys,
     admin_lists,
     admin_users,
@@ -108,6 +109,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             channel_loops = features.channel_sends(
                 settings, db, outbox, publishing.ingest, publishing.routing_traces, metrics
             )
+            escalation = features.escalation(
+                settings, clients, db, outbox, publishing.ingest, publishing.routing_traces, metrics
+            )
             runner = features.runner(
                 stack,
                 inbox.loops,
@@ -117,6 +121,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 producers.loops,
                 outbox.loops,
                 channel_loops,
+                escalation.loops,
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
             revocations = _revocations(stack, clients, db, inbox, keys_cache)
@@ -138,6 +143,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 publishing=publishing,
                 outbox=outbox,
                 webpush=webpush,
+                escalation=escalation,
                 limiter=limiter,
                 keys_cache=keys_cache,
                 revocations=revocations,
@@ -170,6 +176,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         admin,
         admin_keys,
         admin_lists,
+        admin_escalation,  # before admin_users: its `{user:path}` would take the suffix
         admin_users,
         audit,
         routing_router,
@@ -203,6 +210,7 @@ def _state(
     publishing: features.Publishing,
     outbox: features.Outbox,
     webpush: features.WebPush,
+    escalation: features.Escalation,
     limiter: RateLimiter,
     keys_cache: KeyCache,
     revocations: Revocations,
@@ -239,6 +247,7 @@ def _state(
         vapid=webpush.vapid,
         push_subscriptions=webpush.subscriptions,
         profiles=webpush.profiles,
+        escalations=escalation.service,
     )
 
 

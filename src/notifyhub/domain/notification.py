@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
+from notifyhub.domain.escalation import Step
+
 NotificationStatus = Literal["unread", "read"]
 BodyFormat = Literal["text", "markdown"]
 """How clients render `body`: as plain text, or as the safe markdown subset."""
@@ -451,3 +453,5 @@ class Draft(BaseModel):
     deliver_at: datetime | None = None
     channels: tuple[str, ...] = ()
     """The channels beyond the inbox (`email`, `push`: `extra_channels`); () inbox only."""
+    escalate: tuple[Step, ...] = ()
+    """Escalation steps (domain/escalation.py); () none of its own."""

@@ -14,6 +14,7 @@ from ulid import ULID
 from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
+from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Actor, Draft, Ref, extra_channels
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
@@ -69,6 +70,8 @@ class RuleDefinition:
     recipients: list[RecipientSpec]
     channels: tuple[str, ...] = ()
     """The channels beyond the inbox its notifications reach (`email`, `push`)."""
+    escalate: tuple[Step, ...] = ()
+    """Its notifications' escalation steps (services/escalation.py)."""
 
     @property
     def channels_json(self) -> list[str]:
@@ -110,7 +113,12 @@ class RuleService:
         """Create or replace a rule; every template must compile (else 422)."""
         _check_templates(definition)
         rule_id, created = await repo.upsert(
-            session, tenant, definition.name, definition.target_type, definition.channels
+            session,
+            tenant,
+            definition.name,
+            definition.target_type,
+            definition.channels,
+            [s.model_dump() for s in definition.escalate],
         )
         specs = [
             RuleRecipient(
@@ -132,7 +140,8 @@ class RuleService:
         if rule is None:
             raise NotFound(f"no rule {name} in tenant {tenant}")
         specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
-        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels))
+        escalate = tuple(Step.model_validate(s) for s in rule.escalate)
+        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels), escalate)
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
         if not await repo.drop(session, tenant, name):
@@ -213,6 +222,7 @@ class RuleService:
             category=rule.name,
             source=f"rule:{rule.name}",
             channels=extra_channels(rule.channels),
+            escalate=tuple(Step.model_validate(s) for s in rule.escalate),
             actor=event.actor,
             target=event.target,
             data=event.data,

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath
+from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
@@ -41,7 +42,7 @@ router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 _SHARED = tuple(
     name
     for name in Draft.model_fields
-    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels")
+    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels", "escalate")
 )
 """The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`,
 `channels`: converted)."""
@@ -60,6 +61,7 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
     fields = {name: getattr(body, name) for name in _SHARED}
     fields["tags"], fields["actions"] = tuple(body.tags), tuple(body.actions)
     fields["channels"] = extra_channels(body.channels)
+    fields["escalate"] = steps_of(body.escalate)
     draft = _new_draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response, status
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import RulePath, TenantQuery, TopicPath
+from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.rules import (
     EventAccepted,
     EventIn,
@@ -136,7 +137,9 @@ async def put_rule(
 ) -> RuleOut:
     """Create (201) or replace (200) a rule (Design 3)."""
     specs = [RecipientSpec.of(r) for r in body.recipients]
-    definition = RuleDefinition(rule, body.target_type, specs, extra_channels(body.channels))
+    definition = RuleDefinition(
+        rule, body.target_type, specs, extra_channels(body.channels), steps_of(body.escalate)
+    )
     created = await state["rules"].put(session, principal.own(tenant), definition)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return RuleOut(
@@ -165,6 +168,7 @@ async def get_rule(
             "target_type": found.target_type,
             "recipients": recipients,
             "channels": found.channels_json,
+            "escalate": [s.model_dump() for s in found.escalate],
         }
     )
 

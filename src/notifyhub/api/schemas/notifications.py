@@ -28,6 +28,7 @@ from notifyhub.api.schemas.common import (
     multi_line,
     single_line,
 )
+from notifyhub.api.schemas.escalation import Escalate
 from notifyhub.domain.notification import MAX_ACTIONS, Action, Actor, Display, Ref, Severity
 
 
@@ -172,6 +173,11 @@ class PublishRequest(Strict):
     Push to each of their browsers' subscriptions (through the `push` definition). Each
     user's preferences decide per category and channel; `severity: critical` bypasses
     their opt-outs (not a missing address). Every e-mail and push is an outbox delivery."""
+    escalate: Escalate = Field(default_factory=list)
+    """Up to 5 escalation steps: each sends the notification on `email` or `push` after
+    `after_s` seconds, unless the user's copy is `seen`, `read` or `archived` by then
+    (or deleted, recalled, expired). Without it, the tenant's default for the category
+    applies (`PUT /v1/admin/escalation-defaults`)."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600)] | None = None

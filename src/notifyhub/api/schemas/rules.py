@@ -22,6 +22,7 @@ from notifyhub.api.schemas.common import (
     inbox_only,
     multi_line,
 )
+from notifyhub.api.schemas.escalation import Escalate
 from notifyhub.domain.notification import Actor, Ref
 from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
@@ -105,6 +106,8 @@ class RuleIn(Strict):
     channels: Channels = Field(default_factory=inbox_only)
     """Where its notifications reach their users, as a publish's `channels`: the inbox
     always, and `email` and `push` (Web Push) when named."""
+    escalate: Escalate = Field(default_factory=list)
+    """Its notifications' escalation steps, as a publish's `escalate`."""
 
     @model_validator(mode="after")
     def _distinct(self) -> RuleIn:

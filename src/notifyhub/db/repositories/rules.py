@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import and_, delete, select, text
 from sqlalchemy.dialects.postgresql import insert
@@ -16,7 +17,12 @@ async def find(session: AsyncSession, tenant: str, name: str) -> Rule | None:
 
 
 async def upsert(
-    session: AsyncSession, tenant: str, name: str, target_type: str, channels: Sequence[str] = ()
+    session: AsyncSession,
+    tenant: str,
+    name: str,
+    target_type: str,
+    channels: Sequence[str] = (),
+    escalate: Sequence[dict[str, Any]] = (),
 ) -> tuple[int, bool]:
     """Create or update the rule in one statement: (its id, True when created).
 
@@ -24,12 +30,20 @@ async def upsert(
     turns and each replaces the recipients whole (a find-then-insert let two PUTs both
     insert: a unique violation, a 500)."""
     statement = insert(Rule).values(
-        tenant=tenant, name=name, target_type=target_type, channels=list(channels)
+        tenant=tenant,
+        name=name,
+        target_type=target_type,
+        channels=list(channels),
+        escalate=list(escalate),
     )
     excluded = statement.excluded
     statement = statement.on_conflict_do_update(
         constraint="uq_rules_tenant_name",
-        set_={"target_type": excluded.target_type, "channels": excluded.channels},
+        set_={
+            "target_type": excluded.target_type,
+            "channels": excluded.channels,
+            "escalate": excluded.escalate,
+        },
     )
     row = (await session.execute(statement.returning(Rule.id, text("xmax = 0")))).one()
     return int(row[0]), bool(row[1])

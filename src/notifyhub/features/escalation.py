@@ -1,0 +1,47 @@
+"""Builder for escalation: the service publishes schedule steps through, and the worker
+that runs them when due (services/escalation.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from notifyhub.db.unit import units
+from notifyhub.features.clients import Database, RedisClients
+from notifyhub.features.outbox import Outbox
+from notifyhub.metrics import Metrics
+from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.escalation import EscalationRunner, Escalations
+from notifyhub.services.ingest import IngestService
+from notifyhub.settings import Settings
+from notifyhub.store.escalation import EscalationCheck
+from notifyhub.store.traces import RoutingTraces
+from notifyhub.workers.escalation import escalation_loop
+from notifyhub.workers.runner import Loop
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    service: Escalations
+    runner: EscalationRunner
+    loops: tuple[Loop, ...]
+
+
+def escalation(
+    settings: Settings,
+    clients: RedisClients,
+    database: Database,
+    outbox: Outbox,
+    ingest: IngestService,
+    traces: RoutingTraces,
+    metrics: Metrics,
+) -> Escalation:
+    """`ingest` schedules publishes' steps through the service; the loop runs them, its
+    sends through `outbox`'s sender at once."""
+    service = Escalations()
+    ingest.escalate_with(service)
+    check = EscalationCheck(clients.redis, clients.keys, settings.limits.change_log_max)
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
+    runner = EscalationRunner(
+        units(database.sessionmaker), check, expander, traces, service.defaults
+    )
+    return Escalation(service, runner, (escalation_loop(runner, metrics),))
