@@ -26,6 +26,7 @@ from notifyhub.services.escalation import EscalationRunner
 from notifyhub.settings import DeliverySettings, Settings
 from notifyhub.store.escalation import EscalationCheck
 from notifyhub.store.keys import Keys
+from notifyhub.workers.escalation import EscalationWorker
 from support.pushservice import PushService
 from support.webpush import Browser
 
@@ -109,13 +110,12 @@ def run(
     """Run the steps due `seconds` from now (the clock moved there)."""
     state = hub.app_state
     check = EscalationCheck(state["redis"], Keys(settings.redis_prefix), 1000)
-    runner = EscalationRunner(
-        units(sessionmaker), check, ChannelExpander(500), state["routing_traces"], clock=clock
-    )
+    runner = EscalationRunner(check, ChannelExpander(500), state["routing_traces"], clock=clock)
+    worker = EscalationWorker(units(sessionmaker), runner)
 
     async def at(seconds: float) -> int:
         clock.ahead = timedelta(seconds=seconds)
-        return await runner.run_once()
+        return await worker.run_once()
 
     return at
 

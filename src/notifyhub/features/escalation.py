@@ -15,14 +15,14 @@ from notifyhub.services.ingest import IngestService
 from notifyhub.settings import Settings
 from notifyhub.store.escalation import EscalationCheck
 from notifyhub.store.traces import RoutingTraces
-from notifyhub.workers.escalation import escalation_loop
+from notifyhub.workers.escalation import EscalationWorker, escalation_loop
 from notifyhub.workers.runner import Loop
 
 
 @dataclass(frozen=True, slots=True)
 class Escalation:
     service: Escalations
-    runner: EscalationRunner
+    worker: EscalationWorker
     loops: tuple[Loop, ...]
 
 
@@ -41,7 +41,6 @@ def escalation(
     ingest.escalate_with(service)
     check = EscalationCheck(clients.redis, clients.keys, settings.limits.change_log_max)
     expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
-    runner = EscalationRunner(
-        units(database.sessionmaker), check, expander, traces, service.defaults
-    )
-    return Escalation(service, runner, (escalation_loop(runner, metrics),))
+    runner = EscalationRunner(check, expander, traces, service.defaults)
+    worker = EscalationWorker(units(database.sessionmaker), runner)
+    return Escalation(service, worker, (escalation_loop(worker, metrics),))

@@ -39,7 +39,7 @@ from ulid import ULID
 
 from notifyhub.db.models import ChannelSend, Escalation
 from notifyhub.db.repositories import escalations as repo
-from notifyhub.db.unit import UnitOfWork, Units
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Notification, to_rfc3339
 from notifyhub.errors import NotFound
@@ -185,42 +185,30 @@ class Escalations:
 
 
 class EscalationRunner:
-    """Runs due steps: one batch per transaction (`run_once` runs batches until none is
-    due)."""
+    """Runs due steps, a batch in the caller's unit (workers/escalation.py owns the
+    transactions and the clock)."""
 
     def __init__(
         self,
-        units: Units,
         check: EscalationCheck,
         expander: ChannelExpander,
         traces: RoutingTraces | None = None,
         defaults: EscalationDefaults | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._units = units
         self._clock = clock
         """Now, as due times are compared with (tests move it ahead)."""
         self._check = check
         self._expander = expander
         self._traces = traces
-        self._defaults = defaults
+        self.defaults = defaults
 
-    async def run_once(self) -> int:
-        """Run what is due; how many steps ran (sent, cancelled or skipped)."""
-        await self._reload_defaults()
-        total = 0
-        while True:
-            ran: list[Ran] = []
-            async with self._units() as unit:
-                rows = await repo.claim_due(unit.session, self._clock(), BATCH)
-                for row in rows:
-                    outcome = await self._run(unit, row)
-                    if outcome is not None:
-                        ran.append(outcome)
-            await self._trace(ran)
-            total += len(ran)
-            if len(rows) < BATCH:
-                return total
+    async def run_due(self, unit: UnitOfWork) -> tuple[int, list[Ran]]:
+        """Up to BATCH steps due now, in `unit`: how many were claimed, and the outcomes
+        of those that ran (the rest are asked again later)."""
+        rows = await repo.claim_due(unit.session, self._clock(), BATCH)
+        ran = [outcome for row in rows if (outcome := await self._run(unit, row)) is not None]
+        return len(rows), ran
 
     def _expired(self, row: Escalation) -> bool:
         """The notification expired by now (the copy with it, whatever Redis says yet)."""
@@ -234,11 +222,6 @@ class EscalationRunner:
 
     def _later(self, seconds: float) -> datetime:
         return self._clock() + timedelta(seconds=seconds)
-
-    async def _reload_defaults(self) -> None:
-        if self._defaults is not None and self._defaults.stale():
-            async with self._units() as unit:
-                await self._defaults.reload(unit.session)
 
     async def _run(self, unit: UnitOfWork, row: Escalation) -> Ran | None:
         """One step in `unit`: checked, sent or not, its row finished (None: asked again
@@ -283,7 +266,7 @@ class EscalationRunner:
         outcome = expansion.outcomes[row.user_id][row.channel]
         return ("skipped" if outcome.startswith("skipped") else "sent"), outcome
 
-    async def _trace(self, ran: list[Ran]) -> None:
+    async def trace(self, ran: list[Ran]) -> None:
         """The steps' outcomes in their traces; a failure is logged (the rows hold them)."""
         if self._traces is None or not ran:
             return

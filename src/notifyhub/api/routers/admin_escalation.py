@@ -12,6 +12,7 @@ from notifyhub.api.deps import Admin, AppState, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import TenantQuery
 from notifyhub.api.routers.admin_users import TenantPath, UserPath
+from notifyhub.api.schemas.common import ULID_EXAMPLE, NotificationId
 from notifyhub.api.schemas.escalation import (
     EscalationDefaultsIn,
     EscalationDefaultsOut,
@@ -24,12 +25,10 @@ from notifyhub.api.schemas.escalation import (
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=SERVICE)
 
 EscalationIdPath = Annotated[
-    str,
+    NotificationId,
     Path(
-        min_length=26,
-        max_length=26,
-        pattern=r"^[0-9A-HJKMNP-TV-Z]+$",
-        description="The pending step's id, as the user's list shows it.",
+        description="The pending step's id (a ULID), as the user's list shows it.",
+        examples=[ULID_EXAMPLE],
     ),
 ]
 

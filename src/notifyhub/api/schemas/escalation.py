@@ -52,28 +52,55 @@ class EscalationDefaultsIn(Strict):
         max_length=200,
         json_schema_extra={"propertyNames": {"minLength": 1, "maxLength": 64, "pattern": TOKEN}},
     )
+    """By category name: its steps (an empty list: none); `PUT` replaces them all."""
 
 
 class EscalationDefaultsOut(Documented):
     """A tenant's escalation defaults per category."""
 
+    model_config = examples(
+        {
+            "tenant": "default",
+            "categories": {"incident": [{"after_s": 300, "unless": "read", "channel": "email"}]},
+        }
+    )
+
     tenant: str
     categories: dict[str, list[EscalationStepIn]]
+    """By category name: its steps."""
+
+
+_PENDING_EXAMPLE = {
+    "id": "01JD0V8W5Q4F2N7K3M9P6R1T8X",
+    "notification_id": "01JD0V8W5Q4F2N7K3M9P6R1T8Y",
+    "step": 1,
+    "channel": "push",
+    "unless": "seen",
+    "due_at": "2026-11-20T09:20:02.113Z",
+}
 
 
 class PendingEscalation(Documented):
     """A step not run yet."""
 
+    model_config = examples(_PENDING_EXAMPLE)
+
     id: str
+    """The step's id (`DELETE .../escalations/{id}` cancels it)."""
     notification_id: str
     step: int
     """Its place in the notification's steps, from 1."""
     channel: str
+    """`email` or `push`."""
     unless: str
+    """`seen`, `read` or `archived`."""
     due_at: datetime
+    """When it runs."""
 
 
 class PendingEscalations(Documented):
     """A user's pending escalation steps, the earliest first."""
+
+    model_config = examples({"items": [_PENDING_EXAMPLE]})
 
     items: list[PendingEscalation]
