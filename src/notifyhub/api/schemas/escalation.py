@@ -3,13 +3,13 @@ category, and a user's pending steps as operators see them."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field, StrictInt
 
 from notifyhub.api.schemas.common import TOKEN, Category, Documented, Strict, examples
 from notifyhub.domain.escalation import MAX_AFTER_S, MAX_STEPS, Step, StepChannel, Unless
+from notifyhub.domain.notification import Timestamp
 
 
 class EscalationStepIn(Strict):
@@ -94,7 +94,7 @@ class PendingEscalation(Documented):
     """`email` or `push`."""
     unless: str
     """`seen`, `read` or `archived`."""
-    due_at: datetime
+    due_at: Timestamp
     """When it runs."""
 
 
