@@ -184,6 +184,15 @@ class Escalations:
         return created
 
 
+def _not_sent(checked: Checked) -> tuple[str, str]:
+    """(status, outcome) of a step its copy's state cancels or skips."""
+    if checked.verdict == Verdict.READ:
+        read_at = to_rfc3339(datetime.fromtimestamp(checked.at_ms / 1000, UTC))
+        return "cancelled", f"cancelled by read at {read_at}"
+    status = "skipped" if checked.verdict == Verdict.GONE else "cancelled"
+    return status, CANCELLED[checked.verdict]
+
+
 class EscalationRunner:
     """Runs due steps, a batch in the caller's unit (workers/escalation.py owns the
     transactions and the clock)."""
@@ -205,10 +214,75 @@ class EscalationRunner:
 
     async def run_due(self, unit: UnitOfWork) -> tuple[int, list[Ran]]:
         """Up to BATCH steps due now, in `unit`: how many were claimed, and the outcomes
-        of those that ran (the rest are asked again later)."""
+        of those that ran (the rest are asked again later). Each is checked on its own;
+        those that send are expanded together per (notification, step), one query per
+        channel for all their users, as a channel send's chunk is."""
         rows = await repo.claim_due(unit.session, self._clock(), BATCH)
-        ran = [outcome for row in rows if (outcome := await self._run(unit, row)) is not None]
+        ran: list[Ran] = []
+        sending: dict[tuple[str, int], list[Escalation]] = {}
+        for row in rows:
+            if self._expired(row):
+                ran.append(await self._finish(unit, row, "skipped", EXPIRED))
+                continue
+            checked = await self._checked(unit, row)
+            if checked is None:
+                continue
+            if checked.verdict == Verdict.SEND:
+                sending.setdefault((row.notification_id, row.step), []).append(row)
+                continue
+            ran.append(await self._finish(unit, row, *_not_sent(checked)))
+        for group in sending.values():
+            ran.extend(await self._send(unit, group))
         return len(rows), ran
+
+    async def _checked(self, unit: UnitOfWork, row: Escalation) -> Checked | None:
+        """The copy's verdict; None when the step is asked again later (the user's inbox
+        is not in Redis, or the check failed: logged)."""
+        try:
+            checked = await self._check.check(
+                row.tenant, row.user_id, row.notification_id, row.unless
+            )
+        except Exception:  # Redis' fault: logged, tried again; the others go on
+            log.exception("escalation %s not checked; tried again in %gs", row.id, FAILED_RETRY_S)
+            await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
+            return None
+        if checked.verdict == Verdict.UNKNOWN:
+            await repo.postpone(unit.session, row.id, self._later(RETRY_S))
+            return None
+        return checked
+
+    async def _finish(self, unit: UnitOfWork, row: Escalation, status: str, outcome: str) -> Ran:
+        await repo.finish(unit.session, row.id, status, outcome)
+        return Ran(row.notification_id, row.user_id, row.step, self._shown(row, outcome))
+
+    async def _send(self, unit: UnitOfWork, group: list[Escalation]) -> list[Ran]:
+        """The deliveries of one step of one notification for the users of `group` (one
+        channel), their rows finished; a failure undoes them (a savepoint), is logged,
+        and they are tried again later."""
+        first = group[0]
+        send = ChannelSend(
+            id=f"{first.notification_id}:escalate:{first.step}",  # delivery ids hash it
+            tenant=first.tenant,
+            notification=first.notification,
+            channels=[first.channel],
+            users=[r.user_id for r in group],
+            push_ttl_named=first.push_ttl_named,
+            expanded=0,
+        )
+        try:
+            async with unit.savepoint():
+                expansion = await self._expander.expand(unit, send, send.users)
+                ran = []
+                for row in group:
+                    outcome = expansion.outcomes[row.user_id][row.channel]
+                    status = "skipped" if outcome.startswith("skipped") else "sent"
+                    ran.append(await self._finish(unit, row, status, outcome))
+                return ran
+        except Exception:  # this step's fault: logged, tried again; the others go on
+            log.exception("escalation step %s failed; tried again in %gs", send.id, FAILED_RETRY_S)
+            for row in group:
+                await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
+            return []
 
     def _expired(self, row: Escalation) -> bool:
         """The notification expired by now (the copy with it, whatever Redis says yet)."""
@@ -222,49 +296,6 @@ class EscalationRunner:
 
     def _later(self, seconds: float) -> datetime:
         return self._clock() + timedelta(seconds=seconds)
-
-    async def _run(self, unit: UnitOfWork, row: Escalation) -> Ran | None:
-        """One step in `unit`: checked, sent or not, its row finished (None: asked again
-        later)."""
-        if self._expired(row):
-            await repo.finish(unit.session, row.id, "skipped", EXPIRED)
-            return Ran(row.notification_id, row.user_id, row.step, self._shown(row, EXPIRED))
-        try:
-            async with unit.savepoint():
-                checked = await self._check.check(
-                    row.tenant, row.user_id, row.notification_id, row.unless
-                )
-                if checked.verdict == Verdict.UNKNOWN:
-                    await repo.postpone(unit.session, row.id, self._later(RETRY_S))
-                    return None
-                status, outcome = await self._decide(unit, row, checked)
-                await repo.finish(unit.session, row.id, status, outcome)
-        except Exception:  # this step's fault: logged, tried again; the others go on
-            log.exception("escalation %s failed; tried again in %gs", row.id, FAILED_RETRY_S)
-            await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
-            return None
-        return Ran(row.notification_id, row.user_id, row.step, self._shown(row, outcome))
-
-    async def _decide(self, unit: UnitOfWork, row: Escalation, checked: Checked) -> tuple[str, str]:
-        """(status, outcome) of a checked step; its deliveries added when it sends."""
-        if checked.verdict == Verdict.READ:
-            read_at = to_rfc3339(datetime.fromtimestamp(checked.at_ms / 1000, UTC))
-            return "cancelled", f"cancelled by read at {read_at}"
-        if checked.verdict != Verdict.SEND:
-            status = "skipped" if checked.verdict == Verdict.GONE else "cancelled"
-            return status, CANCELLED[checked.verdict]
-        send = ChannelSend(
-            id=row.id,
-            tenant=row.tenant,
-            notification=row.notification,
-            channels=[row.channel],
-            users=[row.user_id],
-            push_ttl_named=row.push_ttl_named,
-            expanded=0,
-        )
-        expansion = await self._expander.expand(unit, send, [row.user_id])
-        outcome = expansion.outcomes[row.user_id][row.channel]
-        return ("skipped" if outcome.startswith("skipped") else "sent"), outcome
 
     async def trace(self, ran: list[Ran]) -> None:
         """The steps' outcomes in their traces; a failure is logged (the rows hold them)."""
