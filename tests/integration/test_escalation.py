@@ -21,8 +21,8 @@ from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Recipients
-from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.escalation import EscalationRunner
+from notifyhub.services.escalation_sends import StepSender
 from notifyhub.settings import DeliverySettings, Settings
 from notifyhub.store.escalation import EscalationCheck
 from notifyhub.store.keys import Keys
@@ -110,7 +110,7 @@ def run(
     """Run the steps due `seconds` from now (the clock moved there)."""
     state = hub.app_state
     check = EscalationCheck(state["redis"], Keys(settings.redis_prefix), 1000)
-    runner = EscalationRunner(check, ChannelExpander(500), state["routing_traces"], clock=clock)
+    runner = EscalationRunner(check, StepSender(), state["routing_traces"], clock=clock)
     worker = EscalationWorker(units(sessionmaker), runner)
 
     async def at(seconds: float) -> int:

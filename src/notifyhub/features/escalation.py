@@ -9,8 +9,8 @@ from notifyhub.db.unit import units
 from notifyhub.features.clients import Database, RedisClients
 from notifyhub.features.outbox import Outbox
 from notifyhub.metrics import Metrics
-from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.escalation import EscalationRunner, Escalations
+from notifyhub.services.escalation_sends import StepSender
 from notifyhub.services.ingest import IngestService
 from notifyhub.settings import Settings
 from notifyhub.store.escalation import EscalationCheck
@@ -40,7 +40,6 @@ def escalation(
     service = Escalations()
     ingest.escalate_with(service)
     check = EscalationCheck(clients.redis, clients.keys, settings.limits.change_log_max)
-    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.sender)
-    runner = EscalationRunner(check, expander, traces, service.defaults)
+    runner = EscalationRunner(check, StepSender(outbox.sender), traces, service.defaults)
     worker = EscalationWorker(units(database.sessionmaker), runner)
     return Escalation(service, worker, (escalation_loop(worker, metrics),))

@@ -37,19 +37,19 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
-from notifyhub.db.models import ChannelSend, Escalation
+from notifyhub.db.models import Escalation
 from notifyhub.db.repositories import escalations as repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Notification, to_rfc3339
 from notifyhub.errors import NotFound
-from notifyhub.services.channels import ChannelExpander
+from notifyhub.services.escalation_sends import StepSender
 from notifyhub.store.escalation import Checked, EscalationCheck, Verdict
 from notifyhub.store.traces import RoutingTraces
 
 log = logging.getLogger(__name__)
 
-BATCH = 100
+BATCH = 500
 """Steps one transaction runs at most."""
 RETRY_S = 1.0
 """How soon a step whose user's inbox is not in Redis (being rebuilt) is asked again."""
@@ -200,7 +200,7 @@ class EscalationRunner:
     def __init__(
         self,
         check: EscalationCheck,
-        expander: ChannelExpander,
+        sender: StepSender,
         traces: RoutingTraces | None = None,
         defaults: EscalationDefaults | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -208,81 +208,76 @@ class EscalationRunner:
         self._clock = clock
         """Now, as due times are compared with (tests move it ahead)."""
         self._check = check
-        self._expander = expander
+        self._sender = sender
         self._traces = traces
         self.defaults = defaults
 
     async def run_due(self, unit: UnitOfWork) -> tuple[int, list[Ran]]:
         """Up to BATCH steps due now, in `unit`: how many were claimed, and the outcomes
-        of those that ran (the rest are asked again later). Each is checked on its own;
-        those that send are expanded together per (notification, step), one query per
-        channel for all their users, as a channel send's chunk is."""
+        of those that ran (the rest are asked again later). The copies are checked in
+        one round trip; the deliveries of those that send are added together
+        (services/escalation_sends.py); every row is finished in one statement."""
         rows = await repo.claim_due(unit.session, self._clock(), BATCH)
-        ran: list[Ran] = []
-        sending: dict[tuple[str, int], list[Escalation]] = {}
-        for row in rows:
-            if self._expired(row):
-                ran.append(await self._finish(unit, row, "skipped", EXPIRED))
-                continue
-            checked = await self._checked(unit, row)
+        done: dict[str, tuple[str, str]] = {}
+        live = [row for row in rows if not self._expired(row)]
+        done |= {row.id: ("skipped", EXPIRED) for row in rows if row not in live}
+        sending: list[Escalation] = []
+        for row, checked in zip(live, await self._checked(unit, live), strict=True):
             if checked is None:
                 continue
             if checked.verdict == Verdict.SEND:
-                sending.setdefault((row.notification_id, row.step), []).append(row)
-                continue
-            ran.append(await self._finish(unit, row, *_not_sent(checked)))
-        for group in sending.values():
-            ran.extend(await self._send(unit, group))
-        return len(rows), ran
+                sending.append(row)
+            else:
+                done[row.id] = _not_sent(checked)
+        done |= await self._send(unit, sending)
+        await repo.finish_many(unit.session, done)
+        shown = [
+            Ran(r.notification_id, r.user_id, r.step, self._shown(r, done[r.id][1]))
+            for r in rows
+            if r.id in done
+        ]
+        return len(rows), shown
 
-    async def _checked(self, unit: UnitOfWork, row: Escalation) -> Checked | None:
-        """The copy's verdict; None when the step is asked again later (the user's inbox
-        is not in Redis, or the check failed: logged)."""
+    async def _checked(self, unit: UnitOfWork, rows: Sequence[Escalation]) -> list[Checked | None]:
+        """Each copy's verdict, in one round trip; None where the step is asked again
+        later (the user's inbox is not in Redis, or its check failed: logged)."""
+        if not rows:
+            return []
+        asked = [(r.tenant, r.user_id, r.notification_id, r.unless) for r in rows]
         try:
-            checked = await self._check.check(
-                row.tenant, row.user_id, row.notification_id, row.unless
-            )
-        except Exception:  # Redis' fault: logged, tried again; the others go on
-            log.exception("escalation %s not checked; tried again in %gs", row.id, FAILED_RETRY_S)
-            await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
-            return None
-        if checked.verdict == Verdict.UNKNOWN:
-            await repo.postpone(unit.session, row.id, self._later(RETRY_S))
-            return None
-        return checked
+            found = await self._check.check_many(asked)
+        except Exception as exc:  # Redis' fault: every check failed alike
+            found = [exc] * len(rows)
+        verdicts: list[Checked | None] = []
+        for row, checked in zip(rows, found, strict=True):
+            if isinstance(checked, Exception):
+                log.error("escalation %s not checked: %r", row.id, checked)
+                await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
+                verdicts.append(None)
+            elif checked.verdict == Verdict.UNKNOWN:
+                await repo.postpone(unit.session, row.id, self._later(RETRY_S))
+                verdicts.append(None)
+            else:
+                verdicts.append(checked)
+        return verdicts
 
-    async def _finish(self, unit: UnitOfWork, row: Escalation, status: str, outcome: str) -> Ran:
-        await repo.finish(unit.session, row.id, status, outcome)
-        return Ran(row.notification_id, row.user_id, row.step, self._shown(row, outcome))
-
-    async def _send(self, unit: UnitOfWork, group: list[Escalation]) -> list[Ran]:
-        """The deliveries of one step of one notification for the users of `group` (one
-        channel), their rows finished; a failure undoes them (a savepoint), is logged,
-        and they are tried again later."""
-        first = group[0]
-        send = ChannelSend(
-            id=f"{first.notification_id}:escalate:{first.step}",  # delivery ids hash it
-            tenant=first.tenant,
-            notification=first.notification,
-            channels=[first.channel],
-            users=[r.user_id for r in group],
-            push_ttl_named=first.push_ttl_named,
-            expanded=0,
-        )
+    async def _send(self, unit: UnitOfWork, rows: list[Escalation]) -> dict[str, tuple[str, str]]:
+        """The deliveries of the steps that send, (status, outcome) by row id; a failure
+        undoes them (a savepoint), is logged, and they are tried again later."""
+        if not rows:
+            return {}
         try:
             async with unit.savepoint():
-                expansion = await self._expander.expand(unit, send, send.users)
-                ran = []
-                for row in group:
-                    outcome = expansion.outcomes[row.user_id][row.channel]
-                    status = "skipped" if outcome.startswith("skipped") else "sent"
-                    ran.append(await self._finish(unit, row, status, outcome))
-                return ran
-        except Exception:  # this step's fault: logged, tried again; the others go on
-            log.exception("escalation step %s failed; tried again in %gs", send.id, FAILED_RETRY_S)
-            for row in group:
+                outcomes = await self._sender.send(unit, rows)
+        except Exception:  # their fault: logged, tried again; the rest of the batch goes on
+            log.exception("%d escalation steps failed; again in %gs", len(rows), FAILED_RETRY_S)
+            for row in rows:
                 await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
-            return []
+            return {}
+        return {
+            row_id: ("skipped" if outcome.startswith("skipped") else "sent", outcome)
+            for row_id, outcome in outcomes.items()
+        }
 
     def _expired(self, row: Escalation) -> bool:
         """The notification expired by now (the copy with it, whatever Redis says yet)."""

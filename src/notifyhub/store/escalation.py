@@ -3,13 +3,16 @@ decides, atomically with every change to the copy, whether a due step still send
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from importlib.resources import files
+from typing import Any
 
 from redis.asyncio import Redis
 
 from notifyhub.store.keys import Keys
+from notifyhub.store.scripts import pipelined, queue_script
 
 
 class Verdict(IntEnum):
@@ -39,12 +42,31 @@ class EscalationCheck:
     """Runs the check on one user's keys (their hash tag: a Cluster runs it on one node)."""
 
     def __init__(self, redis: Redis, keys: Keys, log_max: int) -> None:
+        self._redis = redis
         self._keys = keys
         self._log_max = log_max
         self._script = redis.register_script(_source("common") + "\n" + _source("escalation_check"))
 
     async def check(self, tenant: str, user: str, notification_id: str, unless: str) -> Checked:
         """Whether `user`'s copy of `notification_id` still takes a step `unless`."""
-        args: list[str | int] = [self._log_max, notification_id, unless]
-        raw = await self._script(keys=self._keys.inbox_list(tenant, user), args=args)
-        return Checked(Verdict(int(raw[0])), int(raw[1]))
+        [found] = await self.check_many([(tenant, user, notification_id, unless)])
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    async def check_many(
+        self, asked: Sequence[tuple[str, str, str, str]]
+    ) -> list[Checked | Exception]:
+        """`check` for each (tenant, user, notification, unless), in one pipeline (each
+        still its own atomic script, on its user's node); an error in its place."""
+
+        def build(pipe: Any) -> None:
+            for tenant, user, notification_id, unless in asked:
+                keys = self._keys.inbox_list(tenant, user)
+                queue_script(pipe, self._script, keys, [self._log_max, notification_id, unless])
+
+        replies = await pipelined(self._redis, build, [self._script], raise_on_error=False)
+        return [
+            r if isinstance(r, Exception) else Checked(Verdict(int(r[0])), int(r[1]))
+            for r in replies
+        ]

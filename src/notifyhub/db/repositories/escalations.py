@@ -44,6 +44,18 @@ async def finish(session: AsyncSession, escalation_id: str, status: str, outcome
     )
 
 
+async def finish_many(session: AsyncSession, done: Mapping[str, tuple[str, str]]) -> None:
+    """Finish each row: (status, outcome) by id, in one statement."""
+    if not done:
+        return
+    now = datetime.now(UTC)
+    rows = [
+        {"id": row_id, "status": status, "outcome": outcome[:200], "done_at": now}
+        for row_id, (status, outcome) in done.items()
+    ]
+    await session.execute(update(Escalation), rows)
+
+
 async def postpone(session: AsyncSession, escalation_id: str, until: datetime) -> None:
     """Ask again at `until` (the user's inbox is being rebuilt, or the step failed)."""
     await session.execute(
