@@ -58,14 +58,21 @@ class EscalationCheck:
         self, asked: Sequence[tuple[str, str, str, str]]
     ) -> list[Checked | Exception]:
         """`check` for each (tenant, user, notification, unless), in one pipeline (each
-        still its own atomic script, on its user's node); an error in its place."""
+        still its own atomic script, on its user's node); an error in its place. All
+        UNKNOWN unless the epoch marker was there, unchanged, before and after (no
+        loss, no rebuild in between)."""
 
         def build(pipe: Any) -> None:
             for tenant, user, notification_id, unless in asked:
                 keys = self._keys.inbox_list(tenant, user)
                 queue_script(pipe, self._script, keys, [self._log_max, notification_id, unless])
 
+        marker = await self._redis.get(self._keys.epoch)
         replies = await pipelined(self._redis, build, [self._script], raise_on_error=False)
+        if marker is None or await self._redis.get(self._keys.epoch) != marker:
+            # Redis lost its data, or is being rebuilt (the marker is set after a
+            # rebuild): a copy found now may lack the reads replayed after it.
+            return [Checked(Verdict.UNKNOWN, 0)] * len(asked)
         return [
             r if isinstance(r, Exception) else Checked(Verdict(int(r[0])), int(r[1]))
             for r in replies
