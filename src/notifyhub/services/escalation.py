@@ -4,17 +4,18 @@ copy was seen, read or archived by then (issue 41, docs/attention.md "Escalation
 Where the timer lives: one `escalations` row per user and step, written in the publish's
 own transaction (with its channel send, before its copies are placed), due at the
 notification's time plus the step's `after_s`. The worker (workers/escalation.py) claims
-due rows `FOR UPDATE SKIP LOCKED`, asks the user's copy in one Lua script
-(lua/escalation_check.lua: exists, not expired, not yet seen/read/archived, atomic with
-every change to it) and, only if it still takes the step, adds the e-mail or push
-deliveries through the channels' expansion for that one user (same preferences,
-addresses, subscriptions; delivery ids derived from the row's id, which holds the step),
-and marks the row in the same transaction. So:
+due rows `FOR UPDATE SKIP LOCKED`, asks every claimed user's copy in one pipeline of Lua
+scripts (lua/escalation_check.lua: exists, not expired, not yet seen/read/archived,
+atomic with every change to the copy) and adds the e-mail or push deliveries of those
+that still take their step (services/escalation_sends.py: the channels' decisions, with
+delivery ids derived from the notification, the step and the user), and finishes the
+rows, all in one transaction. So:
 
 - no delayed-queue message and no ack: the decision and its deliveries commit together,
   once; a worker killed mid-batch rolls back and the rows are claimed again;
-- Redis holds no timer: a FLUSHALL loses none; a user whose inbox is gone from Redis
-  (lost, not rebuilt yet) is asked again a second later instead of being skipped;
+- Redis holds no timer: a FLUSHALL loses none; a check that finds the user's inbox gone,
+  or the epoch marker missing or changed (Redis lost data, or is being rebuilt), decides
+  nothing and the step is asked again a second later;
 - a read committed (in Redis) before the check wins; one after it is too late for that
   step only. A re-check when due is enough: nothing has to remove pending steps when a
   copy is marked, so the mark scripts stay as they are.
