@@ -265,6 +265,16 @@ async def test_escalation_steps_through_a_fault(
         finally:
             await client.http.aclose()
         log = env.hub.log_path.read_text()
+    read_first = [
+        row
+        for row in rows
+        if row.notification["title"] in client.read_at_ms
+        and client.read_at_ms[row.notification["title"]]
+        < client.made_ms[row.notification["title"]]
+        + (PUSH_S if row.channel == "push" else EMAIL_S) * 1000
+    ]
+    sent_anyway = sum(1 for row in read_first if row.status == "sent")
+    history.workload += f"; {len(read_first)} read before due, {sent_anyway} of them sent"
     verdict = history.verdict(scenario)
     fault_report.append(dataclasses.replace(verdict, drain_s=drained))
     assert verdict.lost == 0, verdict.lost_ids[:10]
