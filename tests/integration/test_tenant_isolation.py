@@ -730,7 +730,7 @@ async def probe_escalation_defaults(t: Tenants) -> None:
     _ok(await t.client.put(url, params={"tenant": t.b}, json=theirs, headers=t.key(t.b, "admin")))
     attacker = t.key(t.a, "admin")
     _refused(await t.client.get(url, params={"tenant": t.b}, headers=attacker), 403)
-    mine = {"categories": {"restock": []}}
+    mine: dict[str, Any] = {"categories": {"restock": []}}
     _refused(await t.client.put(url, params={"tenant": t.b}, json=mine, headers=attacker), 403)
     _ok(await t.client.put(url, params={"tenant": t.a}, json=mine, headers=attacker))
     found = await t.client.get(url, params={"tenant": t.b}, headers=t.key(t.b, "admin"))
