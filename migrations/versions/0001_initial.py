@@ -24,7 +24,9 @@ def upgrade() -> None:
         sa.Column("key_hash", sa.String(64), nullable=False),
         sa.Column("scope", sa.String(16), nullable=False),
         sa.Column("tenant", sa.String(64)),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
         sa.Column("revoked_at", sa.DateTime(timezone=True)),
         sa.UniqueConstraint("name", name="uq_api_keys_name"),
         sa.UniqueConstraint("key_prefix", name="uq_api_keys_key_prefix"),
@@ -34,14 +36,19 @@ def upgrade() -> None:
         sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
         sa.Column("tenant", sa.String(64), nullable=False),
         sa.Column("name", sa.String(100), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
         sa.UniqueConstraint("tenant", "name", name="uq_groups_tenant_name"),
     )
     op.create_table(
         "group_members",
-        sa.Column("group_id", sa.BigInteger,
-                  sa.ForeignKey("groups.id", ondelete="CASCADE", name="fk_group_members_group_id_groups"),
-                  primary_key=True),
+        sa.Column(
+            "group_id",
+            sa.BigInteger,
+            sa.ForeignKey("groups.id", ondelete="CASCADE", name="fk_group_members_group_id_groups"),
+            primary_key=True,
+        ),
         sa.Column("user_id", sa.String(200), primary_key=True),
     )
 

@@ -16,7 +16,9 @@ depends_on = None
 
 
 def _created() -> sa.Column[sa.DateTime]:
-    return sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False)
+    return sa.Column(
+        "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+    )
 
 
 def upgrade() -> None:
@@ -26,16 +28,23 @@ def upgrade() -> None:
         sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
         sa.Column("tenant", sa.String(64), nullable=False),
         sa.Column("name", sa.String(100), nullable=False),
-        sa.Column("version", sa.BigInteger, server_default=sa.text("nextval('topic_version_seq')"),
-                  nullable=False),
+        sa.Column(
+            "version",
+            sa.BigInteger,
+            server_default=sa.text("nextval('topic_version_seq')"),
+            nullable=False,
+        ),
         _created(),
         sa.UniqueConstraint("tenant", "name", name="uq_topics_tenant_name"),
     )
     op.create_table(
         "topic_members",
-        sa.Column("topic_id", sa.BigInteger,
-                  sa.ForeignKey("topics.id", ondelete="CASCADE", name="fk_topic_members_topic_id_topics"),
-                  primary_key=True),
+        sa.Column(
+            "topic_id",
+            sa.BigInteger,
+            sa.ForeignKey("topics.id", ondelete="CASCADE", name="fk_topic_members_topic_id_topics"),
+            primary_key=True,
+        ),
         sa.Column("kind", sa.String(8), primary_key=True),
         sa.Column("member", sa.String(200), primary_key=True),
     )
@@ -50,9 +59,12 @@ def upgrade() -> None:
     )
     op.create_table(
         "rule_recipients",
-        sa.Column("rule_id", sa.BigInteger,
-                  sa.ForeignKey("rules.id", ondelete="CASCADE", name="fk_rule_recipients_rule_id_rules"),
-                  primary_key=True),
+        sa.Column(
+            "rule_id",
+            sa.BigInteger,
+            sa.ForeignKey("rules.id", ondelete="CASCADE", name="fk_rule_recipients_rule_id_rules"),
+            primary_key=True,
+        ),
         sa.Column("relationship", sa.String(64), primary_key=True),
         sa.Column("obtain", sa.String(8), nullable=False),
         sa.Column("title", sa.String(1000), nullable=False),
@@ -72,9 +84,14 @@ def upgrade() -> None:
         "subscription_opt_outs",
         sa.Column("tenant", sa.String(64), primary_key=True),
         sa.Column("user_id", sa.String(200), primary_key=True),
-        sa.Column("rule_id", sa.BigInteger,
-                  sa.ForeignKey("rules.id", ondelete="CASCADE", name="fk_subscription_opt_outs_rule_id_rules"),
-                  primary_key=True),
+        sa.Column(
+            "rule_id",
+            sa.BigInteger,
+            sa.ForeignKey(
+                "rules.id", ondelete="CASCADE", name="fk_subscription_opt_outs_rule_id_rules"
+            ),
+            primary_key=True,
+        ),
         sa.Column("target_id", sa.String(200), primary_key=True),
     )
     op.create_table(
@@ -88,7 +105,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("preferences", "subscription_opt_outs", "relationships", "rule_recipients",
-                  "rules", "topic_members", "topics"):
+    for table in (
+        "preferences",
+        "subscription_opt_outs",
+        "relationships",
+        "rule_recipients",
+        "rules",
+        "topic_members",
+        "topics",
+    ):
         op.drop_table(table)
     op.execute("DROP SEQUENCE topic_version_seq")

@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("ttl_ms", sa.Integer, nullable=False),
         sa.Column("biz_key", sa.String(200)),
         sa.Column("due_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
         sa.Column("status", sa.String(16), nullable=False),
     )
     op.create_index("ix_delayed_messages_topic", "delayed_messages", ["topic"])

@@ -30,7 +30,9 @@ def _delivery_columns() -> list[sa.Column[object]]:
         sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_attempt_at", sa.DateTime(timezone=True)),
         sa.Column("last_error", sa.String(1000)),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
     ]
 
@@ -52,8 +54,12 @@ def upgrade() -> None:
         sa.Column("secret", sa.String(200), nullable=False),
         sa.Column("previous_secret", sa.String(200)),
         sa.Column("disabled_at", sa.DateTime(timezone=True)),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
+        sa.Column(
+            "updated_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
     )
     op.create_table("deliveries", *_delivery_columns())
     op.create_index(
@@ -88,7 +94,9 @@ def upgrade() -> None:
         sa.Column("final", sa.Boolean, nullable=False),
         sa.Column("error", sa.String(1000)),
         sa.Column("claims", sa.Integer, nullable=False),
-        sa.Column("due_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+        sa.Column(
+            "due_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
         sa.Column("sent_at", sa.DateTime(timezone=True)),
         sa.UniqueConstraint("delivery_id", "attempt", "channel", name="uq_delivery_alerts"),
     )

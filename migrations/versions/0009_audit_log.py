@@ -20,9 +20,7 @@ def upgrade() -> None:
     op.create_table(
         "audit_log",
         sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
-        sa.Column(
-            "at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
+        sa.Column("at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.Column("tenant", sa.String(64), nullable=False),
         sa.Column("key_name", sa.String(100), nullable=False),
         sa.Column("key_tenant", sa.String(64), nullable=True),

@@ -263,3 +263,50 @@ async def test_a_tenant_bound_console_sees_only_its_tenant(
     shown = page.locator("#user-quiet").filter(has_text="their own, Europe/Berlin")
     await shown.filter(has_text="mon-sun 22:00-07:00").wait_for()
     assert page.errors == []
+
+
+async def test_the_user_screen_lists_and_cancels_pending_escalations(
+    page: Any, browser_hub: Any, create_key: Any
+) -> None:
+    """Issue 41: an operator sees a user's pending escalation steps and cancels one."""
+    tenant = f"t{secrets.token_hex(3)}"
+    admin = await create_key("console-esc", "admin", tenant)
+    publish = await create_key("console-esc-p", "publish", tenant)
+    steps = [
+        {"after_s": 600, "unless": "seen", "channel": "push"},
+        {"after_s": 3600, "unless": "read", "channel": "email"},
+    ]
+    body = {"tenant": tenant, "recipients": {"users": ["esme"]}, "title": "Freezer 2"}
+    async with httpx.AsyncClient(base_url=browser_hub.base_url) as client:
+        response = await client.post(
+            "/v1/notifications",
+            json={**body, "escalate": steps},
+            headers={"Authorization": f"Bearer {publish}"},
+        )
+        assert response.status_code == 202, response.text
+    await page.goto(f"{browser_hub.base_url}/console")
+    await page.fill("#key", admin)
+    await page.click("#login-form button")
+    await page.wait_for_function(READY)
+    # Set without focusing the field: a focused one would fire `change` again when the
+    # click below blurs it, re-rendering the screen under the click.
+    await page.evaluate(
+        "t => { const e = document.getElementById('tenant'); e.value = t;"
+        " e.dispatchEvent(new Event('change')); }",
+        tenant,
+    )
+    await screen(page, "#/users?user=esme")
+    rows = page.locator("#user-escalations tr[data-escalation]")
+    await rows.first.wait_for()
+    assert await rows.count() == 2
+    await rows.first.locator("button").click()
+    await page.wait_for_function(
+        "() => document.querySelectorAll('#user-escalations tr[data-escalation]').length === 1"
+    )
+    async with httpx.AsyncClient(base_url=browser_hub.base_url) as client:
+        left = await client.get(
+            f"/v1/admin/users/{tenant}/esme/escalations",
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+    assert [s["channel"] for s in left.json()["items"]] == ["email"]
+    assert page.errors == []

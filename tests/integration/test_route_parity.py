@@ -29,6 +29,8 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -36,6 +38,7 @@ from starlette.types import Message, Receive, Scope, Send
 from notifyhub.api import fastpath
 from notifyhub.api.app import create_app
 from notifyhub.api.routers import notifications, stream
+from notifyhub.db.models import Escalation
 from notifyhub.settings import Settings
 from support.sse import EventReader
 from support.tls import TEST_TLS
@@ -175,6 +178,20 @@ async def test_a_valid_publish(spied: Hubs, publish_key: str) -> None:
     assert spied.served == ["publish"]
 
 
+async def test_a_publish_with_escalation_schedules_the_same_steps(
+    spied: Hubs, publish_key: str, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    steps = [{"after_s": 600, "unless": "read", "channel": "email"}]
+    body = {**VALID, "escalate": steps}
+    fast, routed = await both(spied, lambda hub: publish(hub, _key(publish_key), json=body))
+    assert fast.status == 202
+    assert_same(fast, routed)
+    async with sessionmaker() as session:  # (the answers' ids are normalised)
+        rows = await session.scalars(select(Escalation).where(Escalation.user_id == "parity-ann"))
+        found = [(r.step, r.channel, r.unless) for r in rows]
+    assert found == [(1, "email", "read")] * 2  # one step each
+
+
 @pytest.mark.parametrize(
     ("key", "scope", "status"), [("nh_not_a_key", None, 401), (None, "consume", 403)]
 )
@@ -201,6 +218,7 @@ async def test_a_publish_with_a_bad_key_or_scope(
         {"content": b'{"title": "x"', "headers": {"content-type": "text/plain"}},
         {"json": {**VALID, "digest": {"key": "k", "window_s": "60"}}},
         {"json": {**VALID, "digest": {"key": "k", "at": "09:00", "mode": "sliding"}}},
+        {"json": {**VALID, "escalate": [{"after_s": 0, "unless": "seen", "channel": "push"}]}},
     ],
     ids=[
         "missing-field",
@@ -214,6 +232,7 @@ async def test_a_publish_with_a_bad_key_or_scope(
         "not-a-json-type",
         "digest-window-in-a-string",
         "digest-at-sliding",
+        "escalate-too-soon",
     ],
 )
 async def test_a_publish_refused_with_422(

@@ -736,6 +736,35 @@ async def probe_quiet_defaults(t: Tenants) -> None:
     assert _ok(found).json() == {"tenant": t.b, **theirs}  # A's default is A's alone
 
 
+async def probe_escalation_defaults(t: Tenants) -> None:
+    url = "/v1/admin/escalation-defaults"
+    step = {"after_s": 60, "unless": "read", "channel": "email"}
+    theirs = {"categories": {"restock": [step]}}
+    _ok(await t.client.put(url, params={"tenant": t.b}, json=theirs, headers=t.key(t.b, "admin")))
+    attacker = t.key(t.a, "admin")
+    _refused(await t.client.get(url, params={"tenant": t.b}, headers=attacker), 403)
+    mine: dict[str, Any] = {"categories": {"restock": []}}
+    _refused(await t.client.put(url, params={"tenant": t.b}, json=mine, headers=attacker), 403)
+    _ok(await t.client.put(url, params={"tenant": t.a}, json=mine, headers=attacker))
+    found = await t.client.get(url, params={"tenant": t.b}, headers=t.key(t.b, "admin"))
+    assert _ok(found).json() == {"tenant": t.b, **theirs}  # A's defaults are A's alone
+
+
+async def probe_escalations(t: Tenants) -> None:
+    step = {"after_s": 3600, "unless": "read", "channel": "email"}
+    await _publish(t, t.b, escalate=[step])
+    owner, attacker = t.key(t.b, "admin"), t.key(t.a, "admin")
+    url = f"/v1/admin/users/{t.b}/{t.user}/escalations"
+    [pending] = _ok(await t.client.get(url, headers=owner)).json()["items"]
+    _refused(await t.client.get(url, headers=attacker), 403)
+    _refused(await t.client.delete(f"{url}/{pending['id']}", headers=attacker), 403)
+    own = f"/v1/admin/users/{t.a}/{t.user}/escalations"
+    assert _ok(await t.client.get(own, headers=attacker)).json() == {"items": []}
+    _refused(await t.client.delete(f"{own}/{pending['id']}", headers=attacker), 404)
+    assert _ok(await t.client.get(url, headers=owner)).json()["items"] == [pending]
+    _ok(await t.client.delete(f"{url}/{pending['id']}", headers=owner), 204)
+
+
 async def _profile(t: Tenants, tenant: str) -> dict[str, Any]:
     url = f"/v1/admin/users/{tenant}/{t.user}"
     return dict(_ok(await t.client.get(url, headers=t.key(tenant, "admin"))).json())
@@ -1169,6 +1198,10 @@ PROBES: dict[str, Probe] = {
     "PUT /v1/admin/preference-defaults": probe_preference_defaults,
     "GET /v1/admin/quiet-defaults": probe_quiet_defaults,
     "PUT /v1/admin/quiet-defaults": probe_quiet_defaults,
+    "GET /v1/admin/escalation-defaults": probe_escalation_defaults,
+    "PUT /v1/admin/escalation-defaults": probe_escalation_defaults,
+    "GET /v1/admin/users/{tenant}/{user}/escalations": probe_escalations,
+    "DELETE /v1/admin/users/{tenant}/{user}/escalations/{escalation_id}": probe_escalations,
     "PUT /v1/me/preferences": probe_preferences,
     "GET /v1/me/subscriptions": probe_subscriptions,
     "DELETE /v1/me/subscriptions": probe_cancel_subscription,

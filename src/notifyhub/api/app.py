@@ -22,6 +22,7 @@ from notifyhub.api.observe import RequestMetrics
 from notifyhub.api.openapi import install_openapi
 from notifyhub.api.routers import (
     admin,
+    admin_escalation,
     admin_keys,
     admin_lists,
     admin_users,
@@ -117,6 +118,9 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 metrics,
                 webpush.quiet,
             )
+            escalation = features.escalation(
+                settings, clients, db, outbox, publishing.ingest, publishing.routing_traces, metrics
+            )
             runner = features.runner(
                 stack,
                 inbox.loops,
@@ -126,6 +130,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 producers.loops,
                 outbox.loops,
                 channel_loops,
+                escalation.loops,
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
             revocations = _revocations(stack, clients, db, inbox, keys_cache)
@@ -147,6 +152,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 publishing=publishing,
                 outbox=outbox,
                 webpush=webpush,
+                escalation=escalation,
                 limiter=limiter,
                 keys_cache=keys_cache,
                 revocations=revocations,
@@ -180,6 +186,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
         admin_keys,
         admin_lists,
         digests_router,  # before admin_users: its `{user:path}` would take `.../digests`
+        admin_escalation,  # before admin_users: its `{user:path}` would take the suffix
         admin_users,
         audit,
         routing_router,
@@ -214,6 +221,7 @@ def _state(
     publishing: features.Publishing,
     outbox: features.Outbox,
     webpush: features.WebPush,
+    escalation: features.Escalation,
     limiter: RateLimiter,
     keys_cache: KeyCache,
     revocations: Revocations,
@@ -252,6 +260,7 @@ def _state(
         profiles=webpush.profiles,
         quiet=webpush.quiet,
         quiet_streams=StreamQuiet(webpush.quiet, units(db.sessionmaker)),
+        escalations=escalation.service,
     )
 
 

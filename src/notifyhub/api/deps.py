@@ -23,6 +23,7 @@ from notifyhub.services.actions import ActionService
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.escalation import Escalations
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -81,6 +82,7 @@ class State(TypedDict):
     profiles: Profiles
     quiet: QuietHours
     quiet_streams: StreamQuiet
+    escalations: Escalations
 
 
 async def _state(request: Request) -> State:

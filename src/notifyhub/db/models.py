@@ -107,6 +107,8 @@ class Rule(Base):
     """Channels beyond the inbox its notifications reach (`email`, `push`; migration 0016)."""
     digest: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
     """Its notifications' digest spec (domain/digest.py `Digest`, JSON), if any."""
+    escalate: Mapped[list[Any]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
+    """Its notifications' escalation steps (domain/escalation.py `Step`; migration 0017)."""
 
 
 class RuleRecipient(Base):
@@ -595,3 +597,43 @@ class DigestItem(Base):
     seq: Mapped[int] = mapped_column(Integer)
     channels: Mapped[list[str]] = mapped_column(JSONB)
     item: Mapped[Any] = mapped_column(JSONB)
+
+
+class Escalation(Base):
+    """One escalation step of one user's copy (migration 0017): at `due_at` the worker
+    (workers/escalation.py) sends it on `channel` unless the copy is `unless` (seen, read,
+    archived) or gone by then; `status` pending, then sent, cancelled or skipped."""
+
+    __tablename__ = "escalations"
+    __table_args__ = (
+        Index("ix_escalations_due", "due_at", postgresql_where=text("status = 'pending'")),
+        Index("ix_escalations_user", "tenant", "user_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    notification_id: Mapped[str] = mapped_column(String(26))
+    step: Mapped[int] = mapped_column(SmallInteger)
+    """The step's place in the notification's `escalate`, from 1."""
+    unless: Mapped[str] = mapped_column(String(16))
+    channel: Mapped[str] = mapped_column(String(16))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    notification: Mapped[Any] = mapped_column(JSONB)
+    """The notification as its copies show it (JSON), for the e-mail or push."""
+    push_ttl_named: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    status: Mapped[str] = mapped_column(String(16), default="pending", server_default="pending")
+    outcome: Mapped[str | None] = mapped_column(String(200))
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class EscalationDefault(Base):
+    """A tenant's escalation steps for notifications of one category that name none."""
+
+    __tablename__ = "escalation_defaults"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    category: Mapped[str] = mapped_column(String(64), primary_key=True)
+    steps: Mapped[Any] = mapped_column(JSONB)

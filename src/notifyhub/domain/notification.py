@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, field_validator
 
 from notifyhub.domain.digest import Digest
+from notifyhub.domain.escalation import Step
 
 NotificationStatus = Literal["unread", "read"]
 BodyFormat = Literal["text", "markdown"]
@@ -455,3 +456,5 @@ class Draft(BaseModel):
     """The channels beyond the inbox (`email`, `push`: `extra_channels`); () inbox only."""
     digest: Digest | None = None
     """Its e-mails and pushes join the user's digest under this spec (domain/digest.py)."""
+    escalate: tuple[Step, ...] = ()
+    """Escalation steps (domain/escalation.py); () none of its own."""

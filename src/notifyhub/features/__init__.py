@@ -19,6 +19,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
     webpush.webpush         VAPID keys, push subscriptions, users' addresses
     outbox.outbox           the webhook outbox: sender and dispatcher
     outbox.channel_sends    the channel worker: e-mails and Web Pushes into the outbox
+    escalation.escalation   escalation steps: scheduled by publishes, run when due
     delayed.mover_loops     the delayed queue's loops (its consumer needs ingest)
     runner.runner           every feature's background loops
     inbox.open_streams      the hub's listener and the stream clock (stopped first)
@@ -29,6 +30,7 @@ stack unwinds in reverse, which is why the hub builds them in this order:
 from notifyhub.features.clients import Database, RedisClients, database, engine, redis_clients
 from notifyhub.features.delayed import DelayedQueue, delayed_queue, mover_loops
 from notifyhub.features.epoch import Epoch, epoch_watch, restore_redis
+from notifyhub.features.escalation import Escalation, escalation
 from notifyhub.features.inbox import (
     Durable,
     Inbox,
@@ -49,6 +51,7 @@ __all__ = [
     "DelayedQueue",
     "Durable",
     "Epoch",
+    "Escalation",
     "Inbox",
     "Outbox",
     "Producers",
@@ -62,6 +65,7 @@ __all__ = [
     "durable_inbox",
     "engine",
     "epoch_watch",
+    "escalation",
     "inbox",
     "inbox_store",
     "mover_loops",

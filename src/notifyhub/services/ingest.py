@@ -19,6 +19,7 @@ from notifyhub.db.repositories import channel_sends
 from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
+from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Notification, Recipients, from_ms
 from notifyhub.domain.trusted import trusted
 from notifyhub.errors import InvalidInput, NotFound, PermissionDenied
@@ -26,6 +27,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services import groups as group_service
 from notifyhub.services.delayed import DelayedService, NewMessage, Reserved
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.escalation import Escalations
 from notifyhub.services.topics import TopicService
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
@@ -70,7 +72,9 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     """A stable hash of what was asked, to tell an honest retry from a key reused."""
     # Without tags or actions when it has none: the hash a retry made before they existed
     # still matches.
-    exclude = {field for field in ("tags", "actions", "channels") if not getattr(draft, field)}
+    exclude = {
+        field for field in ("tags", "actions", "channels", "escalate") if not getattr(draft, field)
+    }
     if draft.body_format == "text":
         exclude.add("body_format")
     exclude |= {f for f in ("thread_key", "thread_window_s", "digest") if getattr(draft, f) is None}
@@ -112,6 +116,8 @@ class IngestService:
     ) -> None:
         self._store = store
         self._on_channel_send: Callable[[], None] | None = None
+        self._escalations: Escalations | None = None
+        """Schedules escalation steps (services/escalation.py), if set."""
         """Told of every channel send written (the channel worker's nudge), if set."""
         self._views = views
         """The tenants' views, as a hint for fan-outs (`Views.known`)."""
@@ -125,6 +131,17 @@ class IngestService:
         self._metrics = metrics
         self.durable = durable
         """Durable inbox mode's log, else None."""
+
+    def escalate_with(self, escalations: Escalations) -> None:
+        """Schedule publishes' escalation steps (their own, or the tenant's defaults)."""
+        self._escalations = escalations
+
+    def _steps(self, draft: Draft) -> tuple[Step, ...]:
+        """The draft's escalation steps (its own, else the tenant's default for its
+        category; none without an escalation service)."""
+        if self._escalations is None:
+            return ()
+        return self._escalations.steps_of(draft)
 
     def on_channel_send(self, nudge: Callable[[], None]) -> None:
         """Call `nudge` after each channel send is written (the worker runs sooner)."""
@@ -160,7 +177,7 @@ class IngestService:
         else:
             notification = self._build(draft, record)
             route = Route.of(recipients, sources)
-            if draft.channels:  # first: a placement that fails rolls it back
+            if draft.channels or self._steps(draft):  # first: a failed placement rolls back
                 await self._beyond_inbox(unit.session, notification, draft, users)
                 self._nudge_after(unit)
             accepted = await self._send(notification, users, pull=False, route=route)
@@ -287,11 +304,17 @@ class IngestService:
         """The notification's channel send (e-mail, Web Push), in the caller's
         transaction before its copies are placed, so it commits with the publish or not
         at all (a placement that fails rolls it back); nothing without channels beyond
-        the inbox (no PostgreSQL: a publish to users stays Redis only)."""
-        if not draft.channels:
-            return
+        the inbox (no PostgreSQL: a publish to users stays Redis only). Its escalation
+        steps likewise (services/escalation.py)."""
         named = draft.ttl_s is not None or draft.expires_at is not None
         recipients = [user for _tenant, user in users]
+        steps = self._steps(draft)
+        if steps and self._escalations is not None:
+            await self._escalations.schedule(
+                session, notification, steps, recipients, named_expiry=named
+            )
+        if not draft.channels:
+            return
         await channel_sends.add(
             session,
             notification,

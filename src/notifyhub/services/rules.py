@@ -16,6 +16,7 @@ from notifyhub.db.repositories import rules as repo
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.digest import Digest
 from notifyhub.domain.digest import thread_key as digest_thread_key
+from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Actor, Draft, Ref, extra_channels
 from notifyhub.errors import InvalidInput, NotFound
 from notifyhub.metrics import Metrics
@@ -73,6 +74,8 @@ class RuleDefinition:
     """The channels beyond the inbox its notifications reach (`email`, `push`)."""
     digest: Digest | None = None
     """Its notifications' digest (domain/digest.py), if any."""
+    escalate: tuple[Step, ...] = ()
+    """Its notifications' escalation steps (services/escalation.py)."""
 
     @property
     def channels_json(self) -> list[str]:
@@ -115,7 +118,13 @@ class RuleService:
         _check_templates(definition)
         digest = definition.digest.model_dump() if definition.digest else None
         rule_id, created = await repo.upsert(
-            session, tenant, definition.name, definition.target_type, definition.channels, digest
+            session,
+            tenant,
+            definition.name,
+            definition.target_type,
+            definition.channels,
+            digest=digest,
+            escalate=[s.model_dump() for s in definition.escalate],
         )
         specs = [
             RuleRecipient(
@@ -138,7 +147,15 @@ class RuleService:
             raise NotFound(f"no rule {name} in tenant {tenant}")
         specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
         digest = Digest.model_validate(rule.digest) if rule.digest else None
-        return RuleDefinition(rule.name, rule.target_type, specs, tuple(rule.channels), digest)
+        escalate = tuple(Step.model_validate(s) for s in rule.escalate)
+        return RuleDefinition(
+            rule.name,
+            rule.target_type,
+            specs,
+            tuple(rule.channels),
+            digest=digest,
+            escalate=escalate,
+        )
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
         if not await repo.drop(session, tenant, name):
@@ -223,6 +240,7 @@ class RuleService:
             source=f"rule:{rule.name}",
             channels=extra_channels(rule.channels),
             digest=digest,
+            escalate=tuple(Step.model_validate(s) for s in rule.escalate),
             actor=event.actor,
             target=event.target,
             data=event.data,

@@ -367,6 +367,7 @@ async function users(screen, params) {
       ? h("div", { class: "muted" }, "Preferences: ", Object.entries(found.preferences.categories)
         .map(([cat, p]) => `${cat} (inbox ${p.inbox ? "on" : "off"}, push ${p.push ? "on" : "off"})`).join("; "))
       : null));
+  screen.append(await pendingEscalations(t, user));
   const inbox = table(["", "Title", "Status", "Created", "Id"], page.items.map((item) => h("tr", {},
     h("td", {}, item.pinned ? "📌" : ""),
     h("td", { class: item.status === "unread" ? "status-unread" : "" }, item.title),
@@ -419,6 +420,33 @@ async function userDigests(t, user) {
         }
       },
     }, "Cancel"))))));
+  return section;
+}
+
+// The user's escalation steps not run yet, each with a Cancel (audited) (issue 41).
+async function pendingEscalations(t, user) {
+  const base = `/v1/admin/users/${encodeURIComponent(t)}/${encodeURIComponent(user)}/escalations`;
+  const found = await api("GET", base);
+  const section = h("section", { id: "user-escalations" }, h("h3", {}, "Pending escalations"));
+  if (!found.items.length) {
+    section.append(h("p", { class: "muted" }, "None."));
+    return section;
+  }
+  const cancel = (step) => async (e) => {
+    const row = e.target.closest("tr");
+    try {
+      await api("DELETE", `${base}/${encodeURIComponent(step.id)}`);
+      row.remove();
+    } catch (err) {
+      row.append(h("td", {}, errorLine(err)));
+    }
+  };
+  const rows = found.items.map((step) => h("tr", { "data-escalation": step.id },
+    h("td", {}, h("a", { href: `#/trace?${q({ id: step.notification_id, user })}`, class: "mono" }, step.notification_id)),
+    h("td", { class: "num" }, step.step), h("td", {}, step.channel), h("td", {}, `unless ${step.unless}`),
+    h("td", {}, when(step.due_at)),
+    h("td", {}, h("button", { type: "button", class: "danger", onclick: cancel(step) }, "Cancel"))));
+  section.append(table(["Notification", "Step", "Channel", "Unless", "Due", ""], rows));
   return section;
 }
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath
+from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import Scope, ServicePrincipal
@@ -42,7 +43,8 @@ router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
 _SHARED = tuple(
     name
     for name in Draft.model_fields
-    if name in PublishRequest.model_fields and name not in ("deliver_at", "channels", "digest")
+    if name in PublishRequest.model_fields
+    and name not in ("deliver_at", "channels", "digest", "escalate")
 )
 """The fields a request hands on to its draft as they are (`ttl`, `delay`, `deliver_at`,
 `channels`, `digest`: converted)."""
@@ -65,6 +67,7 @@ def _draft(body: PublishRequest) -> tuple[Draft, Recipients]:
         fields["digest"] = body.digest.domain()
         if body.thread_key is None and body.collapse_key is None:
             fields["thread_key"] = digest_thread_key(body.digest.key)
+    fields["escalate"] = steps_of(body.escalate)
     draft = _new_draft(ttl_s=body.ttl, deliver_at=deliver_at, **fields)
     to = body.recipients
     recipients = Recipients(users=tuple(to.users), groups=tuple(to.groups), topics=tuple(to.topics))

@@ -8,6 +8,7 @@ from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import RulePath, TenantQuery, TopicPath
 from notifyhub.api.schemas.digests import DigestIn
+from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.rules import (
     EventAccepted,
     EventIn,
@@ -138,8 +139,14 @@ async def put_rule(
     """Create (201) or replace (200) a rule (Design 3)."""
     specs = [RecipientSpec.of(r) for r in body.recipients]
     digest = body.digest.domain() if body.digest else None
-    channels = extra_channels(body.channels)
-    definition = RuleDefinition(rule, body.target_type, specs, channels, digest)
+    definition = RuleDefinition(
+        rule,
+        body.target_type,
+        specs,
+        extra_channels(body.channels),
+        digest=digest,
+        escalate=steps_of(body.escalate),
+    )
     created = await state["rules"].put(session, principal.own(tenant), definition)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return RuleOut(
@@ -169,6 +176,7 @@ async def get_rule(
             "recipients": recipients,
             "channels": found.channels_json,
             "digest": DigestIn.of(found.digest) if found.digest else None,
+            "escalate": [s.model_dump() for s in found.escalate],
         }
     )
 

@@ -29,6 +29,7 @@ from notifyhub.api.schemas.common import (
     single_line,
 )
 from notifyhub.api.schemas.digests import DigestIn
+from notifyhub.api.schemas.escalation import Escalate
 from notifyhub.domain.notification import MAX_ACTIONS, Action, Actor, Display, Ref, Severity
 
 
@@ -177,6 +178,11 @@ class PublishRequest(Strict):
     """Its e-mails and pushes join each user's digest under `digest.key`: one message per
     window instead of one per notification (docs/attention.md); its inbox copies share
     the thread `digest:<key>` unless it names a `thread_key`."""
+    escalate: Escalate = Field(default_factory=list)
+    """Up to 5 escalation steps: each sends the notification on `email` or `push` after
+    `after_s` seconds, unless the user's copy is `seen`, `read` or `archived` by then
+    (or deleted, recalled, expired). Without it, the tenant's default for the category
+    applies (`PUT /v1/admin/escalation-defaults`)."""
     deliver_at: Time | None = None
     """Deliver later, at this time (RFC 3339 or epoch milliseconds); not with `delay`."""
     delay: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600)] | None = None

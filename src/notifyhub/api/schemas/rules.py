@@ -23,6 +23,7 @@ from notifyhub.api.schemas.common import (
     multi_line,
 )
 from notifyhub.api.schemas.digests import DigestIn
+from notifyhub.api.schemas.escalation import Escalate
 from notifyhub.domain.notification import Actor, Ref
 from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
 
@@ -110,6 +111,8 @@ class RuleIn(Strict):
     """Its notifications' e-mails and pushes join each user's digest, as a publish's
     `digest` (its inbox copies share the thread `digest:<key>` unless the recipient entry
     names a `thread_key`)."""
+    escalate: Escalate = Field(default_factory=list)
+    """Its notifications' escalation steps, as a publish's `escalate`."""
 
     @model_validator(mode="after")
     def _distinct(self) -> RuleIn:

@@ -23,6 +23,7 @@ async def upsert(
     target_type: str,
     channels: Sequence[str] = (),
     digest: dict[str, Any] | None = None,
+    escalate: Sequence[dict[str, Any]] = (),
 ) -> tuple[int, bool]:
     """Create or update the rule in one statement: (its id, True when created).
 
@@ -30,7 +31,12 @@ async def upsert(
     turns and each replaces the recipients whole (a find-then-insert let two PUTs both
     insert: a unique violation, a 500)."""
     statement = insert(Rule).values(
-        tenant=tenant, name=name, target_type=target_type, channels=list(channels), digest=digest
+        tenant=tenant,
+        name=name,
+        target_type=target_type,
+        channels=list(channels),
+        digest=digest,
+        escalate=list(escalate),
     )
     excluded = statement.excluded
     statement = statement.on_conflict_do_update(
@@ -39,6 +45,7 @@ async def upsert(
             "target_type": excluded.target_type,
             "channels": excluded.channels,
             "digest": excluded.digest,
+            "escalate": excluded.escalate,
         },
     )
     row = (await session.execute(statement.returning(Rule.id, text("xmax = 0")))).one()

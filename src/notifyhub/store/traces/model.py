@@ -157,6 +157,26 @@ STREAMED = "s:"
 CHANNELS = "c:"
 """Prefix of a trace's fields holding, per user, the outcomes beyond the inbox."""
 
+ESCALATED = "e:"
+"""Prefix of a trace's fields holding one escalation step's outcome: `e:<user>\t<step>`
+(shown among the user's channel outcomes as `escalate <step>`)."""
+
+
+def escalation_field(user: str, step: int) -> str:
+    return f"{ESCALATED}{user}\t{step}"
+
+
+def merge_escalations(
+    channels: dict[str, dict[str, str]], found: dict[bytes, bytes]
+) -> dict[str, dict[str, str]]:
+    """`channels` with the escalation steps' outcomes among `found` trace fields."""
+    prefix = ESCALATED.encode()
+    for name, raw in found.items():
+        if name.startswith(prefix):
+            user, _, step = name[len(prefix) :].decode().rpartition("\t")
+            channels.setdefault(user, {})[f"escalate {step}"] = raw.decode()
+    return channels
+
 
 def lines_of(
     bucket: dict[str, dict[str, Any]],

@@ -5,7 +5,16 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
-from notifyhub.store.traces.model import CHANNELS, STREAMED, RoutingTrace, bucket_of, lines_of
+from notifyhub.domain.escalation import MAX_STEPS
+from notifyhub.store.traces.model import (
+    CHANNELS,
+    STREAMED,
+    RoutingTrace,
+    bucket_of,
+    escalation_field,
+    lines_of,
+    merge_escalations,
+)
 
 
 async def read_trace(
@@ -25,6 +34,12 @@ async def read_trace(
             streamed[user] = int(count)
         if sent is not None:
             channels[user] = orjson.loads(sent)
+        steps = [escalation_field(user, step) for step in range(1, MAX_STEPS + 1)]
+        escalated = await redis.hmget(key, steps)
+        found_steps = {
+            f.encode(): v for f, v in zip(steps, escalated, strict=True) if isinstance(v, bytes)
+        }
+        merge_escalations(channels, found_steps)
     else:
         found: dict[bytes, bytes] = await redis.hgetall(key)  # type: ignore[assignment]
         meta, recalled = found.get(b"meta"), found.get(b"recalled")
@@ -41,6 +56,7 @@ async def read_trace(
             for name, raw in found.items()
             if name.startswith(sent_prefix)
         }
+        merge_escalations(channels, found)
     if meta is None:
         return None
     lines = sorted(

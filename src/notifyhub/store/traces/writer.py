@@ -27,6 +27,7 @@ from notifyhub.store.traces.model import (
     RoutingTrace,
     bucket_of,
     counted,
+    escalation_field,
     outcome_of,
 )
 from notifyhub.store.traces.reader import read_trace
@@ -197,6 +198,19 @@ class RoutingTraces:
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             pipe.expire(key, self._ttl_s, nx=True)
+            await pipe.execute()
+
+    async def escalated(self, outcomes: Sequence[tuple[str, str, int, str]]) -> None:
+        """Note escalation steps' outcomes, each (notification, user, step, outcome), in
+        their notifications' traces, in one round trip; a key made here expires as a
+        trace does."""
+        if not outcomes:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for notification_id, user, step, outcome in outcomes:
+                key = self._keys.routing_trace(notification_id)
+                pipe.hset(key, escalation_field(user, step), outcome)
+                pipe.expire(key, self._ttl_s, nx=True)
             await pipe.execute()
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
