@@ -119,6 +119,10 @@ class PublishRequest(Request):
     thread_window_s: int | None = None
     actions: list[Action] | None = None
     channels: list[Channel] | None = None
+    digest: dict[str, JsonValue] | None = None
+    """`{"key", "window_s", "max_items", "mode", "first", "at"}` (docs/attention.md)."""
+    escalate: list[dict[str, JsonValue]] | None = None
+    """Steps `{"after_s", "unless", "channel"}` (docs/attention.md)."""
     deliver_at: datetime | None = None
     delay: int | None = None
 
@@ -189,6 +193,8 @@ class RuleRequest(Request):
     target_type: str
     recipients: list[RuleRecipient]
     channels: list[Channel] | None = None
+    digest: dict[str, JsonValue] | None = None
+    escalate: list[dict[str, JsonValue]] | None = None
 
 
 class Alert(Request):
@@ -353,6 +359,8 @@ class Rule(Response):
     target_type: str
     recipients: list[RuleRecipient]
     channels: list[Channel] = Field(default_factory=_inbox_only)
+    digest: dict[str, JsonValue] | None = None
+    escalate: list[dict[str, JsonValue]] = Field(default_factory=list)
 
 
 class DelayedAccepted(Response):
