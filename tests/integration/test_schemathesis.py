@@ -102,6 +102,8 @@ STRICTER_THAN_THE_SCHEMA = {
     ("PUT", "/v1/admin/delivery-definitions/{name}"): "http(s) URL; lease; SSRF guard; e-mails",
     ("PUT", "/v1/admin/users/{tenant}/{user}"): "a zone of the tz database; one e-mail address",
     ("POST", "/v1/me/push-subscriptions"): "keys: a P-256 point, 16 bytes; https; SSRF guard",
+    ("PUT", "/v1/admin/quiet-defaults"): "a schedule's keys are days or day ranges, its "
+    "times HH:MM; a zone of the tz database",
     ("POST", "/v1/admin/rules/preview"): "a rule's digest: `at` or `window_s`, not both; "
     "its counts JSON integers (strict: 411.0 is refused)",
 }
