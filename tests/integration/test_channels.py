@@ -70,17 +70,20 @@ class Tenant:
     admin: Headers
 
 
+async def new_tenant(create_key: Callable[..., Awaitable[str]], prefix: str) -> Tenant:
+    """A tenant named `<prefix>-<random>` with a publish and an admin key bound to it
+    (the channel, quiet-hours and escalation tests' tenants)."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    publish = _auth(await create_key(f"{name}-p", "publish", name))
+    admin = _auth(await create_key(f"{name}-a", "admin", name))
+    return Tenant(name, publish, admin)
+
+
 @pytest.fixture
 async def make_tenant(
     create_key: Callable[..., Awaitable[str]],
 ) -> Callable[[], Awaitable[Tenant]]:
-    async def make() -> Tenant:
-        name = f"ch-{secrets.token_hex(4)}"
-        publish = _auth(await create_key(f"{name}-p", "publish", name))
-        admin = _auth(await create_key(f"{name}-a", "admin", name))
-        return Tenant(name, publish, admin)
-
-    return make
+    return lambda: new_tenant(create_key, "ch")
 
 
 async def _address(hub: Any, t: Tenant, user: str, email: str) -> None:

@@ -5,15 +5,14 @@ is gone). The steps run through an `EscalationRunner` whose clock the test moves
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from test_channels import Tenant, _auth, new_tenant
 from test_delivery_email import Smtp
 
 from notifyhub.db.models import AuditEntry, Delivery, Escalation
@@ -64,28 +63,11 @@ async def push() -> Any:
     await service.close()
 
 
-def _auth(key: str) -> Headers:
-    return {"Authorization": f"Bearer {key}"}
-
-
-@dataclass
-class Tenant:
-    name: str
-    publish: Headers
-    admin: Headers
-
-
 @pytest.fixture
 async def make_tenant(
     create_key: Callable[..., Awaitable[str]],
 ) -> Callable[[], Awaitable[Tenant]]:
-    async def make() -> Tenant:
-        name = f"esc-{secrets.token_hex(4)}"
-        publish = _auth(await create_key(f"{name}-p", "publish", name))
-        admin = _auth(await create_key(f"{name}-a", "admin", name))
-        return Tenant(name, publish, admin)
-
-    return make
+    return lambda: new_tenant(create_key, "esc")
 
 
 class Clock:

@@ -7,7 +7,6 @@ worker is driven by `run_once` and decides at a controlled instant (the hub's
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +15,17 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from test_channels import Tenant, _address, _auth, _deliveries, _publish, _run, _subscribe, _trace
+from test_channels import (
+    Tenant,
+    _address,
+    _auth,
+    _deliveries,
+    _publish,
+    _run,
+    _subscribe,
+    _trace,
+    new_tenant,
+)
 from test_delivery_email import Smtp
 
 from notifyhub.db.models import Delivery
@@ -67,13 +76,7 @@ async def push() -> AsyncIterator[PushService]:
 async def make_tenant(
     create_key: Callable[..., Awaitable[str]],
 ) -> Callable[[], Awaitable[Tenant]]:
-    async def make() -> Tenant:
-        name = f"qh-{secrets.token_hex(4)}"
-        publish = _auth(await create_key(f"{name}-p", "publish", name))
-        admin = _auth(await create_key(f"{name}-a", "admin", name))
-        return Tenant(name, publish, admin)
-
-    return make
+    return lambda: new_tenant(create_key, "qh")
 
 
 def _night_clock(hub: Any) -> datetime:
