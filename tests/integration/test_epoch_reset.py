@@ -128,3 +128,24 @@ async def test_a_reconnect_with_an_id_of_the_lost_epoch_gets_a_reset(
         live = await send(hub, publish_key, ["epoch-back"], title="live")
         assert [e.event for e in await _until_id(stream, live)] == ["notification"]
     await no_streams_left(hub)
+
+
+async def test_readyz_is_unready_from_a_loss_until_the_rebuild_finished(
+    hub: Any, settings: Settings, redis: Redis
+) -> None:
+    """Between the loss and the rebuild, lists may lack what is not replayed yet: a load
+    balancer (and the fault suite) hears it from /readyz, not from a short list."""
+    assert (await hub.client.get("/readyz")).status_code == 200
+    assert await _drop_prefix(redis, settings.redis_prefix) > 0
+    lost = await hub.client.get("/readyz")
+    assert lost.status_code == 503
+    assert lost.json()["checks"] == {
+        "redis": True,
+        "redis_data": False,
+        "postgres": True,
+        "pubsub": True,
+        "loops": True,
+    }
+    assert await _watch(hub)  # the rebuild sets the epoch marker again
+    rebuilt = await hub.client.get("/readyz")
+    assert rebuilt.status_code == 200 and rebuilt.json()["checks"]["redis_data"] is True

@@ -153,6 +153,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 outbox=outbox,
                 webpush=webpush,
                 escalation=escalation,
+                epoch=epoch,
                 limiter=limiter,
                 keys_cache=keys_cache,
                 revocations=revocations,
@@ -222,6 +223,7 @@ def _state(
     outbox: features.Outbox,
     webpush: features.WebPush,
     escalation: features.Escalation,
+    epoch: features.Epoch,
     limiter: RateLimiter,
     keys_cache: KeyCache,
     revocations: Revocations,
@@ -261,6 +263,7 @@ def _state(
         quiet=webpush.quiet,
         quiet_streams=StreamQuiet(webpush.quiet, units(db.sessionmaker)),
         escalations=escalation.service,
+        epoch=epoch.watch,
     )
 
 

@@ -23,6 +23,7 @@ from notifyhub.services.actions import ActionService
 from notifyhub.services.delayed import DelayedService
 from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.durable import DurableInbox
+from notifyhub.services.epoch import EpochWatch
 from notifyhub.services.escalation import Escalations
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
@@ -83,6 +84,8 @@ class State(TypedDict):
     quiet: QuietHours
     quiet_streams: StreamQuiet
     escalations: Escalations
+    epoch: EpochWatch
+    """Notices Redis losing data and rebuilds it; `/readyz` asks it whether it has."""
 
 
 async def _state(request: Request) -> State:

@@ -85,6 +85,12 @@ class EpochWatch:
         except Exception:
             log.exception("could not rebuild Redis state from PostgreSQL at start-up")
 
+    async def holds_data(self) -> bool:
+        """Redis holds its epoch marker: False after it lost its data (a FLUSHALL, a
+        restart without persistence) until the rebuild from PostgreSQL set the marker
+        again; meanwhile lists may lack what the rebuild has not replayed yet (`/readyz`)."""
+        return bool(await self._redis.exists(self._keys.epoch))
+
     async def check(self) -> bool:
         """One tick; True when Redis lost data (and it rebuilt, where needed)."""
         run_id = await server_identity(self._redis)

@@ -38,12 +38,24 @@ class Checks(BaseModel):
     model_config = ConfigDict(
         use_attribute_docstrings=True,
         json_schema_extra={
-            "examples": [{"redis": True, "postgres": True, "pubsub": True, "loops": True}]
+            "examples": [
+                {
+                    "redis": True,
+                    "redis_data": True,
+                    "postgres": True,
+                    "pubsub": True,
+                    "loops": True,
+                }
+            ]
         },
     )
 
     redis: bool
     """Redis answers."""
+    redis_data: bool
+    """Redis holds its data: false after it lost it (a FLUSHALL, a restart without
+    persistence) until the rebuild from PostgreSQL finished, while lists may lack what
+    the rebuild has not replayed yet."""
     postgres: bool
     """Reachable, and its schema migrated to this release's head."""
     pubsub: bool
@@ -61,7 +73,13 @@ class Readiness(BaseModel):
             "examples": [
                 {
                     "status": "ready",
-                    "checks": {"redis": True, "postgres": True, "pubsub": True, "loops": True},
+                    "checks": {
+                        "redis": True,
+                        "redis_data": True,
+                        "postgres": True,
+                        "pubsub": True,
+                        "loops": True,
+                    },
                     "stuck_loops": [],
                 }
             ]
@@ -105,12 +123,16 @@ async def _check(probe: Any) -> bool:
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(state: AppState) -> Response:
-    """Ready to serve: Redis and PostgreSQL reachable, migrations current, no loop stuck
-    (503 with the same body otherwise)."""
-    redis_ok, postgres_ok = await asyncio.gather(
-        _check(_redis_ok(state)), _check(_postgres_ok(state))
+    """Ready to serve: Redis and PostgreSQL reachable, Redis holding its data (not
+    waiting for a rebuild), migrations current, no loop stuck (503 with the same body
+    otherwise)."""
+    redis_ok, redis_data, postgres_ok = await asyncio.gather(
+        _check(_redis_ok(state)),
+        _check(state["epoch"].holds_data()),
+        _check(_postgres_ok(state)),
     )
-    checks = {"redis": redis_ok, "postgres": postgres_ok, "pubsub": state["hub"].healthy}
+    checks = {"redis": redis_ok, "redis_data": redis_data, "postgres": postgres_ok}
+    checks["pubsub"] = state["hub"].healthy
     stuck = state["runner"].stuck(state["settings"].workers.stuck_after_s)
     checks["loops"] = not stuck
     ready = all(checks.values())
