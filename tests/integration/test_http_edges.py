@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import jwt
@@ -180,3 +181,31 @@ async def test_an_oversized_head_behind_a_stream_closes_it_without_an_answer(
             await asyncio.sleep(0.02)
     ended = metrics.streams_dropped_total.labels(reason="error")._value.get()
     assert ended == 0
+
+
+def _chunks(size: int) -> Iterator[bytes]:
+    yield b'{"title": "'
+    for _ in range(size // 65536):
+        yield b"x" * 65536
+    yield b'"}'
+
+
+@pytest.mark.parametrize("size", [10 * 1024 * 1024, 40 * 1024 * 1024])
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_an_http_client_still_sending_a_body_past_the_cap_reads_the_413(
+    hub: Any, publish_key: str, size: int, chunked: bool
+) -> None:
+    """The hub reads and drops the rest of a refused body before it answers: closing on
+    unread bytes reset the connection under a client still sending (httpx.ReadError)."""
+    headers = {"Authorization": f"Bearer {publish_key}", "Content-Type": "application/json"}
+
+    async def streamed() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+        for chunk in _chunks(size):
+            yield chunk
+
+    body = streamed() if chunked else b"".join(_chunks(size))
+    response = await hub.client.post("/v1/notifications", content=body, headers=headers)
+    assert response.status_code == 413
+    assert response.headers["content-type"] == "application/problem+json"
+    assert "request bodies are limited to" in response.json()["detail"]
+    assert (await hub.client.get("/healthz")).status_code == 200

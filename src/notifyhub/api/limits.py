@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from array import array
 from collections.abc import Awaitable
@@ -20,6 +21,12 @@ _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 """Opening brackets step +1, closing ones -1 (as signed bytes)."""
 _CHUNK = 64 * 1024
+DRAIN_BYTES = 64 * 1024 * 1024
+"""How much of a refused body is read and dropped before the 413 is sent: a client still
+sending reads the answer then, where closing on unread bytes would reset the connection
+under it. A body declared (or grown) larger is answered at once."""
+DRAIN_S = 5.0
+"""How long draining may take (a client trickling its body gets the answer after it)."""
 
 
 def json_depth(body: bytes, *, stop_above: int | None = None) -> int:
@@ -71,13 +78,14 @@ class _TooLarge(Exception):
 class RequestLimits:
     """Refuse bodies that are too large, nested too deep or not UTF-8, before parsing.
 
-    A declared `Content-Length` over the cap is refused without reading a byte; other
+    A declared `Content-Length` over the cap is refused without buffering a byte; other
     bodies (chunked too) are read counting bytes and refused as soon as they pass the
-    cap. Textual bodies must be UTF-8; JSON bodies (FastAPI parses a body without a
-    content type as JSON too) may nest at most `max_json_depth` deep, checked by a scan
-    that cannot recurse. The body is then replayed to the app. Requests without a body
-    (GET, HEAD, OPTIONS without length headers, so also every event stream) pass
-    straight through, unbuffered.
+    cap. Either way the rest is read and dropped (up to DRAIN_BYTES) before the 413, so
+    the client reads it instead of a reset. Textual bodies must be UTF-8; JSON bodies
+    (FastAPI parses a body without a content type as JSON too) may nest at most
+    `max_json_depth` deep, checked by a scan that cannot recurse. The body is then
+    replayed to the app. Requests without a body (GET, HEAD, OPTIONS without length
+    headers, so also every event stream) pass straight through, unbuffered.
     """
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, max_json_depth: int = 32) -> None:
@@ -98,11 +106,14 @@ class RequestLimits:
     async def _limited(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            if int(length) <= DRAIN_BYTES:
+                await _drain(receive, int(length))
             await self._too_large(scope, receive, send)
             return
         try:
             body = await self._read(receive)
         except _TooLarge:
+            await _drain(receive, DRAIN_BYTES - self.max_body_bytes)
             await self._too_large(scope, receive, send)
             return
         except _Disconnected:
@@ -154,6 +165,21 @@ class RequestLimits:
             TooLarge.status, TooLarge.title, detail, headers={"Connection": "close"}
         )
         await response(scope, receive, send)
+
+
+async def _drain(receive: Receive, limit: int) -> None:
+    """Read and drop the rest of a refused body: at most `limit` bytes, for at most
+    DRAIN_S seconds, until the client's last chunk or its leaving."""
+    drained = 0
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            while drained <= limit:
+                message = await receive()
+                if message["type"] == "http.disconnect" or not message.get("more_body"):
+                    return
+                drained += len(message.get("body", b""))
+    except TimeoutError:
+        return
 
 
 def _declares_body(headers: Headers) -> bool:
