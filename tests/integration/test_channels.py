@@ -20,7 +20,8 @@ from notifyhub.db.models import ChannelSend, Delivery
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
-from notifyhub.services.channels import ChannelExpander, push_topic
+from notifyhub.services.channel_rows import ChannelRows, push_topic
+from notifyhub.services.channels import ChannelExpander
 from notifyhub.settings import DeliverySettings, Settings
 from notifyhub.workers.channels import ChannelWorker
 from support.deliveries import wait_status
@@ -237,7 +238,7 @@ async def test_a_send_expanded_again_adds_no_delivery_twice(
         await unit.session.execute(
             update(ChannelSend).where(ChannelSend.id == nid).values(expanded=0, done_at=None)
         )
-    worker = ChannelWorker(units(sessionmaker), ChannelExpander(chunk=2))
+    worker = ChannelWorker(units(sessionmaker), ChannelExpander(2, ChannelRows()))
     assert await worker.run_once() == 0
     async with sessionmaker() as session:
         send = await session.get(ChannelSend, nid)

@@ -20,6 +20,7 @@ from test_delivery_email import Smtp
 from notifyhub.db.models import Delivery
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import units
+from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.digests import DigestBook, DigestSender
 from notifyhub.settings import DeliverySettings, Settings
@@ -87,11 +88,11 @@ class Workers:
 
 
 def _workers(sessionmaker: async_sessionmaker[AsyncSession], clock: Clock) -> Workers:
-    expander = ChannelExpander(500, None, digests=DigestBook(clock))
+    rows = ChannelRows()
     return Workers(
         clock,
-        ChannelWorker(units(sessionmaker), expander),
-        DigestWorker(units(sessionmaker), DigestSender(None, clock)),
+        ChannelWorker(units(sessionmaker), ChannelExpander(500, rows, DigestBook(clock))),
+        DigestWorker(units(sessionmaker), DigestSender(rows, clock)),
     )
 
 

@@ -20,6 +20,7 @@ from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Recipients
+from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.escalation import EscalationRunner
 from notifyhub.services.escalation_sends import StepSender
 from notifyhub.settings import DeliverySettings, Settings
@@ -92,7 +93,9 @@ def run(
     """Run the steps due `seconds` from now (the clock moved there)."""
     state = hub.app_state
     check = EscalationCheck(state["redis"], Keys(settings.redis_prefix), 1000)
-    runner = EscalationRunner(check, StepSender(), state["routing_traces"], clock=clock)
+    runner = EscalationRunner(
+        check, StepSender(ChannelRows()), state["routing_traces"], clock=clock
+    )
     worker = EscalationWorker(units(sessionmaker), runner)
 
     async def at(seconds: float) -> int:
