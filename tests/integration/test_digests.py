@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import Delivery
 from notifyhub.db.models import Digest as DigestRow
@@ -25,35 +24,26 @@ from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.digests import DigestBook, DigestSender, Flushed
 from notifyhub.services.quiet_hours import QuietHours
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
 from notifyhub.workers.channels import ChannelWorker
 from notifyhub.workers.digests import DigestWorker
 from support.deliveries import wait_status
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 Headers = dict[str, str]
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,  # the test's own workers (controlled clock) do the work
         digest_interval_s=3600,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 @pytest.fixture
@@ -380,13 +370,6 @@ async def _subscribe(hub: Any, t: Tenant, user: str, push: PushService) -> None:
         "/v1/me/push-subscriptions", json=browser.subscription(endpoint), headers=me
     )
     assert response.status_code == 201, response.text
-
-
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 async def test_preferences_decide_per_channel_what_a_digest_sends(

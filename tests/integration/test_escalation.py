@@ -5,7 +5,7 @@ is gone). The steps run through an `EscalationRunner` whose clock the test moves
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_channels import Tenant, _auth, new_tenant
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import AuditEntry, Delivery, Escalation
 from notifyhub.db.unit import UnitOfWork, units
@@ -24,11 +23,12 @@ from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.escalation import EscalationRunner
 from notifyhub.services.escalation_sends import StepSender
 from notifyhub.services.quiet_hours import QuietHours
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
 from notifyhub.store.escalation import EscalationCheck
 from notifyhub.store.keys import Keys
 from notifyhub.workers.escalation import EscalationWorker
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 Headers = dict[str, str]
@@ -38,31 +38,14 @@ STEPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def push() -> Any:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 @pytest.fixture

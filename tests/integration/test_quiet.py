@@ -7,7 +7,7 @@ worker is driven by `run_once` and decides at a controlled instant (the hub's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,51 +26,34 @@ from test_channels import (
     _trace,
     new_tenant,
 )
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import Delivery, Escalation
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import UnitOfWork
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.sse import open_stream
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NIGHTS = {"mon-sun": ["22:00", "07:00"]}
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,
         dispatcher_interval_s=3600,  # driven by run_once
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 @pytest.fixture
 def hub(hub: Any) -> Any:
     hub.app_state["ingest"].on_channel_send(lambda: None)
     return hub
-
-
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 @pytest.fixture
