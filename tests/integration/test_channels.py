@@ -7,47 +7,38 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import ChannelSend, Delivery
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.notification import Draft, Recipients
-from notifyhub.services.channels import ChannelExpander, push_topic
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.services.channel_rows import ChannelRows, push_topic
+from notifyhub.services.channels import ChannelExpander
+from notifyhub.settings import Settings
 from notifyhub.workers.channels import ChannelWorker
 from support.deliveries import wait_status
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 Headers = dict[str, str]
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,  # driven by run_once (a publish still wakes it)
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 @pytest.fixture
@@ -107,13 +98,6 @@ async def _subscribe(hub: Any, t: Tenant, user: str, n: int, push: PushService) 
         assert response.status_code == 201, response.text
         ids[str(response.json()["id"])] = sid
     return ids
-
-
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 async def _deliveries(
@@ -237,7 +221,7 @@ async def test_a_send_expanded_again_adds_no_delivery_twice(
         await unit.session.execute(
             update(ChannelSend).where(ChannelSend.id == nid).values(expanded=0, done_at=None)
         )
-    worker = ChannelWorker(units(sessionmaker), ChannelExpander(chunk=2))
+    worker = ChannelWorker(units(sessionmaker), ChannelExpander(2, ChannelRows()))
     assert await worker.run_once() == 0
     async with sessionmaker() as session:
         send = await session.get(ChannelSend, nid)

@@ -5,15 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from email.message import Message
-from email.parser import BytesParser
-from email.policy import default as default_policy
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 
 from notifyhub.db.models import DeliveryDefinition
 from notifyhub.db.repositories.deliveries import Claimed
@@ -23,6 +19,7 @@ from notifyhub.services.sender import plan
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, post, unique, wait_status
 from support.receiver import Receiver, free_port
+from support.smtp import Smtp, smtp_settings
 
 EMAIL = {
     "subject": "Order {{ order }}\nshipped",
@@ -32,57 +29,16 @@ EMAIL = {
 }
 
 
-class _Handler:
-    """Keeps every accepted message; answers DATA with the next planned reply."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[list[str], Message]] = []
-        self.replies: deque[str] = deque()
-        self.refused: list[str] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
-        if self.replies:
-            reply = self.replies.popleft()
-            self.refused.append(str(parsed["Message-ID"]))
-            return reply
-        self.messages.append((list(envelope.rcpt_tos), parsed))
-        return "250 OK"
-
-
-class Smtp:
-    """A real aiosmtpd server on 127.0.0.1 (its own thread)."""
-
-    def __init__(self) -> None:
-        self.handler = _Handler()
-        self.port = free_port()
-        self._controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
-
-    def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
-        wanted = f"<{delivery_id}@notifyhub>"
-        return [m for m in self.handler.messages if m[1]["Message-ID"] == wanted]
-
-
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         dispatcher_interval_s=0.05,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         lease_s=5,
         max_timeout_s=4,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 def _claimed() -> Claimed:

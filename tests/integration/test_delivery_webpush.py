@@ -52,13 +52,6 @@ def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"deliveries": deliveries})
 
 
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
-
-
 class Setup:
     """A tenant with keys, a `webpush` definition, and a way to subscribe its users."""
 

@@ -7,50 +7,43 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import Delivery
 from notifyhub.db.models import Digest as DigestRow
-from notifyhub.db.unit import units
+from notifyhub.db.unit import UnitOfWork, units
+from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.channels import ChannelExpander
-from notifyhub.services.digests import DigestBook, DigestSender
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.services.digests import DigestBook, DigestSender, Flushed
+from notifyhub.services.quiet_hours import QuietHours
+from notifyhub.settings import Settings
 from notifyhub.workers.channels import ChannelWorker
 from notifyhub.workers.digests import DigestWorker
 from support.deliveries import wait_status
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 Headers = dict[str, str]
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,  # the test's own workers (controlled clock) do the work
         digest_interval_s=3600,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 @pytest.fixture
@@ -87,11 +80,11 @@ class Workers:
 
 
 def _workers(sessionmaker: async_sessionmaker[AsyncSession], clock: Clock) -> Workers:
-    expander = ChannelExpander(500, None, digests=DigestBook(clock))
+    rows = ChannelRows(quiet=QuietHours(clock))
     return Workers(
         clock,
-        ChannelWorker(units(sessionmaker), expander),
-        DigestWorker(units(sessionmaker), DigestSender(None, clock)),
+        ChannelWorker(units(sessionmaker), ChannelExpander(500, rows, DigestBook(clock))),
+        DigestWorker(units(sessionmaker), DigestSender(rows, clock)),
     )
 
 
@@ -122,7 +115,7 @@ async def make_tenant(create_key: Callable[..., Awaitable[str]]) -> Callable[[],
     return make
 
 
-async def _profile(hub: Any, t: Tenant, user: str, **fields: str) -> None:
+async def _profile(hub: Any, t: Tenant, user: str, **fields: Any) -> None:
     url = f"/v1/admin/users/{t.name}/{user}"
     response = await hub.client.put(url, json=fields, headers=t.admin)
     assert response.status_code in (200, 201), response.text
@@ -379,13 +372,6 @@ async def _subscribe(hub: Any, t: Tenant, user: str, push: PushService) -> None:
     assert response.status_code == 201, response.text
 
 
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
-
-
 async def test_preferences_decide_per_channel_what_a_digest_sends(
     hub: Any,
     make_tenant: Callable[[], Awaitable[Tenant]],
@@ -571,3 +557,80 @@ async def test_a_rule_with_a_digest_digests_its_events_and_threads_them(
     [item] = await _inbox(hub, t, "ann")
     assert item["thread_key"] == "digest:post-comments"
     assert item["thread"]["activity_count"] == 3
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NIGHTS = {"mon-sun": ["22:00", "07:00"]}
+
+
+async def _flush_all(sessionmaker: async_sessionmaker[AsyncSession], clock: Clock) -> Flushed:
+    """Every digest due at `clock`, sent as the digest worker sends them (quiet hours
+    judged at the same instant); what came of each."""
+    sender = DigestSender(ChannelRows(quiet=QuietHours(clock)), clock)
+    closed, added = 0, 0
+    outcomes: dict[str, dict[str, str]] = {}
+    while True:
+        async with UnitOfWork(sessionmaker) as unit:
+            flushed = await sender.send_due(unit)
+        if not flushed.closed:
+            return Flushed(closed, added, outcomes)
+        closed, added = closed + flushed.closed, added + flushed.added
+        outcomes |= flushed.outcomes
+
+
+async def test_a_digest_closing_in_quiet_hours_is_held_until_they_end_then_sent_once(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    workers: Workers,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    smtp: Smtp,
+) -> None:
+    quiet_t, plain_t = await make_tenant(), await make_tenant()
+    await _profile(
+        hub, quiet_t, "ann", email="ann@quiet.test", time_zone="Europe/Berlin", quiet=NIGHTS
+    )
+    await _profile(hub, plain_t, "ann", email="ann@plain.test")  # the same name, no quiet
+    tomorrow = datetime.now(BERLIN).date() + timedelta(days=1)
+    workers.clock.now = datetime.combine(tomorrow, time(21, 55), BERLIN).astimezone(UTC)
+    end = datetime.combine(tomorrow + timedelta(days=1), time(7, 0), BERLIN).astimezone(UTC)
+    for t in (quiet_t, plain_t):
+        for n in range(3):
+            await _publish(hub, t, ["ann"], n, digest=DIGEST)
+    await workers.channels.run_once()  # 21:55: not quiet yet; the digests open
+
+    workers.clock.advance(600)  # 22:05: the window closes in ann's quiet hours
+    flushed = await _flush_all(sessionmaker, workers.clock)
+    [held] = await _digest_emails(sessionmaker, quiet_t, "ann")
+    [sent] = await _digest_emails(sessionmaker, plain_t, "ann")
+    assert held.payload["digest"]["count"] == sent.payload["digest"]["count"] == 3
+    until = end.isoformat().replace("+00:00", "Z")
+    assert flushed.outcomes[held.payload["notification"]["id"]] == {
+        "email": f"e-mailed, held for quiet hours until {until}"
+    }
+    assert flushed.outcomes[sent.payload["notification"]["id"]] == {"email": "e-mailed"}
+    assert held.next_attempt_at == end
+    assert sent.next_attempt_at < end
+
+    # The hub's dispatcher sends the other tenant's at once, never the held one early.
+    await wait_status(hub.client, _key(plain_t), sent.id, "sent", tenant=plain_t.name)
+    assert smtp.of(held.id) == []
+    async with UnitOfWork(sessionmaker) as unit:  # the night passes: it falls due
+        await unit.session.execute(
+            update(Delivery)
+            .where(Delivery.id == held.id)
+            .values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1))
+        )
+    await wait_status(hub.client, _key(quiet_t), held.id, "sent", tenant=quiet_t.name)
+    [(rcpt, _message)] = smtp.of(held.id)
+    assert rcpt == ["ann@quiet.test"]
+    workers.clock.advance(86_400)
+    assert (
+        held.payload["notification"]["id"]
+        not in (await _flush_all(sessionmaker, workers.clock)).outcomes
+    )
+    assert len(await _digest_emails(sessionmaker, quiet_t, "ann")) == 1  # once
+
+
+def _key(t: Tenant) -> str:
+    """The tenant's publish key (for the deliveries' status)."""
+    return t.publish["Authorization"].removeprefix("Bearer ")

@@ -5,7 +5,7 @@ is gone). The steps run through an `EscalationRunner` whose clock the test moves
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,20 +13,22 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_channels import Tenant, _auth, new_tenant
-from test_delivery_email import Smtp
 
 from notifyhub.db.models import AuditEntry, Delivery, Escalation
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Recipients
+from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.escalation import EscalationRunner
 from notifyhub.services.escalation_sends import StepSender
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.services.quiet_hours import QuietHours
+from notifyhub.settings import Settings
 from notifyhub.store.escalation import EscalationCheck
 from notifyhub.store.keys import Keys
 from notifyhub.workers.escalation import EscalationWorker
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 Headers = dict[str, str]
@@ -36,31 +38,14 @@ STEPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
-
-
-@pytest.fixture
-async def push() -> Any:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 @pytest.fixture
@@ -92,7 +77,8 @@ def run(
     """Run the steps due `seconds` from now (the clock moved there)."""
     state = hub.app_state
     check = EscalationCheck(state["redis"], Keys(settings.redis_prefix), 1000)
-    runner = EscalationRunner(check, StepSender(), state["routing_traces"], clock=clock)
+    sender = StepSender(ChannelRows(quiet=QuietHours(clock)))  # quiet hours on its clock
+    runner = EscalationRunner(check, sender, state["routing_traces"], clock=clock)
     worker = EscalationWorker(units(sessionmaker), runner)
 
     async def at(seconds: float) -> int:
@@ -254,6 +240,58 @@ async def test_deleted_recalled_and_expired_copies_send_nothing(
     assert "gone" in str(outcomes[deleted][1])
     assert outcomes[expired] == ("skipped", "skipped: the notification expired")
     assert outcomes[kept] == ("sent", "e-mailed")
+
+
+async def _deliveries(sessionmaker: async_sessionmaker[AsyncSession], nid: str) -> list[Delivery]:
+    async with sessionmaker() as session:
+        rows = await session.scalars(
+            select(Delivery).where(Delivery.payload["notification"]["id"].astext == nid)
+        )
+        return list(rows)
+
+
+async def test_a_step_due_in_quiet_hours_is_held_until_they_end_but_critical_is_not(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    push: PushService,
+    run: Callable[[float], Awaitable[int]],
+) -> None:
+    """Quiet from a minute or two from now for two hours (UTC): the steps due in five
+    minutes fall inside; the same user name in another tenant has no quiet hours."""
+    quiet_t, plain_t = await make_tenant(), await make_tenant()
+    await _user(hub, quiet_t, "ann", push)
+    await _user(hub, plain_t, "ann", push)
+    start = (datetime.now(UTC) + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    end = start + timedelta(hours=2)
+    window = [f"{start:%H:%M}", f"{end:%H:%M}"]
+    profile = {"time_zone": "UTC", "quiet": {"mon-sun": window}}
+    url = f"/v1/admin/users/{quiet_t.name}/ann"
+    response = await hub.client.put(url, json=profile, headers=quiet_t.admin)
+    assert response.status_code == 200, response.text
+    steps = [{"after_s": 300, "unless": "read", "channel": "email"}]
+    both = [{**steps[0], "channel": "push"}, *steps]
+    held = await _publish(hub, quiet_t, ["ann"], escalate=both)
+    critical = await _publish(hub, quiet_t, ["ann"], escalate=steps, severity="critical")
+    plain = await _publish(hub, plain_t, ["ann"], escalate=steps)
+
+    assert await run(301) == 4
+    until = end.isoformat().replace("+00:00", "Z")
+    outcomes = (await _trace(hub, quiet_t, held))["ann"]
+    assert outcomes["escalate 1"].endswith(
+        f": pushed to 1 browser, held for quiet hours until {until}"
+    )
+    assert outcomes["escalate 2"].endswith(f": e-mailed, held for quiet hours until {until}")
+    assert (await _trace(hub, quiet_t, critical))["ann"]["escalate 1"].endswith(": e-mailed")
+    assert (await _trace(hub, plain_t, plain))["ann"]["escalate 1"].endswith(": e-mailed")
+    assert {d.definition: d.next_attempt_at for d in await _deliveries(sessionmaker, held)} == {
+        "push": end,
+        "email": end,
+    }
+    for nid in (critical, plain):  # due at once (a claim may have moved it a lease on)
+        [delivery] = await _deliveries(sessionmaker, nid)
+        assert delivery.next_attempt_at < end
+    assert await run(400) == 0  # each step ran once
 
 
 async def test_a_step_whose_inbox_is_not_in_redis_waits_instead_of_skipping(

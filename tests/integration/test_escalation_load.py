@@ -16,19 +16,19 @@ import asyncio
 import random
 import secrets
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from test_delivery_email import Smtp
 from ulid import ULID
 
 from notifyhub.db.models import Escalation
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.webpush import Browser
 
 pytestmark = pytest.mark.slow  # a minute of real time, and a burst
@@ -47,24 +47,14 @@ test shares 2 cores between the client, the hub and its sends (measured: at most
 flake and the report gives the measured times."""
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         concurrency=64,
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 def _auth(key: str) -> dict[str, str]:

@@ -7,13 +7,13 @@ worker is driven by `run_once` and decides at a controlled instant (the hub's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_channels import (
     Tenant,
@@ -26,50 +26,34 @@ from test_channels import (
     _trace,
     new_tenant,
 )
-from test_delivery_email import Smtp
 
-from notifyhub.db.models import Delivery
+from notifyhub.db.models import Delivery, Escalation
+from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import UnitOfWork
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
 from support.pushservice import PushService
+from support.smtp import Smtp, smtp_settings
 from support.sse import open_stream
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NIGHTS = {"mon-sun": ["22:00", "07:00"]}
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
+    return smtp_settings(
+        settings,
+        smtp,
         jitter=0.0,
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
         channel_interval_s=3600,
         dispatcher_interval_s=3600,  # driven by run_once
     )
-    return settings.model_copy(update={"deliveries": deliveries})
 
 
 @pytest.fixture
 def hub(hub: Any) -> Any:
     hub.app_state["ingest"].on_channel_send(lambda: None)
     return hub
-
-
-@pytest.fixture
-async def push() -> AsyncIterator[PushService]:
-    service = await PushService().start()
-    yield service
-    await service.close()
 
 
 @pytest.fixture
@@ -244,6 +228,58 @@ async def test_a_bad_schedule_is_a_422_naming_it(
         headers=t.admin,
     )
     assert defaults.status_code == 422 and message in defaults.text
+
+
+async def _emails_of(
+    sessionmaker: async_sessionmaker[AsyncSession], t: Tenant, n: int
+) -> list[Delivery]:
+    """The tenant's `n` e-mail deliveries, once its hub's workers (running on their own
+    as well as driven here) have committed them."""
+    async with asyncio.timeout(5):
+        while True:
+            async with sessionmaker() as session:
+                found = list(
+                    await session.scalars(select(Delivery).where(Delivery.tenant == t.name))
+                )
+            if len(found) >= n:
+                return found
+            await asyncio.sleep(0.05)
+
+
+async def test_the_hubs_digests_and_escalation_steps_are_held_as_its_channel_sends_are(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """The hub's digest and escalation workers judge quiet hours with the channel
+    worker's clock and schedules (one `ChannelRows`)."""
+    t = await make_tenant()
+    await _profile(hub, t, "ann", email="ann@shop.test", time_zone="Europe/Berlin", quiet=NIGHTS)
+    end = _night_clock(hub).astimezone(UTC)
+    step = {"after_s": 3600, "unless": "read", "channel": "email"}
+    stepped = await _publish(hub, t, ["ann"], escalate=[step])
+    await _publish(hub, t, ["ann"], channels=["email"], digest={"key": "k", "window_s": 3600})
+    await _run(hub)  # the digest opens
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    async with UnitOfWork(sessionmaker) as unit:  # both fall due now
+        session = unit.session
+        await session.execute(
+            update(Escalation).where(Escalation.tenant == t.name).values(due_at=past)
+        )
+        await session.execute(
+            update(DigestRow).where(DigestRow.tenant == t.name).values(due_at=past)
+        )
+    loops = hub.app_state["runner"]
+    await loops.loop("escalations").step()
+    await loops.loop("digests").step()
+
+    emails = await _emails_of(sessionmaker, t, 2)
+    kinds = {"digest" in d.payload: d.payload["notification"]["id"] for d in emails}
+    assert kinds[False] == stepped
+    assert [d.next_attempt_at for d in emails] == [end, end]
+    assert (await _trace(hub, t, stepped))["ann"]["escalate 1"].endswith(
+        f"held for quiet hours until {end.isoformat().replace('+00:00', 'Z')}"
+    )
 
 
 async def _loaded(hub: Any, t: Tenant, user: str) -> Any:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from test_channels import Tenant, _auth, _publish, _trace
-from test_delivery_email import Smtp
 from test_quiet import make_tenant  # noqa: F401 (a fixture)
 
-from notifyhub.settings import DeliverySettings, Settings
+from notifyhub.settings import Settings
+from support.smtp import Smtp, smtp_settings
 
 pytestmark = pytest.mark.slow
 
@@ -33,23 +33,10 @@ MIN_LEAD_S = 15.0
 WITHIN_S = 60.0
 
 
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[Smtp]:
-    server = Smtp()
-    server._controller.start()
-    yield server
-    server._controller.stop()
-
-
 @pytest.fixture
 def settings(settings: Settings, smtp: Smtp) -> Settings:
     """The production loops and intervals; only the SMTP server is the test's."""
-    deliveries = DeliverySettings(
-        allow_networks=["127.0.0.1/32"],
-        smtp_port=smtp.port,
-        smtp_sender="hub@notifyhub.test",
-    )
-    return settings.model_copy(update={"deliveries": deliveries})
+    return smtp_settings(settings, smtp)
 
 
 def _window_end(now: datetime) -> datetime:

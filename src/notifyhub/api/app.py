@@ -107,16 +107,17 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
             webpush = await features.webpush(settings, db)
             outbox = features.outbox(
-                stack, settings, db, metrics, delivery_metrics, tracing, webpush.vapid
-            )
-            channel_loops = features.channel_sends(
+                stack,
                 settings,
                 db,
-                outbox,
-                publishing.ingest,
-                publishing.routing_traces,
                 metrics,
+                delivery_metrics,
+                tracing,
+                webpush.vapid,
                 webpush.quiet,
+            )
+            channel_loops = features.channel_sends(
+                settings, db, outbox, publishing.ingest, publishing.routing_traces, metrics
             )
             escalation = features.escalation(
                 settings, clients, db, outbox, publishing.ingest, publishing.routing_traces, metrics

@@ -36,10 +36,10 @@ def escalation(
     metrics: Metrics,
 ) -> Escalation:
     """`ingest` schedules publishes' steps through the service; the loop runs them, its
-    sends through `outbox`'s sender at once."""
+    sends added through `outbox.rows` (sent at once, or when quiet hours end)."""
     service = Escalations()
     ingest.escalate_with(service)
     check = EscalationCheck(clients.redis, clients.keys, settings.limits.change_log_max)
-    runner = EscalationRunner(check, StepSender(outbox.sender), traces, service.defaults)
+    runner = EscalationRunner(check, StepSender(outbox.rows), traces, service.defaults)
     worker = EscalationWorker(units(database.sessionmaker), runner)
     return Escalation(service, worker, (escalation_loop(worker, metrics),))

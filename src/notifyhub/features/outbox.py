@@ -13,6 +13,7 @@ from notifyhub.features.clients import Database, engine
 from notifyhub.features.webpush import address_guard
 from notifyhub.metrics import Metrics
 from notifyhub.services.alerts import AlertSender
+from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.digests import DigestBook, DigestSender
 from notifyhub.services.ingest import IngestService
@@ -42,6 +43,9 @@ class Outbox:
     dispatcher: Dispatcher
     targets: TargetCheck
     """The SSRF guard's rule, for definitions' URLs at `PUT` time."""
+    rows: ChannelRows
+    """Adds e-mail and push deliveries (channel sends, digests, escalation steps),
+    sent at once by `sender`, or when a user's quiet hours end."""
     loops: tuple[Loop, ...]
 
 
@@ -53,6 +57,7 @@ def outbox(
     delivery_metrics: DeliveryMetrics,
     tracing: Tracing | None = None,
     vapid: VapidKeys | None = None,
+    quiet: QuietHours | None = None,
 ) -> Outbox:
     """The sender runs from here (stopped, then its engine disposed, when the stack
     closes); the dispatcher's loop joins the runner.
@@ -79,7 +84,8 @@ def outbox(
     stack.push_async_callback(sender.stop)
     sender.start()
     loops = (dispatcher_loop(dispatcher, s, metrics),)
-    return Outbox(sender, dispatcher, TargetCheck(guard), loops)
+    rows = ChannelRows(sender, quiet)
+    return Outbox(sender, dispatcher, TargetCheck(guard), rows, loops)
 
 
 def channel_sends(
@@ -89,17 +95,13 @@ def channel_sends(
     ingest: IngestService,
     traces: RoutingTraces,
     metrics: Metrics,
-    quiet: QuietHours | None = None,
 ) -> tuple[Loop, ...]:
-    """The channel worker's loop (e-mail and Web Push sends expanded into the outbox, sent
-    at once by `outbox`'s sender, or when a user's `quiet` hours end), woken by every
-    publish with channels through `ingest`; and the digest worker's, which sends the
-    digests whose window closed."""
-    expander = ChannelExpander(
-        settings.deliveries.channel_chunk, outbox.sender, quiet=quiet, digests=DigestBook()
-    )
+    """The channel worker's loop (e-mail and Web Push sends expanded into the outbox
+    through `outbox.rows`), woken by every publish with channels through `ingest`; and
+    the digest worker's, which sends the digests whose window closed."""
+    expander = ChannelExpander(settings.deliveries.channel_chunk, outbox.rows, DigestBook())
     worker = ChannelWorker(units(database.sessionmaker), expander, traces)
     loop = channel_loop(worker, settings.deliveries, metrics)
     ingest.on_channel_send(loop.wake)
-    digests = DigestWorker(units(database.sessionmaker), DigestSender(outbox.sender))
+    digests = DigestWorker(units(database.sessionmaker), DigestSender(outbox.rows))
     return (loop, digest_loop(digests, settings.deliveries, metrics))

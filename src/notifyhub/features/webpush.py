@@ -21,7 +21,7 @@ class WebPush:
     subscriptions: PushSubscriptions
     profiles: Profiles
     quiet: QuietHours = field(default_factory=QuietHours)
-    """Users' quiet hours (the channel worker holds their e-mails and pushes)."""
+    """Users' quiet hours (`outbox.rows` holds their e-mails and pushes)."""
 
 
 def address_guard(settings: Settings) -> AddressGuard:

@@ -8,44 +8,45 @@ The digest worker (workers/digests.py) takes due digests `FOR UPDATE SKIP LOCKED
 their deliveries to the outbox and closes them in one transaction: two workers never send
 one digest twice, and a crash before the commit leaves it due for the next pass. Nothing
 about a digest is in Redis, so losing Redis loses no digest (the outbox is the log).
+
+A digest's deliveries are added by services/channel_rows.py, as a notification's are: a
+user in quiet hours when their digest closes gets it when the quiet period ends (the
+outbox delivery due then), not now.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ulid import ULID
 
-from notifyhub.db.models import ChannelSend, DeliveryDefinition, DigestItem
+from notifyhub.db.models import ChannelSend, DigestItem
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.repositories import digests as repo
-from notifyhub.db.repositories import profiles, push_subscriptions
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.digest import SLIDING_CAP, Digest, opening_due, zone
-from notifyhub.domain.notification import Channel, Severity
+from notifyhub.domain.notification import Severity
 from notifyhub.errors import NotFound
-from notifyhub.services.channels import URGENCY, ensure_definition, push_topic, pushed_notification
-from notifyhub.services.deliveries import Kicker, enqueue_many_once
+from notifyhub.services.channel_rows import (
+    EMAIL,
+    PUSH,
+    ChannelRows,
+    Row,
+    is_critical,
+    push_fields,
+)
 from notifyhub.services.webpush_target import webpush_payload
 
 Clock = Callable[[], datetime]
-Row = tuple[str, dict[str, Any], str | None]
-"""An outbox delivery to add: its id, payload and description."""
-
-EMAIL, PUSH = Channel.EMAIL.value, Channel.PUSH.value
-EMAIL_DEFINITION, PUSH_DEFINITION = "email", "push"
-"""The tenant's definitions a digest goes through (as a notification's e-mails and pushes)."""
-DIGESTED = "digested"
-"""A user's outcome on a channel in the routing trace: joined the digest."""
 ITEM_FIELDS = ("id", "title", "body", "category", "severity", "action_url", "actor", "created_at")
 """What a digest item keeps of its notification."""
 ITEM_BODY_CHARS = 500
 SHOWN_LINES = 20
 """How many items a digest's plain-text body lists (all of them are in `digest.items`)."""
-PUSH_TTL_S = 86_400
 BATCH = 100
 """Digests one transaction of the worker sends at most."""
 
@@ -160,122 +161,85 @@ def summary(digest: DigestRow, items: Sequence[DigestItem]) -> dict[str, Any]:
     return {"notification": notification, "digest": digest_fields}
 
 
+@dataclass(frozen=True, slots=True)
+class DigestMessage:
+    """A digest to its user on the channels its items were taken on: the e-mail
+    carries the summary (`summary`), each push what a browser shows of the summary's
+    notification; the ids derive from the digest (channel_rows.Message)."""
+
+    digest: DigestRow
+    summary: dict[str, Any]
+    channels: Mapping[str, bool]
+
+    @property
+    def user(self) -> str:
+        return self.digest.user_id
+
+    @property
+    def critical(self) -> bool:
+        return is_critical(self.summary["notification"])
+
+    def email(self, to: str) -> Row:
+        payload = {**self.summary, "to": to, "user": self.user}
+        title = self.summary["notification"]["title"]
+        description = f"digest e-mail to {self.user}: {title}"[:1000]
+        return delivery_id(self.digest, EMAIL), payload, description
+
+    def push(self, subscription_id: str) -> Row:
+        pushed = push_fields(self.summary["notification"], named_expiry=False)
+        payload = {**webpush_payload(subscription_id, **pushed), "user": self.user}
+        key = delivery_id(self.digest, PUSH, subscription_id)
+        return key, payload, f"digest push to {self.user}"[:1000]
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed:
+    """One transaction of the digest worker: digests closed, deliveries added, and each
+    sent digest's outcome per channel (`e-mailed, held for quiet hours until ...`)."""
+
+    closed: int
+    added: int
+    outcomes: dict[str, dict[str, str]]
+
+
 class DigestSender:
     """Sends due digests: one delivery per channel (and browser), closing each digest in
     the same transaction."""
 
-    def __init__(self, sender: Kicker | None = None, clock: Clock = utcnow) -> None:
-        self._sender = sender
+    def __init__(self, rows: ChannelRows, clock: Clock = utcnow) -> None:
+        self._rows = rows
+        """Adds the deliveries (held in quiet hours, sent at once or later)."""
         self._clock = clock
 
-    async def send_due(self, unit: UnitOfWork) -> tuple[int, int]:
-        """Up to BATCH due digests no other worker holds, sent and closed in `unit`:
-        (digests closed, deliveries added)."""
+    async def send_due(self, unit: UnitOfWork) -> Flushed:
+        """Up to BATCH due digests no other worker holds, sent and closed in `unit`."""
         session = unit.session
         now = self._clock()
         due = await repo.claim_due(session, now, BATCH)
         if not due:
-            return 0, 0
+            return Flushed(0, 0, {})
         items = await repo.items_of(session, [d.id for d in due])
         full = [d for d in due if items[d.id]]
         by_tenant: dict[str, list[DigestRow]] = {}
         for digest in full:
             by_tenant.setdefault(digest.tenant, []).append(digest)
         added = 0
+        outcomes: dict[str, dict[str, str]] = {}
         for tenant, digests in by_tenant.items():
-            added += await self._deliver(unit, tenant, digests, items)
+            messages = [_message(d, items[d.id]) for d in digests]
+            sent = await self._rows.add(unit, tenant, messages)
+            added += sent.added
+            outcomes |= {d.id: outcome for d, outcome in zip(digests, sent.outcomes, strict=True)}
         await repo.close(session, [d.id for d in full], repo.SENT, now)
         await repo.close(session, [d.id for d in due if not items[d.id]], repo.EMPTY, now)
-        return len(due), added
-
-    async def _deliver(
-        self,
-        unit: UnitOfWork,
-        tenant: str,
-        digests: list[DigestRow],
-        items: dict[str, list[DigestItem]],
-    ) -> int:
-        """One tenant's digests' e-mails and pushes, each on the channels its items were
-        taken on: the addresses, subscriptions and definitions read once for them all."""
-        wanted = {
-            channel: [d for d in digests if any(channel in row.channels for row in items[d.id])]
-            for channel in (EMAIL, PUSH)
-        }
-        payloads = {d.id: summary(d, items[d.id]) for d in digests}
-        added = 0
-        if wanted[EMAIL]:
-            added += await self._emails(unit, tenant, wanted[EMAIL], payloads)
-        if wanted[PUSH]:
-            added += await self._pushes(unit, tenant, wanted[PUSH], payloads)
-        return added
-
-    async def _emails(
-        self,
-        unit: UnitOfWork,
-        tenant: str,
-        digests: list[DigestRow],
-        payloads: dict[str, dict[str, Any]],
-    ) -> int:
-        """One e-mail per digest whose user has an address, if the tenant can e-mail."""
-        session = unit.session
-        addresses = await profiles.emails_of(session, tenant, [d.user_id for d in digests])
-        if not addresses:
-            return 0
-        if not _usable(await ensure_definition(session, tenant, EMAIL), "email"):
-            return 0
-        rows: list[Row] = []
-        for d in digests:
-            if d.user_id in addresses:
-                payload = {**payloads[d.id], "to": addresses[d.user_id], "user": d.user_id}
-                title = payload["notification"]["title"]
-                text = f"digest e-mail to {d.user_id}: {title}"[:1000]
-                rows.append((delivery_id(d, EMAIL), payload, text))
-        return await self._add(unit, tenant, EMAIL_DEFINITION, rows)
-
-    async def _pushes(
-        self,
-        unit: UnitOfWork,
-        tenant: str,
-        digests: list[DigestRow],
-        payloads: dict[str, dict[str, Any]],
-    ) -> int:
-        """One push per browser each digest's user subscribed, if the tenant can push."""
-        session = unit.session
-        found = await push_subscriptions.of_users(session, tenant, [d.user_id for d in digests])
-        if not any(found.values()):
-            return 0
-        if not _usable(await ensure_definition(session, tenant, PUSH), "webpush"):
-            return 0
-        rows: list[Row] = [
-            (
-                delivery_id(d, PUSH, s.id),
-                {**_push(s.id, payloads[d.id]["notification"]), "user": d.user_id},
-                f"digest push to {d.user_id}"[:1000],
-            )
-            for d in digests
-            for s in found.get(d.user_id) or []
-        ]
-        return await self._add(unit, tenant, PUSH_DEFINITION, rows)
-
-    async def _add(self, unit: UnitOfWork, tenant: str, definition: str, rows: list[Row]) -> int:
-        return await enqueue_many_once(unit, definition, rows, tenant=tenant, sender=self._sender)
+        return Flushed(len(due), added, outcomes)
 
 
-def _push(subscription_id: str, notification: dict[str, Any]) -> dict[str, Any]:
-    """A digest's push: the summary as a push shows it."""
-    severity = Severity(notification["severity"])
-    return webpush_payload(
-        subscription_id,
-        pushed_notification(notification),
-        ttl_s=PUSH_TTL_S,
-        urgency=URGENCY[severity],  # type: ignore[arg-type]
-        topic=push_topic(notification),
-    )
-
-
-def _usable(definition: DeliveryDefinition | None, kind: str) -> bool:
-    """Whether the tenant's definition sends this channel: of its kind, enabled."""
-    return definition is not None and definition.kind == kind and definition.disabled_at is None
+def _message(digest: DigestRow, items: Sequence[DigestItem]) -> DigestMessage:
+    """The digest's message, on each channel any of its items was taken on."""
+    taken = {channel for row in items for channel in row.channels}
+    channels = {c: True for c in (EMAIL, PUSH) if c in taken}
+    return DigestMessage(digest, summary(digest, items), channels)
 
 
 async def pending(unit: UnitOfWork, tenant: str, user: str) -> list[DigestRow]:

@@ -1,8 +1,9 @@
 """Quiet hours as the hub applies them: a user's own schedule or the tenant's default,
 in the user's time zone (their profile's, else the default's, else UTC), read from
 PostgreSQL and judged by services/quiet.py at the instant `clock` gives (a controlled
-clock in tests). The channel worker holds e-mails and Web Pushes until the end
-(services/channels.py); the admin API and the console show it."""
+clock in tests). E-mails and Web Pushes are held until the end where they enter the
+outbox (services/channel_rows.py: channel sends, digests, escalation steps); the admin
+API and the console show it."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ class DigestWorker:
         closed = 0
         for _ in range(MAX_BATCHES):
             async with self._units() as unit:
-                count, _added = await self._sender.send_due(unit)
-            closed += count
-            if count < BATCH:
+                flushed = await self._sender.send_due(unit)
+            closed += flushed.closed
+            if flushed.closed < BATCH:
                 break
         return closed
 

@@ -1,0 +1,71 @@
+"""A real SMTP server on loopback for the e-mail tests (aiosmtpd, its own thread), and
+the settings that send a hub's e-mails to it."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.message import Message
+from email.parser import BytesParser
+from email.policy import default as default_policy
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+from notifyhub.settings import DeliverySettings, Settings
+from support.receiver import free_port
+
+
+class _Handler:
+    """Keeps every accepted message; answers DATA with the next planned reply."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], Message]] = []
+        self.replies: deque[str] = deque()
+        self.refused: list[str] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
+        if self.replies:
+            reply = self.replies.popleft()
+            self.refused.append(str(parsed["Message-ID"]))
+            return reply
+        self.messages.append((list(envelope.rcpt_tos), parsed))
+        return "250 OK"
+
+
+class Smtp:
+    """A real aiosmtpd server on 127.0.0.1 (its own thread)."""
+
+    def __init__(self) -> None:
+        self.handler = _Handler()
+        self.port = free_port()
+        self._controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+
+    def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
+        wanted = f"<{delivery_id}@notifyhub>"
+        return [m for m in self.handler.messages if m[1]["Message-ID"] == wanted]
+
+
+@contextmanager
+def smtp_server() -> Iterator[Smtp]:
+    """A started server, stopped on exit."""
+    server = Smtp()
+    server._controller.start()
+    try:
+        yield server
+    finally:
+        server._controller.stop()
+
+
+def smtp_settings(settings: Settings, smtp: Smtp, **deliveries: Any) -> Settings:
+    """`settings` whose e-mails go to `smtp` and whose deliveries may reach 127.0.0.1
+    (the test's SMTP server and push service); `deliveries` sets the rest."""
+    found = DeliverySettings(
+        allow_networks=["127.0.0.1/32"],
+        smtp_port=smtp.port,
+        smtp_sender="hub@notifyhub.test",
+        **deliveries,
+    )
+    return settings.model_copy(update={"deliveries": found})
