@@ -37,6 +37,7 @@ from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
 from support import optional
+from support.database import asyncpg_dsn, with_database
 from support.heap import forget_apps
 from support.receiver import Receiver
 from support.tls import TEST_TLS
@@ -108,23 +109,13 @@ def _drop_run_keys(redis_url: str) -> None:
         client.close()
 
 
-def _with_database(url: str, name: str) -> str:
-    base, _, query = url.partition("?")
-    base = base.rsplit("/", 1)[0] + f"/{name}"
-    return f"{base}?{query}" if query else base
-
-
-def _asyncpg_dsn(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
-
-
 @pytest.fixture(scope="session")
 async def database_url(backends: Backends) -> AsyncIterator[str]:
     """A fresh, migrated database for this run, dropped at the end."""
     name = f"notifyhub_test_{RUN_ID}"
-    admin = await asyncpg.connect(_asyncpg_dsn(backends.server_url))
+    admin = await asyncpg.connect(asyncpg_dsn(backends.server_url))
     await admin.execute(f'CREATE DATABASE "{name}"')
-    url = _with_database(backends.server_url, name)
+    url = with_database(backends.server_url, name)
     try:
         await asyncio.to_thread(upgrade_head, url)
         yield url
