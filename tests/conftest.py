@@ -39,6 +39,7 @@ from notifyhub.settings import Settings
 from support import optional
 from support.database import asyncpg_dsn, with_database
 from support.heap import forget_apps
+from support.processes import server_directory
 from support.receiver import Receiver
 from support.tls import TEST_TLS
 
@@ -66,18 +67,21 @@ class Backends:
 
 
 @pytest.fixture(scope="session")
-def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
+def backends() -> Iterator[Backends]:
+    """The machine's Redis and PostgreSQL when both NOTIFYHUB_TEST_* URLs name them, else
+    embedded ones (one pair per xdist worker) in a directory of their own."""
     redis_url = os.environ.get("NOTIFYHUB_TEST_REDIS_URL")
     database_url = os.environ.get("NOTIFYHUB_TEST_DATABASE_URL")
     if redis_url and database_url:
         yield Backends(redis_url, database_url)
         _drop_run_keys(redis_url)
         return
-    servers = EmbeddedServers.start(tmp_path_factory.mktemp("embedded"), database="postgres")
-    try:
-        yield Backends(servers.redis_url, servers.database_url)
-    finally:
-        servers.stop()
+    with server_directory("nh-embedded-") as root:
+        servers = EmbeddedServers.start(root, database="postgres")
+        try:
+            yield Backends(servers.redis_url, servers.database_url)
+        finally:
+            servers.stop()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
