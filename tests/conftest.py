@@ -37,7 +37,9 @@ from notifyhub.services import apikeys
 from notifyhub.services.tokens import TokenService
 from notifyhub.settings import Settings
 from support import optional
+from support.database import asyncpg_dsn, with_database
 from support.heap import forget_apps
+from support.processes import server_directory
 from support.receiver import Receiver
 from support.tls import TEST_TLS
 
@@ -65,18 +67,21 @@ class Backends:
 
 
 @pytest.fixture(scope="session")
-def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
+def backends() -> Iterator[Backends]:
+    """The machine's Redis and PostgreSQL when both NOTIFYHUB_TEST_* URLs name them, else
+    embedded ones (one pair per xdist worker) in a directory of their own."""
     redis_url = os.environ.get("NOTIFYHUB_TEST_REDIS_URL")
     database_url = os.environ.get("NOTIFYHUB_TEST_DATABASE_URL")
     if redis_url and database_url:
         yield Backends(redis_url, database_url)
         _drop_run_keys(redis_url)
         return
-    servers = EmbeddedServers.start(tmp_path_factory.mktemp("embedded"), database="postgres")
-    try:
-        yield Backends(servers.redis_url, servers.database_url)
-    finally:
-        servers.stop()
+    with server_directory("nh-embedded-") as root:
+        servers = EmbeddedServers.start(root, database="postgres")
+        try:
+            yield Backends(servers.redis_url, servers.database_url)
+        finally:
+            servers.stop()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -108,23 +113,13 @@ def _drop_run_keys(redis_url: str) -> None:
         client.close()
 
 
-def _with_database(url: str, name: str) -> str:
-    base, _, query = url.partition("?")
-    base = base.rsplit("/", 1)[0] + f"/{name}"
-    return f"{base}?{query}" if query else base
-
-
-def _asyncpg_dsn(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
-
-
 @pytest.fixture(scope="session")
 async def database_url(backends: Backends) -> AsyncIterator[str]:
     """A fresh, migrated database for this run, dropped at the end."""
     name = f"notifyhub_test_{RUN_ID}"
-    admin = await asyncpg.connect(_asyncpg_dsn(backends.server_url))
+    admin = await asyncpg.connect(asyncpg_dsn(backends.server_url))
     await admin.execute(f'CREATE DATABASE "{name}"')
-    url = _with_database(backends.server_url, name)
+    url = with_database(backends.server_url, name)
     try:
         await asyncio.to_thread(upgrade_head, url)
         yield url

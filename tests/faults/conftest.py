@@ -14,8 +14,6 @@ import contextlib
 import itertools
 import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -31,7 +29,7 @@ from notifyhub.services import apikeys
 from notifyhub.settings import Settings
 from support.faultenv import REPORT, FaultEnv
 from support.history import Verdict, replace_table, table
-from support.processes import HubProcess, PostgresProcess, RedisProcess
+from support.processes import HubProcess, PostgresProcess, RedisProcess, server_directory
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 _databases = itertools.count()
@@ -39,10 +37,8 @@ _databases = itertools.count()
 
 @pytest.fixture(scope="session")
 def fault_root() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="nh-faults-"))
-    root.chmod(0o755)  # PostgreSQL runs as another user when we are root
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    with server_directory("nh-faults-") as root:
+        yield root
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.outages import outage_of
-
-
-def _dsn(database_url: str) -> str:
-    return database_url.replace("postgresql+asyncpg://", "postgresql://")
+from support.database import asyncpg_dsn, with_database
 
 
 @pytest.fixture
@@ -41,7 +38,7 @@ async def test_a_pooled_connection_the_server_closed_is_replaced_on_checkout(
     """What `pool_pre_ping` did with three round trips per checkout: after a restart or
     `pg_terminate_backend`, the next checkout gets a working connection, not an error."""
     pid, driver = await _pid_and_driver(engine)
-    admin = await asyncpg.connect(_dsn(database_url))
+    admin = await asyncpg.connect(asyncpg_dsn(database_url))
     try:
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
     finally:
@@ -87,7 +84,7 @@ async def test_a_connect_the_server_refuses_is_an_outage_a_bad_statement_is_not(
     """Whatever SQLSTATE the server refuses a connection with (3D000 here, 55000 for a
     database set to `ALLOW_CONNECTIONS false`), the hub cannot reach PostgreSQL: a 503.
     A statement the server rejects on a working connection is our bug: not an outage."""
-    missing = create_engine(database_url.rsplit("/", 1)[0] + "/nh_no_such_database")
+    missing = create_engine(with_database(database_url, "nh_no_such_database"))
     try:
         with pytest.raises(DBAPIError) as refused:
             async with missing.connect():

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from notifyhub.embedded import is_alive, valkey_processes, wait_gone
+from support.processes import server_directory
 
 pytestmark = pytest.mark.slow
 
@@ -86,14 +87,15 @@ def _valkeys(data_dir: Path) -> list[psutil.Process]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "data"
-    yield directory
-    # Whatever a failed test left: never leave store processes on the machine.
-    leftovers = _valkeys(directory) + _postmasters(directory)
-    for proc in leftovers:
-        proc.terminate()
-    wait_gone(leftovers, timeout_s=10)
+def data_dir() -> Iterator[Path]:
+    with server_directory("nh-embedded-hub-") as root:
+        directory = root / "data"
+        yield directory
+        # Whatever a failed test left: never leave store processes on the machine.
+        leftovers = _valkeys(directory) + _postmasters(directory)
+        for proc in leftovers:
+            proc.terminate()
+        wait_gone(leftovers, timeout_s=10)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])

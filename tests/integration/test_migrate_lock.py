@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from notifyhub.db.migrate import MIGRATION_LOCK_KEY, head_revision
+from support.database import asyncpg_dsn, with_database
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -20,24 +21,14 @@ PROCESSES = 4
 MIGRATE = "import sys; from notifyhub.db.migrate import upgrade_head; upgrade_head(sys.argv[1])"
 
 
-def _dsn(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
-
-
-def _with_database(url: str, name: str) -> str:
-    base, _, query = url.partition("?")
-    base = base.rsplit("/", 1)[0] + f"/{name}"
-    return f"{base}?{query}" if query else base
-
-
 @pytest.fixture
 async def fresh_database(backends: Any) -> AsyncIterator[str]:
     """An empty database (no tables, no alembic_version) beside the run's, dropped after."""
     name = f"notifyhub_test_migrate_lock_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(_dsn(backends.server_url))
+    admin = await asyncpg.connect(asyncpg_dsn(backends.server_url))
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield _with_database(backends.server_url, name)
+        yield with_database(backends.server_url, name)
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
@@ -76,7 +67,7 @@ async def _migrate(url: str) -> asyncio.subprocess.Process:
 async def test_processes_migrating_one_fresh_database_at_once_all_succeed(
     fresh_database: str,
 ) -> None:
-    holder = await asyncpg.connect(_dsn(fresh_database))
+    holder = await asyncpg.connect(asyncpg_dsn(fresh_database))
     try:
         # Hold the lock until every process waits on it, then let them all go at once.
         await holder.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)

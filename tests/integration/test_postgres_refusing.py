@@ -24,6 +24,7 @@ from notifyhub.db.migrate import upgrade_head
 from notifyhub.domain.auth import Scope
 from notifyhub.services import apikeys
 from notifyhub.settings import Settings
+from support.database import asyncpg_dsn, with_database
 from support.webpush import Browser
 
 Hub = Callable[[Settings], AbstractAsyncContextManager[object]]
@@ -41,12 +42,11 @@ class Database:
 async def own_database(settings: Settings) -> AsyncIterator[Database]:
     """A migrated database of this test's own: the fault must not reach the run's."""
     assert settings.database_url is not None
-    server = settings.database_url.rsplit("/", 1)[0]
-    admin = await asyncpg.connect(server.replace("postgresql+asyncpg://", "postgresql://"))
+    admin = await asyncpg.connect(asyncpg_dsn(with_database(settings.database_url, "postgres")))
     name = f"nh_refusing_{secrets.token_hex(4)}"
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        url = f"{server}/{name}"
+        url = with_database(settings.database_url, name)
         await asyncio.to_thread(upgrade_head, url)
         yield Database(name, url, admin)
     finally:

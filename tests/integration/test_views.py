@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from notifyhub.store.keys import Keys
+from support.database import asyncpg_dsn
 from support.sse import open_stream
 
 BASE = "/v1/me/notifications"
@@ -242,7 +243,7 @@ async def test_a_redefined_view_is_inexact_until_recounted_while_postgresql_stal
     }
     recounted = await _metric(hub, RECOUNTED)
 
-    dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    dsn = asyncpg_dsn(database_url)
     audit, catalog, watch = [await asyncpg.connect(dsn) for _ in range(3)]
     tasks: list[asyncio.Task[Any]] = []
     try:

