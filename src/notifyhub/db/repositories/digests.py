@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+import orjson
+from sqlalchemy import Text, case, cast, func, select, text, update
+from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.models import Digest, DigestItem, UserProfile
@@ -167,16 +168,32 @@ async def claim_due(session: AsyncSession, now: datetime, limit: int) -> list[Di
     return list(found)
 
 
-async def items_of(session: AsyncSession, digest_ids: Sequence[str]) -> dict[str, list[DigestItem]]:
-    """The digests' items, the latest first."""
-    rows = await session.scalars(
-        select(DigestItem)
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """A digest's items as its messages show them (the latest first), and every channel
+    one of them was taken on."""
+
+    items: list[dict[str, Any]]
+    channels: frozenset[str]
+
+
+async def items_of(session: AsyncSession, digest_ids: Sequence[str]) -> dict[str, Gathered]:
+    """The digests' items, aggregated in PostgreSQL: one row per digest (its items and
+    their channels as JSON text, read by orjson), not an ORM object per item (that was
+    most of a flush's time at 20 items a digest)."""
+    found = {digest_id: Gathered([], frozenset()) for digest_id in digest_ids}
+    rows = await session.execute(
+        select(
+            DigestItem.digest_id,
+            cast(func.jsonb_agg(aggregate_order_by(DigestItem.item, DigestItem.seq.desc())), Text),
+            cast(func.jsonb_agg(DigestItem.channels), Text),
+        )
         .where(DigestItem.digest_id.in_(digest_ids))
-        .order_by(DigestItem.digest_id, DigestItem.seq.desc())
+        .group_by(DigestItem.digest_id)
     )
-    found: dict[str, list[DigestItem]] = {digest_id: [] for digest_id in digest_ids}
-    for row in rows:
-        found[row.digest_id].append(row)
+    for digest_id, items, channels in rows:
+        taken = frozenset(c for listed in orjson.loads(channels) for c in listed)
+        found[digest_id] = Gathered(orjson.loads(items), taken)
     return found
 
 
