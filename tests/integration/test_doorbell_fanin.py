@@ -6,6 +6,7 @@ heard and the share for its own streams (docs/scaling.md "Doorbell fan-in")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from redis.asyncio import Redis
@@ -134,3 +135,20 @@ async def test_a_doorbell_rung_right_after_the_subscription_is_heard(
         assert hasty.latest == 6
     finally:
         await hub.stop()
+
+
+async def test_a_publish_to_users_of_many_shards_reaches_each_stream(
+    hub: Any, redis: Redis, settings: Settings, publish_key: str, make_token: Any
+) -> None:
+    """Fewer than SHARED_AT users: place.lua rings one message per shard, each with the
+    notification (its streams send it without reading the log)."""
+    users = [f"many-shards-{i}" for i in range(6)]
+    assert len({_channel(settings, f"default/{u}") for u in users}) == len(users)
+    async with contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(open_stream(hub, make_token(u))) for u in users]
+        for stream in streams:
+            assert (await stream.next()).event == "counts"
+        sent = await send(hub, publish_key, users, title="to six shards")
+        for stream in streams:
+            event, _ = await stream.until("notification")
+            assert event.data["id"] == sent

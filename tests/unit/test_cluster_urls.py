@@ -6,7 +6,7 @@ import pytest
 from redis.crc import key_slot
 
 from notifyhub.store.client import ClusterUrl, parse_cluster_url
-from notifyhub.store.doorbells import Doorbells
+from notifyhub.store.doorbells import SHARED_AT, Doorbells
 from notifyhub.store.keys import Keys
 
 
@@ -55,6 +55,17 @@ def test_doorbells_split_a_batch_by_the_users_shard(sharded: bool) -> None:
         assert head == "!head"  # each shard's message repeats the header
         for line in lines:
             assert bells.channel_of(line.split(" ")[0]) == channel
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_broadcasts_batch_rings_once_on_the_common_channel(sharded: bool) -> None:
+    """SHARED_AT users or more: one message, not one per shard each repeating the header."""
+    bells = Doorbells(Keys("p:"), sharded=sharded)
+    members = [f"t/u{i}" for i in range(SHARED_AT)]
+    assert bells.channels_of(members) == [bells.common] * SHARED_AT
+    [(channel, payload)] = bells.messages([(m, 0) for m in members], b"!head")
+    assert channel == bells.common and payload.count(b"!head") == 1
+    assert len(bells.messages([(m, 0) for m in members[:-1]], b"!head")) > 1
 
 
 def test_a_users_shard_is_their_slot() -> None:

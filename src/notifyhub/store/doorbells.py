@@ -3,11 +3,13 @@ holding a stream of a user of that shard (issue 38: not every process hears ever
 
     standalone / Sentinel   PUBLISH  <p>events{i}   i = the user's Cluster slot % shards
     Redis Cluster           SPUBLISH <p>events{i}   (Keys.doorbell_shard)
-    every process           (S)SUBSCRIBEs <p>events (revocations), and <p>events{i} while
-                            it holds a stream of a user of shard i (realtime/hub.py)
+    every process           (S)SUBSCRIBEs <p>events (revocations, broadcasts), and
+                            <p>events{i} while it holds a stream of a user of shard i
+                            (realtime/hub.py)
 
 A batch of users spanning several shards is one message per shard touched, each
-repeating the batch's header (a notification, a trace). With `shards` 1 every doorbell
+repeating the batch's header (a notification, a trace); a broadcast's batch (SHARED_AT
+users or more) is one message on <p>events instead. With `shards` 1 every doorbell
 goes to <p>events, the one channel of hubs older than shards: run 1 while upgrading
 from one, then raise it. Publisher and listener must agree on `shards` (the
 `pubsub_shards` setting, like `delayed.sets`).
@@ -52,6 +54,12 @@ ANNOUNCE_MARK = b"^"
 TRACE_MARK = b"~"
 """First byte of a doorbell line carrying the publish's W3C traceparent."""
 
+SHARED_AT = 64
+"""A batch of this many users or more (a broadcast's) rings on the common channel, one
+message every process reads: split by shard it would be about a message per user, each
+repeating the batch's header (the notification's JSON, ten times the bytes of its line)
+for the hubs to read and parse (docs/scaling.md, "Doorbell fan-in")."""
+
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
 
@@ -91,9 +99,14 @@ class Doorbells:
             return self.common
         return self.channels[self._keys.doorbell_shard(member)]
 
+    def shared(self, users: int) -> bool:
+        """Whether a batch of this many users rings on the common channel (SHARED_AT)."""
+        return self.shards == 1 or users >= SHARED_AT
+
     def channels_of(self, members: Sequence[str]) -> list[str]:
-        """`channel_of` each user, in order."""
-        if self.shards == 1:
+        """The channel of each user's line in a batch of `members`, in order: their
+        shard's, or the common channel for all of a broadcast's (`shared`)."""
+        if self.shared(len(members)):
             return [self.common] * len(members)
         shard, channels = self._keys.doorbell_shard, self.channels
         return [channels[shard(m)] for m in members]
@@ -114,8 +127,13 @@ class Doorbells:
             pipe.execute_command(command, channel, payload)
 
     def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
-        """`queue` for "re-read" (seq 0) doorbells, a fan-out's."""
-        self.queue(pipe, [(m, 0) for m in members], header)
+        """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""
+        if not self.shared(len(members)):
+            self.queue(pipe, [(m, 0) for m in members], header)
+        elif members:
+            payload = (" 0\n".join(members) + " 0").encode()
+            payload = header + b"\n" + payload if header else payload
+            pipe.execute_command(self.publish_command, self.common, payload)
 
     @property
     def publish_command(self) -> str:
