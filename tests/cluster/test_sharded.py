@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
@@ -124,16 +125,18 @@ async def test_a_moved_shard_channel_is_resubscribed(
     await no_streams_left(hub)
 
 
+@pytest.mark.parametrize("bulk", [10, 200])
 async def test_a_broadcast_is_announced_on_every_shard(
-    settings: Any, start_hub: Any, publish_key: str, make_token: Any
+    settings: Any, start_hub: Any, publish_key: str, make_token: Any, bulk: int
 ) -> None:
-    """On a Cluster the writer publishes the announcement's lines to each user's shard
-    channel: streams in several slots show the broadcast before its copies (their ids
-    name it), then get the copies' counts without a second notification."""
+    """On a Cluster the writer publishes the announcement's lines after the slot groups
+    answer them: to each user's shard channel (16 users), or all on the common channel
+    (206, past SHARED_AT). Streams in several slots show the broadcast before its copies
+    (their ids name it), then get the copies' counts without a second notification."""
     limits = settings.limits.model_copy(update={"announce_at": 2})
     async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
         watched = [f"ann-spread-{i}" for i in range(6)]
-        everyone = watched + [f"ann-bulk-{i}" for i in range(200)]
+        everyone = watched + [f"ann-bulk-{bulk}-{i}" for i in range(bulk)]
         async with contextlib.AsyncExitStack() as stack:
             readers = [
                 await stack.enter_async_context(open_stream(hub, make_token(user)))

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from integration.test_stream import no_streams_left, open_stream, send
 from notifyhub.metrics import Metrics
+from notifyhub.realtime import shards
 from notifyhub.realtime.hub import Hub
 from notifyhub.settings import Settings
 from notifyhub.store.doorbells import Doorbells
@@ -152,3 +153,23 @@ async def test_a_publish_to_users_of_many_shards_reaches_each_stream(
         for stream in streams:
             event, _ = await stream.until("notification")
             assert event.data["id"] == sent
+
+
+async def test_a_stream_that_stopped_waiting_is_rung_once_subscribed(
+    settings: Settings, redis: Redis, monkeypatch: Any
+) -> None:
+    """A stream that gave up waiting for its shard's subscription (Redis slow to confirm)
+    read before it: the confirmation rings it, so it reads again and misses nothing."""
+    assert settings.redis_url is not None
+    keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
+    hub = Hub(settings.redis_url, Doorbells(keys, sharded=False), Metrics(), streams_per_user=2)
+    await hub.start()
+    try:
+        sub = hub.attach("t", "gave-up")
+        monkeypatch.setattr(shards, "CONFIRM_TIMEOUT_S", 0.0)
+        await hub.subscribe_for(sub)  # returns before the confirmation
+        async with asyncio.timeout(5):
+            assert await sub.wait()  # rung by the confirmation
+        assert await _subscribers(redis, hub.shards.channel_of("t/gave-up")) == 1
+    finally:
+        await hub.stop()
