@@ -14,6 +14,7 @@ from redis.crc import key_slot
 
 from integration.test_announce import waiting_at
 from integration.test_stream import no_streams_left, open_stream, send
+from notifyhub.realtime import shards
 from support.cluster import LocalCluster
 
 
@@ -29,8 +30,9 @@ async def _shard_subscribers(local_cluster: LocalCluster, channel: str) -> int:
 
 
 async def test_one_connection_per_master_subscribed_to_its_streams_shards(
-    hub: Any, local_cluster: LocalCluster, make_token: Any
+    hub: Any, local_cluster: LocalCluster, make_token: Any, monkeypatch: Any
 ) -> None:
+    monkeypatch.setattr(shards, "IDLE_S", 0.0)  # unsubscribed as soon as the listener wakes
     listener = hub.app_state["hub"]
     doorbells = listener._doorbells
     owners = {local_cluster.master_of(c).port for c in [doorbells.common, *doorbells.channels]}

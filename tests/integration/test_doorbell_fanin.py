@@ -75,10 +75,16 @@ async def test_a_hub_hears_only_the_shards_of_its_streams(
 
 
 async def test_the_shard_subscription_follows_the_streams(
-    hub: Any, redis: Redis, settings: Settings, publish_key: str, make_token: Any
+    hub: Any,
+    redis: Redis,
+    settings: Settings,
+    publish_key: str,
+    make_token: Any,
+    monkeypatch: Any,
 ) -> None:
-    """Subscribed from a shard's first stream to its last; subscribed again for a stream
-    opened after, which gets its events."""
+    """Subscribed from a shard's first stream to its last (plus `IDLE_S`, 0 here);
+    subscribed again for a stream opened after, which gets its events."""
+    monkeypatch.setattr(shards, "IDLE_S", 0.0)
     channel = _channel(settings, "default/follows")
     assert await _subscribers(redis, channel) == 0
     async with open_stream(hub, make_token("follows")) as one:
@@ -173,3 +179,17 @@ async def test_a_stream_that_stopped_waiting_is_rung_once_subscribed(
         assert await _subscribers(redis, hub.shards.channel_of("t/gave-up")) == 1
     finally:
         await hub.stop()
+
+
+async def test_a_shard_stays_subscribed_a_while_after_its_last_stream(
+    hub: Any, redis: Redis, settings: Settings, make_token: Any
+) -> None:
+    """A stream that reconnects at once (a reconnect storm) finds its shard subscribed:
+    no SUBSCRIBE round trip before its first read."""
+    channel = _channel(settings, "default/comes-back")
+    async with open_stream(hub, make_token("comes-back")) as stream:
+        assert (await stream.next()).event == "counts"
+    await no_streams_left(hub)
+    await hub.app_state["hub"].shards.unsubscribe_idle()  # as the listener does when it wakes
+    assert await _subscribers(redis, channel) == 1
+    assert channel in hub.app_state["hub"].shards.subscribed

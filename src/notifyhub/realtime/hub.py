@@ -52,7 +52,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -110,7 +110,7 @@ class Hub:
         self._heard = metrics.doorbells_heard
         self._per_user = streams_per_user
         self._subs: dict[str, set[Subscriber]] = {}
-        self.shards = Shards(doorbells, self._ring_channel)
+        self.shards = Shards(doorbells, self._ring_users)
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.listening = False
@@ -338,13 +338,11 @@ class Hub:
             latency_s = max(time.time() - accepted_ms / 1000, 0.0)
             self._metrics.publish_to_stream_seconds.observe(latency_s)
 
-    def _ring_channel(self, channel: str) -> None:
-        """Make the local streams of a shard channel's users re-read from their cursors."""
-        channel_of = self.shards.channel_of
-        for user, subs in self._subs.items():
-            if channel_of(user) == channel:
-                for sub in subs:
-                    sub.ring(0)
+    def _ring_users(self, users: Iterable[str]) -> None:
+        """Make the local streams of `users` (`T/U`) re-read from their cursors."""
+        for user in users:
+            for sub in self._subs.get(user, ()):
+                sub.ring(0)
 
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when

@@ -6,7 +6,9 @@
                            stream's first read, as a resume does: whatever changes after
                            that read rings a channel already heard
     Hub.detach(T/U)        streams[channel] -= 1; at 0 the channel is idle
-    unsubscribe_idle()     the listener, each time it wakes: UNSUBSCRIBE channels still idle
+    unsubscribe_idle()     the listener, each time it wakes: UNSUBSCRIBE the channels idle
+                           for IDLE_S (a stream that reconnects at once finds its shard
+                           still subscribed: a reconnect storm is not a SUBSCRIBE each)
 
 Commands go out one at a time (a lock), each deciding from the state it finds, so Redis
 sees them in the order the state changed: an UNSUBSCRIBE sent before a SUBSCRIBE of the
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+import itertools
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from redis.exceptions import RedisError
@@ -34,6 +38,8 @@ from notifyhub.store.doorbells import Doorbells
 
 CONFIRM_TIMEOUT_S = 2.0
 """How long a new stream waits for its channel's subscription before its first read."""
+IDLE_S = 10.0
+"""How long a channel stays subscribed after its last stream left."""
 SUBSCRIBE_BATCH = 1000
 """Channels per SUBSCRIBE command (a reconnect storm opens thousands of shards at once)."""
 
@@ -49,16 +55,19 @@ class Route(Protocol):
 class Shards:
     """Counts the local streams per shard channel and keeps the subscriptions to match."""
 
-    def __init__(self, doorbells: Doorbells, ring: Callable[[str], None]) -> None:
+    def __init__(self, doorbells: Doorbells, ring: Callable[[Iterable[str]], None]) -> None:
         self._doorbells = doorbells
         self._ring = ring
-        """Rings the local streams on a channel (its subscription came after they read)."""
-        self._streams: dict[str, int] = {}
+        """Rings the local streams of users (their channel's subscription came after they
+        read)."""
+        self._streams: dict[str, dict[str, int]] = {}
+        """Per channel with local streams: its users' (`T/U`) streams."""
         self._live: set[str] = set()
         """Subscribed on the current connection(s), confirmed or sent with the connection."""
         self._pending: dict[str, asyncio.Future[None]] = {}
         """SUBSCRIBEs sent (or about to be) and not confirmed yet."""
-        self._idle: set[str] = set()
+        self._idle: dict[str, float] = {}
+        """Channels without a stream: since when (monotonic seconds), oldest first."""
         self._late: set[str] = set()
         """Pending channels a stream stopped waiting for: rung once confirmed."""
         self._unsubscribing: dict[str, int] = {}
@@ -78,19 +87,27 @@ class Shards:
     def added(self, member: str) -> None:
         """A stream of user `T/U` attached."""
         channel = self.channel_of(member)
-        self._streams[channel] = self._streams.get(channel, 0) + 1
-        self._idle.discard(channel)
+        users = self._streams.setdefault(channel, {})
+        users[member] = users.get(member, 0) + 1
+        self._idle.pop(channel, None)
 
     def removed(self, member: str) -> None:
         """A stream of user `T/U` detached; its channel idles once it has none."""
         channel = self.channel_of(member)
-        left = self._streams.get(channel, 0) - 1
+        users = self._streams.get(channel, {})
+        left = users.get(member, 0) - 1
         if left > 0:
-            self._streams[channel] = left
+            users[member] = left
             return
-        self._streams.pop(channel, None)
+        users.pop(member, None)
+        if not users:
+            self._streams.pop(channel, None)
+            self._idled(channel)
+
+    def _idled(self, channel: str) -> None:
         if channel != self._doorbells.common:
-            self._idle.add(channel)
+            self._idle.pop(channel, None)  # to the end: the dict stays oldest first
+            self._idle[channel] = time.monotonic()
 
     async def subscribe_for(self, member: str) -> None:
         """Return once user `T/U`'s channel is subscribed (at once while disconnected: the
@@ -130,9 +147,9 @@ class Shards:
             future.set_result(None)
         if channel in self._late:
             self._late.discard(channel)
-            self._ring(channel)
+            self._ring(self._streams.get(channel, {}))
         if channel not in self._streams:
-            self._idle.add(channel)
+            self._idled(channel)
 
     def expected_unsubscribe(self, channel: str) -> bool:
         """Whether an UNSUBSCRIBE confirmation of `channel` answers one the hub sent."""
@@ -146,12 +163,17 @@ class Shards:
         return True
 
     async def unsubscribe_idle(self) -> None:
-        """UNSUBSCRIBE the live channels that have had no stream since they idled."""
+        """UNSUBSCRIBE the live channels that have had no stream for IDLE_S."""
         if not self._idle:
             return
+        since = time.monotonic() - IDLE_S
+        if next(iter(self._idle.values())) > since:
+            return
         async with self._lock:
-            idle = [c for c in self._idle if c in self._live and c not in self._streams]
-            self._idle.clear()
+            done = list(itertools.takewhile(lambda c: self._idle[c] <= since, self._idle))
+            for channel in done:
+                del self._idle[channel]
+            idle = [c for c in done if c in self._live and c not in self._streams]
             if self._route is None or not idle:
                 return
             self._live.difference_update(idle)
