@@ -1,9 +1,9 @@
 """Issue 38's rows: broadcasts over several hub processes, and what each hears of the others.
 
-Every hub process hears every doorbell and keeps the lines of its own users, so the bytes
-a process reads grow with all users, not with its own; and a broadcast to 20,000 users or
-more (`limits.defer_fanout_at`) is deferred and not announced. These rows measure both
-before the change that addresses them:
+A hub process hears the doorbell shards of its streams' users (store/doorbells.py), plus
+the common channel that carries a broadcast's batches to every process; and a broadcast
+to 20,000 users or more (`limits.defer_fanout_at`) is deferred and not announced. These
+rows measure both (docs/scaling.md, "Doorbell fan-in"):
 
 - `broadcast to <S> streams over <P> processes`: P `notifyhub serve` processes on one
   Redis and one database (as users run them), the streams of a group's S members split

@@ -309,6 +309,15 @@ NOTES = """\
   random members' counts and newest item read as each user (32 at a time) before and
   after the POST; a user is wrong unless unread, unseen and total each grew by one and
   the newest item is the POST's; then the routing trace's totals.
+- Issue 38 item 2 (doorbells by shard, e7abe41), 2026-11-28, on this 2-core machine
+  with other work running (load 4-9), against b8d6146 in the same window: `doorbell
+  fan-in` read / own (all phases) 2.01 -> 1.09 at 2 processes and 4.13 -> 1.27 at 4;
+  its broadcast phase stays 1.94 / 3.67 (a broadcast's batches ride the common
+  channel: split by shard they made each process read 1,486 KiB instead of 145).
+  `broadcast to 10k streams` p99 767 ms after, 775 before; the reconnect storm 289 new
+  streams/s after (f775b04), 304 before. Those two rows above stay the quiet machine's:
+  this window's, before and after alike, say more of the load than of the code.
+  docs/scaling.md, "Doorbell fan-in".
 - Issues 36 and 39 (the second shape pass, the per-request deadline, revocation, strict
   bodies), before (2041072) and after (2d54c45, c6f39e9), 2026-11-28, machine 1. The
   rows at c6f39e9 above (load 1.2-2.4) hold every target. `ingest vs the minimal floor`

@@ -227,8 +227,9 @@ class Settings(BaseSettings):
     past it, its store calls are cancelled and it answers 503 (api/deadline.py). One
     budget for all of a request's calls, below a client's usual 5 s timeout; an event
     stream's applies to its opening, a long poll's to each of its rounds."""
-    redis_pubsub_shards: int = Field(16, ge=1, le=1024)
-    """Sharded Pub/Sub channels on a Redis Cluster (every process must agree)."""
+    redis_pubsub_shards: int = Field(16384, ge=1, le=16384)
+    """Doorbell channels: a process hears those of its streams' users (every process must
+    agree; 1: one channel all hear, as hubs before shards did; docs/scaling.md)."""
     redis_wait_replicas: int = Field(0, ge=0)
     """Before acknowledging a delivery, WAIT until this many replicas of each master
     written have it (at most `redis_wait_timeout_ms`). 0: asynchronous replication, so a

@@ -1,5 +1,6 @@
-"""Sharded Pub/Sub on the cluster: one subscription per shard master, a batch spanning
-every slot group reaches every stream."""
+"""Sharded Pub/Sub on the cluster: one connection per master, SSUBSCRIBEd to the common
+channel and the shards of the process's streams; a batch spanning every slot group
+reaches every stream."""
 
 from __future__ import annotations
 
@@ -7,31 +8,52 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from integration.test_announce import waiting_at
 from integration.test_stream import no_streams_left, open_stream, send
+from notifyhub.realtime import shards
 from support.cluster import LocalCluster
 
 
-async def test_one_sharded_subscription_per_master_per_process(
-    hub: Any, redis: Redis, local_cluster: LocalCluster
+async def _shard_subscribers(local_cluster: LocalCluster, channel: str) -> int:
+    """SSUBSCRIBEd connections to `channel`, as its master counts them."""
+    node = local_cluster.master_of(channel)
+    client = Redis(host="127.0.0.1", port=node.port)
+    try:
+        [(_, count)] = await client.execute_command("PUBSUB SHARDNUMSUB", channel)
+        return int(count)
+    finally:
+        await client.aclose()
+
+
+async def test_one_connection_per_master_subscribed_to_its_streams_shards(
+    hub: Any, local_cluster: LocalCluster, make_token: Any, monkeypatch: Any
 ) -> None:
-    doorbells = hub.app_state["hub"]._doorbells
-    owners = {local_cluster.master_of(channel).port for channel in doorbells.channels}
+    monkeypatch.setattr(shards, "IDLE_S", 0.0)  # unsubscribed as soon as the listener wakes
+    listener = hub.app_state["hub"]
+    doorbells = listener._doorbells
+    owners = {local_cluster.master_of(c).port for c in [doorbells.common, *doorbells.channels]}
     for node in local_cluster.live_nodes():
         client = Redis(host="127.0.0.1", port=node.port)
         try:
             clients = await client.client_list()
-            names = [c["name"] for c in clients if c["name"] == hub.app_state["hub"].client_name]
+            names = [c["name"] for c in clients if c["name"] == listener.client_name]
             assert len(names) == (1 if node.port in owners else 0)
-            mine = [c for c in doorbells.channels if local_cluster.master_of(c).port == node.port]
-            if mine:
-                counts = await client.execute_command("PUBSUB SHARDNUMSUB", *mine)
-                assert [n for _, n in counts] == [1] * len(mine)
         finally:
             await client.aclose()
+    channel = doorbells.channel_of("default/sharded-sub")
+    assert await _shard_subscribers(local_cluster, doorbells.common) == 1
+    assert await _shard_subscribers(local_cluster, channel) == 0
+    async with open_stream(hub, make_token("sharded-sub")) as stream:
+        assert (await stream.next()).event == "counts"
+        assert await _shard_subscribers(local_cluster, channel) == 1
+    async with asyncio.timeout(5):  # the listener unsubscribes within a poll (1 s)
+        while await _shard_subscribers(local_cluster, channel):
+            await asyncio.sleep(0.05)
+    assert listener.healthy  # its own SUNSUBSCRIBE is not a moved slot
 
 
 async def test_a_fan_out_over_many_slots_reaches_every_stream(
@@ -80,9 +102,8 @@ async def test_a_moved_shard_channel_is_resubscribed(
     """Redis tells subscribers of a moved slot with SUNSUBSCRIBE; the hub subscribes
     again on the new owner and streams keep getting their events."""
     doorbells = hub.app_state["hub"]._doorbells
-    user = next(u for u in (f"mv-{i}" for i in range(200)) if doorbells.channel_of(
-        f"default/{u}") == doorbells.channels[7])  # fmt: skip
-    channel = doorbells.channels[7]
+    user = "mv-7"
+    channel = doorbells.channel_of(f"default/{user}")
     slot = key_slot(channel.encode())
     source = local_cluster.master_of(channel)
     target = next(n for n in local_cluster.nodes[:3] if n is not source)
@@ -106,16 +127,18 @@ async def test_a_moved_shard_channel_is_resubscribed(
     await no_streams_left(hub)
 
 
+@pytest.mark.parametrize("bulk", [10, 200])
 async def test_a_broadcast_is_announced_on_every_shard(
-    settings: Any, start_hub: Any, publish_key: str, make_token: Any
+    settings: Any, start_hub: Any, publish_key: str, make_token: Any, bulk: int
 ) -> None:
-    """On a Cluster the writer publishes the announcement's lines to each user's shard
-    channel: streams in several slots show the broadcast before its copies (their ids
-    name it), then get the copies' counts without a second notification."""
+    """On a Cluster the writer publishes the announcement's lines after the slot groups
+    answer them: to each user's shard channel (16 users), or all on the common channel
+    (206, past SHARED_AT). Streams in several slots show the broadcast before its copies
+    (their ids name it), then get the copies' counts without a second notification."""
     limits = settings.limits.model_copy(update={"announce_at": 2})
     async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
         watched = [f"ann-spread-{i}" for i in range(6)]
-        everyone = watched + [f"ann-bulk-{i}" for i in range(200)]
+        everyone = watched + [f"ann-bulk-{bulk}-{i}" for i in range(bulk)]
         async with contextlib.AsyncExitStack() as stack:
             readers = [
                 await stack.enter_async_context(open_stream(hub, make_token(user)))

@@ -143,7 +143,7 @@ async def test_the_script_names_those_without_the_copy_with_their_seq(
     notification = make_notification(title="all hands")
     await store.place(notification, [held])  # the first attempt reached this user
     pubsub = redis.pubsub()
-    await pubsub.subscribe(store.doorbells.channels[0])
+    await pubsub.subscribe(store.doorbells.channel_of("default/new"))
     try:
         assert await store.announce(make_notification(category="news"), [held, new]) == 0
         assert await store.announce(notification, [held, new]) == 1

@@ -6,7 +6,7 @@ import pytest
 from redis.crc import key_slot
 
 from notifyhub.store.client import ClusterUrl, parse_cluster_url
-from notifyhub.store.doorbells import Doorbells
+from notifyhub.store.doorbells import SHARED_AT, Doorbells
 from notifyhub.store.keys import Keys
 
 
@@ -37,24 +37,50 @@ def test_malformed_cluster_urls_are_refused(url: str) -> None:
         parse_cluster_url(url)
 
 
-def test_standalone_doorbells_use_one_channel_for_a_batch() -> None:
-    bells = Doorbells(Keys("p:"), sharded=False)
-    assert bells.channels == ["p:events"]
+def test_one_shard_is_the_common_channel_as_before_shards() -> None:
+    bells = Doorbells(Keys("p:", pubsub_shards=1), sharded=False)
+    assert bells.channels == [bells.common] == ["p:events"]
     assert bells.messages([("t/a", 1), ("t/b", 0)]) == [("p:events", b"t/a 1\nt/b 0")]
 
 
-def test_sharded_doorbells_split_a_batch_by_the_users_shard() -> None:
-    bells = Doorbells(Keys("p:", pubsub_shards=4), sharded=True)
+@pytest.mark.parametrize("sharded", [False, True])
+def test_doorbells_split_a_batch_by_the_users_shard(sharded: bool) -> None:
+    bells = Doorbells(Keys("p:", pubsub_shards=4), sharded=sharded)
     assert bells.channels == ["p:events{0}", "p:events{1}", "p:events{2}", "p:events{3}"]
     members = [f"t/u{i}" for i in range(40)]
-    messages = dict(bells.messages([(m, 0) for m in members]))
+    messages = dict(bells.messages([(m, 0) for m in members], b"!head"))
     assert set(messages) == set(bells.channels)  # 40 users reach every shard
     for channel, payload in messages.items():
-        for line in payload.decode().splitlines():
+        head, *lines = payload.decode().splitlines()
+        assert head == "!head"  # each shard's message repeats the header
+        for line in lines:
             assert bells.channel_of(line.split(" ")[0]) == channel
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_broadcasts_batch_rings_once_on_the_common_channel(sharded: bool) -> None:
+    """SHARED_AT users or more: one message, not one per shard each repeating the header."""
+    bells = Doorbells(Keys("p:"), sharded=sharded)
+    members = [f"t/u{i}" for i in range(SHARED_AT)]
+    assert bells.channels_of(members) == [bells.common] * SHARED_AT
+    [(channel, payload)] = bells.messages([(m, 0) for m in members], b"!head")
+    assert channel == bells.common and payload.count(b"!head") == 1
+    assert len(bells.messages([(m, 0) for m in members[:-1]], b"!head")) > 1
+
+
+def test_a_users_shard_is_their_slot() -> None:
+    """By default one shard per Cluster slot: the slot of the user's keys."""
+    keys = Keys("p:")
+    bells = Doorbells(keys, sharded=False)
+    for tenant, user in [("t", "a"), ("default", "bob"), ("x{y}", "z%")]:
+        slot = key_slot(keys.inbox(tenant, user).seq.encode())
+        assert bells.channel_of(f"{tenant}/{user}") == keys.shard_channel(slot)
+    assert Doorbells(Keys("p:", pubsub_shards=8), sharded=False).channel_of("t/a") == (
+        keys.shard_channel(key_slot(keys.inbox("t", "a").seq.encode()) % 8)
+    )
+
+
 def test_shard_channels_spread_over_slots() -> None:
-    bells = Doorbells(Keys("p:"), sharded=True)
+    bells = Doorbells(Keys("p:", pubsub_shards=16), sharded=True)
     slots = {key_slot(channel.encode()) for channel in bells.channels}
     assert len(slots) == len(bells.channels)

@@ -133,7 +133,12 @@ async def test_an_offered_change_is_kept_only_when_it_is_the_next_one() -> None:
 def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> None:
     """The hub builds a copy's notification and counts events from the doorbell, byte
     for byte what a log read gives, and offers them; plain lines just ring."""
-    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=2)
+    hub = Hub(
+        "redis://unused",
+        Doorbells(Keys("p:", pubsub_shards=1), sharded=False),
+        Metrics(),
+        streams_per_user=2,
+    )
     caught_up, behind, plain = hub.attach("t", "a"), hub.attach("t", "b"), hub.attach("t", "c")
     legacy = hub.attach("t", "d")
     caught_up.cursor, behind.cursor, plain.cursor, legacy.cursor = 2, 0, 0, 6
@@ -141,7 +146,11 @@ def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> N
     body = b'{"id":"N","title":"hi"}'
     changed = [("t/a", "3,1,1,3,e1"), ("t/b", "5,2,2,5,e1"), ("t/c", 0), ("t/d", "7,1,1,1")]
     changed += [("t/nobody-here", "1,1,1,1,e1")]
-    hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages(changed, INLINE_MARK + body)[0][1])
+    hub.dispatch(
+        Doorbells(Keys("p:", pubsub_shards=1), sharded=False).messages(changed, INLINE_MARK + body)[
+            0
+        ][1]
+    )
     expected = frame("counts", 3, "e1", {"unread": 1, "unseen": 1, "total": 3, "seq": 3})
     notification = b"event: notification\nid: 3-e1\ndata: " + body + b"\n\n"
     assert caught_up.ready == (3, "e1", notification + expected)
@@ -154,13 +163,20 @@ def test_a_fan_out_doorbell_builds_the_events_of_users_with_local_streams() -> N
 def test_a_traced_doorbell_rings_a_hub_with_tracing_off(inline: bool) -> None:
     """A publisher with tracing on, a hub with it off (a fleet mid-change): the trace line
     names no user, so it is skipped, and no stream keeps a trace."""
-    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=5)
+    hub = Hub(
+        "redis://unused",
+        Doorbells(Keys("p:", pubsub_shards=1), sharded=False),
+        Metrics(),
+        streams_per_user=5,
+    )
     sub = hub.attach("t", "a")
     sub.cursor, sub.epoch = 2, "e1"
     trace = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     header = traced(INLINE_MARK + b'{"id":"N"}' if inline else b"", trace)
     line: tuple[str, int | str] = ("t/a", "3,1,1,3,e1") if inline else ("t/a", 3)
-    hub.dispatch(Doorbells(Keys("p:"), sharded=False).messages([line], header)[0][1])
+    hub.dispatch(
+        Doorbells(Keys("p:", pubsub_shards=1), sharded=False).messages([line], header)[0][1]
+    )
     assert sub.latest == 3 and (sub.ready is not None) is inline
     assert hub.traced == {}
 
@@ -170,7 +186,12 @@ async def test_an_announcement_is_kept_only_for_a_stream_at_its_seq() -> None:
     streams that have sent exactly the seq (and epoch) its line names: those cannot have
     sent the copy. Others, and users with no local stream, are left to the copy's own
     doorbell. The waiter wakes without a ring: nothing needs reading."""
-    hub = Hub("redis://unused", Doorbells(Keys("p:"), sharded=False), Metrics(), streams_per_user=2)
+    hub = Hub(
+        "redis://unused",
+        Doorbells(Keys("p:", pubsub_shards=1), sharded=False),
+        Metrics(),
+        streams_per_user=2,
+    )
     at, past, other_epoch, fresh = (hub.attach("t", u) for u in ("a", "b", "c", "d"))
     at.cursor = past.cursor = other_epoch.cursor = 4
     at.epoch = past.epoch = "e1"

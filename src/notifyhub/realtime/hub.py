@@ -1,6 +1,7 @@
-"""One Pub/Sub subscription per process, fanned out in memory to local streams.
+"""One Pub/Sub connection per process, fanned out in memory to local streams.
 
     Redis PUBLISH "T/U seq\\n..."  ──►  Hub._listen (one task, one connection)
+      on T/U's shard channel              subscribed to the shards of its streams' users
                                           │ parse lines, look up local subscribers
                                           ▼
                           Subscriber.ring(seq)   (a doorbell, never a queue)
@@ -8,19 +9,24 @@
                                           ▼
                   stream re-reads the user's change log from its cursor
 
+A doorbell goes to its user's shard channel (store/doorbells.py), and a process
+subscribes to a shard's channel while it holds a stream of a user of that shard, plus the
+common channel (revocations): `Shards` (realtime/shards.py) keeps the subscriptions, and a
+new stream waits for its shard's subscription before its first read (`subscribe_for`).
+
 After any Pub/Sub failure the hub reconnects with backoff, re-subscribes, and rings
 every local subscriber with seq 0 so each re-reads from its cursor: whatever was
 published during the gap is still in the change log.
 
-On a Redis Cluster the doorbells are sharded channels (store/doorbells.py). The hub
-asks the cluster which master serves each channel's slot and opens one connection per
-such master, SSUBSCRIBEd to its channels, each read by its own task:
+On a Redis Cluster the doorbells are sharded channels. The hub asks the cluster which
+master serves each channel's slot and opens one connection per master, each read by its
+own task; a shard's SSUBSCRIBE goes to its master's:
 
-    CLUSTER SLOTS ──► master A: SSUBSCRIBE <p>events{0} <p>events{5} ...   (one task)
-                      master B: SSUBSCRIBE <p>events{1} ...                 (one task)
+    CLUSTER SLOTS ──► master A: SSUBSCRIBE <p>events <p>events{5} ...   (one task)
+                      master B: SSUBSCRIBE <p>events{1} ...             (one task)
 
 When any of them fails (a master died, or a slot moved and Redis sent an unsolicited
-SUNSUBSCRIBE) all are closed, the topology is read again, every shard re-subscribed and
+SUNSUBSCRIBE) all are closed, the topology is read again, every channel re-subscribed and
 every local stream resynced, as above.
 
 A revocation (store/revocations.py) comes on the same channel: the hub ends the local
@@ -32,10 +38,11 @@ trace, and each stream it rings keeps the trace (`traced`, at most TRACES_KEPT) 
 next write, which is a span of the same trace (realtime/sse.py). Off, nothing of this runs
 and a trace line is skipped like any line naming no local stream.
 
-Every process hears every doorbell and keeps the lines of its own users. Each message is
-counted once, after its lines are read: its bytes and lines, and the share for local
-streams (`notifyhub_doorbell_{bytes,lines}_total{local}`, docs/scaling.md "Doorbell
-fan-in"), so what a process reads for others' users can be watched as processes are added.
+A process hears the doorbells of its shards, which hold other processes' users too, and
+keeps the lines of its own users. Each message is counted once, after its lines are read:
+its bytes and lines, and the share for local streams
+(`notifyhub_doorbell_{bytes,lines}_total{local}`, docs/scaling.md "Doorbell fan-in"), so
+what a process reads for others' users can be watched as processes are added.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -60,6 +67,7 @@ from notifyhub._compat.redis import pubsub_messages
 from notifyhub.errors import TooManyStreams
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.events import placed_frames
+from notifyhub.realtime.shards import SUBSCRIBE_BATCH, Shards
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.changes import view_counts
 from notifyhub.store.client import close, connect, parse_cluster_url
@@ -102,10 +110,11 @@ class Hub:
         self._heard = metrics.doorbells_heard
         self._per_user = streams_per_user
         self._subs: dict[str, set[Subscriber]] = {}
+        self.shards = Shards(doorbells, self._ring_users)
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.listening = False
-        self.client_name = f"notifyhub-pubsub-{doorbells.channels[0]}"
+        self.client_name = f"notifyhub-pubsub-{doorbells.common}"
         self.tracing = tracing or Tracing()
         self.traced: dict[Subscriber, list[bytes]] = {}
         """Tracing on: the traces of the doorbells that rang a stream since its last write
@@ -162,8 +171,14 @@ class Hub:
             raise TooManyStreams(f"at most {self._per_user} open streams per user")
         sub = Subscriber(key, key_id=key_id, issued_at=issued_at)
         local.add(sub)
+        self.shards.added(key)
         self._metrics.streams_open.inc()
         return sub
+
+    async def subscribe_for(self, sub: Subscriber) -> None:
+        """Return once the stream's shard channel is subscribed: its first read comes after
+        (realtime/shards.py)."""
+        await self.shards.subscribe_for(sub.member)
 
     def detach(self, sub: Subscriber) -> None:
         local = self._subs.get(sub.member)
@@ -173,6 +188,7 @@ class Hub:
         self.traced.pop(sub, None)
         if not local:
             del self._subs[sub.member]
+        self.shards.removed(sub.member)
         self._metrics.streams_open.dec()
 
     def dispatch(self, payload: bytes) -> None:
@@ -322,6 +338,12 @@ class Hub:
             latency_s = max(time.time() - accepted_ms / 1000, 0.0)
             self._metrics.publish_to_stream_seconds.observe(latency_s)
 
+    def _ring_users(self, users: Iterable[str]) -> None:
+        """Make the local streams of `users` (`T/U`) re-read from their cursors."""
+        for user in users:
+            for sub in self._subs.get(user, ()):
+                sub.ring(0)
+
     def resync_all(self) -> None:
         """Make every local stream re-read from its cursor: after a Pub/Sub gap, or when
         Redis lost data (services/epoch.py EpochWatch): a stream whose user's seq is now
@@ -353,35 +375,40 @@ class Hub:
         client = self._client(self._redis_url)
         try:
             async with client.pubsub() as pubsub:
-                await pubsub.subscribe(*self._doorbells.channels)
+                await self.shards.connect(PlainRoute(pubsub))
                 self._listening()
                 await self._pump(pubsub)
         finally:
+            self.shards.disconnected()
             await close(client)
 
     async def _listen_sharded(self) -> None:
-        """One SSUBSCRIBEd connection per master serving a shard channel, one task each."""
-        async with contextlib.AsyncExitStack() as stack:
-            pubsubs = []
-            for url, channels in (await self._shard_masters()).items():
-                client = self._client(url)
-                stack.push_async_callback(client.aclose)
-                pubsub = await stack.enter_async_context(client.pubsub())
-                for channel in channels:  # one per call: SSUBSCRIBE refuses CROSSSLOT
-                    await pubsub.ssubscribe(channel)
-                pubsubs.append(pubsub)
-            self._listening()
-            await _first_failure([self._pump(pubsub) for pubsub in pubsubs])
+        """One connection per master serving a doorbell channel, one task each."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                pubsubs, by_channel = [], dict[str, PubSub]()
+                for url, channels in (await self._shard_masters()).items():
+                    client = self._client(url)
+                    stack.push_async_callback(client.aclose)
+                    pubsub = await stack.enter_async_context(client.pubsub())
+                    await pubsub.connect()  # read from before it subscribes anything
+                    pubsubs.append(pubsub)
+                    by_channel |= dict.fromkeys(channels, pubsub)
+                await self.shards.connect(ShardedRoute(by_channel))
+                self._listening()
+                await _first_failure([self._pump(pubsub) for pubsub in pubsubs])
+        finally:
+            self.shards.disconnected()
 
     async def _shard_masters(self) -> dict[str, list[str]]:
-        """A `redis://` URL per master serving a shard channel, with its channels."""
+        """A `redis://` URL per master serving a doorbell channel, with its channels."""
         cluster = parse_cluster_url(self._redis_url)
         assert cluster is not None
         topology = self._client(self._redis_url)
         try:
             await topology.initialize()
             by_node: dict[str, list[str]] = {}
-            for channel in self._doorbells.channels:
+            for channel in [self._doorbells.common, *self._doorbells.channels]:
                 node = topology.get_node_from_key(channel)  # type: ignore[attr-defined]
                 by_node.setdefault(cluster.node_url(node.host, node.port), []).append(channel)
             return by_node
@@ -396,13 +423,15 @@ class Hub:
             hook()
 
     async def _pump(self, pubsub: PubSub) -> None:
-        """Read messages; PING when idle and give up on a connection that stays silent."""
+        """Read messages; UNSUBSCRIBE idle shards each time it wakes; PING when idle and
+        give up on a connection that stays silent."""
         messages = pubsub_messages(pubsub)
         last_heard = time.monotonic()
         ping_sent: float | None = None
         while True:
             replies = await messages.read(_POLL_S)
             now = time.monotonic()
+            await self.shards.unsubscribe_idle()
             if replies:
                 last_heard, ping_sent = now, None
                 for reply in replies:
@@ -414,16 +443,51 @@ class Hub:
                 ping_sent = now
 
     def _on_reply(self, reply: Any) -> None:
-        """One reply of the subscribed connection: a doorbell is dispatched; a shard
-        channel unsubscribed by the server (its slot moved) ends the connection; the rest
-        (subscribe confirmations, PONGs) only say the connection is alive."""
+        """One reply of the subscribed connection: a doorbell is dispatched; a subscription
+        confirmed is told to `shards`; a shard channel unsubscribed by the server, not by
+        the hub (its slot moved), ends the connection; PONGs only say it is alive."""
         if not isinstance(reply, list) or len(reply) < 3:
             return
         kind = reply[0]
         if kind == b"message" or kind == b"smessage":
             self.dispatch(reply[2])
-        elif kind == b"sunsubscribe":
+        elif kind == b"subscribe" or kind == b"ssubscribe":
+            self.shards.confirmed(reply[1].decode())
+        elif kind == b"unsubscribe":
+            self.shards.expected_unsubscribe(reply[1].decode())
+        elif kind == b"sunsubscribe" and not self.shards.expected_unsubscribe(reply[1].decode()):
             raise RedisConnectionError(f"shard channel {reply[1]!r} moved")
+
+
+class PlainRoute:
+    """SUBSCRIBE / UNSUBSCRIBE on the one connection (standalone Redis, Sentinel)."""
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self._pubsub = pubsub
+
+    async def subscribe(self, channels: Sequence[str]) -> None:
+        for start in range(0, len(channels), SUBSCRIBE_BATCH):
+            await self._pubsub.subscribe(*channels[start : start + SUBSCRIBE_BATCH])
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        for start in range(0, len(channels), SUBSCRIBE_BATCH):
+            await self._pubsub.unsubscribe(*channels[start : start + SUBSCRIBE_BATCH])
+
+
+class ShardedRoute:
+    """SSUBSCRIBE / SUNSUBSCRIBE, one channel per command (a command refuses CROSSSLOT),
+    on the connection to the master serving its slot (a Cluster)."""
+
+    def __init__(self, by_channel: dict[str, PubSub]) -> None:
+        self._by_channel = by_channel
+
+    async def subscribe(self, channels: Sequence[str]) -> None:
+        for channel in channels:
+            await self._by_channel[channel].ssubscribe(channel)
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        for channel in channels:
+            await self._by_channel[channel].sunsubscribe(channel)
 
 
 async def _first_failure(pumps: list[Coroutine[Any, Any, None]]) -> None:

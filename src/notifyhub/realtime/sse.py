@@ -229,7 +229,9 @@ class InboxStream(Response):
         position (kept as its opening `counts` frame); a resumed one the changes after its
         cursor, kept for its first catch-up (one round trip instead of two: a reconnect
         storm is made of these). Neither is held longer than its first send: an idle
-        stream lives for hours."""
+        stream lives for hours. Its shard's doorbells are heard first (`Hub.subscribe_for`):
+        a change after the read rings it."""
+        await self._hub.subscribe_for(self._sub)
         if self._cursor is None:
             opening = self._mark(await self._store.position(self._tenant, self._user))
             self._epoch = opening.epoch

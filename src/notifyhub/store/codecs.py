@@ -46,14 +46,15 @@ class PlaceTail:
     KEYS are the notification's recipient index and the expiry index, which the script
     writes before the copies (three commands fewer for redis-py to pack and read per
     publish);
-    `channel`, the script PUBLISHes the doorbell with each copy's event itself, its
-    `header` carrying the fresh item's JSON."""
+    `channels` (each user's doorbell channel), the script PUBLISHes the doorbell with
+    each copy's event itself, one message per channel, its `header` carrying the fresh
+    item's JSON."""
 
     members: Sequence[str]
     """`tenant/user` of each user, in KEYS order."""
     indexed: bool
-    channel: str = ""
-    """'': no doorbell."""
+    channels: Sequence[str] = ()
+    """Empty: no doorbell."""
     header: bytes = b""
 
 
@@ -104,7 +105,8 @@ class CopyArgs:
         t = self.thread
         args += ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
         if tail is not None:
-            args += [_flag(tail.indexed), tail.channel, tail.header, *tail.members]
+            args += [_flag(tail.indexed), _flag(bool(tail.channels)), tail.header, *tail.members]
+            args += tail.channels
         return args
 
     def defer_args(self) -> Args:

@@ -1,9 +1,18 @@
-"""Where a user's change doorbell is rung: one Pub/Sub channel, or sharded channels on a Cluster.
+"""Where a user's change doorbell is rung: their shard's channel, heard by the processes
+holding a stream of a user of that shard (issue 38: not every process hears every bell).
 
-    standalone / Sentinel   PUBLISH  <p>events        every process SUBSCRIBEs to it
-    Redis Cluster           SPUBLISH <p>events{i}     i = crc32("T/U") % shards; each
-                                                      process SSUBSCRIBEs to every shard
-                                                      on the node serving its slot
+    standalone / Sentinel   PUBLISH  <p>events{i}   i = the user's Cluster slot % shards
+    Redis Cluster           SPUBLISH <p>events{i}   (Keys.doorbell_shard)
+    every process           (S)SUBSCRIBEs <p>events (revocations, broadcasts), and
+                            <p>events{i} while it holds a stream of a user of shard i
+                            (realtime/hub.py)
+
+A batch of users spanning several shards is one message per shard touched, each
+repeating the batch's header (a notification, a trace); a broadcast's batch (SHARED_AT
+users or more) is one message on <p>events instead. With `shards` 1 every doorbell
+goes to <p>events, the one channel of hubs older than shards: run 1 while upgrading
+from one, then raise it. Publisher and listener must agree on `shards` (the
+`pubsub_shards` setting, like `delayed.sets`).
 
 A message is lines of `tenant/user seq` (seq 0: "re-read"). An inline doorbell
 (store/inbox/placing.py) starts with `!<notification JSON>` (its fresh copy as `item_json` gives it;
@@ -26,13 +35,11 @@ user, so a hub with tracing off skips it as it skips a user with no local stream
 
 Classic PUBLISH on a Cluster is broadcast over the cluster bus to every node, so its
 cost grows with the cluster; a sharded message stays on the one shard (master and its
-replicas) that owns the channel's slot. Publisher and listener must agree on `shards`
-(the `pubsub_shards` setting, like `delayed.sets`).
+replicas) that owns the channel's slot.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +53,12 @@ ANNOUNCE_MARK = b"^"
 
 TRACE_MARK = b"~"
 """First byte of a doorbell line carrying the publish's W3C traceparent."""
+
+SHARED_AT = 64
+"""A batch of this many users or more (a broadcast's) rings on the common channel, one
+message every process reads: split by shard it would be about a message per user, each
+repeating the batch's header (the notification's JSON, ten times the bytes of its line)
+for the hubs to read and parse (docs/scaling.md, "Doorbell fan-in")."""
 
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
@@ -70,37 +83,58 @@ class Doorbells:
 
     def __init__(self, keys: Keys, *, sharded: bool) -> None:
         self.sharded = sharded
-        self._shards = keys.pubsub_shards
-        self.channels = (
-            [keys.shard_channel(i) for i in range(self._shards)] if sharded else [keys.channel]
-        )
+        """A Cluster: sharded Pub/Sub (SPUBLISH, SSUBSCRIBE)."""
+        self._keys = keys
+        self.common = keys.channel
+        """Heard by every process: revocations (and every doorbell when `shards` is 1)."""
+        self.shards = keys.pubsub_shards
+        self.channels = [keys.shard_channel(i) for i in range(self.shards)]
+        if self.shards == 1:
+            self.channels = [self.common]
+        """Every user's doorbell channel, by shard."""
 
     def channel_of(self, member: str) -> str:
-        if not self.sharded:
-            return self.channels[0]
-        return self.channels[zlib.crc32(member.encode()) % self._shards]
+        """User `T/U`'s doorbell channel: their shard's (`Keys.doorbell_shard`)."""
+        if self.shards == 1:
+            return self.common
+        return self.channels[self._keys.doorbell_shard(member)]
+
+    def shared(self, users: int) -> bool:
+        """Whether a batch of this many users rings on the common channel (SHARED_AT)."""
+        return self.shards == 1 or users >= SHARED_AT
+
+    def channels_of(self, members: Sequence[str]) -> list[str]:
+        """The channel of each user's line in a batch of `members`, in order: their
+        shard's, or the common channel for all of a broadcast's (`shared`)."""
+        if self.shared(len(members)):
+            return [self.common] * len(members)
+        shard, channels = self._keys.doorbell_shard, self.channels
+        return [channels[shard(m)] for m in members]
 
     def messages(self, changed: Changed, header: bytes = b"") -> list[tuple[str, bytes]]:
-        """(channel, payload) pairs: one for all of `changed`, or one per shard touched;
-        each starts with `header` (a fan-out's `!<notification JSON>`) if given."""
-        if not self.sharded:
-            return [(self.channels[0], doorbell(changed, header))]
+        """(channel, payload) pairs: one per shard touched, each starting with `header`
+        (a fan-out's `!<notification JSON>`) if given."""
         by_channel: dict[str, list[tuple[str, int | str]]] = {}
-        for line in changed:
-            by_channel.setdefault(self.channel_of(line[0]), []).append(line)
+        channels = self.channels_of([line[0] for line in changed])
+        for channel, line in zip(channels, changed, strict=True):
+            by_channel.setdefault(channel, []).append(line)
         return [(channel, doorbell(lines, header)) for channel, lines in by_channel.items()]
 
     def queue(self, pipe: Any, changed: Changed, header: bytes = b"") -> None:
         """Add the publish commands for `changed` to a (cluster) pipeline."""
-        command = "SPUBLISH" if self.sharded else "PUBLISH"
+        command = self.publish_command
         for channel, payload in self.messages(changed, header):
             pipe.execute_command(command, channel, payload)
 
     def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
         """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""
-        if self.sharded:
+        if not self.shared(len(members)):
             self.queue(pipe, [(m, 0) for m in members], header)
         elif members:
             payload = (" 0\n".join(members) + " 0").encode()
             payload = header + b"\n" + payload if header else payload
-            pipe.execute_command("PUBLISH", self.channels[0], payload)
+            pipe.execute_command(self.publish_command, self.common, payload)
+
+    @property
+    def publish_command(self) -> str:
+        return "SPUBLISH" if self.sharded else "PUBLISH"

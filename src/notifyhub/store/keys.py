@@ -28,8 +28,9 @@ script touches a single Cluster slot. Layout of one user's inbox:
 Global keys:
 
     <p>expiry         zset   "T/U" -> earliest expiry in that inbox (cleaner's index)
-    <p>events         channel, messages "T/U seq" (standalone Redis and Sentinel)
-    <p>events{i}      sharded channel i of `pubsub_shards` on a Cluster (store/doorbells.py)
+    <p>events         channel every process hears: revocations (store/doorbells.py)
+    <p>events{i}      channel of doorbell shard i of `pubsub_shards`, messages "T/U seq"
+                      for the users whose slot % pubsub_shards is i (sharded on a Cluster)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
     <p>n{id}:trace    hash   its routing trace (store/traces/), expires
     <p>idem:{T}:<sha> hash   Idempotency-Key record
@@ -72,8 +73,14 @@ are still published to their own tenant: the message carries it).
 from __future__ import annotations
 
 import zlib
+from binascii import crc_hqx
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+SLOT_MASK = 16383
+"""A key's Cluster slot is the CRC16 of its hash tag, masked to 16,384 slots."""
+DOORBELL_SHARDS = 16384
+"""Doorbell channels by default: one per slot (docs/scaling.md, "Doorbell fan-in")."""
 
 INBOX_FIELDS = ("items", "state", "time", "exp", "cnt", "seq", "log", "ck", "prefs", "pend")
 
@@ -172,7 +179,7 @@ class DelayedKeys:
 class Keys:
     """Key names under one prefix (tests use a prefix per run)."""
 
-    def __init__(self, prefix: str, *, pubsub_shards: int = 16) -> None:
+    def __init__(self, prefix: str, *, pubsub_shards: int = DOORBELL_SHARDS) -> None:
         if "{" in prefix or "}" in prefix:
             raise ValueError("the Redis key prefix must not contain braces (Cluster hash tags)")
         self.prefix = prefix
@@ -184,8 +191,13 @@ class Keys:
         self.token_nbf = f"{prefix}token-nbf"
 
     def shard_channel(self, index: int) -> str:
-        """Sharded Pub/Sub channel `index`, its own hash tag so the shards spread over slots."""
+        """Doorbell shard `index`'s channel, its own hash tag so the shards spread over slots."""
         return f"{self.channel}{{{index}}}"
+
+    def doorbell_shard(self, member: str) -> int:
+        """The doorbell shard of user `T/U`: the Cluster slot of their keys' hash tag, modulo
+        `pubsub_shards` (the users of one slot share a shard, on any Redis)."""
+        return (crc_hqx(_escape(member).encode(), 0) & SLOT_MASK) % self.pubsub_shards
 
     def inbox(self, tenant: str, user: str) -> InboxKeys:
         return InboxKeys(*self.inbox_list(tenant, user))

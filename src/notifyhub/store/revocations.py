@@ -2,8 +2,8 @@
 and users' token "not before" times in one Redis hash.
 
 A revocation is a doorbell message starting with `REVOKE_MARK` (store/doorbells.py), on
-the first doorbell channel, to which every process is subscribed (on a Cluster, every
-process SSUBSCRIBEs to every shard):
+the doorbells' common channel, to which every process is subscribed (SSUBSCRIBEd on a
+Cluster), whichever streams it holds:
 
     -k <key id>              the API key was revoked: end the streams it opened, drop it
                              from every key cache
@@ -64,7 +64,7 @@ class RevocationStore:
     async def announce(self, revocation: Revocation) -> None:
         """Tell every hub process (each ends the streams concerned and forgets the key)."""
         publish = self._redis.spublish if self._doorbells.sharded else self._redis.publish
-        await publish(self._doorbells.channels[0], revocation.message())
+        await publish(self._doorbells.common, revocation.message())
 
     async def set_not_before(self, member: str, not_before_ms: int) -> None:
         """Record user `T/U`'s "not before" (a later one only: never moved back)."""

@@ -32,9 +32,10 @@ class Announcing(InboxBase):
         notification at once and its copy's change later without it (realtime/sse.py).
         Only where the copy's event is the notification as it is (no category that
         preferences may silence, no collapse key, thread or `pull`). On one Redis each
-        call publishes its doorbell; on a Cluster (whose script may not publish to
-        another slot's shard channel) one call per slot group answers its lines and a
-        second round trip publishes them per shard. Returns how many users were named."""
+        call publishes its doorbells, one per shard channel of its users; on a Cluster
+        (whose script may not publish to another slot's shard channel) one call per slot
+        group answers its lines and a second round trip publishes them per shard.
+        Returns how many users were named."""
         n = notification
         if not (users and is_inlinable(n, pull=pull)):
             return 0
@@ -44,14 +45,15 @@ class Announcing(InboxBase):
         keys = self._keys.user_keys(members, ANNOUNCE_FIELDS)
         if self._cluster:
             return await self._announce_sharded(n.id, header, members, keys)
-        channel, script = self.doorbells.channels[0], self.scripts.announce
-        width = len(ANNOUNCE_FIELDS)
+        script, width = self.scripts.announce, len(ANNOUNCE_FIELDS)
+        channels = self.doorbells.channels_of(members)
 
         def build(pipe: Any) -> None:
             for start in range(0, len(members), ANNOUNCE_BATCH):
-                batch = members[start : start + ANNOUNCE_BATCH]
+                end = start + ANNOUNCE_BATCH
+                batch, to = members[start:end], channels[start:end]
                 batch_keys = keys[start * width : (start + len(batch)) * width]
-                queue_script(pipe, script, batch_keys, [n.id, channel, header, *batch])
+                queue_script(pipe, script, batch_keys, [n.id, "1", header, *batch, *to])
 
         return sum(int(named) for named in await pipelined(self._bulk, build, self.scripts.all))
 

@@ -211,7 +211,8 @@ class Placing(InboxBase):
         if not inlinable:
             return PlaceTail(members, indexed=True)
         header = traced(INLINE_MARK + fresh_item(content), trace)
-        return PlaceTail(members, indexed=True, channel=self.doorbells.channels[0], header=header)
+        channels = self.doorbells.channels_of(members)
+        return PlaceTail(members, indexed=True, channels=channels, header=header)
 
     def _queue_indexes(
         self, pipe: Any, recipients: str, members: list[str], expires_ms: int

@@ -7,13 +7,14 @@
 --       evaluated ('' none) and the copy's mask of them, its thread key ('' none), the
 --       thread window (ms), its creation (ms) and its actor line ("<id>\t<JSON>", '' none)
 --       (lua/common.lua `join`),
---       then optionally (standalone Redis only: on a Cluster these keys and the channel
+--       then optionally (standalone Redis only: on a Cluster these keys and the channels
 --       may live on other nodes) a tail: '1' when the last two KEYS are the
---       notification's recipient index and the expiry index ('' not), a doorbell channel
---       ('' none), its header (`!<item JSON>`) and each user's `tenant/user`. Indexed,
---       the script adds every user to both indexes (the set expiring a second after the
---       notification) before its copies; with a channel it PUBLISHes the doorbell with
---       every copy's event (store/doorbells.py), after its writes.
+--       notification's recipient index and the expiry index ('' not), '1' to ring ('' not),
+--       the doorbell's header (`!<item JSON>`), each user's `tenant/user`, then each
+--       user's doorbell channel (store/doorbells.py `channels_of`). Indexed, the script
+--       adds every user to both indexes (the set expiring a second after the
+--       notification) before its copies; ringing, it PUBLISHes the doorbell with every
+--       copy's event (store/doorbells.py), one message per channel, after its writes.
 -- Returns seven values per user: the new seq (0 when that user already has this id, a
 -- retried fan-out; -1 when the user's preferences drop this category, inbox: false);
 -- how many oldest notifications its full inbox dropped (changes after that seq); its
@@ -59,8 +60,21 @@ local WHO = 21  -- ARGV of the first user's `tenant/user`, when there is a tail
 local indexed = ARGV[18] == '1'
 local per_user = #KEYS - (indexed and 2 or 0)
 if indexed then index_recipients(KEYS[per_user + 1], KEYS[per_user + 2], WHO, per_user / 10) end
-local channel = ARGV[19]
-local ring = channel and channel ~= '' and {ARGV[20]}
+local ring = ARGV[19] == '1' and {}
+local users = per_user / 10
+
+-- Add `line` to the doorbell of the channel of the user at `o` (one message per channel,
+-- each starting with the header, in the order the channels first come).
+local function rung(o, line)
+  local channel = ARGV[WHO + users + o / 10]
+  local lines = ring[channel]
+  if not lines then
+    lines = {ARGV[20]}
+    ring[channel] = lines
+    ring[#ring + 1] = channel
+  end
+  lines[#lines + 1] = line
+end
 
 local out, evicted, pushed = {}, 0, {}
 for o = 0, per_user - 1, 10 do
@@ -79,9 +93,9 @@ for o = 0, per_user - 1, 10 do
         .. ',' .. e
       local v = views_of(u)
       if v and c.views then line = line .. ',' .. v.names .. ':' .. table.concat(c.views, ';') end
-      ring[#ring + 1] = line
+      rung(o, line)
     else
-      ring[#ring + 1] = who .. ' 0'
+      rung(o, who .. ' 0')
     end
   end
   out[#out + 1] = seq
@@ -102,5 +116,7 @@ end
 for _, line in ipairs(pushed) do out[#out + 1] = line end
 out[#out + 1] = #pushed
 out[#out + 1] = evicted
-if ring then redis.call('PUBLISH', channel, table.concat(ring, '\n')) end
+if ring then
+  for _, channel in ipairs(ring) do redis.call('PUBLISH', channel, table.concat(ring[channel], '\n')) end
+end
 return out
