@@ -20,6 +20,12 @@ message `^<notification JSON>` (its fresh copy's item JSON), then a line
 it was announced, so a stream that has sent exactly that much sends the notification at
 once (realtime/hub.py) and the copy's own doorbell later brings only its counts.
 
+A deferred broadcast (`limits.defer_fanout_at` users or more) is too big to name its users:
+its message is `%<notification JSON>` alone, on every channel, once its recipient index is
+whole. Each process that hears it asks Redis which of its own streams' users (on that
+channel) are recipients and their seqs, and announces it to those streams as above
+(store/inbox/announcing.py `announcement_seqs`, realtime/hub.py).
+
 When tracing is on, a publish's doorbell carries its trace: a line `~<traceparent>`
 right after the `!` line, or first (notifyhub/tracing.py). Having no space, it names no
 user, so a hub with tracing off skips it as it skips a user with no local stream.
@@ -43,6 +49,9 @@ INLINE_MARK = b"!"
 
 ANNOUNCE_MARK = b"^"
 """First byte of an announcement: a notification whose copies are about to be written."""
+
+DEFERRED_MARK = b"%"
+"""First byte of a deferred broadcast's message: its notification, no user lines."""
 
 TRACE_MARK = b"~"
 """First byte of a doorbell line carrying the publish's W3C traceparent."""
@@ -94,6 +103,13 @@ class Doorbells:
         """Add the publish commands for `changed` to a (cluster) pipeline."""
         command = "SPUBLISH" if self.sharded else "PUBLISH"
         for channel, payload in self.messages(changed, header):
+            pipe.execute_command(command, channel, payload)
+
+    def queue_deferred(self, pipe: Any, payload: bytes) -> None:
+        """Add a deferred broadcast's `%` message to a (cluster) pipeline: on every channel,
+        so every process hears it (on a Cluster, for its users of each shard channel)."""
+        command = "SPUBLISH" if self.sharded else "PUBLISH"
+        for channel in self.channels:
             pipe.execute_command(command, channel, payload)
 
     def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
