@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from integration.test_announce import (
     deferred,
-    test_a_deferred_fan_out_is_announced_by_the_streams_process,
+    test_a_deferred_broadcast_is_announced_by_the_streams_process,
+    test_a_deferred_post_is_sent_once,
     test_a_resume_after_a_deferred_announcement_shows_it_once,
 )
 from integration.test_cleaner import (
@@ -79,7 +80,8 @@ __all__ = [
     "log_reads",
     "test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read",
     "test_a_copy_delivered_after_the_purge_stays_indexed",
-    "test_a_deferred_fan_out_is_announced_by_the_streams_process",
+    "test_a_deferred_broadcast_is_announced_by_the_streams_process",
+    "test_a_deferred_post_is_sent_once",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",

@@ -167,14 +167,20 @@ def deferred(settings: Settings) -> Settings:
     return settings.model_copy(update={"limits": limits})
 
 
-async def test_a_deferred_fan_out_is_announced_by_the_streams_process(
-    deferred: Settings, start_hub: Any, publish_key: str, make_token: Any
+async def test_a_deferred_broadcast_is_announced_by_the_streams_process(
+    deferred: Settings, start_hub: Any, make_token: Any
 ) -> None:
-    """A fan-out big enough to leave its copies pending is announced too: the process
-    holding a recipient's stream names it (its `%` doorbell names no user), the stream shows
-    it ahead of its copy and then gets the copy's counts alone; a stream of a user who is
-    not a recipient, or of another tenant's user of the same name, hears nothing."""
+    """A deferred broadcast's `%` doorbell names no user: the process holding a
+    recipient's stream names it (announce.lua on its own users), the stream shows it ahead
+    of its copy and, once the pending copy is written and rung, gets its counts alone; a
+    stream of a user who is not a recipient, or of another tenant's user of the same name,
+    hears nothing. (The steps ingest takes, one at a time: a POST's own writes may ring
+    before the announcement comes, which `test_a_deferred_post_is_sent_once` covers.)"""
+    users = ["big-0", "big-1", "big-2"]
+    notification = make_notification(title="everyone")
+    refs = [("default", u) for u in users]
     async with start_hub(deferred) as hub:
+        store: InboxStore = hub.app_state["store"]
         token = make_token("big-0")
         async with (
             open_stream(hub, token) as stream,
@@ -185,13 +191,16 @@ async def test_a_deferred_fan_out_is_announced_by_the_streams_process(
                 await s.next()
             await waiting_at(hub, "big-0", 0)
             await waiting_at(hub, "big-0", 0, "globex")
-            nid = await send(hub, publish_key, ["big-0", "big-1", "big-2"], title="everyone")
+            await store.announce_deferred(notification, refs)
             shown = await stream.next()
+            await store.place(notification, refs, defer=True)
+            await store.ring_deferred(refs)
             counted = await stream.next()
             for quiet in (bystander, other_tenant):
                 with pytest.raises(TimeoutError):
                     await quiet.next(timeout=0.3)
         listed = await _get(hub, token, "/v1/me/notifications")
+    nid = notification.id
     assert shown.event == "notification" and shown.id == f"0.{nid}"
     assert shown.data["title"] == "everyone" and shown.data["status"] == "unread"
     assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
@@ -199,22 +208,48 @@ async def test_a_deferred_fan_out_is_announced_by_the_streams_process(
     assert [n["id"] for n in listed["items"]] == [nid]  # stored once
 
 
-async def test_a_deferred_fan_out_reaches_a_stream_not_caught_up_once(
+async def test_a_deferred_post_is_sent_once(
     deferred: Settings, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Through a POST the announcement and the ring after the writes race: the stream sends
+    the notification once either way (shown ahead then its counts, or from its log), and
+    the inbox holds it once."""
+    async with start_hub(deferred) as hub:
+        token = make_token("post-0")
+        async with open_stream(hub, token) as stream:
+            await stream.next()
+            await waiting_at(hub, "post-0", 0)
+            nid = await send(hub, publish_key, ["post-0", "post-1", "post-2"])
+            event, _ = await stream.until("notification")
+            counts = await stream.next()
+            with pytest.raises(TimeoutError):
+                await stream.next(timeout=0.3)
+        listed = await _get(hub, token, "/v1/me/notifications")
+    assert event.data["id"] == nid and event.id in (f"0.{nid}", f"1-{event.epoch}")
+    assert counts.event == "counts" and counts.seq == 1 and counts.ahead == []
+    assert [n["id"] for n in listed["items"]] == [nid]
+
+
+async def test_a_deferred_broadcast_reaches_a_stream_not_caught_up_once(
+    deferred: Settings, start_hub: Any, make_token: Any
 ) -> None:
     """A stream that has sent past the seq its process was told cannot take the
     announcement: it sends the copy from the log once its pending copy is real."""
+    notification = make_notification()
+    refs = [("default", u) for u in ("late-0", "late-1", "late-2")]
     async with start_hub(deferred) as hub, open_stream(hub, make_token("late-0")) as stream:
+        store: InboxStore = hub.app_state["store"]
         await stream.next()
         await waiting_at(hub, "late-0", 0)
         for sub in hub.app_state["hub"]._subs["default/late-0"]:
             sub.cursor = 7  # as if it had sent more by the time the announcement came
-        nid = await send(hub, publish_key, ["late-0", "late-1", "late-2"])
+        await store.announce_deferred(notification, refs)
+        await asyncio.sleep(0.3)  # its announcement heard (and not taken)
+        await store.place(notification, refs, defer=True)
+        await store.ring_deferred(refs)
         event = await stream.next()
         counts = await stream.next()
-        with pytest.raises(TimeoutError):
-            await stream.next(timeout=0.3)
-    assert event.event == "notification" and event.data["id"] == nid
+    assert event.event == "notification" and event.data["id"] == notification.id
     assert event.seq == 1 and event.ahead == [] and counts.id == event.id
 
 
@@ -223,14 +258,19 @@ async def test_a_resume_after_a_deferred_announcement_shows_it_once(
 ) -> None:
     """Cut off right after the announcement, a client resumes from `<seq>.<id>`: its copy
     (made real by the resumed stream's read) comes as counts, not as a second event."""
+    notification = make_notification()
+    refs = [("default", u) for u in ("cut-0", "cut-1", "cut-2")]
     async with start_hub(deferred) as hub:
+        store: InboxStore = hub.app_state["store"]
         token = make_token("cut-0")
         async with open_stream(hub, token) as stream:
             await stream.next()
             await waiting_at(hub, "cut-0", 0)
-            nid = await send(hub, publish_key, ["cut-0", "cut-1", "cut-2"])
+            await store.announce_deferred(notification, refs)
             shown = await stream.next()
-        assert shown.id == f"0.{nid}"
+        await store.place(notification, refs, defer=True)
+        await store.ring_deferred(refs)
+        assert shown.id == f"0.{notification.id}"
         async with open_stream(hub, token, **{"Last-Event-ID": shown.id}) as resumed:
             caught_up = await resumed.next()
             later = await send(hub, publish_key, ["cut-0"], title="after")
