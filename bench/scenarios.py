@@ -288,10 +288,18 @@ NOTES = """\
   fan-in row adds single-user POSTs (500/s for 4 s, random users of the streams, all to
   the first process). `group of 5k vs group of 50k`: the same 5,000 streams (the 50k
   group's first members), a POST to a group of just them, then to the 50k group (at or
-  over `limits.defer_fanout_at`, so deferred and not announced). `exact counts`: 1,000
+  over `limits.defer_fanout_at`, so deferred: its copies left pending; since 8fdc092
+  announced by the process holding the streams, before it not announced). `exact counts`: 1,000
   random members' counts and newest item read as each user (32 at a time) before and
   after the POST; a user is wrong unless unread, unseen and total each grew by one and
   the newest item is the POST's; then the routing trace's totals.
+- Issue 38 item 1 (deferred broadcasts announced by the streams' processes), before
+  (b8d6146) and after (8fdc092), 2026-11-28, machine 6, `--repeats 3` one after the
+  other, load average 4-10 (other helpers' tests and a multi-process bench ran at the
+  same time). `group of 5k vs group of 50k`, p99 big / small: before 6.82, 7.46, 6.24
+  (50k p99 2,014, 1,585, 1,831 ms; its POST 2.00, 1.57, 1.80 s); after 0.92, 2.03, 2.23
+  (50k p99 384, 454, 612 ms; POST 0.87, 0.83, 1.17 s). `exact counts`, POST: before
+  1.40, 1.93, 2.90 s; after 1.54, 1.43, 1.81 s; no wrong user in either.
 - Issues 36 and 39 (the second shape pass, the per-request deadline, revocation, strict
   bodies), before (2041072) and after (2d54c45, c6f39e9), 2026-11-28, machine 1. The
   rows at c6f39e9 above (load 1.2-2.4) hold every target. `ingest vs the minimal floor`
