@@ -144,6 +144,8 @@ class Hub:
         copies' doorbells still ring the streams)."""
         self._deferred: set[asyncio.Task[None]] = set()
         """Deferred broadcasts being announced (`_announce_deferred`)."""
+        self._candidates_of: tuple[bytes, dict[str, list[str]]] | None = None
+        """The last deferred broadcast's id and its local users by channel (`_candidates`)."""
 
     @property
     def healthy(self) -> bool:
@@ -320,18 +322,33 @@ class Hub:
             task.add_done_callback(self._deferred.discard)
 
     def _candidates(self, body: bytes, channel: bytes) -> list[str]:
-        """The local users (`T/U`) of the notification's tenant, of `channel` on a Cluster."""
+        """The local users (`T/U`) of the notification's tenant, of `channel` on a Cluster.
+        A Cluster's broadcast comes once per shard channel: the local users are sorted by
+        channel at its first message and kept for the others (the last broadcast's only)."""
         if body[:7] != ID_FIELD:
             return []
+        if not self._doorbells.sharded:
+            return self._local_by_channel(body).get("", [])
+        nid = body[7:33]
+        if self._candidates_of is None or self._candidates_of[0] != nid:
+            self._candidates_of = (nid, self._local_by_channel(body))
+        return self._candidates_of[1].get(channel.decode(), [])
+
+    def _local_by_channel(self, body: bytes) -> dict[str, list[str]]:
+        """The local users of the tenant of notification `body` by their doorbell channel
+        (all under "" on one Redis)."""
         try:
             prefix = orjson.loads(body)["tenant"] + "/"
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            return []
+            return {}
         members = [m for m in self._subs if m.startswith(prefix)]
-        if self._doorbells.sharded:
-            of, wanted = self._doorbells.channel_of, channel.decode()
-            members = [m for m in members if of(m) == wanted]
-        return members
+        if not self._doorbells.sharded:
+            return {"": members}
+        by_channel: dict[str, list[str]] = {}
+        of = self._doorbells.channel_of
+        for m in members:
+            by_channel.setdefault(of(m), []).append(m)
+        return by_channel
 
     async def _announce_deferred(self, nid: str, body: bytes, members: list[str]) -> None:
         """Announce a deferred broadcast to the streams of those of `members` the store
