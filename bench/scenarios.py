@@ -294,12 +294,14 @@ NOTES = """\
   after the POST; a user is wrong unless unread, unseen and total each grew by one and
   the newest item is the POST's; then the routing trace's totals.
 - Issue 38 item 1 (deferred broadcasts announced by the streams' processes), before
-  (b8d6146) and after (8fdc092), 2026-11-28, machine 6, `--repeats 3` one after the
-  other, load average 4-10 (other helpers' tests and a multi-process bench ran at the
-  same time). `group of 5k vs group of 50k`, p99 big / small: before 6.82, 7.46, 6.24
-  (50k p99 2,014, 1,585, 1,831 ms; its POST 2.00, 1.57, 1.80 s); after 0.92, 2.03, 2.23
-  (50k p99 384, 454, 612 ms; POST 0.87, 0.83, 1.17 s). `exact counts`, POST: before
-  1.40, 1.93, 2.90 s; after 1.54, 1.43, 1.81 s; no wrong user in either.
+  (b8d6146) and after (ac70143, the rows above), 2026-11-28, machine 6, `--repeats 3`
+  one after the other, load average 1.4-2.3. `group of 5k vs group of 50k`, p99 big /
+  small: before 7.61, 6.94, 6.08 (50k p99 1,592, 1,750, 1,725 ms; its POST 1.58, 1.72,
+  1.67 s); after 1.03, 1.96, 1.83 (50k p99 260, 392, 351 ms; POST 0.50, 0.76, 0.60 s).
+  `exact counts`, POST: before 0.84, 1.14, 0.64 s; after 0.78, 0.77, 0.71 s; no wrong
+  user in either. An earlier pair at load 4-10 (8fdc092, other helpers' tests and a
+  multi-process bench running): ratio 6.24-7.46 before, 0.92-2.23 after; 100k POST
+  1.40-2.90 s before, 1.43-1.81 s after.
 - Issues 36 and 39 (the second shape pass, the per-request deadline, revocation, strict
   bodies), before (2041072) and after (2d54c45, c6f39e9), 2026-11-28, machine 1. The
   rows at c6f39e9 above (load 1.2-2.4) hold every target. `ingest vs the minimal floor`
