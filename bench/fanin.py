@@ -2,8 +2,9 @@
 
 A hub process hears the doorbell shards of its streams' users (store/doorbells.py), plus
 the common channel that carries a broadcast's batches to every process; and a broadcast
-to 20,000 users or more (`limits.defer_fanout_at`) is deferred and not announced. These
-rows measure both (docs/scaling.md, "Doorbell fan-in"):
+to 20,000 users or more (`limits.defer_fanout_at`) is deferred (its copies left pending;
+announced by the processes holding its streams). These rows measure both
+(docs/scaling.md, "Doorbell fan-in"):
 
 - `broadcast to <S> streams over <P> processes`: P `notifyhub serve` processes on one
   Redis and one database (as users run them), the streams of a group's S members split
@@ -17,7 +18,8 @@ rows measure both (docs/scaling.md, "Doorbell fan-in"):
   the worst process's.
 - `broadcast, 5k streams: group of 5k vs group of 50k`: the same 5,000 streams on one
   hub, one POST to a group of just them and one to a group of 50,000 holding them: each
-  one's p99 and the ratio (the 50k one is deferred, so its streams wait for copies).
+  one's p99 and the ratio (the 50k one is deferred: announced by the hub holding the
+  streams, its copies pending).
 - `broadcast to a 100k group: POST time and exact counts`: the POST's time, then 1,000
   random members' counts and newest item against theirs before, and the routing trace's
   totals.

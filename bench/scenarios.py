@@ -305,7 +305,8 @@ NOTES = """\
   fan-in row adds single-user POSTs (500/s for 4 s, random users of the streams, all to
   the first process). `group of 5k vs group of 50k`: the same 5,000 streams (the 50k
   group's first members), a POST to a group of just them, then to the 50k group (at or
-  over `limits.defer_fanout_at`, so deferred and not announced). `exact counts`: 1,000
+  over `limits.defer_fanout_at`, so deferred: its copies left pending; since 8fdc092
+  announced by the process holding the streams, before it not announced). `exact counts`: 1,000
   random members' counts and newest item read as each user (32 at a time) before and
   after the POST; a user is wrong unless unread, unseen and total each grew by one and
   the newest item is the POST's; then the routing trace's totals.
@@ -318,6 +319,15 @@ NOTES = """\
   streams/s after (f775b04), 304 before. Those two rows above stay the quiet machine's:
   this window's, before and after alike, say more of the load than of the code.
   docs/scaling.md, "Doorbell fan-in".
+- Issue 38 item 1 (deferred broadcasts announced by the streams' processes), before
+  (b8d6146) and after (ac70143, the rows above), 2026-11-28, machine 6, `--repeats 3`
+  one after the other, load average 1.4-2.3. `group of 5k vs group of 50k`, p99 big /
+  small: before 7.61, 6.94, 6.08 (50k p99 1,592, 1,750, 1,725 ms; its POST 1.58, 1.72,
+  1.67 s); after 1.03, 1.96, 1.83 (50k p99 260, 392, 351 ms; POST 0.50, 0.76, 0.60 s).
+  `exact counts`, POST: before 0.84, 1.14, 0.64 s; after 0.78, 0.77, 0.71 s; no wrong
+  user in either. An earlier pair at load 4-10 (8fdc092, other helpers' tests and a
+  multi-process bench running): ratio 6.24-7.46 before, 0.92-2.23 after; 100k POST
+  1.40-2.90 s before, 1.43-1.81 s after.
 - Issues 36 and 39 (the second shape pass, the per-request deadline, revocation, strict
   bodies), before (2041072) and after (2d54c45, c6f39e9), 2026-11-28, machine 1. The
   rows at c6f39e9 above (load 1.2-2.4) hold every target. `ingest vs the minimal floor`

@@ -21,7 +21,8 @@ class Limits(BaseModel):
     defer_fanout_at: int = Field(20_000, ge=0)
     """A fan-out to at least this many users leaves each copy pending (one list push per
     user), which the user's next read or change makes a copy first (store/inbox/placing.py
-    place); 0: never."""
+    place); an inlinable one is announced by the processes holding its recipients'
+    streams (store/inbox/announcing.py `announce_deferred`); 0: never."""
     announce_at: int = Field(1000, ge=0)
     """A fan-out of an inlinable notification (no category, collapse key or thread) to at
     least this many users, and fewer than `defer_fanout_at`, is announced to their streams

@@ -5,6 +5,12 @@ resolve this directory's fixtures (see conftest.py)."""
 
 from __future__ import annotations
 
+from integration.test_announce import (
+    deferred,
+    test_a_deferred_broadcast_is_announced_by_the_streams_process,
+    test_a_deferred_post_is_sent_once,
+    test_a_resume_after_a_deferred_announcement_shows_it_once,
+)
 from integration.test_cleaner import (
     test_a_copy_delivered_after_the_purge_stays_indexed,
     test_a_pass_takes_at_most_one_batch,
@@ -70,13 +76,17 @@ from integration.test_stream import (
 
 __all__ = [
     "consume_key",
+    "deferred",
     "log_reads",
     "test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read",
     "test_a_copy_delivered_after_the_purge_stays_indexed",
+    "test_a_deferred_broadcast_is_announced_by_the_streams_process",
+    "test_a_deferred_post_is_sent_once",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",
     "test_a_replica_shortfall_still_acknowledges",
+    "test_a_resume_after_a_deferred_announcement_shows_it_once",
     "test_a_trace_names_what_a_full_inbox_evicted",
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",

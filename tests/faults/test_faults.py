@@ -163,6 +163,8 @@ class Scenario:
     stream_survives: bool | None = None
     """Required of the SSE side too (default: same as `inbox_survives`)."""
     workloads: Callable[[FaultEnv], list[Workload]] = _workloads
+    hub_env: tuple[tuple[str, str], ...] = ()
+    """More `NOTIFYHUB_*` variables for the hub."""
 
 
 SCENARIOS = [
@@ -172,6 +174,13 @@ SCENARIOS = [
         kill_hub,
         restarts_hub=True,
         workloads=_broadcasts,
+    ),
+    Scenario(
+        "hub kill -9 while broadcasting, deferred (5,000-member group, defer_fanout_at 1,000)",
+        kill_hub,
+        restarts_hub=True,
+        workloads=_broadcasts,
+        hub_env=(("NOTIFYHUB_LIMITS__DEFER_FANOUT_AT", "1000"),),
     ),
     Scenario("Pub/Sub CLIENT KILL", kill_pubsub),
     Scenario("PostgreSQL stop -m immediate + start", restart_postgres),
@@ -261,7 +270,11 @@ async def test_fault(
     fault_env: Callable[..., AbstractAsyncContextManager[FaultEnv]],
     fault_report: list[Verdict],
 ) -> None:
-    async with fault_env(appendonly=scenario.appendonly, durability=scenario.durability) as env:
+    async with fault_env(
+        appendonly=scenario.appendonly,
+        durability=scenario.durability,
+        extra_env=dict(scenario.hub_env),
+    ) as env:
         histories = await run(env, scenario)
     log = env.hub.log_path.read_text()
     for unhandled in ("Exception in ASGI application", "response already started"):

@@ -15,7 +15,7 @@ from ulid import ULID
 from integration.test_inbox_store import make_notification
 from integration.test_stream import open_stream, send
 from notifyhub.settings import Limits, Settings
-from notifyhub.store.doorbells import ANNOUNCE_MARK
+from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.keys import Keys
 
@@ -160,25 +160,159 @@ async def test_the_script_names_those_without_the_copy_with_their_seq(
     assert position.seq == 2 and position.epoch  # and the held copy is untouched
 
 
-async def test_a_deferred_fan_out_is_not_announced(
-    settings: Settings, start_hub: Any, publish_key: str, make_token: Any
-) -> None:
-    """Announcing costs as much as deferring: a fan-out big enough to leave its copies
-    pending reaches streams through their reads, with plain ids."""
+@pytest.fixture
+def deferred(settings: Settings) -> Settings:
+    """Fan-outs to three users or more are deferred (20,000 by default)."""
     limits = settings.limits.model_copy(update={"announce_at": 2, "defer_fanout_at": 3})
-    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+    return settings.model_copy(update={"limits": limits})
+
+
+async def test_a_deferred_broadcast_is_announced_by_the_streams_process(
+    deferred: Settings, start_hub: Any, make_token: Any
+) -> None:
+    """A deferred broadcast's `%` doorbell names no user: the process holding a
+    recipient's stream names it (announce.lua on its own users), the stream shows it ahead
+    of its copy and, once the pending copy is written and rung, gets its counts alone; a
+    stream of a user who is not a recipient, or of another tenant's user of the same name,
+    hears nothing. (The steps ingest takes, one at a time: a POST's own writes may ring
+    before the announcement comes, which `test_a_deferred_post_is_sent_once` covers.)"""
+    users = ["big-0", "big-1", "big-2"]
+    notification = make_notification(title="everyone")
+    refs = [("default", u) for u in users]
+    async with start_hub(deferred) as hub:
+        store: InboxStore = hub.app_state["store"]
         token = make_token("big-0")
+        async with (
+            open_stream(hub, token) as stream,
+            open_stream(hub, make_token("big-x")) as bystander,
+            open_stream(hub, make_token("big-0", "globex")) as other_tenant,
+        ):
+            for s in (stream, bystander, other_tenant):
+                await s.next()
+            await waiting_at(hub, "big-0", 0)
+            await waiting_at(hub, "big-0", 0, "globex")
+            await store.announce_deferred(notification, refs)
+            shown = await stream.next()
+            await store.place(notification, refs, defer=True)
+            await store.ring_deferred(refs)
+            counted = await stream.next()
+            for quiet in (bystander, other_tenant):
+                with pytest.raises(TimeoutError):
+                    await quiet.next(timeout=0.3)
+        listed = await _get(hub, token, "/v1/me/notifications")
+    nid = notification.id
+    assert shown.event == "notification" and shown.id == f"0.{nid}"
+    assert shown.data["title"] == "everyone" and shown.data["status"] == "unread"
+    assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
+    assert counted.data == {"unread": 1, "unseen": 1, "total": 1, "seq": 1}
+    assert [n["id"] for n in listed["items"]] == [nid]  # stored once
+
+
+async def test_a_deferred_post_is_sent_once(
+    deferred: Settings, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Through a POST the announcement and the ring after the writes race: the stream sends
+    the notification once either way (shown ahead then its counts, or from its log), and
+    the inbox holds it once."""
+    async with start_hub(deferred) as hub:
+        token = make_token("post-0")
         async with open_stream(hub, token) as stream:
             await stream.next()
-            await waiting_at(hub, "big-0", 0)
-            deferred = await send(hub, publish_key, ["big-0", "big-1", "big-2"])
-            first = await stream.next()
-            await stream.next()  # its counts
-            await waiting_at(hub, "big-0", 1)
-            announced = await send(hub, publish_key, ["big-0", "big-1"])
-            second = await stream.next()
-    assert first.data["id"] == deferred and first.id == f"1-{first.epoch}"
-    assert second.data["id"] == announced and second.ahead == [announced]
+            await waiting_at(hub, "post-0", 0)
+            nid = await send(hub, publish_key, ["post-0", "post-1", "post-2"])
+            event, _ = await stream.until("notification")
+            counts = await stream.next()
+            with pytest.raises(TimeoutError):
+                await stream.next(timeout=0.3)
+        listed = await _get(hub, token, "/v1/me/notifications")
+    assert event.data["id"] == nid and event.id in (f"0.{nid}", f"1-{event.epoch}")
+    assert counts.event == "counts" and counts.seq == 1 and counts.ahead == []
+    assert [n["id"] for n in listed["items"]] == [nid]
+
+
+async def test_a_deferred_broadcast_reaches_a_stream_not_caught_up_once(
+    deferred: Settings, start_hub: Any, make_token: Any
+) -> None:
+    """A stream that has sent past the seq its process was told cannot take the
+    announcement: it sends the copy from the log once its pending copy is real."""
+    notification = make_notification()
+    refs = [("default", u) for u in ("late-0", "late-1", "late-2")]
+    async with start_hub(deferred) as hub, open_stream(hub, make_token("late-0")) as stream:
+        store: InboxStore = hub.app_state["store"]
+        await stream.next()
+        await waiting_at(hub, "late-0", 0)
+        for sub in hub.app_state["hub"]._subs["default/late-0"]:
+            sub.cursor = 7  # as if it had sent more by the time the announcement came
+        await store.announce_deferred(notification, refs)
+        await asyncio.sleep(0.3)  # its announcement heard (and not taken)
+        await store.place(notification, refs, defer=True)
+        await store.ring_deferred(refs)
+        event = await stream.next()
+        counts = await stream.next()
+    assert event.event == "notification" and event.data["id"] == notification.id
+    assert event.seq == 1 and event.ahead == [] and counts.id == event.id
+
+
+async def test_a_resume_after_a_deferred_announcement_shows_it_once(
+    deferred: Settings, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Cut off right after the announcement, a client resumes from `<seq>.<id>`: its copy
+    (made real by the resumed stream's read) comes as counts, not as a second event."""
+    notification = make_notification()
+    refs = [("default", u) for u in ("cut-0", "cut-1", "cut-2")]
+    async with start_hub(deferred) as hub:
+        store: InboxStore = hub.app_state["store"]
+        token = make_token("cut-0")
+        async with open_stream(hub, token) as stream:
+            await stream.next()
+            await waiting_at(hub, "cut-0", 0)
+            await store.announce_deferred(notification, refs)
+            shown = await stream.next()
+        await store.place(notification, refs, defer=True)
+        await store.ring_deferred(refs)
+        assert shown.id == f"0.{notification.id}"
+        async with open_stream(hub, token, **{"Last-Event-ID": shown.id}) as resumed:
+            caught_up = await resumed.next()
+            later = await send(hub, publish_key, ["cut-0"], title="after")
+            live = await resumed.next()
+    assert caught_up.event == "counts" and caught_up.seq == 1 and caught_up.ahead == []
+    assert live.event == "notification" and live.data["id"] == later
+
+
+async def test_announcement_seqs_name_recipients_without_the_copy(
+    settings: Settings, redis: Redis
+) -> None:
+    """On real Redis: `announce_deferred` writes the whole recipient index, then one `%`
+    message (the item JSON, no user line); `announcement_seqs` names, of the users asked
+    about, those in the index who do not hold the copy yet (a pending copy is not held:
+    its seq comes later), with their seq and epoch."""
+    keys = Keys(settings.redis_prefix)
+    store = InboxStore(redis, keys, Limits())
+    held, pending, fresh = (("default", u) for u in ("s-held", "s-pending", "s-fresh"))
+    await store.place(make_notification(title="earlier"), [held, pending])
+    epoch = (await store.position(*pending)).epoch
+    notification, news = make_notification(title="all hands"), make_notification(category="n")
+    await store.place(notification, [held])  # an earlier attempt reached this user
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(store.doorbells.channels[0])
+    try:
+        await store.announce_deferred(news, [fresh])  # indexed, never announced
+        await store.announce_deferred(notification, [held, pending, fresh])
+        await store.place(notification, [pending], defer=True)
+        message = None
+        async with asyncio.timeout(5):
+            while message is None or message["type"] != "message":
+                message = await pubsub.get_message(timeout=1)
+    finally:
+        await pubsub.aclose()
+    assert message["data"][:1] == DEFERRED_MARK and b"\n" not in message["data"]
+    assert orjson.loads(message["data"][1:])["id"] == notification.id
+    index = await redis.smembers(keys.recipients(notification.id))
+    assert index == {b"default/s-held", b"default/s-pending", b"default/s-fresh"}
+    assert await redis.smembers(keys.recipients(news.id)) == {b"default/s-fresh"}
+    asked = ["default/s-held", "default/s-pending", "default/s-fresh", "default/s-stranger"]
+    named = dict(await store.announcement_seqs(notification.id, asked))
+    assert named == {"default/s-pending": f"1-{epoch}", "default/s-fresh": "0-"}
 
 
 async def test_an_announcement_reaches_only_its_tenants_users(

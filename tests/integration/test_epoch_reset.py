@@ -71,7 +71,7 @@ async def test_a_loss_then_more_changes_than_the_cursor_resets_the_stream(
     async with open_stream(hub, token) as stream:
         before = await _opened_at(hub, publish_key, "epoch-more", stream, 2)
         assert await _drop_prefix(redis, settings.redis_prefix) > 0
-        monkeypatch.setattr(doorbells, "dispatch", lambda payload: None)
+        monkeypatch.setattr(doorbells, "dispatch", lambda *heard: None)
         after = [await send(hub, publish_key, ["epoch-more"], title=f"after {i}") for i in range(4)]
         monkeypatch.undo()
         doorbells.resync_all()  # what the hub does after a Pub/Sub gap

@@ -3,9 +3,12 @@ for the users with a stream in this process (`notifyhub_doorbell_*_total{local}`
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 from notifyhub.metrics import Metrics
 from notifyhub.realtime.hub import Hub
-from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, Doorbells
+from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK, INLINE_MARK, Doorbells
 from notifyhub.store.keys import Keys
 from notifyhub.store.revocations import Revocation
 
@@ -67,3 +70,32 @@ def test_a_revocation_is_counted_as_bytes_only() -> None:
         "lines true": 0,
         "lines false": 0,
     }
+
+
+def test_a_deferred_broadcast_asks_about_each_local_user_of_its_tenant_once() -> None:
+    """A `%` message names no user and comes once, on the common channel: a process
+    asks about every local user of the notification's tenant once (none of another
+    tenant's), and counts the message as local when it had a user to ask about."""
+    metrics = Metrics()
+    doorbells = Doorbells(Keys("p:"), sharded=True)
+    asked: list[tuple[str, list[str]]] = []
+
+    async def seqs(nid: str, members: Sequence[str]) -> list[tuple[str, str]]:
+        asked.append((nid, list(members)))
+        return []
+
+    hub = Hub("redis://unused", doorbells, metrics, streams_per_user=2, announce_seqs=seqs)
+    ours = [f"t/u{i}" for i in range(40)]
+    for member in [*ours, "other/u1"]:
+        hub.attach(*member.split("/"))
+    nid = "01JD3Q4M6T9W2Z8K5N7R1C0B3X"
+    body = b'{"id":"%s","tenant":"t","title":"all"}' % nid.encode()
+
+    async def hear() -> None:
+        hub.dispatch(DEFERRED_MARK + body)
+        await asyncio.gather(*hub._deferred)
+
+    asyncio.run(hear())
+    assert sorted(m for _, members in asked for m in members) == sorted(ours)
+    assert all(n == nid for n, _ in asked)
+    assert _counted(metrics)["bytes true"] == 1 + len(body)

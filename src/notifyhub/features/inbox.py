@@ -72,6 +72,7 @@ def inbox(
         streams_per_user=settings.limits.streams_per_user,
         tracing=tracing or Tracing(),
         streamed=streamed,
+        announce_seqs=store.announcement_seqs,
     )
     workers = settings.workers
     cleaner = Cleaner(clients.redis, clients.keys, store, workers, metrics)

@@ -29,6 +29,12 @@ When any of them fails (a master died, or a slot moved and Redis sent an unsolic
 SUNSUBSCRIBE) all are closed, the topology is read again, every channel re-subscribed and
 every local stream resynced, as above.
 
+A deferred broadcast's `%` message names no user (store/doorbells.py): the hub takes its
+local users of the notification's tenant (on a Cluster, those of the channel it came on),
+asks the store which of them are recipients and at which seq (`announce_seqs`: a task and
+two round trips per DEFERRED_CHUNK users), and announces it to their streams as it would a
+`^` line.
+
 A revocation (store/revocations.py) comes on the same channel: the hub ends the local
 streams it concerns (those an API key opened, or a user's opened with tokens issued
 before their "not before") and tells `on_revocation` (the key cache, the token check).
@@ -52,9 +58,10 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
@@ -71,7 +78,13 @@ from notifyhub.realtime.shards import SUBSCRIBE_BATCH, Shards
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.store.changes import view_counts
 from notifyhub.store.client import close, connect, parse_cluster_url
-from notifyhub.store.doorbells import ANNOUNCE_MARK, INLINE_MARK, TRACE_MARK, Doorbells
+from notifyhub.store.doorbells import (
+    ANNOUNCE_MARK,
+    DEFERRED_MARK,
+    INLINE_MARK,
+    TRACE_MARK,
+    Doorbells,
+)
 from notifyhub.store.keys import member
 from notifyhub.store.revocations import REVOKE_MARK, Revocation
 from notifyhub.tracing import Tracing
@@ -90,6 +103,14 @@ TRACES_KEPT = 8
 """Traces a stream keeps for its next write: doorbells that coalesce into one write are
 its links (the first its parent); more are dropped."""
 
+DEFERRED_CHUNK = 1000
+"""Local users per `announce_seqs` call of a deferred broadcast: the calls run at once, and
+the streams of the first are written while Redis names the users of the next."""
+
+AnnounceSeqs = Callable[[str, Sequence[str]], Awaitable[list[tuple[str, str]]]]
+"""(notification id, local users `T/U`) -> (user, `seq-epoch`) of those a deferred broadcast
+is to be announced to (store/inbox/announcing.py `announcement_seqs`)."""
+
 
 class Hub:
     """Owns the listener task and the map of local subscribers."""
@@ -103,6 +124,7 @@ class Hub:
         streams_per_user: int,
         tracing: Tracing | None = None,
         streamed: StreamedTally | None = None,
+        announce_seqs: AnnounceSeqs | None = None,
     ) -> None:
         self._redis_url = redis_url
         self._doorbells = doorbells
@@ -126,6 +148,11 @@ class Hub:
         """Told of every revocation heard (after the streams it ends are closed)."""
         self.on_subscribed: list[Callable[[], None]] = []
         """Told whenever the listener (re)subscribed: it may have missed revocations."""
+        self._announce_seqs = announce_seqs
+        """Deferred broadcasts are announced to local streams with it; None: not (their
+        copies' doorbells still ring the streams)."""
+        self._deferred: set[asyncio.Task[None]] = set()
+        """Deferred broadcasts being announced (`_announce_deferred`)."""
 
     @property
     def healthy(self) -> bool:
@@ -158,6 +185,9 @@ class Hub:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=1.0)
         self.listening = False
+        for task in self._deferred:
+            task.cancel()
+        await asyncio.gather(*self._deferred, return_exceptions=True)
 
     def attach(
         self, tenant: str, user: str, *, key_id: str | None = None, issued_at: float | None = None
@@ -193,13 +223,17 @@ class Hub:
 
     def dispatch(self, payload: bytes) -> None:
         """Ring the local subscribers named in one doorbell message (store/doorbells.py);
-        a fan-out's message carries its notification, and the users' copies' events are
-        built here, once per user with a local stream, and offered to those streams.
-        Each message is counted once (`DoorbellsHeard.read`): what came, what was ours."""
+        a fan-out's message carries its notification, and the users'
+        copies' events are built here, once per user with a local stream, and offered to
+        those streams. Each message is counted once (`DoorbellsHeard.read`): what came,
+        what was ours."""
         size = len(payload)
         body = None
         if payload[:1] == ANNOUNCE_MARK:
             self._announce(payload, size)
+            return
+        if payload[:1] == DEFERRED_MARK:
+            self._deferred_broadcast(payload[1:], size)
             return
         if payload[:1] == REVOKE_MARK:
             self._heard.read(size, 0, 0, 0)
@@ -283,12 +317,48 @@ class Hub:
         nid = body[7:33].decode()
         local = False
         for subs, at in self._local_lines(payload, size):
-            seq, _, epoch = at.partition("-")
-            if not (seq.isascii() and seq.isdigit()):
-                continue
-            local = True
-            for sub in subs:
-                sub.announce(int(seq), epoch, nid, body)
+            local = _announce_to(subs, at, nid, body) or local
+        if local:
+            self._observe_latency(body)
+
+    def _deferred_broadcast(self, body: bytes, size: int) -> None:
+        """A deferred broadcast's notification (`%`, no user lines, on the common
+        channel): announced to the local streams of its recipients, in a task per
+        DEFERRED_CHUNK local users of its tenant. Counted as local when any stream here
+        was a candidate."""
+        members = self._candidates(body) if self._announce_seqs is not None else []
+        self._heard.read(size, size if members else 0, 0, 0)
+        nid = body[7:33].decode()
+        for start in range(0, len(members), DEFERRED_CHUNK):
+            chunk = members[start : start + DEFERRED_CHUNK]
+            task = asyncio.create_task(self._announce_deferred(nid, body, chunk))
+            self._deferred.add(task)
+            task.add_done_callback(self._deferred.discard)
+
+    def _candidates(self, body: bytes) -> list[str]:
+        """The local users (`T/U`) of the tenant of notification `body`."""
+        if body[:7] != ID_FIELD:
+            return []
+        try:
+            prefix = orjson.loads(body)["tenant"] + "/"
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return []
+        return [m for m in self._subs if m.startswith(prefix)]
+
+    async def _announce_deferred(self, nid: str, body: bytes, members: list[str]) -> None:
+        """Announce a deferred broadcast to the streams of those of `members` the store
+        names with their seqs. A failure is logged: the copies' doorbells still come."""
+        assert self._announce_seqs is not None
+        try:
+            named = await self._announce_seqs(nid, members)
+        except (RedisError, OSError) as exc:
+            log.warning("deferred broadcast %s not announced here: %s", nid, exc)
+            return
+        local = False
+        for user, at in named:
+            subs = self._subs.get(user)
+            if subs:
+                local = _announce_to(subs, at, nid, body) or local
         if local:
             self._observe_latency(body)
 
@@ -488,6 +558,17 @@ class ShardedRoute:
     async def unsubscribe(self, channels: Sequence[str]) -> None:
         for channel in channels:
             await self._by_channel[channel].sunsubscribe(channel)
+
+
+def _announce_to(subs: set[Subscriber], at: str, nid: str, body: bytes) -> bool:
+    """Announce notification `nid` (item JSON `body`) to `subs`, as of the user's `at`
+    (`seq-epoch`); False when `at` is no seq."""
+    seq, _, epoch = at.partition("-")
+    if not (seq.isascii() and seq.isdigit()):
+        return False
+    for sub in subs:
+        sub.announce(int(seq), epoch, nid, body)
+    return True
 
 
 async def _first_failure(pumps: list[Coroutine[Any, Any, None]]) -> None:

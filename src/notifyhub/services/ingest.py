@@ -465,7 +465,8 @@ class IngestService:
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
-        (store/inbox/announcing.py `announce`).
+        (store/inbox/announcing.py `announce`; a deferred one's by the processes holding
+        the streams, `announce_deferred`).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
@@ -473,9 +474,10 @@ class IngestService:
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
-        if 0 < limits.announce_at <= len(users) and not defer:
-            # streams hear of it before every copy (not of a deferred fan-out: announcing
-            # costs as much as deferring: docs/scaling.md, "Design notes")
+        if defer:  # the streams' own processes announce it (naming every user costs as
+            # much as deferring: docs/scaling.md, "Design notes")
+            await self._store.announce_deferred(notification, users, pull=pull)
+        elif 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
             await self._store.announce(notification, users, pull=pull)
         batch = limits.defer_batch if defer else limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
@@ -503,6 +505,8 @@ class IngestService:
                     for i, out in result.pushed_out.items()
                 },
             )
+        if defer:
+            await self._store.ring_deferred(users, trace)
         seqs = placement.seqs
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(sum(1 for seq in seqs if seq > 0))

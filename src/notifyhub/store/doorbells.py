@@ -29,6 +29,12 @@ message `^<notification JSON>` (its fresh copy's item JSON), then a line
 it was announced, so a stream that has sent exactly that much sends the notification at
 once (realtime/hub.py) and the copy's own doorbell later brings only its counts.
 
+A deferred broadcast (`limits.defer_fanout_at` users or more) is too big to name its users:
+its message is `%<notification JSON>` alone, on every channel, once its recipient index is
+whole. Each process that hears it asks Redis which of its own streams' users (on that
+channel) are recipients and their seqs, and announces it to those streams as above
+(store/inbox/announcing.py `announcement_seqs`, realtime/hub.py).
+
 When tracing is on, a publish's doorbell carries its trace: a line `~<traceparent>`
 right after the `!` line, or first (notifyhub/tracing.py). Having no space, it names no
 user, so a hub with tracing off skips it as it skips a user with no local stream.
@@ -50,6 +56,9 @@ INLINE_MARK = b"!"
 
 ANNOUNCE_MARK = b"^"
 """First byte of an announcement: a notification whose copies are about to be written."""
+
+DEFERRED_MARK = b"%"
+"""First byte of a deferred broadcast's message: its notification, no user lines."""
 
 TRACE_MARK = b"~"
 """First byte of a doorbell line carrying the publish's W3C traceparent."""
@@ -125,6 +134,11 @@ class Doorbells:
         command = self.publish_command
         for channel, payload in self.messages(changed, header):
             pipe.execute_command(command, channel, payload)
+
+    def queue_deferred(self, pipe: Any, payload: bytes) -> None:
+        """Add a deferred broadcast's `%` message to a (cluster) pipeline: once, on the
+        common channel, which every process hears."""
+        pipe.execute_command(self.publish_command, self.common, payload)
 
     def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
         """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""

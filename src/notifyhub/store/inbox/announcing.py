@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from notifyhub.domain.notification import Notification
-from notifyhub.store.doorbells import ANNOUNCE_MARK
+from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
 from notifyhub.store.scripts import pipelined, queue_script, slot_node
@@ -16,10 +16,13 @@ ANNOUNCE_FIELDS = ("state", "cnt", "seq")
 ANNOUNCE_BATCH = 1000
 """Users per announce.lua call: the first streams hear of a broadcast after one batch, and
 no call holds Redis for long."""
+INDEX_BATCH = 10_000
+"""Users per SADD of a deferred broadcast's recipient index."""
 
 
 class Announcing(InboxBase):
-    """The `^` doorbells of a broadcast (announce.lua)."""
+    """The `^` doorbells of a broadcast (announce.lua); a deferred broadcast's `%` doorbell
+    and the seqs each process announces it at."""
 
     async def announce(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
@@ -78,3 +81,60 @@ class Announcing(InboxBase):
                 self._bulk, lambda pipe: self.doorbells.queue(pipe, changed, header), []
             )
         return len(named)
+
+    async def announce_deferred(
+        self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
+    ) -> None:
+        """A deferred fan-out's first step (`placement(defer=True)` then writes the pending
+        copies and the expiry index, not the recipient index): the notification's whole
+        recipient index (a recall finds every user a crash may have reached), then, for an
+        inlinable notification, one `%` doorbell on every channel with its item JSON
+        (store/doorbells.py). Naming 20,000 users or more would cost as much as deferring
+        their copies; instead each process that hears it asks `announcement_seqs` about its
+        own streams' users and announces it to them (realtime/hub.py), so open streams show
+        it in time that grows with their number, not the group's. On a Cluster the index
+        is written (on its own slot) before the doorbells are sent, in a second round trip:
+        a Cluster pipeline runs on several nodes at once."""
+        n = notification
+        members = user_members(users)
+        recipients = self._keys.recipients(n.id)
+        expires_s = int(n.expires_at.timestamp()) + 1
+        ring = is_inlinable(n, pull=pull)
+        payload = DEFERRED_MARK + fresh_item(copy_content(n)[0])
+
+        def index(pipe: Any) -> None:
+            for start in range(0, len(members), INDEX_BATCH):
+                pipe.sadd(recipients, *members[start : start + INDEX_BATCH])
+            pipe.expireat(recipients, expires_s)
+            if ring and not self._cluster:  # one connection: after the index
+                self.doorbells.queue_deferred(pipe, payload)
+
+        await pipelined(self._bulk, index, [])
+        if ring and self._cluster:
+            await pipelined(self._bulk, lambda p: self.doorbells.queue_deferred(p, payload), [])
+
+    async def announcement_seqs(self, nid: str, members: Sequence[str]) -> list[tuple[str, str]]:
+        """Of `members` (`T/U`: users with a stream in this process), those among the
+        recipients of deferred broadcast `nid` who do not hold it yet, each with their
+        `seq-epoch` now (announce.lua, without a doorbell: the caller announces to its own
+        streams). Two round trips whatever the group's size: SMISMEMBER on the recipient
+        index, then announce.lua, ANNOUNCE_BATCH users per call (per slot group on a Cluster)."""
+        found = await self._redis.smismember(self._keys.recipients(nid), list(members))
+        named = [m for m, isin in zip(members, found, strict=True) if isin]
+        if not named:
+            return []
+        width, script = len(ANNOUNCE_FIELDS), self.scripts.announce
+        keys = self._keys.user_keys(named, ANNOUNCE_FIELDS)
+        by_slot = slot_users(keys, width) if self._cluster else {-1: list(range(len(named)))}
+
+        def build(pipe: Any) -> None:
+            for slot, group in by_slot.items():
+                node = slot_node(self._redis, slot)
+                for start in range(0, len(group), ANNOUNCE_BATCH):
+                    part = group[start : start + ANNOUNCE_BATCH]
+                    args: list[str | bytes] = [nid, "", "", *(named[i] for i in part)]
+                    queue_script(pipe, script, keys_of(keys, width, part), args, node=node)
+
+        replies = await pipelined(self._bulk, build, self.scripts.all)
+        lines = [line.decode().rpartition(" ") for reply in replies for line in reply]
+        return [(member, at) for member, _, at in lines]

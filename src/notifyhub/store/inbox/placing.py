@@ -135,7 +135,9 @@ class Placing(InboxBase):
         which the next script touching that inbox (a read, a stream's read, a change)
         makes a copy first, so nobody can tell it from an immediate one but the writer is
         several times faster. Returns the user's pending count in place of a seq then
-        (lists longer than PENDING_PLACE_AT are placed right away, bounding them).
+        (lists longer than PENDING_PLACE_AT are placed right away, bounding them). The
+        caller has written the recipient index first (`announce_deferred`), and rings the
+        users once every batch is written (`ring_deferred`).
 
         `trace` (a traceparent, when tracing is on) rides in the doorbell
         (store/doorbells.py `traced`). `views` (the tenant's, as the caller knows them):
@@ -166,11 +168,11 @@ class Placing(InboxBase):
         def build(pipe: Any) -> None:
             first = len(pipe)  # a shared pipeline holds other placements' commands before
             if tail is None:  # (else the script writes them)
-                self._queue_indexes(pipe, recipients, members, expires_ms)
+                self._queue_indexes(pipe, recipients, members, expires_ms, defer=defer)
             scripts_at[0] = len(pipe) - first
             for slot, call_keys in calls:  # (the Cluster client knows its nodes by now)
                 queue_script(pipe, script, call_keys, args, node=slot_node(self._redis, slot))
-            if not (self._cluster or inlinable):  # one connection: the doorbell follows the writes
+            if not (self._cluster or inlinable or defer):  # one connection: after the writes
                 self.doorbells.queue_rereads(pipe, members, traced(b"", trace))
             if self._wait[0]:
                 written = [*by_slot, key_slot(recipients.encode()), key_slot(expiry.encode())]
@@ -183,7 +185,7 @@ class Placing(InboxBase):
         replies = results[scripts_at[0] : scripts_at[0] + len(by_slot)]
         reply = self._merge(Deferred if defer else Placed, keys, len(fields), replies)
         seqs, evicted = reply.firsts, reply.evicted
-        if self._cluster:
+        if self._cluster and not defer:
             ringing = reply if rings_inline and isinstance(reply, Placed) else None
             await self._ring_after_writes(members, ringing, content, trace)
         if defer:
@@ -192,6 +194,17 @@ class Placing(InboxBase):
             self._on_evicted(evicted)
         pushed_out = reply.pushed_out if isinstance(reply, Placed) else {}
         return Placement(seqs, reply.dropped, pushed_out)
+
+    async def ring_deferred(self, users: Sequence[UserRef], trace: bytes | None = None) -> None:
+        """Ring every user of a deferred fan-out once, after its last batch: their streams
+        read (making the pending copy real) after the writes, not amid them. The streams
+        of a broadcast shown ahead of its copies (`announce_deferred`) then get its counts;
+        the others, which could not take the announcement, the notification."""
+        members = user_members(users)
+        header = traced(b"", trace)
+        await pipelined(
+            self._bulk, lambda pipe: self.doorbells.queue_rereads(pipe, members, header), []
+        )
 
     def _place_tail(
         self,
@@ -215,13 +228,15 @@ class Placing(InboxBase):
         return PlaceTail(members, indexed=True, channels=channels, header=header)
 
     def _queue_indexes(
-        self, pipe: Any, recipients: str, members: list[str], expires_ms: int
+        self, pipe: Any, recipients: str, members: list[str], expires_ms: int, *, defer: bool
     ) -> None:
         """The notification's recipient index (a recall finds every user a crash may have
-        reached: it goes before the copies) and the users' expiry index (ZADD LT: a user's
-        earlier expiry stays), as commands of their own."""
-        pipe.sadd(recipients, *members)
-        pipe.expireat(recipients, expires_ms // 1000 + 1)
+        reached: it goes before the copies; a deferred fan-out's is whole before its first
+        batch, `announce_deferred`) and the users' expiry index (ZADD LT: a user's earlier
+        expiry stays), as commands of their own."""
+        if not defer:
+            pipe.sadd(recipients, *members)
+            pipe.expireat(recipients, expires_ms // 1000 + 1)
         scored: list[str | int] = [expires_ms] * (2 * len(members))
         scored[1::2] = members
         pipe.execute_command("ZADD", self._keys.expiry, "LT", *scored)
