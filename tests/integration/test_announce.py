@@ -294,7 +294,7 @@ async def test_announcement_seqs_name_recipients_without_the_copy(
     notification, news = make_notification(title="all hands"), make_notification(category="n")
     await store.place(notification, [held])  # an earlier attempt reached this user
     pubsub = redis.pubsub()
-    await pubsub.subscribe(store.doorbells.channels[0])
+    await pubsub.subscribe(store.doorbells.common)
     try:
         await store.announce_deferred(news, [fresh])  # indexed, never announced
         await store.announce_deferred(notification, [held, pending, fresh])
