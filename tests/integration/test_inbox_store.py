@@ -167,6 +167,16 @@ class InboxModel(RuleBasedStateMachine):
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
+    def place(self, n: Notification, *, defer: bool, views: ViewSet | None) -> None:
+        """Place `n` for the user as a publish does: a deferred fan-out's recipient index
+        first (`announce_deferred`, services/ingest.py), its ring after its copies."""
+        users = [("default", "m")]
+        if defer:
+            self.run(self.store.announce_deferred(n, users))
+        self.run(self.store.place(n, users, defer=defer, views=views))
+        if defer:
+            self.run(self.store.ring_deferred(users))
+
     @rule(
         category=st.sampled_from(["a", "b", None]),
         defer=st.booleans(),
@@ -195,7 +205,7 @@ class InboxModel(RuleBasedStateMachine):
             "stale": ViewSet(self.tenant_set.version + 1, (View("every", ViewFilter(), "tenant"),)),
             "none": None,
         }[hint]
-        self.run(self.store.place(n, [("default", "m")], defer=defer, views=views))
+        self.place(n, defer=defer, views=views)
         self.published.append(n.id)
         if collapse is not None:  # the copy with the same collapse key is replaced
             for nid in [nid for nid, i in self.model.items() if i["ck"] == collapse]:
@@ -229,7 +239,7 @@ class InboxModel(RuleBasedStateMachine):
         n = make_notification(
             category=category, severity=severity, tags=tuple(sorted(tags)), thread_key=thread
         )
-        self.run(self.store.place(n, [("default", "m")], defer=defer, views=self.tenant_set))
+        self.place(n, defer=defer, views=self.tenant_set)
         self.published.append(n.id)
         shown = {"cat": category == "a", "category": category or "", "severity": severity}
         shown["tags"] = tags
