@@ -549,7 +549,7 @@ async def test_a_personal_tab_added_in_one_tab_shows_in_the_other_with_its_count
 ) -> None:
     token = make_token("pia")
     old = await publish(hub, publish_key, "pia", title="Invoice 7", tags=["billing"])
-    await publish(hub, publish_key, "pia", title="Unrelated")
+    unrelated = await publish(hub, publish_key, "pia", title="Unrelated")
     tabs = await open_tabs(context, browser_hub.base_url, token, mode)
     page = tabs[0].page
     await page.locator("[data-testid=add-view]").click()
@@ -558,6 +558,7 @@ async def test_a_personal_tab_added_in_one_tab_shows_in_the_other_with_its_count
     await page.locator("[data-testid=view-form] [type=submit]").click()
     selected = page.locator('[data-testid=tab][data-tab="view:money"][aria-selected=true]')
     await selected.wait_for()
+    await tabs[0].item(unrelated).wait_for(state="detached")  # the view's list replaced All's
     await tabs[0].item(old).wait_for()
     assert await row_ids(tabs[0]) == [old]
     views = await me(browser_hub, token, "GET", "/v1/me/views")
