@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from email.message import Message
 
 import asyncpg
 import httpx
 import pytest
 
+from faults.test_quiet_hold import _Fault, _flushall, _kill_and_restart
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
 from support.receiver import SmtpSink
@@ -37,26 +37,6 @@ DIGEST = {"key": "faults", "window_s": WINDOW_S, "mode": "fixed"}
 ARRIVE_S = 30.0
 """Every digest e-mail must have arrived this long after its window's end."""
 DOMAIN = "digest.test"
-
-
-@dataclass(frozen=True)
-class _Fault:
-    name: str
-    inject: Callable[[FaultEnv], Awaitable[None]]
-    durability: str = "redis"
-
-
-async def _kill_and_restart(env: FaultEnv) -> None:
-    await env.hub.kill()
-    await env.hub.start()
-
-
-async def _flushall(env: FaultEnv) -> None:
-    client = env.redis.client()
-    try:
-        client.flushall()
-    finally:
-        client.close()
 
 
 FAULTS = [
