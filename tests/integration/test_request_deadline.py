@@ -82,12 +82,18 @@ async def test_a_long_poll_renews_its_deadline_each_round(
     changed = {"request_deadline_s": 0.5}
     headers = {"Authorization": f"Bearer {admin_key}"}
     async with start_hub(settings.model_copy(update=changed)) as hub:
-        for wait in (0, 1):  # (the first checks the key: the second finds it cached)
-            response = await hub.client.get(
-                "/v1/queues/idle/messages", params={"wait": wait}, headers=headers
-            )
-            assert response.status_code == 200, response.text
-            assert response.json()["messages"] == []
+        # First the key's check, which a loaded PostgreSQL may take past 0.5 s; that is not
+        # what this test is about, so ask until the hub has the key cached.
+        for _ in range(20):
+            warm = await hub.client.get("/v1/queues/idle/messages", headers=headers)
+            if warm.status_code == 200:
+                break
+        assert warm.status_code == 200, warm.text
+        response = await hub.client.get(
+            "/v1/queues/idle/messages", params={"wait": 1}, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["messages"] == []
 
 
 @pytest.mark.parametrize("hot", [True, False], ids=["hot-entry", "route"])

@@ -98,8 +98,9 @@ async def test_hostile_with_its_data_is_stopped_at_render(
     latencies: list[float] = []
     stop = asyncio.Event()
     poller = asyncio.create_task(_poll_healthz(hub, latencies, stop))
-    rss_before = _rss_bytes()
+    rss_before, cpu_before = _rss_bytes(), time.thread_time()
     fired = await hub.client.post("/v1/events", json=event, headers=pub)
+    loop_cpu_s = time.thread_time() - cpu_before
     rss_growth = _rss_bytes() - rss_before
     stop.set()
     await poller
@@ -108,6 +109,8 @@ async def test_hostile_with_its_data_is_stopped_at_render(
     [error] = fired.json()["errors"]
     assert error.startswith("owner: ") and said in error
     assert rss_growth < 10 * 1024 * 1024
-    # The unbounded render held the loop 1.96 s; the budget stops it at 50 ms. Bound
-    # loosely here (CI machines are shared); docs/reliability.md has measured numbers.
-    assert max(latencies) < 0.5
+    assert latencies  # /healthz answered while the event was rendered
+    # The unbounded render held the loop for 1.96 s of CPU; the budget stops it at 50 ms.
+    # Bounded in CPU time of the loop's thread (hub, client and poller together), not in
+    # wall time, which a shared CI machine stretches. docs/reliability.md has latencies.
+    assert loop_cpu_s < 0.5
