@@ -267,11 +267,13 @@ async def serve_hub(
             await asyncio.sleep(0.005)
     port = server.servers[0].sockets[0].getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=base_url, timeout=30, verify=TEST_TLS) as client:
-        assert app.running is not None
-        yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
-    server.stop()
-    await task
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30, verify=TEST_TLS) as client:
+            assert app.running is not None
+            yield RunningHub(base_url, app, client, server, TokenService(settings), app.running)
+    finally:  # also when the test failed inside `async with start_hub(...)`
+        server.stop()
+        await task
 
 
 @pytest.fixture
