@@ -26,6 +26,7 @@ from bench import console as _console  # noqa: F401 (registers its scenario)
 from bench import deliveries as _deliveries  # noqa: F401 (registers its scenario)
 from bench import delivery_targets as _delivery_targets  # noqa: F401 (registers its scenarios)
 from bench import digests as _digests  # noqa: F401 (registers its scenario)
+from bench import escalations as _escalations  # noqa: F401 (registers its scenario)
 from bench import fanin, plots, report, scenarios
 from bench import pushpin as _pushpin  # noqa: F401 (registers its scenarios)
 from bench.hubproc import BenchHub

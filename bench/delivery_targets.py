@@ -91,6 +91,8 @@ class Sink:
 
     def __init__(self) -> None:
         self.arrived: dict[str, float] = {}
+        self.repeated = 0
+        """Receipts of an id already received."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -115,6 +117,7 @@ class Sink:
     async def _read(self, stdout: asyncio.StreamReader) -> None:
         while line := await stdout.readline():
             item_id, _, at = line.decode().partition(" ")
+            self.repeated += item_id in self.arrived
             self.arrived.setdefault(item_id, float(at))
 
     async def last(self, ids: list[str], timeout_s: float = 120.0) -> float:
