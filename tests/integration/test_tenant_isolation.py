@@ -8,6 +8,7 @@ the same call with B's credentials to prove the attack was aimed at something re
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -1155,13 +1156,19 @@ async def probe_routing_trace(t: Tenants) -> None:
 async def probe_user_digests(t: Tenants) -> None:
     digest = {"key": "secret", "window_s": 600}
     await _publish(t, t.b, channels=["inbox", "email"], digest=digest)
-    await t.hub.app_state["runner"].loop("channels").step()
     attacker, owner = t.key(t.a, "admin"), t.key(t.b, "admin")
     url = f"/v1/admin/users/{t.b}/{t.user}/digests"
+    channels = t.hub.app_state["runner"].loop("channels")
+    # A pass expands the oldest open sends first (earlier tests' may be open in this
+    # run's database), and the hub's own pass, which the publish woke, may hold this one
+    # (a pass of ours then skips it) until it commits: step until the digest is there.
+    async with asyncio.timeout(30):
+        while not (digests := _ok(await t.client.get(url, headers=owner)).json()["digests"]):
+            await channels.step()
+    [found] = digests
     _refused(await t.client.get(url, headers=attacker), 403)
     mine = f"/v1/admin/users/{t.a}/{t.user}/digests"
     assert _ok(await t.client.get(mine, headers=attacker)).json()["digests"] == []
-    [found] = _ok(await t.client.get(url, headers=owner)).json()["digests"]
     _refused(await t.client.delete(f"{url}/{found['id']}", headers=attacker), 403)
     own = f"/v1/admin/users/{t.a}/{t.user}/digests/{found['id']}"
     _refused(await t.client.delete(own, headers=attacker), 404)
