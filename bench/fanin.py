@@ -23,6 +23,10 @@ announced by the processes holding its streams). These rows measure both
 - `broadcast to a 100k group: POST time and exact counts`: the POST's time, then 1,000
   random members' counts and newest item against theirs before, and the routing trace's
   totals.
+- `steady 500/s while a 100k group is placed`: the steady row's load (single-user POSTs
+  to 1,000 streams of users outside the group) for 4 s alone, then 4 s with a POST to a
+  100k group leaving half a second in: the steady events' p99 and the single-user POSTs'
+  p99 round trip, during over idle, and the Redis failures the hub counted meanwhile.
 
 `python -m bench --processes P --streams S` sizes the two multi-process rows (2
 processes and 10,000 / 2,000 streams by default; each process holds at most
@@ -43,7 +47,7 @@ from typing import Any
 import httpx
 
 from bench import scenarios, streams
-from bench.clients import RawClient, make_group, member_names
+from bench.clients import RawClient, make_group, member_names, quantile
 from bench.hubproc import BenchHub, rss_kib
 from bench.report import Measured
 
@@ -311,6 +315,61 @@ async def exact_100k(hub: BenchHub, size: int = 100_000) -> dict[str, float]:
     }
 
 
+async def _redis_trouble(hub: BenchHub) -> float:
+    """What the hub has counted as Redis failing it so far: requests answered 503 for
+    Redis, and worker loop passes that raised (a rate-limit check that times out is both
+    logged and, for the request, a 503)."""
+    async with httpx.AsyncClient(base_url=hub.base_url, timeout=30) as client:
+        text = (await client.get("/metrics")).text
+    total = 0.0
+    for line in text.splitlines():
+        unavailable = line.startswith('notifyhub_http_unavailable_total{dependency="redis"')
+        if unavailable or line.startswith("notifyhub_loop_errors_total{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def steady_during_100k(
+    hub: BenchHub, size: int = 100_000, rate: int = STEADY_RATE, seconds: int = STEADY_SECONDS
+) -> dict[str, float]:
+    """The steady row's load (`rate` single-user POSTs/s to 1,000 streams of users outside
+    the group) for `seconds`, once alone and once with a POST to a 100k group leaving
+    half a second into the window: the steady events' p99 and the single-user POSTs'
+    round trips, idle against during."""
+    group = f"starve{size // 1000}k"
+    await make_group(hub, group, size)
+    users = [f"steady-{uuid.uuid4().hex[:6]}-{i}" for i in range(1000)]
+    headers = {"Authorization": f"Bearer {hub.publish_key}"}
+    body = {"recipients": {"groups": [group]}, "title": "to everyone", "body": "x" * 200}
+    trouble_before = await _redis_trouble(hub)
+    async with (
+        streams.StreamFleet.open(hub, users) as fleet,
+        streams.Publisher.open(hub) as publisher,
+        httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client,
+    ):
+        await asyncio.sleep(1.0)
+        idle = await streams.steady_window(publisher, fleet, users, rate, seconds)
+        during = asyncio.create_task(streams.steady_window(publisher, fleet, users, rate, seconds))
+        await asyncio.sleep(streams.WARM_UP_S + 0.5)
+        started = time.perf_counter()
+        (await client.post("/v1/notifications", json=body)).raise_for_status()
+        post_s = time.perf_counter() - started
+        busy = await during
+    metrics = {"100k POST seconds": post_s}
+    for label, (achieved, post_ms, refused, latencies) in (("idle", idle), ("during", busy)):
+        expected = rate * seconds - refused
+        spread = streams._spread(latencies, expected)
+        metrics[f"{label}: sent/s"] = achieved
+        metrics[f"{label}: refused"] = float(refused)
+        metrics[f"{label}: p99 ms"] = spread["p99 ms"]
+        metrics[f"{label}: POST p99 ms"] = quantile(post_ms, 0.99) if post_ms else math.nan
+    for name in ("p99", "POST p99"):
+        busy_ms, idle_ms = metrics[f"during: {name} ms"], metrics[f"idle: {name} ms"]
+        metrics[f"{name} during / idle"] = busy_ms / idle_ms
+    metrics["Redis failures counted"] = await _redis_trouble(hub) - trouble_before
+    return metrics
+
+
 _MINE: list[tuple[str, Scenario]] = []
 
 
@@ -329,6 +388,7 @@ def configure(processes: int = PROCESSES, streams_n: int | None = None) -> None:
         (f"doorbell fan-in at {processes} processes", fan_in(processes, fanin_n)),
         ("broadcast, 5k streams: group of 5k vs group of 50k", small_vs_big_group),
         ("broadcast to a 100k group: POST time and exact counts", exact_100k),
+        ("steady 500/s while a 100k group is placed", steady_during_100k),
     ]
     scenarios.ALL.extend(_MINE)
 

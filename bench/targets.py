@@ -263,6 +263,24 @@ TARGETS = [
         "users with wrong counts or newest item",
         0,
     ),
+    Target(
+        "a 100k broadcast does not starve others: steady 500/s p99 during it <= 2x idle",
+        "steady 500/s while a 100k group is placed",
+        "p99 during / idle",
+        2.0,
+    ),
+    Target(
+        "a 100k broadcast does not starve others: single-user POST p99 during it <= 2x idle",
+        "steady 500/s while a 100k group is placed",
+        "POST p99 during / idle",
+        2.0,
+    ),
+    Target(
+        "a 100k broadcast does not starve others: no Redis failure counted meanwhile",
+        "steady 500/s while a 100k group is placed",
+        "Redis failures counted",
+        0,
+    ),
     *(
         Target(
             f"doorbell bytes a process reads / bytes for its own streams <= 1.5 at {n} "
