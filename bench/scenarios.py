@@ -163,6 +163,19 @@ NOTES = """\
   dispatcher's loop failed (`QueuePool limit ... reached`); they now go 2 at a time. The
   outbox reaches 0.14-0.30 of the bare sender: a read per push is the first thing to
   batch (with the claim) if Web Push must go faster.
+- The `steady 500/s while a 100k group is placed` row (2026-11-28, quiet machine, AMD
+  EPYC, 2 cores): the steady events' p99 goes from 5.7-9.3 ms alone to 73-99 ms with a
+  100k POST (0.63-0.91 s) in the window, the single-user POSTs' p99 alike: 10-17x, not
+  the 2x issue 38 asks. No Redis failure was counted. Where the time goes, from one run
+  each: Redis' slow log (over 3 ms) held the deferred fan-out's 50 `defer.lua` calls
+  (2,000 users each, 271 ms in all, 8.4 ms at most), 9 SADDs of its recipient index (49
+  ms) and 7 ZADDs of the expiry index (25 ms): Redis busy about 350 ms of the POST's
+  0.7 s. A py-spy profile of the hub (200 Hz) found the POST's own work about 0.4 s of
+  its loop, in runs of 30 ms at most, the steady requests between them. Nothing blocks
+  for long; the 2 cores are shared by the hub, Redis, PostgreSQL (the 100k members'
+  read) and the bench's generators, and the steady requests queue behind all of them.
+  Fewer batches in flight or a pause between them would trade the POST's time for the
+  others'; not tried.
 - The escalation row (2026-11-28, quiet machine, `uptime` load under 1.5 before each
   run): 1,000 publishes 50 at a time take 7.9 s here, so steps fall due from 2 s on
   while publishes, reads and sends still share the hub's one process with the sinks,
