@@ -29,7 +29,7 @@ async def test_a_hub_is_stopped_when_the_test_fails_inside_it(
 ) -> None:
     """A failure inside `async with start_hub(...)` once left the hub serving and its
     listening socket open until the session ended, where pytest reported the unclosed
-    socket as an error of its own (CI, stop 44)."""
+    socket as an error of its own (a CI run, stop 43)."""
     listening = []
 
     async def fail_inside() -> None:
