@@ -203,6 +203,9 @@ NOTES = """\
   outbox alone reached 2,134 a second here on a quiet machine (the e-mail row), so the
   target is not met on this machine; `serve --workers 2` or a remote SMTP relay are the
   ways to more.
+  On 2026-11-28 (another 2-core machine, AMD EPYC, quiet; the whole row, one run):
+  10,000 digests, every one with all 20 items, p50 6.5 s and max 8.4 s late (12.2 s
+  before on the other machine): still over the 5 s target.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
