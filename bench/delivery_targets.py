@@ -303,25 +303,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _subscribe(hub: BenchHub, port: int) -> list[PushSubscriptionRow]:
-    """BROWSERS subscriptions of the default tenant at the sink's push service."""
+async def subscribe(
+    hub: BenchHub, port: int, tenant: str, users: list[str]
+) -> list[PushSubscriptionRow]:
+    """One browser (a fresh P-256 key) for each of `tenant`'s `users`, at the push service
+    on `port`."""
     engine = create_engine(str(hub.settings.database_url))
     rows = []
     try:
         async with UnitOfWork(create_sessionmaker(engine)) as unit:
-            for n in range(BROWSERS):
+            for user in users:
                 browser = ec.generate_private_key(ec.SECP256R1())
                 new = NewSubscription(
-                    f"http://127.0.0.1:{port}/push/s{n}",
+                    f"http://127.0.0.1:{port}/push/{user}",
                     public_point(browser),
                     b64url(os.urandom(16)),
                 )
                 added = await push_subscriptions.add(
-                    unit.session,
-                    DEFAULT_TENANT,
-                    f"bench-{n}",
-                    new,
-                    new_id=f"bench{uuid.uuid4().hex[:20]}",
+                    unit.session, tenant, user, new, new_id=f"bench{uuid.uuid4().hex[:20]}"
                 )
                 assert added is not None
                 rows.append(added[0])
@@ -405,7 +404,9 @@ async def webpush(hub: BenchHub, backlog: int = 4000, sequential: int = 200) -> 
     alone sending the same encrypted, signed pushes."""
     port = _free_port()
     async with Sink.run("push", str(port)) as sink:
-        browsers = await _subscribe(hub, port)
+        browsers = await subscribe(
+            hub, port, DEFAULT_TENANT, [f"bench-{n}" for n in range(BROWSERS)]
+        )
         name = await _define(hub, kind="webpush")
         pushes = _pushes(browsers)
         async with _bare_push(browsers, sink) as bare:

@@ -18,7 +18,7 @@ import asyncpg
 import httpx
 
 from bench import scenarios
-from bench.clients import quantile
+from bench.clients import add_addresses, quantile
 from bench.delivery_targets import Sink, _free_port
 
 if TYPE_CHECKING:
@@ -27,21 +27,6 @@ if TYPE_CHECKING:
 BURST = 20
 SAMPLE = 20
 """Users whose inbox is checked for the one thread item."""
-
-
-async def _addresses(dsn: str, tenant: str, users: list[str]) -> None:
-    """Every user's e-mail address, in one statement (the admin endpoint one by one
-    would time the bench's setup, not digests)."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(
-            "INSERT INTO user_profiles (tenant, user_id, email) "
-            "SELECT $1, u, u || '@bench.test' FROM unnest($2::text[]) AS u",
-            tenant,
-            users,
-        )
-    finally:
-        await conn.close()
 
 
 async def _sent(dsn: str, tenant: str) -> list[tuple[str, str, int, float]]:
@@ -91,7 +76,7 @@ async def digests(hub: BenchHub, users: int = USERS, window_s: int = WINDOW_S) -
     port = _free_port()
     async with Sink.run("smtp", str(port)) as sink:
         await hub.restart(env={"NOTIFYHUB_DELIVERIES__SMTP_PORT": str(port)})
-        await _addresses(dsn, tenant, names)
+        await add_addresses(dsn, tenant, names)
         auth = {"Authorization": f"Bearer {hub.publish_key}"}
         digest = {"key": "bench", "window_s": window_s, "max_items": 50}
         started = time.monotonic()

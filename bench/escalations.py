@@ -10,7 +10,6 @@ one machine; a step "fired" when the worker decided it (`done_at`)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 import uuid
@@ -21,19 +20,13 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import httpx
 import orjson
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench import scenarios
-from bench.clients import quantile
-from bench.delivery_targets import Sink, _free_port
-from notifyhub.db.engine import create_engine, create_sessionmaker
-from notifyhub.db.repositories import push_subscriptions
-from notifyhub.db.repositories.push_subscriptions import NewSubscription
-from notifyhub.db.unit import UnitOfWork
+from bench.clients import add_addresses, quantile
+from bench.delivery_targets import Sink, _free_port, subscribe
 from notifyhub.services.channel_rows import EMAIL, push_topic
 from notifyhub.services.channels import delivery_id
 from notifyhub.services.escalation_sends import send_of
-from notifyhub.services.vapid import b64url, public_point
 
 if TYPE_CHECKING:
     from bench.hubproc import BenchHub
@@ -45,32 +38,6 @@ STEPS = [
     {"after_s": PUSH_S, "unless": "seen", "channel": "push"},
     {"after_s": EMAIL_S, "unless": "read", "channel": "email"},
 ]
-
-
-async def _recipients(hub: BenchHub, tenant: str, users: list[str], port: int) -> None:
-    """Each user's e-mail address and one browser at the sink's push service."""
-    engine = create_engine(str(hub.settings.database_url))
-    try:
-        async with UnitOfWork(create_sessionmaker(engine)) as unit:
-            for user in users:
-                browser = ec.generate_private_key(ec.SECP256R1())
-                endpoint = f"http://127.0.0.1:{port}/push/{user}"
-                new = NewSubscription(endpoint, public_point(browser), b64url(os.urandom(16)))
-                await push_subscriptions.add(
-                    unit.session, tenant, user, new, new_id=f"b{uuid.uuid4().hex[:20]}"
-                )
-    finally:
-        await engine.dispose()
-    conn = await asyncpg.connect(str(hub.settings.database_url).replace("+asyncpg", ""))
-    try:
-        await conn.execute(
-            "INSERT INTO user_profiles (tenant, user_id, email) "
-            "SELECT $1, u, u || '@bench.test' FROM unnest($2::text[]) AS u",
-            tenant,
-            users,
-        )
-    finally:
-        await conn.close()
 
 
 def _read_after_s(rng: random.Random, i: int) -> float:
@@ -118,7 +85,8 @@ async def escalations(hub: BenchHub) -> dict[str, float]:
     read_at: dict[str, float] = {}  # notification id -> when the hub marked it read
     async with Sink.run("smtp", str(smtp_port)) as mail, Sink.run("push", str(push_port)) as push:
         await hub.restart(env={"NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp_port)})
-        await _recipients(hub, tenant, users, push_port)
+        await add_addresses(dsn, tenant, users)
+        await subscribe(hub, push_port, tenant, users)
         auth = {"Authorization": f"Bearer {hub.publish_key}"}
         readers: list[asyncio.Task[None]] = []
         async with httpx.AsyncClient(base_url=hub.base_url, timeout=60) as client:

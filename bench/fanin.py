@@ -63,12 +63,16 @@ READERS = 32
 Scenario = Callable[[BenchHub], Awaitable[dict[str, float] | Measured]]
 
 
+async def _metric_lines(hub: BenchHub) -> list[str]:
+    """The hub's `/metrics`, a line each."""
+    async with httpx.AsyncClient(base_url=hub.base_url, timeout=30) as client:
+        return (await client.get("/metrics")).text.splitlines()
+
+
 async def doorbell_bytes(hub: BenchHub) -> tuple[float, float]:
     """The doorbell bytes a hub read: (for its own streams, for others')."""
-    async with httpx.AsyncClient(base_url=hub.base_url, timeout=30) as client:
-        text = (await client.get("/metrics")).text
     found = {"true": 0.0, "false": 0.0}
-    for line in text.splitlines():
+    for line in await _metric_lines(hub):
         if line.startswith("notifyhub_doorbell_bytes_total{"):
             name, value = line.rsplit(" ", 1)
             found[name.split('local="')[1][:-2]] = float(value)
@@ -319,10 +323,8 @@ async def _redis_trouble(hub: BenchHub) -> float:
     """What the hub has counted as Redis failing it so far: requests answered 503 for
     Redis, and worker loop passes that raised (a rate-limit check that times out is both
     logged and, for the request, a 503)."""
-    async with httpx.AsyncClient(base_url=hub.base_url, timeout=30) as client:
-        text = (await client.get("/metrics")).text
     total = 0.0
-    for line in text.splitlines():
+    for line in await _metric_lines(hub):
         unavailable = line.startswith('notifyhub_http_unavailable_total{dependency="redis"')
         if unavailable or line.startswith("notifyhub_loop_errors_total{"):
             total += float(line.rsplit(" ", 1)[1])
