@@ -18,9 +18,15 @@ PENDING = "pending"
 
 
 async def add_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
-    """The rows, each once (a scheduled publish offered twice adds nothing twice)."""
+    """The rows, each once (a scheduled publish offered twice adds nothing twice). One
+    statement, executed for many rows: built and compiled once per process, where a
+    VALUES list of the rows made a new statement each publish (a tenth of the hub's CPU
+    in the escalation bench row)."""
     if rows:
-        await session.execute(insert(Escalation).values(list(rows)).on_conflict_do_nothing())
+        await session.execute(_ADD, list(rows))
+
+
+_ADD = insert(Escalation).on_conflict_do_nothing()
 
 
 async def claim_due(session: AsyncSession, now: datetime, limit: int) -> list[Escalation]:
