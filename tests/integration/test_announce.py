@@ -17,6 +17,7 @@ from integration.test_stream import open_stream, send
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox import InboxStore
+from notifyhub.store.inbox.copies import copy_content, fresh_item
 from notifyhub.store.keys import Keys
 
 pytestmark = pytest.mark.asyncio
@@ -168,19 +169,20 @@ def deferred(settings: Settings) -> Settings:
 
 
 async def test_a_deferred_broadcast_is_announced_by_the_streams_process(
-    deferred: Settings, start_hub: Any, make_token: Any
+    deferred: Settings, start_hub: Any, make_token: Any, redis: Redis
 ) -> None:
-    """A deferred broadcast's `%` doorbell names no user: the process holding a
-    recipient's stream names it (announce.lua on its own users), the stream shows it ahead
-    of its copy and, once the pending copy is written and rung, gets its counts alone; a
-    stream of a user who is not a recipient, or of another tenant's user of the same name,
-    hears nothing. (The steps ingest takes, one at a time: a POST's own writes may ring
-    before the announcement comes, which `test_a_deferred_post_is_sent_once` covers.)"""
+    """A deferred broadcast published through another process: its `%` doorbell names no
+    user, so the process holding a recipient's stream names it (announce.lua on its own
+    users), the stream shows it ahead of its copy and, once the pending copy is written
+    and rung, gets its counts alone; a stream of a user who is not a recipient, or of
+    another tenant's user of the same name, hears nothing. (The steps ingest takes, one at
+    a time: a POST's own writes may ring before the announcement comes, which
+    `test_a_deferred_post_is_sent_once` covers.)"""
     users = ["big-0", "big-1", "big-2"]
     notification = make_notification(title="everyone")
     refs = [("default", u) for u in users]
+    store = InboxStore(redis, Keys(deferred.redis_prefix), deferred.limits)  # no hub here
     async with start_hub(deferred) as hub:
-        store: InboxStore = hub.app_state["store"]
         token = make_token("big-0")
         async with (
             open_stream(hub, token) as stream,
@@ -206,6 +208,49 @@ async def test_a_deferred_broadcast_is_announced_by_the_streams_process(
     assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
     assert counted.data == {"unread": 1, "unseen": 1, "total": 1, "seq": 1}
     assert [n["id"] for n in listed["items"]] == [nid]  # stored once
+
+
+async def test_a_deferred_broadcast_published_here_is_announced_without_its_index(
+    deferred: Settings, start_hub: Any, make_token: Any, redis: Redis
+) -> None:
+    """The process a deferred broadcast is published through announces it to its own
+    recipients' streams while the recipient index and the `%` doorbell are written
+    (`Hub.announce_here`: it knows the recipients, so one round trip): the stream shows it
+    with no index in Redis yet. When the `%` doorbell comes, this process leaves it (the
+    stream shows it once), and the copy brings its counts alone. A process with no stream
+    of the recipients has nothing to run."""
+    users = ["here-0", "here-1", "here-2"]
+    notification = make_notification(title="from here")
+    refs = [("default", u) for u in users]
+    keys = Keys(deferred.redis_prefix)
+    elsewhere = InboxStore(redis, keys, deferred.limits)  # the index and `%`, without a hub
+    async with start_hub(deferred) as hub:
+        realtime = hub.app_state["hub"]
+        token = make_token("here-0")
+        async with open_stream(hub, token) as stream:
+            await stream.next()
+            await waiting_at(hub, "here-0", 0)
+            body = fresh_item(copy_content(notification)[0])
+            members = [f"default/{u}" for u in users]
+            assert realtime.announce_here(notification.id, body, members[1:]) is None
+            announcing = realtime.announce_here(notification.id, body, members)
+            assert announcing is not None
+            await announcing
+            shown = await stream.next()
+            assert not await redis.exists(keys.recipients(notification.id))
+            await elsewhere.announce_deferred(notification, refs)
+            async with asyncio.timeout(5):  # its `%` heard, and left
+                while notification.id in realtime._announced_here:
+                    await asyncio.sleep(0.01)
+            await elsewhere.place(notification, refs, defer=True)
+            await elsewhere.ring_deferred(refs)
+            counted = await stream.next()
+            with pytest.raises(TimeoutError):
+                await stream.next(timeout=0.3)
+        listed = await _get(hub, token, "/v1/me/notifications")
+    assert shown.event == "notification" and shown.id == f"0.{notification.id}"
+    assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
+    assert [n["id"] for n in listed["items"]] == [notification.id]
 
 
 async def test_a_deferred_post_is_sent_once(

@@ -80,7 +80,8 @@ def test_a_deferred_broadcast_asks_about_each_local_user_of_its_tenant_once() ->
     doorbells = Doorbells(Keys("p:"), sharded=True)
     asked: list[tuple[str, list[str]]] = []
 
-    async def seqs(nid: str, members: Sequence[str]) -> list[tuple[str, str]]:
+    async def seqs(nid: str, members: Sequence[str], known: bool) -> list[tuple[str, str]]:
+        assert not known  # heard: the index is asked
         asked.append((nid, list(members)))
         return []
 

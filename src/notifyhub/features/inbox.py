@@ -74,6 +74,7 @@ def inbox(
         streamed=streamed,
         announce_seqs=store.announcement_seqs,
     )
+    store.announce_here = hub.announce_here
     workers = settings.workers
     cleaner = Cleaner(clients.redis, clients.keys, store, workers, metrics)
     loop = Loop("cleaner", workers.cleaner_interval_s, cleaner.run_once, metrics)

@@ -107,9 +107,14 @@ DEFERRED_CHUNK = 1000
 """Local users per `announce_seqs` call of a deferred broadcast: the calls run at once, and
 the streams of the first are written while Redis names the users of the next."""
 
-AnnounceSeqs = Callable[[str, Sequence[str]], Awaitable[list[tuple[str, str]]]]
-"""(notification id, local users `T/U`) -> (user, `seq-epoch`) of those a deferred broadcast
-is to be announced to (store/inbox/announcing.py `announcement_seqs`)."""
+ANNOUNCED_HERE_KEPT = 1024
+"""Deferred broadcasts published through this process whose `%` doorbell it has not
+heard yet (a lost one is forgotten after this many more)."""
+
+AnnounceSeqs = Callable[[str, Sequence[str], bool], Awaitable[list[tuple[str, str]]]]
+"""(notification id, local users `T/U`, all known recipients) -> (user, `seq-epoch`) of
+those a deferred broadcast is to be announced to (store/inbox/announcing.py
+`announcement_seqs`)."""
 
 
 class Hub:
@@ -153,6 +158,9 @@ class Hub:
         copies' doorbells still ring the streams)."""
         self._deferred: set[asyncio.Task[None]] = set()
         """Deferred broadcasts being announced (`_announce_deferred`)."""
+        self._announced_here: dict[str, None] = {}
+        """Deferred broadcasts announced here as they were published (`announce_here`),
+        oldest first: their `%` doorbell finds nothing left to do in this process."""
 
     @property
     def healthy(self) -> bool:
@@ -323,17 +331,46 @@ class Hub:
 
     def _deferred_broadcast(self, body: bytes, size: int) -> None:
         """A deferred broadcast's notification (`%`, no user lines, on the common
-        channel): announced to the local streams of its recipients, in a task per
-        DEFERRED_CHUNK local users of its tenant. Counted as local when any stream here
-        was a candidate."""
+        channel): announced to the local streams of its recipients (`_announce_chunks`:
+        the store asks the index about each local user of its tenant), unless it was
+        published, and so announced, here. Counted as local when any stream here was a
+        candidate."""
         members = self._candidates(body) if self._announce_seqs is not None else []
         self._heard.read(size, size if members else 0, 0, 0)
         nid = body[7:33].decode()
+        if nid in self._announced_here:  # published here, and announced as it was
+            del self._announced_here[nid]
+            return
+        self._announce_chunks(nid, body, members, known=False)
+
+    def announce_here(self, nid: str, body: bytes, recipients: list[str]) -> Awaitable[Any] | None:
+        """A deferred broadcast being published through this process (store/inbox/
+        announcing.py `announce_deferred`): None when none of `recipients` has a stream
+        here; else its announcement to those streams, under way (`_announce_chunks`, the
+        recipients known: no index to ask, no doorbell to wait for) while the caller
+        writes the index and the `%` doorbell, which this process will then leave."""
+        local = [m for m in recipients if m in self._subs]
+        if not local or self._announce_seqs is None:
+            return None
+        self._announced_here[nid] = None
+        while len(self._announced_here) > ANNOUNCED_HERE_KEPT:
+            del self._announced_here[next(iter(self._announced_here))]
+        return asyncio.gather(*self._announce_chunks(nid, body, local, known=True))
+
+    def _announce_chunks(
+        self, nid: str, body: bytes, members: list[str], *, known: bool
+    ) -> list[asyncio.Task[None]]:
+        """Announce deferred broadcast `nid` to the streams of `members` (all recipients
+        when `known`), a task per DEFERRED_CHUNK of them: each chunk's streams are written
+        while Redis names the users of the next."""
+        tasks = []
         for start in range(0, len(members), DEFERRED_CHUNK):
             chunk = members[start : start + DEFERRED_CHUNK]
-            task = asyncio.create_task(self._announce_deferred(nid, body, chunk))
+            task = asyncio.create_task(self._announce_deferred(nid, body, chunk, known))
             self._deferred.add(task)
             task.add_done_callback(self._deferred.discard)
+            tasks.append(task)
+        return tasks
 
     def _candidates(self, body: bytes) -> list[str]:
         """The local users (`T/U`) of the tenant of notification `body`."""
@@ -345,12 +382,14 @@ class Hub:
             return []
         return [m for m in self._subs if m.startswith(prefix)]
 
-    async def _announce_deferred(self, nid: str, body: bytes, members: list[str]) -> None:
+    async def _announce_deferred(
+        self, nid: str, body: bytes, members: list[str], known: bool
+    ) -> None:
         """Announce a deferred broadcast to the streams of those of `members` the store
         names with their seqs. A failure is logged: the copies' doorbells still come."""
         assert self._announce_seqs is not None
         try:
-            named = await self._announce_seqs(nid, members)
+            named = await self._announce_seqs(nid, members, known)
         except (RedisError, OSError) as exc:
             log.warning("deferred broadcast %s not announced here: %s", nid, exc)
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,9 +93,12 @@ class Announcing(InboxBase):
         (store/doorbells.py). Naming 20,000 users or more would cost as much as deferring
         their copies; instead each process that hears it asks `announcement_seqs` about its
         own streams' users and announces it to them (realtime/hub.py), so open streams show
-        it in time that grows with their number, not the group's. On a Cluster the index
-        is written (on its own slot) before the doorbells are sent, in a second round trip:
-        a Cluster pipeline runs on several nodes at once."""
+        it in time that grows with their number, not the group's. This process announces it
+        to its own streams while the index is written (`announce_here`: it knows the
+        recipients, so no index to ask and no doorbell to wait for), and returns once they
+        are written. On a Cluster the index is written (on its own slot) before the
+        doorbells are sent, in a second round trip: a Cluster pipeline runs on several
+        nodes at once."""
         n = notification
         members = user_members(users)
         recipients = self._keys.recipients(n.id)
@@ -109,18 +113,27 @@ class Announcing(InboxBase):
             if ring and not self._cluster:  # one connection: after the index
                 self.doorbells.queue_deferred(pipe, payload)
 
-        await pipelined(self._bulk, index, [])
+        indexing = asyncio.ensure_future(pipelined(self._bulk, index, []))  # the others wait
+        here = self.announce_here if ring else None
+        announcing = here(n.id, payload[1:], members) if here is not None else None
+        await (indexing if announcing is None else asyncio.gather(indexing, announcing))
         if ring and self._cluster:
             await pipelined(self._bulk, lambda p: self.doorbells.queue_deferred(p, payload), [])
 
-    async def announcement_seqs(self, nid: str, members: Sequence[str]) -> list[tuple[str, str]]:
+    async def announcement_seqs(
+        self, nid: str, members: Sequence[str], known: bool = False
+    ) -> list[tuple[str, str]]:
         """Of `members` (`T/U`: users with a stream in this process), those among the
         recipients of deferred broadcast `nid` who do not hold it yet, each with their
         `seq-epoch` now (announce.lua, without a doorbell: the caller announces to its own
         streams). Two round trips whatever the group's size: SMISMEMBER on the recipient
-        index, then announce.lua, ANNOUNCE_BATCH users per call (per slot group on a Cluster)."""
-        found = await self._redis.smismember(self._keys.recipients(nid), list(members))
-        named = [m for m, isin in zip(members, found, strict=True) if isin]
+        index, then announce.lua, ANNOUNCE_BATCH users per call (per slot group on a
+        Cluster); one when every member is `known` to be a recipient (the publishing
+        process's own, before the index is written)."""
+        named = list(members)
+        if not known:
+            found = await self._redis.smismember(self._keys.recipients(nid), named)
+            named = [m for m, isin in zip(members, found, strict=True) if isin]
         if not named:
             return []
         width, script = len(ANNOUNCE_FIELDS), self.scripts.announce

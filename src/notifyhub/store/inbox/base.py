@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -39,6 +39,12 @@ def keys_of(keys: list[str], stride: int, users: list[int]) -> list[str]:
     return [k for user in users for k in keys[user * stride : (user + 1) * stride]]
 
 
+AnnounceHere = Callable[[str, bytes, list[str]], Awaitable[Any] | None]
+"""(notification id, item JSON, recipients `T/U`) -> the announcement, under way, of a
+deferred broadcast to this process's streams of those recipients; None when it has none
+(realtime/hub.py `Hub.announce_here`)."""
+
+
 class InboxBase:
     """The clients, keys, limits, scripts and doorbells the parts of `InboxStore` share."""
 
@@ -52,6 +58,9 @@ class InboxBase:
         self.scripts = InboxScripts(redis)
         self._cluster = is_cluster(redis)
         self.doorbells = Doorbells(keys, sharded=self._cluster)
+        self.announce_here: AnnounceHere | None = None
+        """This process's hub's (set when it is made): a deferred broadcast published here
+        is announced to the streams here while its index and doorbell are written."""
 
     @property
     def limits(self) -> Limits:
