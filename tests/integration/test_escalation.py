@@ -492,3 +492,17 @@ async def test_a_publish_without_steps_needs_no_postgresql(hub: Any) -> None:
     step = Step(after_s=60, unless="read", channel="email")
     with pytest.raises(AssertionError, match="PostgreSQL was used"):
         await publish(Draft(title="escalated", escalate=(step,)))
+
+
+async def test_only_a_publish_with_channels_wakes_the_channel_worker(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    """Steps alone leave the channel worker asleep (it has no send to claim); a publish
+    with channels wakes it once committed."""
+    t = await make_tenant()
+    woken: list[None] = []
+    hub.app_state["ingest"].on_channel_send(lambda: woken.append(None))
+    await _publish(hub, t, ["ann"], escalate=STEPS)
+    assert woken == []
+    await _publish(hub, t, ["ann"], channels=["inbox", "email"])
+    assert woken == [None]

@@ -43,7 +43,7 @@ def engine(
     *,
     bounds: DatabaseSettings | None = None,
     relaxed_commits: bool = False,
-    pool_size: int = 10,
+    pool_size: int = 20,
 ) -> AsyncEngine:
     """An engine whose connects, statements and pool waits are bounded (`bounds`, else
     the settings'); disposed when the stack closes."""

@@ -32,9 +32,9 @@ from notifyhub.workers.digests import DigestWorker, digest_loop
 from notifyhub.workers.dispatcher import Dispatcher, dispatcher_loop
 from notifyhub.workers.runner import Loop
 
-OUTBOX_POOL = 4
-"""Connections the at-once sender and the dispatcher claim and settle through (twice that
-under load); each holds one for a single statement."""
+OUTBOX_POOL = 8
+"""Connections the at-once sender and the dispatcher claim and settle through at most;
+each holds one for a single statement."""
 
 
 @dataclass(frozen=True, slots=True)

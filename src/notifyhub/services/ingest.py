@@ -179,6 +179,7 @@ class IngestService:
             route = Route.of(recipients, sources)
             if draft.channels or self._steps(draft):  # first: a failed placement rolls back
                 await self._beyond_inbox(unit.session, notification, draft, users)
+            if draft.channels:
                 self._nudge_after(unit)
             accepted = await self._send(notification, users, pull=False, route=route)
         if idempotency_key is not None:
