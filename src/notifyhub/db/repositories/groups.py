@@ -82,9 +82,13 @@ async def missing(session: AsyncSession, tenant: str, names: Sequence[str]) -> l
 
 
 _MEMBER_IDS = (
-    f"SELECT user_id FROM {GroupMember.__tablename__} WHERE group_id = $1 AND user_id > $2 "
-    "ORDER BY user_id LIMIT $3"
+    "SELECT array_agg(user_id ORDER BY user_id) FROM (SELECT user_id "
+    f"FROM {GroupMember.__tablename__} WHERE group_id = $1 AND user_id > $2 "
+    "ORDER BY user_id LIMIT $3) page"
 )
+"""One page of member ids as one array: asyncpg decodes it into a list of str in C, where a
+row per member cost the hub a Record each (100k members in pages of 20k, three runs: hub
+CPU 58-81 -> 11-15 ms, wall 65-86 -> 61-69 ms)."""
 
 
 async def members_page(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:
@@ -93,8 +97,8 @@ async def members_page(session: AsyncSession, gid: int, after: str | None, limit
     longer than the query (docs/scaling.md, "Design notes")."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
-    rows = await raw.driver_connection.fetch(_MEMBER_IDS, gid, after or "", limit)  # type: ignore[union-attr]
-    return [row[0] for row in rows]
+    found = await raw.driver_connection.fetchval(_MEMBER_IDS, gid, after or "", limit)  # type: ignore[union-attr]
+    return list(found or ())
 
 
 async def iter_member_ids(
