@@ -239,6 +239,13 @@ class EscalationRunner:
         ]
         return len(rows), shown
 
+    async def next_due(self, unit: UnitOfWork) -> datetime | None:
+        """When the earliest pending step falls due (None: none is pending)."""
+        return await repo.next_due(unit.session)
+
+    def now(self) -> datetime:
+        return self._clock()
+
     async def _checked(self, unit: UnitOfWork, rows: Sequence[Escalation]) -> list[Checked | None]:
         """Each copy's verdict, in one round trip; None where the step is asked again
         later (the user's inbox is not in Redis, or its check failed: logged)."""

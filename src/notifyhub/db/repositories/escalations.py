@@ -42,6 +42,14 @@ async def claim_due(session: AsyncSession, now: datetime, limit: int) -> list[Es
     return list(found)
 
 
+async def next_due(session: AsyncSession) -> datetime | None:
+    """The earliest pending step's due time (the partial index's first entry)."""
+    found: datetime | None = await session.scalar(
+        select(func.min(Escalation.due_at)).where(Escalation.status == PENDING)
+    )
+    return found
+
+
 async def finish(session: AsyncSession, escalation_id: str, status: str, outcome: str) -> None:
     await session.execute(
         update(Escalation)
