@@ -232,7 +232,11 @@ NOTES = """\
   ways to more.
   On 2026-11-28 (another 2-core machine, AMD EPYC, quiet; the whole row, one run):
   10,000 digests, every one with all 20 items, p50 6.5 s and max 8.4 s late (12.2 s
-  before on the other machine): still over the 5 s target.
+  before on the other machine): still over the 5 s target. The next session's machine
+  (same kind, slower: 20 x 10,000 publishes took 26.5-27.8 s, 23.0 s there), one run
+  each, back to back: at 92c4924 p50 10.0 s and max 13.4 s late; at 5a18cd5 (the row
+  above: pools that keep their connections, the channel worker woken for channels only)
+  p50 8.6 s and max 11.4 s.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
