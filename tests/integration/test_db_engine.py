@@ -56,8 +56,8 @@ async def test_a_burst_keeps_its_connections_and_opens_no_more_than_the_pool(
     database_url: str,
 ) -> None:
     """At most `pool_size` connections, each kept once made: the next burst gets the same
-    backends (overflow connections, opened for one checkout and closed after it, were 8%
-    of the hub's CPU in a burst of publishes), and a checkout past the pool waits for one."""
+    backends (no overflow connection opened for one checkout and closed after it), and a
+    checkout past the pool waits for one."""
     engine = create_engine(database_url, pool_size=2, pool_timeout_s=0.2)
 
     async def pid(connection: AsyncConnection) -> int:

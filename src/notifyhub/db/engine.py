@@ -89,10 +89,9 @@ def create_engine(
     as `connect_options` says), and a pool checkout after its own. The hub passes its
     settings' (short) values; the defaults suit command-line work.
 
-    At most `pool_size` connections, each kept once made: no overflow connections, which
-    a burst opened and closed again one checkout later (50 publishes with escalation
-    steps at once: a new connection for most transactions, 8% of the hub's CPU in
-    asyncpg's connect; docs/scaling.md)."""
+    At most `pool_size` connections, each kept once made: overflow connections were
+    opened by a burst and closed again one checkout later, and connecting is costly
+    (docs/scaling.md)."""
     engine = create_async_engine(
         asyncpg_url(url),
         pool_size=pool_size,

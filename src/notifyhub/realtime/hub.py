@@ -349,8 +349,10 @@ class Hub:
         here; else its announcement to those streams, under way (`_announce_chunks`, the
         recipients known: no index to ask, no doorbell to wait for) while the caller
         writes the index and the `%` doorbell, which this process will then leave."""
+        if self._announce_seqs is None or not self._subs:  # no scan of the recipients
+            return None
         local = [m for m in recipients if m in self._subs]
-        if not local or self._announce_seqs is None:
+        if not local:
             return None
         self._announced_here[nid] = None
         while len(self._announced_here) > ANNOUNCED_HERE_KEPT:

@@ -18,10 +18,9 @@ PENDING = "pending"
 
 
 async def add_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
-    """The rows, each once (a scheduled publish offered twice adds nothing twice). One
-    statement, executed for many rows: built and compiled once per process, where a
-    VALUES list of the rows made a new statement each publish (a tenth of the hub's CPU
-    in the escalation bench row)."""
+    """The rows, each once (a scheduled publish offered twice adds nothing twice), through
+    one statement compiled once per process (a VALUES list was a new statement per
+    publish)."""
     if rows:
         await session.execute(_ADD, list(rows))
 

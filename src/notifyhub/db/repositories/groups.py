@@ -87,8 +87,7 @@ _MEMBER_IDS = (
     "ORDER BY user_id LIMIT $3) page"
 )
 """One page of member ids as one array: asyncpg decodes it into a list of str in C, where a
-row per member cost the hub a Record each (100k members in pages of 20k, three runs: hub
-CPU 58-81 -> 11-15 ms, wall 65-86 -> 61-69 ms)."""
+row per member cost the hub a Record each (docs/scaling.md)."""
 
 
 async def members_page(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:

@@ -129,7 +129,7 @@ class Announcing(InboxBase):
         streams). Two round trips whatever the group's size: SMISMEMBER on the recipient
         index, then announce.lua, ANNOUNCE_BATCH users per call (per slot group on a
         Cluster); one when every member is `known` to be a recipient (the publishing
-        process's own, before the index is written)."""
+        process's own, while the index is written)."""
         named = list(members)
         if not known:
             found = await self._redis.smismember(self._keys.recipients(nid), named)
