@@ -29,19 +29,22 @@ SAMPLE = 20
 """Users whose inbox is checked for the one thread item."""
 
 
-async def _sent(dsn: str, tenant: str) -> list[tuple[str, str, int, float]]:
-    """Each digest e-mail: (delivery id, user, items, its window's end as epoch s)."""
+async def _sent(dsn: str, tenant: str) -> list[tuple[str, str, int, float, float]]:
+    """Each digest e-mail: (delivery id, user, items, its window's end as epoch s, the
+    seconds from that end to the worker's flush: the digest closed and its delivery
+    added to the outbox, by the worker's clock at the start of its transaction)."""
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
             "SELECT d.id, d.payload->>'user' AS u, (d.payload->'digest'->>'count')::int AS n, "
-            "extract(epoch FROM g.due_at) AS due "
+            "extract(epoch FROM g.due_at) AS due, "
+            "extract(epoch FROM g.closed_at - g.due_at) AS flushed "
             "FROM deliveries d JOIN digests g ON g.tenant = d.tenant "
             "AND g.id = d.payload->'notification'->>'id' "
             "WHERE d.tenant = $1 AND d.definition = 'email'",
             tenant,
         )
-        return [(r["id"], r["u"], r["n"], float(r["due"])) for r in rows]
+        return [(r["id"], r["u"], r["n"], float(r["due"]), float(r["flushed"])) for r in rows]
     finally:
         await conn.close()
 
@@ -99,16 +102,19 @@ async def digests(hub: BenchHub, users: int = USERS, window_s: int = WINDOW_S) -
         ids = [row[0] for row in sent]
         await sink.last(ids, timeout_s=120)
         offset = time.time() - time.monotonic()  # the sink's CLOCK_MONOTONIC as wall time
-        late = sorted(sink.arrived[i] + offset - due for i, _u, _n, due in sent)
-    per_user = {u for _i, u, _n, _d in sent}
+        late = sorted(sink.arrived[i] + offset - due for i, _u, _n, due, _f in sent)
+        flushed = sorted(row[4] for row in sent)
+    per_user = {row[1] for row in sent}
     threads = await _threads(hub, tenant, names[:: max(1, users // SAMPLE)][:SAMPLE])
     return {
         "users": float(users),
         "digest e-mails": float(len(sent)),
         "users with one e-mail": float(len(per_user)) if len(per_user) == len(sent) else -1.0,
-        "e-mails without all 20": float(sum(1 for _i, _u, n, _d in sent if n != BURST)),
+        "e-mails without all 20": float(sum(1 for row in sent if row[2] != BURST)),
         "sampled threads not 20": float(sum(1 for c in threads if c != BURST)),
         "publish s": published_s,
+        "p50 flushed s": quantile(flushed, 0.5),
+        "max flushed s": flushed[-1],
         "p50 late s": quantile(late, 0.5),
         "p99 late s": quantile(late, 0.99),
         "max late s": late[-1],
