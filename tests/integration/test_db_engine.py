@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -121,3 +122,20 @@ async def test_a_connect_the_server_refuses_is_an_outage_a_bad_statement_is_not(
         async with engine.connect() as connection:
             await connection.execute(text("SELEC 1"))
     assert outage_of(rejected.value) is None
+
+
+async def test_json_columns_keep_every_value_exactly(engine: AsyncEngine) -> None:
+    """JSON parameters are written by orjson where it can, by the standard module where
+    it cannot (an integer past 64 bits): every value comes back as it went in, and
+    non-string keys as the standard module writes them."""
+    value = {"big": 2**70 + 1, "small": -(2**63), "text": 'é\u2028"q"'}
+    value["list"] = [1, 2.5, None, True]
+    keyed = {1: "one"}
+    statement = text("SELECT CAST(:v AS jsonb) AS v, CAST(:k AS jsonb) AS k").bindparams(
+        bindparam("v", type_=JSONB), bindparam("k", type_=JSONB)
+    )
+    async with engine.connect() as connection:
+        row = (await connection.execute(statement, {"v": value, "k": keyed})).one()
+    assert row.v == value
+    assert isinstance(row.v["big"], int)
+    assert row.k == {"1": "one"}
