@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from integration.test_stream import no_streams_left, open_stream, send
 from notifyhub.metrics import Metrics
+from notifyhub.realtime import hub as hub_module
 from notifyhub.realtime import shards
 from notifyhub.realtime.hub import Hub
 from notifyhub.settings import Settings
@@ -193,3 +194,41 @@ async def test_a_shard_stays_subscribed_a_while_after_its_last_stream(
     await hub.app_state["hub"].shards.unsubscribe_idle()  # as the listener does when it wakes
     assert await _subscribers(redis, channel) == 1
     assert channel in hub.app_state["hub"].shards.subscribed
+
+
+async def test_a_read_of_many_doorbells_lets_others_run_between_them(
+    settings: Settings, monkeypatch: Any
+) -> None:
+    """One read can hold a fan-out's many messages: the hub dispatches them in order and
+    hands the loop back once its slice is used up (here at once: after each one), so
+    other streams and requests are not held for the whole read."""
+    assert settings.redis_url is not None
+    keys = Keys(settings.redis_prefix, pubsub_shards=settings.redis_pubsub_shards)
+    hub = Hub(settings.redis_url, Doorbells(keys, sharded=False), Metrics(), streams_per_user=2)
+    sub = hub.attach("t", "sliced")
+    order: list[str] = []
+    dispatch = hub.dispatch
+
+    def recorded(payload: bytes) -> None:
+        dispatch(payload)
+        order.append(f"seq {sub.latest}")
+
+    async def other_work() -> None:
+        while True:
+            order.append("other")
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(hub, "dispatch", recorded)
+    monkeypatch.setattr(hub_module, "DISPATCH_SLICE_S", 0.0)
+    common = keys.channel.encode()
+    replies = [[b"message", common, f"t/sliced {seq}".encode()] for seq in (1, 2, 3)]
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    try:
+        await hub._on_replies(replies)
+    finally:
+        other.cancel()
+    dispatched = [entry for entry in order if entry != "other"]
+    assert dispatched == ["seq 1", "seq 2", "seq 3"]
+    between = order[order.index("seq 1") : order.index("seq 3")]
+    assert between.count("other") >= 2  # after seq 1 and after seq 2

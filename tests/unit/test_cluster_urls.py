@@ -6,7 +6,7 @@ import pytest
 from redis.crc import key_slot
 
 from notifyhub.store.client import ClusterUrl, parse_cluster_url
-from notifyhub.store.doorbells import SHARED_AT, Doorbells
+from notifyhub.store.doorbells import SHARED_AT, SHARED_LINES, Doorbells
 from notifyhub.store.keys import Keys
 
 
@@ -66,6 +66,34 @@ def test_a_broadcasts_batch_rings_once_on_the_common_channel(sharded: bool) -> N
     [(channel, payload)] = bells.messages([(m, 0) for m in members], b"!head")
     assert channel == bells.common and payload.count(b"!head") == 1
     assert len(bells.messages([(m, 0) for m in members[:-1]], b"!head")) > 1
+
+
+class _Commands:
+    """What a pipeline was given (queue_rereads only adds commands)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[object, ...]] = []
+
+    def execute_command(self, *args: object) -> None:
+        self.sent.append(args)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_big_fan_outs_rereads_are_split_into_bounded_messages(sharded: bool) -> None:
+    """Every process reads a common-channel message in one go: a fan-out's re-read lines
+    come in messages of SHARED_LINES users at most, each with the header, every user once."""
+    bells = Doorbells(Keys("p:"), sharded=sharded)
+    members = [f"t/u{i}" for i in range(2 * SHARED_LINES + 1)]
+    pipe = _Commands()
+    bells.queue_rereads(pipe, members, b"~trace")
+    assert [args[:2] for args in pipe.sent] == [(bells.publish_command, bells.common)] * 3
+    lines = []
+    for *_, payload in pipe.sent:
+        assert isinstance(payload, bytes)
+        head, *rest = payload.decode().split("\n")
+        assert head == "~trace" and len(rest) <= SHARED_LINES
+        lines += rest
+    assert lines == [f"{m} 0" for m in members]
 
 
 def test_a_users_shard_is_their_slot() -> None:

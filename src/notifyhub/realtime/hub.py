@@ -97,6 +97,10 @@ log = logging.getLogger(__name__)
 _POLL_S = 1.0
 _IDLE_PING_S = 10.0
 _PONG_DEADLINE_S = 5.0
+DISPATCH_SLICE_S = 0.002
+"""The pump hands the loop back after dispatching this long from one read: a read can
+hold a fan-out's many messages (store/doorbells.py SHARED_LINES), and other streams and
+requests wait while they are dispatched."""
 ID_FIELD = b'{"id":"'
 """How an item's JSON starts (the notification model's first field is its id)."""
 TRACES_KEPT = 8
@@ -545,13 +549,22 @@ class Hub:
             await self.shards.unsubscribe_idle()
             if replies:
                 last_heard, ping_sent = now, None
-                for reply in replies:
-                    self._on_reply(reply)
+                await self._on_replies(replies)
             elif ping_sent is not None and now - ping_sent > _PONG_DEADLINE_S:
                 raise RedisConnectionError("pubsub connection did not answer PING")
             elif ping_sent is None and now - last_heard > _IDLE_PING_S:
                 await pubsub.ping()
                 ping_sent = now
+
+    async def _on_replies(self, replies: list[Any]) -> None:
+        """`_on_reply` for each of one read's replies, in order, handing the loop back
+        every DISPATCH_SLICE_S."""
+        slice_ends = time.perf_counter() + DISPATCH_SLICE_S
+        for reply in replies:
+            self._on_reply(reply)
+            if time.perf_counter() >= slice_ends:
+                await asyncio.sleep(0)
+                slice_ends = time.perf_counter() + DISPATCH_SLICE_S
 
     def _on_reply(self, reply: Any) -> None:
         """One reply of the subscribed connection: a doorbell is dispatched; a subscription

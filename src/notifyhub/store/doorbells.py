@@ -69,6 +69,11 @@ message every process reads: split by shard it would be about a message per user
 repeating the batch's header (the notification's JSON, ten times the bytes of its line)
 for the hubs to read and parse (docs/scaling.md, "Doorbell fan-in")."""
 
+SHARED_LINES = 5_000
+"""Re-read lines in one common-channel message at most: every process reads a message in
+one go (a 100k fan-out's one message held each hub's loop for about 30 ms, other streams
+and requests waiting; split, each part about 1.5 ms: docs/scaling.md)."""
+
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
 
@@ -141,11 +146,13 @@ class Doorbells:
         pipe.execute_command(self.publish_command, self.common, payload)
 
     def queue_rereads(self, pipe: Any, members: Sequence[str], header: bytes = b"") -> None:
-        """`queue` for "re-read" (seq 0) doorbells, a fan-out's: one join, no line each."""
+        """`queue` for "re-read" (seq 0) doorbells, a fan-out's: a join per message of
+        SHARED_LINES users at most (each repeating `header`), no line each."""
         if not self.shared(len(members)):
             self.queue(pipe, [(m, 0) for m in members], header)
-        elif members:
-            payload = (" 0\n".join(members) + " 0").encode()
+            return
+        for start in range(0, len(members), SHARED_LINES):
+            payload = (" 0\n".join(members[start : start + SHARED_LINES]) + " 0").encode()
             payload = header + b"\n" + payload if header else payload
             pipe.execute_command(self.publish_command, self.common, payload)
 
