@@ -555,3 +555,41 @@ async def test_the_wrong_kind_of_credential_is_named(
     assert "the credential sent is an API key" in stream.json()["detail"]
     garbage = await hub.client.post("/v1/notifications", json=body, headers=_auth("nh_x_y"))
     assert garbage.json()["detail"] == "invalid API key"
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "18446744073709551616",
+        "-9223372036854775809",  # orjson: the float -2**63, a valid integer's value
+        "9223372036854775808",
+        "123456789012345678901234567890",
+        "-1e30",
+    ],
+)
+async def test_numbers_past_64_bits_are_422_never_changed(
+    hub: Any, publish_key: str, number: str
+) -> None:
+    """JSON does not bound numbers, jsonb and orjson do: an integer past 64 bits (which
+    orjson reads as a float, its last digits lost) is refused by name, whichever way the
+    body was read, never stored changed."""
+    body = f'{{"recipients": {{"users": ["a"]}}, "title": "n", "data": {{"n": {number}}}}}'
+    headers = {**_auth(publish_key), "content-type": "application/json"}
+    response = await hub.client.post("/v1/notifications", content=body, headers=headers)
+    _assert_problem(response, 422)
+    assert "body.data" in response.text and "64 bits" in response.text
+
+
+@pytest.mark.parametrize("number", ["9223372036854775807", "-9223372036854775808", "-12345.678"])
+async def test_numbers_within_64_bits_are_kept_exactly(
+    hub: Any, publish_key: str, make_token: Any, number: str
+) -> None:
+    user = _unique("big-number")
+    body = f'{{"recipients": {{"users": ["{user}"]}}, "title": "n", "data": {{"n": {number}}}}}'
+    headers = {**_auth(publish_key), "content-type": "application/json"}
+    response = await hub.client.post("/v1/notifications", content=body, headers=headers)
+    assert response.status_code == 202, response.text
+    listed = await hub.client.get("/v1/me/notifications", headers=_auth(make_token(user)))
+    [item] = listed.json()["items"]
+    assert item["data"]["n"] == orjson.loads(number)
+    assert type(item["data"]["n"]) is type(orjson.loads(number))

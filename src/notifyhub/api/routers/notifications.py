@@ -136,8 +136,9 @@ def _parse(request: Request, body: bytes) -> tuple[PublishRequest, str | None] |
     Only the unambiguous case is taken: an `application/json` body (or no content type,
     which FastAPI parses as JSON too) that orjson parses and the route's model validates,
     as FastAPI validates it (`from_attributes`), and headers of the route's types. orjson
-    refuses what the standard `json` module would accept beyond RFC 8259 (NaN, huge
-    integers): those go to FastAPI too."""
+    refuses what the standard `json` module would accept beyond RFC 8259 (NaN): that goes
+    to FastAPI too. An integer past 64 bits orjson reads as a float, its last digits
+    lost: the body's checks refuse it either way (schemas/common.py `ensure_storable`)."""
     content_type = request.headers.get("content-type")
     if content_type is not None and content_type.partition(";")[0].strip().lower() != JSON:
         return None

@@ -75,7 +75,9 @@ def _jsonb_safe(value: JsonValue) -> bool:
         return all(_jsonb_safe(v) for v in value)
     if isinstance(value, str):
         return "\x00" not in value
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, float):  # strictly: orjson reads an integer past 64 bits as a
+        return -MAX_JSON_NUMBER < value < MAX_JSON_NUMBER  # float, -2**63 - 1 as -2**63
+    if isinstance(value, int) and not isinstance(value, bool):
         return -MAX_JSON_NUMBER <= value < MAX_JSON_NUMBER
     return True
 
@@ -85,7 +87,10 @@ def ensure_storable(value: JsonValue) -> None:
     # Scheduled and delayed bodies live in jsonb, which refuses \u0000 and writes 1e30
     # back as 1000...0, an integer orjson cannot encode: neither could be sent later.
     if not _jsonb_safe(value):
-        raise ValueError(f"must not contain NUL characters, nor numbers beyond +-{MAX_JSON_NUMBER}")
+        raise ValueError(
+            "must not contain NUL characters, nor integers outside"
+            f" {-MAX_JSON_NUMBER}..{MAX_JSON_NUMBER - 1} (64 bits) or numbers as big"
+        )
 
 
 def _small_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
