@@ -113,6 +113,7 @@ async def digests(hub: BenchHub, users: int = USERS, window_s: int = WINDOW_S) -
         "e-mails without all 20": float(sum(1 for row in sent if row[2] != BURST)),
         "sampled threads not 20": float(sum(1 for c in threads if c != BURST)),
         "publish s": published_s,
+        "windows closing over s": max(row[3] for row in sent) - min(row[3] for row in sent),
         "p50 flushed s": quantile(flushed, 0.5),
         "max flushed s": flushed[-1],
         "p50 late s": quantile(late, 0.5),
