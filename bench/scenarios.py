@@ -243,13 +243,13 @@ NOTES = """\
   closed over 5.3-6.0 s (the first burst's expansion); the worker flushed every digest
   within 1.5, 2.1 and 4.4 s (p50 1.3-2.2 s; a single earlier run 5.6 s, its flushes
   queued behind the first ones' sends), and the e-mails arrived within 8.3, 10.4 and
-  10.4 s (p50 6.3-8.1 s). A profile of the hub over the flush (py-spy, 200 Hz, 15 s): the e-mail sends 22%
-  of its samples (aiosmtplib's four round trips a message and their socket writes 19%),
-  the event loop's own work 30%, the digest worker 9%, reading the deliveries' JSON
-  payloads 6%. The hub ran at 70-78% of a core, PostgreSQL at 54% while digests were
-  flushed, the sink at 14-49%: the arrival target needs about 1,000 e-mails a second
-  beside the flush, from one process; the ways there are still a second process or a
-  remote SMTP relay.
+  10.4 s (p50 6.3-8.1 s). A profile of the hub over the flush (py-spy, 200 Hz, 15 s):
+  the e-mail sends 22% of its samples (aiosmtplib's four round trips a message and their
+  socket writes 19%), the event loop's own work 30%, the digest worker 9%, reading the
+  deliveries' JSON payloads 6%. The hub ran at 70-78% of a core, PostgreSQL at 54% while
+  digests were flushed, the sink at 14-49%: the arrival target needs about 1,000 e-mails
+  a second beside the flush, from one process; the ways there are still a second
+  process or a remote SMTP relay.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
