@@ -192,6 +192,25 @@ NOTES = """\
   is not held: what a 50k group still costs before its first stream is written is its
   members' read (about 50 ms of PostgreSQL, against 12 ms for 5k) and the recipient
   index (about 30 ms), both growing with the group.
+  The next session (2026-11-28 evening, the same kind of machine, load about 1.3): a
+  fan-out's re-read doorbell now comes in messages of 5,000 users, and the hub hands its
+  loop back every 2 ms while dispatching (d4e8029: one 100k message held every
+  process's loop 27 ms; a 50k one here, with 5,000 streams, half that). Six alternating
+  single runs of this row and `broadcast to 10k streams`, at 776f164 then at 6219a82:
+  p99 big / small 1.02-1.87 (median 1.40) -> 1.07-1.60 (median 1.18); the 10k
+  broadcast's p99 251-408 ms (median 328) -> 253-413 ms (median 298): no worse, and the
+  ratio likely better, within this machine's swing. The three-run row above: 1.16, 1.22,
+  1.32 (median 1.22, under the 1.3x). The starvation row then (three runs): idle p99
+  5.1-8.2 ms, during 61-78 ms, 8.1-12.0x (median 9.7x); an earlier three-run row the
+  same hour gave 2.4-8.4x only because its idle p99 was 12-38 ms (a noisy machine), so it
+  was run again. A loop probe in the hub (a task sleeping 1 ms, logging wake-ups over
+  8 ms late; not committed) found the publishing hub's loop held 20-50 ms at a time by
+  the POST's own O(group) Python: its lists of 100k users built (`user_members` 14 ms a
+  call, in both `announce_deferred` and `ring_deferred`), the index packed, and freed
+  after the response (about 14 ms for those lists alone); `limits.defer_batch` 500
+  instead of 2,000 changed nothing measurable (one run each). The reconnect storm, two
+  alternating runs each: 683 and 712 new streams/s at 776f164, 741 and 738 at 6219a82
+  (the three-run row: 599; target 1,000, as on the earlier machines of this kind).
 - The escalation row (2026-11-28, this session's machine: AMD EPYC, 2 cores, load under
   1.5 before each run). Before this session's work (92c4924), six runs here: 1,000
   publishes 50 at a time took 8.0-11.5 s, the worker decided a step 0.32-0.56 s after
