@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import asyncpg
 import httpx
@@ -29,10 +29,21 @@ SAMPLE = 20
 """Users whose inbox is checked for the one thread item."""
 
 
-async def _sent(dsn: str, tenant: str) -> list[tuple[str, str, int, float, float]]:
-    """Each digest e-mail: (delivery id, user, items, its window's end as epoch s, the
-    seconds from that end to the worker's flush: the digest closed and its delivery
-    added to the outbox, by the worker's clock at the start of its transaction)."""
+class Sent(NamedTuple):
+    """A digest e-mail in the outbox."""
+
+    id: str
+    user: str
+    items: int
+    due: float
+    """Its window's end, epoch seconds."""
+    flushed_s: float
+    """From that end to the worker's flush (the digest closed and its delivery added to
+    the outbox), by the worker's clock at the start of its transaction."""
+
+
+async def _sent(dsn: str, tenant: str) -> list[Sent]:
+    """Each digest e-mail of `tenant`."""
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
@@ -44,7 +55,7 @@ async def _sent(dsn: str, tenant: str) -> list[tuple[str, str, int, float, float
             "WHERE d.tenant = $1 AND d.definition = 'email'",
             tenant,
         )
-        return [(r["id"], r["u"], r["n"], float(r["due"]), float(r["flushed"])) for r in rows]
+        return [Sent(r["id"], r["u"], r["n"], float(r["due"]), float(r["flushed"])) for r in rows]
     finally:
         await conn.close()
 
@@ -99,21 +110,21 @@ async def digests(hub: BenchHub, users: int = USERS, window_s: int = WINDOW_S) -
         deadline = time.monotonic() + window_s + published_s + 600
         while len(sent := await _sent(dsn, tenant)) < users and time.monotonic() < deadline:
             await asyncio.sleep(1)
-        ids = [row[0] for row in sent]
+        ids = [row.id for row in sent]
         await sink.last(ids, timeout_s=120)
         offset = time.time() - time.monotonic()  # the sink's CLOCK_MONOTONIC as wall time
-        late = sorted(sink.arrived[i] + offset - due for i, _u, _n, due, _f in sent)
-        flushed = sorted(row[4] for row in sent)
-    per_user = {row[1] for row in sent}
+        late = sorted(sink.arrived[row.id] + offset - row.due for row in sent)
+        flushed = sorted(row.flushed_s for row in sent)
+    per_user = {row.user for row in sent}
     threads = await _threads(hub, tenant, names[:: max(1, users // SAMPLE)][:SAMPLE])
     return {
         "users": float(users),
         "digest e-mails": float(len(sent)),
         "users with one e-mail": float(len(per_user)) if len(per_user) == len(sent) else -1.0,
-        "e-mails without all 20": float(sum(1 for row in sent if row[2] != BURST)),
+        "e-mails without all 20": float(sum(1 for row in sent if row.items != BURST)),
         "sampled threads not 20": float(sum(1 for c in threads if c != BURST)),
         "publish s": published_s,
-        "windows closing over s": max(row[3] for row in sent) - min(row[3] for row in sent),
+        "windows closing over s": max(row.due for row in sent) - min(row.due for row in sent),
         "p50 flushed s": quantile(flushed, 0.5),
         "max flushed s": flushed[-1],
         "p50 late s": quantile(late, 0.5),

@@ -70,26 +70,28 @@ repeating the batch's header (the notification's JSON, ten times the bytes of it
 for the hubs to read and parse (docs/scaling.md, "Doorbell fan-in")."""
 
 SHARED_LINES = 5_000
-"""Re-read lines in one common-channel message at most: every process reads a message in
-one go (a 100k fan-out's one message held each hub's loop for about 30 ms, other streams
-and requests waiting; split, each part about 1.5 ms: docs/scaling.md)."""
+"""Re-read lines in one common-channel message at most: every process dispatches a message
+in one go, other streams and requests waiting meanwhile (docs/scaling.md)."""
 
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""
+
+
+def _after(header: bytes, lines: bytes) -> bytes:
+    """`lines` after `header`'s line, if there is a header."""
+    return header + b"\n" + lines if header else lines
 
 
 def traced(header: bytes, traceparent: bytes | None) -> bytes:
     """`header` followed by the trace line, when there is a trace."""
     if traceparent is None:
         return header
-    line = TRACE_MARK + traceparent
-    return header + b"\n" + line if header else line
+    return _after(header, TRACE_MARK + traceparent)
 
 
 def doorbell(changed: Changed, header: bytes = b"") -> bytes:
     """One message per batch: lines of `tenant/user seq`, after `header` if any."""
-    lines = "\n".join(f"{m} {s}" for m, s in changed).encode()
-    return header + b"\n" + lines if header else lines
+    return _after(header, "\n".join(f"{m} {s}" for m, s in changed).encode())
 
 
 class Doorbells:
@@ -152,9 +154,8 @@ class Doorbells:
             self.queue(pipe, [(m, 0) for m in members], header)
             return
         for start in range(0, len(members), SHARED_LINES):
-            payload = (" 0\n".join(members[start : start + SHARED_LINES]) + " 0").encode()
-            payload = header + b"\n" + payload if header else payload
-            pipe.execute_command(self.publish_command, self.common, payload)
+            lines = (" 0\n".join(members[start : start + SHARED_LINES]) + " 0").encode()
+            pipe.execute_command(self.publish_command, self.common, _after(header, lines))
 
     @property
     def publish_command(self) -> str:

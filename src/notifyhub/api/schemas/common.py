@@ -75,8 +75,8 @@ def _jsonb_safe(value: JsonValue) -> bool:
         return all(_jsonb_safe(v) for v in value)
     if isinstance(value, str):
         return "\x00" not in value
-    if isinstance(value, float):  # strictly: orjson reads an integer past 64 bits as a
-        return -MAX_JSON_NUMBER < value < MAX_JSON_NUMBER  # float, -2**63 - 1 as -2**63
+    if isinstance(value, float):  # strictly: orjson reads -2**63 - 1 as the float -2**63
+        return -MAX_JSON_NUMBER < value < MAX_JSON_NUMBER
     if isinstance(value, int) and not isinstance(value, bool):
         return -MAX_JSON_NUMBER <= value < MAX_JSON_NUMBER
     return True
