@@ -223,8 +223,8 @@ async def _bare_smtp(port: int, sink: Sink) -> AsyncIterator[BareRound]:
 
         async def worker(client: aiosmtplib.SMTP) -> None:
             for n, item_id in numbered:
-                message = email_target.build(settings.smtp_sender, item_id, EMAIL, _payload(n))
-                await client.send_message(message)
+                mail = email_target.build(settings.smtp_sender, item_id, EMAIL, _payload(n))
+                await client.sendmail(mail.sender, mail.recipients, mail.data)
 
         started = time.monotonic()
         await asyncio.gather(*(worker(c) for c in clients))

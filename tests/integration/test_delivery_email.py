@@ -19,7 +19,7 @@ from notifyhub.services.sender import plan
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, post, unique, wait_status
 from support.receiver import Receiver, free_port
-from support.smtp import Smtp, smtp_settings
+from support.smtp import Smtp, smtp_server, smtp_settings
 
 EMAIL = {
     "subject": "Order {{ order }}\nshipped",
@@ -271,3 +271,37 @@ async def test_a_payload_to_that_is_not_an_address_ends_the_delivery_unsent(
     [attempt] = found["attempts"]
     assert "is not an e-mail address" in attempt["error"]
     assert smtp.of(delivery_id) == []
+
+
+async def test_an_idn_domain_is_sent_in_idna_form_and_a_non_ascii_mailbox_with_smtputf8(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    """The envelope names a non-ASCII domain in its IDNA form, which every server takes.
+    A non-ASCII local part has no such form: its transaction asks for SMTPUTF8."""
+    name = unique("mail-idn")
+    await define(hub.client, admin_key, name, kind="email", email=EMAIL)
+    payload = {"order": 1, "name": "Jörg", "to": ["ops@bücher.test", "jörg@x.test"]}
+    delivery_id = await post(hub.client, publish_key, name, payload)
+    await wait_status(hub.client, publish_key, delivery_id, "sent")
+    [(rcpt, message)] = smtp.of(delivery_id)
+    assert rcpt == ["ops@xn--bcher-kva.test", "jörg@x.test"]
+    assert message["To"] == "ops@xn--bcher-kva.test, jörg@x.test"
+
+
+async def test_a_non_ascii_mailbox_is_not_sent_to_a_server_without_smtputf8() -> None:
+    """aiosmtplib refuses before `MAIL FROM` (a retry, as for any server that lacks a
+    feature: its operator may add it); an ASCII address still goes."""
+    with smtp_server(smtputf8=False) as server:
+        target = EmailTarget(DeliverySettings(smtp_port=server.port))
+        try:
+            refused = await target.send(
+                "01J0000000000000000000000", {"subject": "s", "text": "t"}, {"to": "jörg@x.test"}
+            )
+            sent = await target.send(
+                "01J0000000000000000000001", {"subject": "s", "text": "t"}, {"to": "jo@x.test"}
+            )
+        finally:
+            await target.aclose()
+    assert (refused.status_code, refused.final, refused.accepted) == (None, False, False)
+    assert "SMTPUTF8 is not supported" in (refused.error or "")
+    assert sent.accepted and [rcpt for rcpt, _ in server.handler.messages] == [["jo@x.test"]]

@@ -36,12 +36,15 @@ class _Handler:
 
 
 class Smtp:
-    """A real aiosmtpd server on 127.0.0.1 (its own thread)."""
+    """A real aiosmtpd server on 127.0.0.1 (its own thread); `smtputf8`: whether it
+    offers SMTPUTF8 (mailboxes with non-ASCII local parts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, smtputf8: bool = True) -> None:
         self.handler = _Handler()
         self.port = free_port()
-        self._controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+        self._controller = Controller(
+            self.handler, hostname="127.0.0.1", port=self.port, enable_SMTPUTF8=smtputf8
+        )
 
     def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
         wanted = f"<{delivery_id}@notifyhub>"
@@ -49,9 +52,9 @@ class Smtp:
 
 
 @contextmanager
-def smtp_server() -> Iterator[Smtp]:
+def smtp_server(smtputf8: bool = True) -> Iterator[Smtp]:
     """A started server, stopped on exit."""
-    server = Smtp()
+    server = Smtp(smtputf8)
     server._controller.start()
     try:
         yield server

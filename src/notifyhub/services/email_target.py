@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from email.charset import QP, Charset
+from dataclasses import dataclass
+from email import quoprimime
 from email.header import Header
-from email.message import Message
-from email.mime.multipart import MIMEMultipart
-from email.mime.nonmultipart import MIMENonMultipart
-from email.utils import parseaddr
+from email.utils import formatdate, parseaddr
 from typing import Any
 
 import aiosmtplib
@@ -22,9 +20,6 @@ from notifyhub.settings import DeliverySettings
 
 POOL_SIZE = 4
 """Kept SMTP connections at most; sends beyond them wait for one to come back."""
-
-_UTF8_QP = Charset("utf-8")
-_UTF8_QP.body_encoding = QP
 
 
 def message_id(delivery_id: str) -> str:
@@ -88,41 +83,93 @@ def _address(address: str) -> str:
     if address.isascii():
         return address
     local, _, domain = address.rpartition("@")
-    if not domain.isascii():
-        try:
-            domain = domain.encode("idna").decode()
-        except UnicodeError:  # not a valid IDN: as the local part, then
-            domain = _header("To", domain)
-    return f"{_header('To', local)}@{domain}"
+    domain = _idna(domain)
+    return f"{_header('To', local)}@{domain if domain.isascii() else _header('To', domain)}"
 
 
-def _part(text: str, subtype: str) -> MIMENonMultipart:
-    """UTF-8, quoted-printable: readable, and 7-bit clean for any server."""
-    part = MIMENonMultipart("text", subtype, charset="utf-8")
-    part.set_payload(text, _UTF8_QP)
-    return part
+def _idna(domain: str) -> str:
+    """`domain` in IDNA form, or as it is where it is not a valid IDN."""
+    try:
+        return domain if domain.isascii() else domain.encode("idna").decode()
+    except UnicodeError:
+        return domain
 
 
-def build(
-    sender: str, delivery_id: str, target: dict[str, Any], payload: dict[str, Any]
-) -> Message:
+def envelope(address: str) -> str:
+    """An address as `MAIL FROM`/`RCPT TO` give it: the domain in IDNA form (a non-ASCII
+    local part stays as it is, and the transaction asks for SMTPUTF8)."""
+    local, _, domain = address.rpartition("@")
+    return f"{local}@{_idna(domain)}"
+
+
+MAX_LINE = 78
+"""Header lines longer than this are folded (RFC 5322's recommended limit)."""
+CRLF = "\r\n"
+
+
+def _line(name: str, value: str) -> bytes:
+    """`Name: value` and its line break: a non-ASCII value as UTF-8 encoded words, and a
+    long one folded, both by `Header` (as the stdlib's generator writes them). No value
+    here holds a line break (`recipients` checks addresses; the subject's whitespace is
+    collapsed)."""
+    if value.isascii() and len(name) + 2 + len(value) <= MAX_LINE:
+        return f"{name}: {value}\r\n".encode()
+    header = Header(value, None if value.isascii() else "utf-8", header_name=name)
+    return f"{name}: {header.encode(linesep=CRLF, maxlinelen=MAX_LINE)}{CRLF}".encode()
+
+
+_PART = 'Content-Type: text/{}; charset="utf-8"\r\nContent-Transfer-Encoding: quoted-printable'
+
+
+def _part(text: str, subtype: str) -> bytes:
+    """A text part's headers and body: UTF-8, quoted-printable (readable, and 7-bit
+    clean for any server)."""
+    body = quoprimime.body_encode(text.encode().decode("latin-1"), eol="\r\n")
+    return f"{_PART.format(subtype)}\r\n\r\n{body}".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Mail:
+    """One SMTP transaction: the envelope and the message as it goes after `DATA`."""
+
+    sender: str
+    recipients: list[str]
+    data: bytes
+
+
+def build(sender: str, delivery_id: str, target: dict[str, Any], payload: dict[str, Any]) -> Mail:
     """The message: plain text always, an HTML alternative when the template has one
-    (raises `RenderError` for a template that fails on this payload).
+    (raises `RenderError` for a template that fails on this payload, `BadAddress` for a
+    payload's recipient that is not an address).
 
-    Built on the stdlib's compat32 classes: `EmailMessage` parses and re-folds every
-    header it is given, 15x the time (450 us a message, half the hub's cost per e-mail
-    in the bench's profile)."""
+    Written here, header by header, not by the stdlib's `email` generator: its header
+    folding and MIME classes were half the hub's CPU per e-mail (docs/benchmarks.md,
+    the digests row's notes). The message is small and fixed: five headers we write,
+    one or two quoted-printable text parts; a long header is folded by `Header`, as
+    the generator folds it."""
+    to = recipients(target, payload)
     chosen = _templates(target, payload)
     context = {**payload, "payload": payload, "delivery_id": delivery_id}
-    message: Message = _part(render(chosen["text"], context), "plain")
+    text = _part(render(chosen["text"], context), "plain")
+    subject = " ".join(render(chosen["subject"], context).split())
+    head = [
+        _line("From", _address(sender)),
+        _line("To", ", ".join(_address(a) for a in to)),
+        _line("Subject", subject),
+        _line("Date", formatdate()),
+        _line("Message-ID", message_id(delivery_id)),
+        b"MIME-Version: 1.0\r\n",
+    ]
     if chosen.get("html"):
         html = _part(render_html(chosen["html"], context), "html")
-        message = MIMEMultipart("alternative", _subparts=[message, html])
-    message["From"] = _address(sender)
-    message["To"] = ", ".join(_address(a) for a in recipients(target, payload))
-    message["Subject"] = _header("Subject", " ".join(render(chosen["subject"], context).split()))
-    message["Message-ID"] = message_id(delivery_id)
-    return message
+        # "=_" never occurs in quoted-printable text: the boundary cannot occur in a part
+        boundary = f"=_notifyhub_{delivery_id}".encode()
+        head.append(b'Content-Type: multipart/alternative; boundary="%s"\r\n\r\n' % boundary)
+        fence = b"--%s" % boundary  # each after a line break, which belongs to it
+        body = b"\r\n".join((fence, text, fence, html, fence + b"--\r\n"))
+    else:
+        body = text
+    return Mail(envelope(sender), [envelope(a) for a in to], b"".join(head) + body)
 
 
 def smtp_options(s: DeliverySettings) -> dict[str, Any]:
@@ -174,26 +221,30 @@ class SmtpPool:
         await client.connect()
         return client
 
-    async def _send_on(self, client: aiosmtplib.SMTP, message: Message, to: list[str]) -> None:
+    async def _send_on(self, client: aiosmtplib.SMTP, mail: Mail) -> None:
+        # a non-ASCII local part needs the server's SMTPUTF8 (one without refuses MAIL)
+        utf8 = not (mail.sender.isascii() and all(a.isascii() for a in mail.recipients))
         try:
-            await client.send_message(message, recipients=to)
+            await client.sendmail(
+                mail.sender, mail.recipients, mail.data, mail_options=["SMTPUTF8"] if utf8 else []
+            )
         except BaseException:
             client.close()
             raise
         self._idle.append(client)
 
-    async def send(self, message: Message, to: list[str]) -> None:
+    async def send(self, mail: Mail) -> None:
         """Send on a kept connection (or a new one); raises what aiosmtplib raises."""
         async with self._slots:
             kept = self._idle.pop() if self._idle else None
             if kept is not None and kept.is_connected:
                 try:
-                    await self._send_on(kept, message, to)
+                    await self._send_on(kept, mail)
                 except aiosmtplib.SMTPServerDisconnected:
                     pass  # most likely closed while idle: once more on a new connection
                 else:
                     return
-            await self._send_on(await self._connect(), message, to)
+            await self._send_on(await self._connect(), mail)
 
     async def aclose(self) -> None:
         while self._idle:
@@ -216,19 +267,17 @@ class EmailTarget:
     ) -> Outcome:
         started = time.monotonic()
         try:
-            to = recipients(target, payload)
+            mail = build(self._settings.smtp_sender, delivery_id, target, payload)
         except BadAddress as exc:
             return Outcome(None, str(exc), 0.0, final=True)
-        if not to:
+        except RenderError as exc:
+            return Outcome(None, f"template: {exc}", 0.0, final=True)
+        if not mail.recipients:
             error = "no recipients: the definition names none and the payload has no `to`"
             return Outcome(None, error, 0.0, final=True)
         try:
-            message = build(self._settings.smtp_sender, delivery_id, target, payload)
-        except RenderError as exc:
-            return Outcome(None, f"template: {exc}", 0.0, final=True)
-        try:
             async with asyncio.timeout(timeout_s or self._settings.smtp_timeout_s * 2):
-                await self._pool.send(message, to)
+                await self._pool.send(mail)
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             return _failure(exc, started)
         return Outcome(250, None, time.monotonic() - started, accepted=True)
