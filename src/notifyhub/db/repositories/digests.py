@@ -200,10 +200,13 @@ async def items_of(session: AsyncSession, digest_ids: Sequence[str]) -> dict[str
 async def close(
     session: AsyncSession, digest_ids: Sequence[str], state: str, now: datetime
 ) -> None:
-    """The digests are closed (`sent`, `empty`) at `now`."""
+    """The digests are closed (`sent`, `empty`) at `now`. The session's loaded copies
+    are left as they were (no `synchronize_session`): the worker's transaction ends
+    here, and matching each loaded digest against the ids showed in a flush's profile."""
     if digest_ids:
         await session.execute(
-            update(Digest).where(Digest.id.in_(digest_ids)).values(state=state, closed_at=now)
+            update(Digest).where(Digest.id.in_(digest_ids)).values(state=state, closed_at=now),
+            execution_options={"synchronize_session": False},
         )
 
 
