@@ -231,7 +231,12 @@ NOTES = """\
   batches. Sixteen SMTP connections instead of four changed nothing measurable (two
   alternating runs each: max late 0.80 and 2.16 s with four, 1.32 and 1.85 s with
   sixteen). Nothing was sent for a copy read before its step was due, and nothing
-  arrived twice, in any run.
+  arrived twice, in any run. On 2026-11-28 evening (another machine of this kind, about
+  half as fast on e-mail: the e-mail row's outbox 534-817 e-mails/s at c72abb7 against
+  1,977-2,148 on the machine of that row's earlier runs), after e-mails were written by
+  the target itself (8440510, below), three runs at 1e83f2f: steps decided 0.68-0.76 s
+  late at most; e-mails and pushes arrived 0.78-1.24 s late at the median and 1.72-2.60
+  s at most (the row above), still over the 1 s this row asks of arrival.
 - Where a digest flush's time goes (2026-11-28; the digests row's flush alone: 4,000
   digests of 20 items written straight into PostgreSQL, all due at one instant, sent by
   a hub restarted with the sink's port, lateness measured as the row does; `uptime` load
@@ -269,6 +274,36 @@ NOTES = """\
   digests were flushed, the sink at 14-49%: the arrival target needs about 1,000 e-mails
   a second beside the flush, from one process; the ways there are still a second
   process or a remote SMTP relay.
+  On 2026-11-28 evening (another 2-core AMD EPYC machine, about half as fast on e-mail as
+  the one of the e-mail row's earlier runs): the e-mail target was measured alone first,
+  a digest-sized message sent 5,000 times on its pool of four connections to the sink's
+  aiosmtpd process, hub CPU from `getrusage`. It took 1,176 us of hub CPU an e-mail: the
+  message's build from the stdlib's MIME classes 155 us, their flattening by its
+  generator 126 us (each header folded through `Header`), aiosmtplib reading sender and
+  recipients back from the headers 26 us, and `parseaddr` seven times an e-mail, against
+  466 us for aiosmtplib's `sendmail` of ready bytes alone. The target now writes the
+  message itself and sends its bytes (8440510): 713-772 us an e-mail, 1,119-1,221 e-mails
+  a second against 811-820. The sink takes about 650 us an e-mail (machine CPU over a run
+  minus the hub's), a third of it aiosmtpd parsing the addresses of MAIL and RCPT. The
+  e-mail row, alternating single runs: outbox 817, 534, 756 e-mails/s at c72abb7 and
+  1,063, 946, 993 at 8440510; its three-run row above (1e83f2f) 892-938, with aiosmtplib
+  alone (which builds with the same target) 1,254-1,295, outbox / bare 0.69-0.75.
+  Sixteen connections instead of four, alternating pairs: outbox 1,129 and 1,067 against
+  904 and 993 (left at four). The digests row above (1e83f2f, three runs): windows
+  closing over 7.4-8.0 s on this machine, every digest flushed within 1.1, 4.7 and 2.3 s,
+  the e-mails within 10.8, 12.0 and 11.6 s (p50 8.5-9.7 s): not met, and no better than
+  the other machine's 8.3-10.4 s. A timeline of one run (window 200 s; per second from the
+  first window's end) shows why: the windows closed at 1,000-2,000 a second for 6 s and
+  the worker kept up, but e-mails arrived at 150-500 a second while it flushed and at
+  780-910 after; one run with py-spy attached and `top` each second put the hub at
+  45-80% of a core and PostgreSQL at 40-66% while both ran. Per digest, roughly (`top`
+  over that run), the hub spends about 0.9 ms, PostgreSQL about 0.9 ms (the digest's
+  item rows aggregated, its delivery written, claimed and settled) and the sink 0.5-0.65
+  ms: at
+  windows closing over 7.5 s, arrival within 5 s asks for all of that in about 12 s on
+  2 cores, at full use. The digest worker closing its batches without matching the
+  session's loaded digests against the ids (1e83f2f; it showed in the profile) is in the
+  row above.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
