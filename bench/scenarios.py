@@ -143,7 +143,10 @@ NOTES = """\
   kept both cores about 95% busy during these runs, so the rate ratio moves with the
   share of CPU each turn gets: e-mail 0.65 (run ratios 0.65, 0.60, 0.68) in one run and
   0.77 (0.68, 0.77, 1.11) in the next, a minute apart, the same code; RabbitMQ 1.06
-  (1.12, 0.78, 1.06) and 0.72 (0.72, 0.94, 0.67). `uptime` load 2.5-2.9.
+  (1.12, 0.78, 1.06) and 0.72 (0.72, 0.94, 0.67). `uptime` load 2.5-2.9. Since
+  8440510 the e-mail target writes the message's bytes itself and aiosmtplib only
+  sends them (measured in the digests paragraph below; the bare sender uses the same
+  build, so this row's ratio moved from 0.79 to 0.72, both sides faster).
 - Web Push deliveries (`bench/delivery_targets.py`, 2026-11-28, 699a96b): the same turns
   as e-mail (4,000 pushes, 200 POSTs one at a time) to a push service in its own process
   (`bench/sinks.py push`: answers each `POST /push/<id>` 201 on kept connections,
