@@ -415,6 +415,16 @@ NOTES = """\
   steady p99 27.2, 29.3, 39.1, 35.7, 36.1 ms (da7c705) and 33.9, 33.1, 30.9, 36.0, 31.3
   ms (b304973); storm 705 and 948 new streams/s (da7c705), 727 and 790 (b304973), every
   stream caught up, `/healthz` 98-114 ms in all four.
+- The storm on 2026-11-28 evening (AMD EPYC, 2 cores; the machine of this evening's
+  e-mail rows, about half as fast on e-mail as the morning's). A py-spy profile of the
+  restarted hub over the storm (200 Hz, 20 s; 376 new streams/s with the profiler
+  attached) put it at 75-94% of a core with nothing above 8% of its samples: the
+  streamed users' quiet hours read from PostgreSQL 7.6% (a few users a read, three ORM
+  statements each), the JWT's check 5.4%, the stream-open rate limit 5.6%, the resume
+  reads 5.3%. Those reads now gather over 50 ms (a61e731). Alternating single runs:
+  397 and 434 new streams/s at 872f694, 446 and 505 at a61e731; at 872f694, 475 and
+  448 of the 10,000 streams were not back within the 20 s the client waits (counted
+  as not caught up), none at a61e731. The target (1,000) is not met on this machine.
 - The steady row's tail was the routing traces' stream-count flush: with
   `NOTIFYHUB_ROUTING_TRACE_USERS=0` its p99 was 4.3 and 6.2 ms, with traces on 21.5 and
   18.0 (alternating runs). Once a second the flush read every counted notification's
