@@ -52,6 +52,7 @@ def test_a_non_ascii_domain_goes_in_idna_form_and_a_local_part_as_an_encoded_wor
     assert message["To"] == "ops@xn--bcher-kva.test, jörg@x.test"
     mail = build("hub@notifyhub.test", ID, target, {})
     assert mail.recipients == ["ops@xn--bcher-kva.test", "jörg@x.test"]  # the envelope's
+    assert build("notifyhub", ID, target, {}).sender == "notifyhub"  # a sender setting as is
 
 
 def test_every_header_line_is_short_and_crlf_ended_and_the_message_is_dated() -> None:

@@ -97,9 +97,10 @@ def _idna(domain: str) -> str:
 
 def envelope(address: str) -> str:
     """An address as `MAIL FROM`/`RCPT TO` give it: the domain in IDNA form (a non-ASCII
-    local part stays as it is, and the transaction asks for SMTPUTF8)."""
-    local, _, domain = address.rpartition("@")
-    return f"{local}@{_idna(domain)}"
+    local part stays as it is, and the transaction asks for SMTPUTF8). A sender setting
+    without a domain goes as it is."""
+    local, at, domain = address.rpartition("@")
+    return f"{local}@{_idna(domain)}" if at else address
 
 
 MAX_LINE = 78
@@ -113,7 +114,7 @@ def _line(name: str, value: str) -> bytes:
     here holds a line break (`recipients` checks addresses; the subject's whitespace is
     collapsed)."""
     if value.isascii() and len(name) + 2 + len(value) <= MAX_LINE:
-        return f"{name}: {value}\r\n".encode()
+        return f"{name}: {value}{CRLF}".encode()
     header = Header(value, None if value.isascii() else "utf-8", header_name=name)
     return f"{name}: {header.encode(linesep=CRLF, maxlinelen=MAX_LINE)}{CRLF}".encode()
 
@@ -222,7 +223,8 @@ class SmtpPool:
         return client
 
     async def _send_on(self, client: aiosmtplib.SMTP, mail: Mail) -> None:
-        # a non-ASCII local part needs the server's SMTPUTF8 (one without refuses MAIL)
+        # a non-ASCII local part needs the server's SMTPUTF8 (without it aiosmtplib
+        # refuses before MAIL: SMTPNotSupported, a retry as any missing feature is)
         utf8 = not (mail.sender.isascii() and all(a.isascii() for a in mail.recipients))
         try:
             await client.sendmail(
