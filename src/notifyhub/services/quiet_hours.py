@@ -31,10 +31,6 @@ STREAM_REFRESH_S = 60.0
 reaches open streams within this (plus a read)."""
 LOAD_BATCH = 500
 """Streamed users whose quiet hours one background read takes."""
-LOAD_WAIT_S = 0.05
-"""How long a read waits for more streamed users to join it (not at all when LOAD_BATCH
-are waiting). A reconnect storm's streams open a few at a time: read as they came, each
-few cost three statements of their own."""
 
 
 def _now() -> datetime:
@@ -118,9 +114,9 @@ class StreamQuiet:
         return not entry.loading and time.monotonic() - entry.loaded_at >= self._refresh_s
 
     def refresh(self, entry: StreamUser) -> None:
-        """Read the entry's schedule again, in the background: entries due within
-        LOAD_WAIT_S are read together, LOAD_BATCH at a time, three statements per tenant
-        (a reconnect storm costs a few reads, not one per few streams)."""
+        """Read the entry's schedule again, in the background: entries due are read
+        together, LOAD_BATCH at a time, two statements per tenant (a reconnect storm
+        costs a few reads, not one per stream)."""
         entry.loading = True
         self._pending.append(entry)
         if self._loader is None or self._loader.done():
@@ -128,8 +124,6 @@ class StreamQuiet:
 
     async def _load_pending(self) -> None:
         while self._pending:
-            if len(self._pending) < LOAD_BATCH:
-                await asyncio.sleep(LOAD_WAIT_S)  # others opening now join this read
             batch, self._pending = self._pending[:LOAD_BATCH], self._pending[LOAD_BATCH:]
             await self._load(batch)
 
