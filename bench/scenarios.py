@@ -307,6 +307,21 @@ NOTES = """\
   2 cores, at full use. The digest worker closing its batches without matching the
   session's loaded digests against the ids (1e83f2f; it showed in the profile) is in the
   row above.
+  On 2026-11-28 late (another 2-core machine of this kind, Intel Xeon, quiet; the 20 x
+  10,000 publishes took 17 s against 33 s on the AMD one), at b7aa033, one run: windows
+  closing over 4.4 s, every digest flushed within 0.85 s, the e-mails within 5.13 s (p50
+  4.32 s). A timeline of a run (window 200 s, per second from the first window's end):
+  the worker flushed 2,000 digests a second for 5 s while e-mails arrived at 560-690 a
+  second, then 1,200-1,650 a second once it was done; `top` put the hub at 64-71% of a
+  core in both phases. The bench itself took part: it waited for the e-mails by reading
+  all of them, payloads included, every second, and those reads took 80-240 ms of
+  PostgreSQL each while the hub flushed. It now counts them each second and reads them
+  once at the end (60ac9cc). One run each after that: max 4.39 s late with four SMTP
+  connections, 4.63 s with sixteen (left at four). The row above (60ac9cc, three runs):
+  every digest flushed within 0.20, 2.37 and 1.60 s, the e-mails within 3.98, 4.87 and
+  4.75 s (p50 3.3-4.4 s): under the 5 s target in each run, on this machine. The AMD
+  machine's 10.8-12.0 s came from the same code; the margin here is small (0.13 s in
+  one run), and a slower machine of this kind misses it.
 - The Pushpin rows swing from run to run on this 2-core VM more than their ± says: on
   2026-11-27 (idle machine, the same code) Pushpin's one-channel p99 at 5k streams was
   154-210 ms in one run and 252-261 ms in the next, the hub's 266-331 ms and 356-432 ms;
