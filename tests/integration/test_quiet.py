@@ -30,6 +30,7 @@ from test_channels import (
 from notifyhub.db.models import Delivery, Escalation
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import UnitOfWork
+from notifyhub.services.quiet_hours import LOAD_WAIT_S
 from notifyhub.settings import Settings
 from support.pushservice import PushService
 from support.smtp import Smtp, smtp_settings
@@ -322,3 +323,52 @@ async def test_the_stream_is_never_held_and_says_quiet_in_quiet_hours(
         after = await _publish(hub, t, ["ann"])
         event, _ = await events.until("notification")
         assert event.data["id"] == after and "quiet" not in event.data
+
+
+async def test_a_storm_of_stream_opens_reads_quiet_hours_in_a_few_batches(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streams reopening a few at a time (300 users, 10 per loop turn, as a reconnect
+    storm brings them) are read together: a few reads, not one per turn."""
+    t = await make_tenant()
+    await _profile(hub, t, "u7", time_zone="Europe/Berlin", quiet=NIGHTS)
+    quiet_streams = hub.app_state["quiet_streams"]
+    batches: list[int] = []
+    load = quiet_streams._load
+
+    async def counted(batch: list[Any]) -> None:
+        batches.append(len(batch))
+        await load(batch)
+
+    monkeypatch.setattr(quiet_streams, "_load", counted)
+    _night_clock(hub)
+    entries = []
+    for turn in range(30):
+        entries += [quiet_streams.flag(t.name, f"u{turn * 10 + i}") for i in range(10)]
+        await asyncio.sleep(0.001)
+    async with asyncio.timeout(5):
+        while any(entry.loading for entry in entries):
+            await asyncio.sleep(0.01)
+    assert sum(batches) == 300 and len(batches) <= 3, batches
+    assert [entry.quiet() for entry in entries[6:9]] == [False, True, False]
+
+
+async def test_a_read_waiting_at_shutdown_never_runs(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`close` (the hub's shutdown, before its engine goes) cancels the read gathering
+    streamed users, and no read starts afterwards: none opens a connection to a
+    database being closed."""
+    t = await make_tenant()
+    quiet_streams = hub.app_state["quiet_streams"]
+    loads: list[int] = []
+
+    async def counted(batch: list[Any]) -> None:
+        loads.append(len(batch))
+
+    monkeypatch.setattr(quiet_streams, "_load", counted)
+    quiet_streams.flag(t.name, "ann")  # its read waits LOAD_WAIT_S for others
+    await quiet_streams.close()
+    late = quiet_streams.flag(t.name, "bob")
+    await asyncio.sleep(2 * LOAD_WAIT_S)
+    assert loads == [] and not late.loading

@@ -135,6 +135,8 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
             revocations = _revocations(stack, clients, db, inbox, keys_cache)
+            quiet_streams = StreamQuiet(webpush.quiet, units(db.sessionmaker))
+            stack.push_async_callback(quiet_streams.close)  # after the streams close
             await features.open_streams(stack, inbox)
             await revocations.load()
             limiter = RateLimiter(clients.redis, clients.keys, settings.rate_limits)
@@ -158,6 +160,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 limiter=limiter,
                 keys_cache=keys_cache,
                 revocations=revocations,
+                quiet_streams=quiet_streams,
             )
             try:
                 yield state
@@ -228,6 +231,7 @@ def _state(
     limiter: RateLimiter,
     keys_cache: KeyCache,
     revocations: Revocations,
+    quiet_streams: StreamQuiet,
 ) -> State:
     """What requests see: the features' parts, and the request-only services on them."""
     return State(
@@ -262,7 +266,7 @@ def _state(
         push_subscriptions=webpush.subscriptions,
         profiles=webpush.profiles,
         quiet=webpush.quiet,
-        quiet_streams=StreamQuiet(webpush.quiet, units(db.sessionmaker)),
+        quiet_streams=quiet_streams,
         escalations=escalation.service,
         epoch=epoch.watch,
     )

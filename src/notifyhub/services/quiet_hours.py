@@ -31,6 +31,10 @@ STREAM_REFRESH_S = 60.0
 reaches open streams within this (plus a read)."""
 LOAD_BATCH = 500
 """Streamed users whose quiet hours one background read takes."""
+LOAD_WAIT_S = 0.05
+"""How long a read waits for more streamed users to join it (not at all when LOAD_BATCH
+are waiting). A reconnect storm's streams open a few at a time: read as they came, each
+few cost a unit and two statements of their own."""
 
 
 def _now() -> datetime:
@@ -86,7 +90,8 @@ class StreamQuiet:
     first stream opens and again every STREAM_REFRESH_S while one is open, in the
     background (a stream never waits on PostgreSQL; until the first read lands, and
     while PostgreSQL is away, it uses what it knew: at first, not quiet). Entries live
-    as long as a stream holds them (a weak map)."""
+    as long as a stream holds them (a weak map). `close`, at shutdown before the
+    database's engine goes, stops the reader: no read starts afterwards."""
 
     def __init__(
         self, hours: QuietHours, units: Units, refresh_s: float = STREAM_REFRESH_S
@@ -97,6 +102,7 @@ class StreamQuiet:
         )
         self._pending: list[StreamUser] = []
         self._loader: asyncio.Task[None] | None = None
+        self._closed = False
 
     def flag(self, tenant: str, user: str) -> StreamUser:
         """The user's entry, shared by their streams in this process (read if new)."""
@@ -114,16 +120,27 @@ class StreamQuiet:
         return not entry.loading and time.monotonic() - entry.loaded_at >= self._refresh_s
 
     def refresh(self, entry: StreamUser) -> None:
-        """Read the entry's schedule again, in the background: entries due are read
-        together, LOAD_BATCH at a time, two statements per tenant (a reconnect storm
-        costs a few reads, not one per stream)."""
+        """Read the entry's schedule again, in the background: entries due within
+        LOAD_WAIT_S are read together, LOAD_BATCH at a time, two statements per tenant
+        (a reconnect storm costs a few reads, not one per few streams)."""
+        if self._closed:
+            return
         entry.loading = True
         self._pending.append(entry)
         if self._loader is None or self._loader.done():
             self._loader = asyncio.get_running_loop().create_task(self._load_pending())
 
+    async def close(self) -> None:
+        """Stop reading: a read waiting or under way is cancelled, and none starts."""
+        self._closed = True
+        if self._loader is not None:
+            self._loader.cancel()
+            await asyncio.gather(self._loader, return_exceptions=True)
+
     async def _load_pending(self) -> None:
         while self._pending:
+            if len(self._pending) < LOAD_BATCH:
+                await asyncio.sleep(LOAD_WAIT_S)  # others opening now join this read
             batch, self._pending = self._pending[:LOAD_BATCH], self._pending[LOAD_BATCH:]
             await self._load(batch)
 
