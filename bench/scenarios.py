@@ -392,6 +392,19 @@ NOTES = """\
   spends 0.64-0.67 ms of CPU per reopened stream at one core for the whole storm
   (`/proc/<pid>/stat`), in a flat profile (py-spy, 200 Hz): the event loop's own C code
   (uvloop's socket work) 16%, nothing else above 8%.
+  On 2026-11-28 late (a 2-core Intel Xeon machine of this kind), single runs: 1,183 new
+  streams/s at 84575f2, 588-655 at b7aa033. A `git bisect` between them (one run a step,
+  good at 1,050 or more) found 18d611c (streams say `quiet: true`): 1,140 before it, 377
+  at it, each newly streamed user's quiet hours read from PostgreSQL a few users at a
+  time. Reading them in batches gathered over 50 ms (0c05363, stopped at shutdown) gave
+  956 and 853 against 655 and 589 in alternating pairs, and the row above (three runs)
+  795-851. With the quiet flag taken out of the stream route altogether, HEAD gave 852
+  (one run): the reads no longer cost anything measurable. A second bisect with the flag
+  taken out at every step (good at 1,000) read 902-1,025 at every commit it tried
+  between them, within one run's noise of its threshold: the rest of the loss is spread
+  over later commits, none alone. Asking PostgreSQL first whether anyone in the tenant
+  has quiet hours (most tenants: nobody; the bench's tenant: nobody) gave 890 and 804
+  against 833 and 794 (alternating pairs): within the noise, not kept.
 - Pushpin against the hub on the machine of the 84575f2 rows (2026-11-27, median of 3):
   Pushpin's one channel was faster there than on the machine before (p99 at 10k
   293-316 ms, was 457 ms). The hub measured 287-432 ms. The ratio at 10k is 0.99, 1.02
