@@ -7,6 +7,7 @@ worker is driven by `run_once` and decides at a controlled instant (the hub's
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -329,7 +330,8 @@ async def test_a_storm_of_stream_opens_reads_quiet_hours_in_a_few_batches(
     hub: Any, make_tenant: Callable[[], Awaitable[Tenant]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Streams reopening a few at a time (300 users, 10 per loop turn, as a reconnect
-    storm brings them) are read together: a few reads, not one per turn."""
+    storm brings them) are read together: one read per LOAD_WAIT_S they took to open
+    (plus the last), not one per few streams (10-11 reads here before)."""
     t = await make_tenant()
     await _profile(hub, t, "u7", time_zone="Europe/Berlin", quiet=NIGHTS)
     quiet_streams = hub.app_state["quiet_streams"]
@@ -343,13 +345,15 @@ async def test_a_storm_of_stream_opens_reads_quiet_hours_in_a_few_batches(
     monkeypatch.setattr(quiet_streams, "_load", counted)
     _night_clock(hub)
     entries = []
+    started = time.monotonic()
     for turn in range(30):
         entries += [quiet_streams.flag(t.name, f"u{turn * 10 + i}") for i in range(10)]
         await asyncio.sleep(0.001)
+    opening_s = time.monotonic() - started  # about 40 ms, more on a busy machine
     async with asyncio.timeout(5):
         while any(entry.loading for entry in entries):
             await asyncio.sleep(0.01)
-    assert sum(batches) == 300 and len(batches) <= 3, batches
+    assert sum(batches) == 300 and len(batches) <= 2 + opening_s / LOAD_WAIT_S, batches
     assert [entry.quiet() for entry in entries[6:9]] == [False, True, False]
 
 
