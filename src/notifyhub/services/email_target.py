@@ -125,8 +125,8 @@ _PART = 'Content-Type: text/{}; charset="utf-8"\r\nContent-Transfer-Encoding: qu
 def _part(text: str, subtype: str) -> bytes:
     """A text part's headers and body: UTF-8, quoted-printable (readable, and 7-bit
     clean for any server)."""
-    body = quoprimime.body_encode(text.encode().decode("latin-1"), eol="\r\n")
-    return f"{_PART.format(subtype)}\r\n\r\n{body}".encode()
+    body = quoprimime.body_encode(text.encode().decode("latin-1"), eol=CRLF)
+    return f"{_PART.format(subtype)}{CRLF}{CRLF}{body}".encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ LOAD_BATCH = 500
 LOAD_WAIT_S = 0.05
 """How long a read waits for more streamed users to join it (not at all when LOAD_BATCH
 are waiting). A reconnect storm's streams open a few at a time: read as they came, each
-few cost a unit and two statements of their own."""
+few cost a read (a unit, `applying_of`) of their own."""
 
 
 def _now() -> datetime:
@@ -121,7 +121,7 @@ class StreamQuiet:
 
     def refresh(self, entry: StreamUser) -> None:
         """Read the entry's schedule again, in the background: entries due within
-        LOAD_WAIT_S are read together, LOAD_BATCH at a time, two statements per tenant
+        LOAD_WAIT_S are read together, LOAD_BATCH at a time, one `applying_of` per tenant
         (a reconnect storm costs a few reads, not one per few streams)."""
         if self._closed:
             return
@@ -172,7 +172,7 @@ def _by_tenant(entries: list[StreamUser]) -> dict[str, list[StreamUser]]:
 async def applying_of(
     session: AsyncSession, tenant: str, users: Sequence[str]
 ) -> dict[str, tuple[Schedule | None, str | None]]:
-    """Per user of `users`: the schedule that applies and its zone (two statements)."""
+    """Per user of `users`: the schedule that applies and its zone (three statements)."""
     own = await repo.of_users(session, tenant, users)
     default = await repo.default_of(session, tenant)
     nobody = repo.UserQuiet(None, None)

@@ -59,7 +59,7 @@ async def put_user(
 async def of_users(
     session: AsyncSession, tenant: str, users: Sequence[str]
 ) -> dict[str, UserQuiet]:
-    """Per user of `users` with a schedule or a zone: both (one statement)."""
+    """Per user of `users` with a schedule or a zone: both (two statements)."""
     if not users:
         return {}
     wanted = list(users)
