@@ -88,6 +88,7 @@ from notifyhub.store.doorbells import (
 from notifyhub.store.keys import member
 from notifyhub.store.revocations import REVOKE_MARK, Revocation
 from notifyhub.tracing import Tracing
+from notifyhub.turns import SLICE_S, Turns
 
 if TYPE_CHECKING:
     from notifyhub.store.traces import StreamedTally
@@ -97,7 +98,7 @@ log = logging.getLogger(__name__)
 _POLL_S = 1.0
 _IDLE_PING_S = 10.0
 _PONG_DEADLINE_S = 5.0
-DISPATCH_SLICE_S = 0.002
+DISPATCH_SLICE_S = SLICE_S
 """The pump hands the loop back after dispatching this long from one read: a read can
 hold a fan-out's many messages (store/doorbells.py SHARED_LINES), and other streams and
 requests wait while they are dispatched."""
@@ -559,12 +560,10 @@ class Hub:
     async def _on_replies(self, replies: list[Any]) -> None:
         """`_on_reply` for each of one read's replies, in order, handing the loop back
         every DISPATCH_SLICE_S."""
-        slice_ends = time.perf_counter() + DISPATCH_SLICE_S
+        turns = Turns(DISPATCH_SLICE_S)
         for reply in replies:
             self._on_reply(reply)
-            if time.perf_counter() >= slice_ends:
-                await asyncio.sleep(0)
-                slice_ends = time.perf_counter() + DISPATCH_SLICE_S
+            await turns.take()
 
     def _on_reply(self, reply: Any) -> None:
         """One reply of the subscribed connection: a doorbell is dispatched; a subscription

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
@@ -25,11 +26,12 @@ from notifyhub.store.codecs import (
     PushedOut,
     ThreadArgs,
 )
-from notifyhub.store.doorbells import INLINE_MARK, traced
+from notifyhub.store.doorbells import INLINE_MARK, SHARED_LINES, traced
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
 from notifyhub.store.keys import INBOX_FIELDS, Keys
 from notifyhub.store.scripts import pipelined, queue_script, slot_node
+from notifyhub.turns import sliced
 
 PENDING_PLACE_AT = 16
 """A deferred fan-out places the inboxes holding more pending copies than this."""
@@ -200,11 +202,10 @@ class Placing(InboxBase):
         read (making the pending copy real) after the writes, not amid them. The streams
         of a broadcast shown ahead of its copies (`announce_deferred`) then get its counts;
         the others, which could not take the announcement, the notification."""
-        members = user_members(users)
         header = traced(b"", trace)
-        await pipelined(
-            self._bulk, lambda pipe: self.doorbells.queue_rereads(pipe, members, header), []
-        )
+        async for part in sliced(users, SHARED_LINES):  # a message each, the loop's turns between
+            ring = partial(self.doorbells.queue_rereads, members=user_members(part), header=header)
+            await pipelined(self._bulk, ring, [])
 
     def _place_tail(
         self,

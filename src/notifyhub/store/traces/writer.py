@@ -31,6 +31,7 @@ from notifyhub.store.traces.model import (
     outcome_of,
 )
 from notifyhub.store.traces.reader import read_trace
+from notifyhub.turns import TURN_CHECK, Turns
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +118,8 @@ class RoutingTraces:
             "outcomes": counted(seqs, deferred=deferred),
             "recorded": min(len(users), self._users),
         }
-        buckets: dict[str, dict[str, dict[str, Any]]] = {}
         lined = users[: self._users]
-        sources = route.sources_of(len(lined))
-        placed = PENDING if deferred else DELIVERED
-        for (_tenant, user), seq, source in zip(lined, seqs, sources, strict=False):
-            outcome = outcome_of(seq, placed)
-            kept = seq if outcome == DELIVERED else 0
-            bucket = buckets.setdefault(bucket_of(user), {})
-            bucket.setdefault(f"{source}\t{outcome}", {})[user] = kept
+        buckets = await _lines(lined, seqs, route.sources_of(len(lined)), deferred=deferred)
         for i, out in placement.pushed_out.items():
             if i < len(lined):
                 user = lined[i][1]
@@ -228,3 +222,21 @@ class RoutingTraces:
         await self.flush()
         key = self._keys.routing_trace(notification_id)
         return await read_trace(self._redis, key, user=user, limit=limit)
+
+
+async def _lines(
+    lined: Sequence[tuple[str, str]], seqs: list[int], sources: Sequence[str], *, deferred: bool
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The trace's buckets of per-user lines (`bucket_of`): each user's outcome by source,
+    the loop's turn taken when due (10,000 lines held it 20-30 ms in one go)."""
+    buckets: dict[str, dict[str, dict[str, Any]]] = {}
+    placed = PENDING if deferred else DELIVERED
+    turns = Turns()
+    for at, ((_tenant, user), seq, source) in enumerate(zip(lined, seqs, sources, strict=False)):
+        if not at % TURN_CHECK:
+            await turns.take()
+        outcome = outcome_of(seq, placed)
+        kept = seq if outcome == DELIVERED else 0
+        bucket = buckets.setdefault(bucket_of(user), {})
+        bucket.setdefault(f"{source}\t{outcome}", {})[user] = kept
+    return buckets

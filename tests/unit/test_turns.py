@@ -1,0 +1,68 @@
+"""Long work takes turns on the event loop (notifyhub/turns.py): it hands the loop back
+once its slice has passed, and not before."""
+
+from __future__ import annotations
+
+import asyncio
+from itertools import pairwise
+
+from notifyhub.turns import SLICE_ITEMS, Turns, sliced
+
+
+def _other(ran: list[str]) -> asyncio.Task[None]:
+    """A task that is ready to run now and notes when it does."""
+
+    async def other() -> None:
+        ran.append("other")
+
+    return asyncio.get_running_loop().create_task(other())
+
+
+async def test_a_turn_within_the_slice_returns_at_once() -> None:
+    ran: list[str] = []
+    other = _other(ran)
+    await Turns(slice_s=3600.0).take()
+    assert ran == []  # the other task, ready all along, did not run
+    await other
+    assert ran == ["other"]
+
+
+async def test_a_turn_past_the_slice_lets_ready_tasks_run() -> None:
+    ran: list[str] = []
+    other = _other(ran)
+    await Turns(slice_s=0.0).take()
+    assert ran == ["other"]
+    await other
+
+
+async def test_sliced_gives_every_item_once_in_order_in_slices_of_the_size() -> None:
+    items = list(range(2 * SLICE_ITEMS + 3))
+    parts = [list(part) async for part in sliced(items)]
+    assert [len(p) for p in parts] == [SLICE_ITEMS, SLICE_ITEMS, 3]
+    assert [i for p in parts for i in p] == items
+    assert [p async for p in sliced([])] == []
+
+
+async def test_sliced_hands_the_loop_back_between_slices_not_before_the_first() -> None:
+    """With every slice due (`slice_s` 0), a task yielding on every pass of the loop
+    runs between any two slices, and not before the first."""
+    passes = 0
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    tick = asyncio.get_running_loop().create_task(ticker())
+    await asyncio.sleep(0)  # the ticker's first pass
+    seen = []
+    try:
+        async for part in sliced(list(range(40)), size=10, slice_s=0.0):
+            seen.append((len(part), passes))
+    finally:
+        tick.cancel()
+    assert [n for n, _ in seen] == [10, 10, 10, 10]
+    marks = [at for _, at in seen]
+    assert marks[0] == 1
+    assert all(b > a for a, b in pairwise(marks))
