@@ -183,6 +183,29 @@ NOTES = """\
   0.77-0.90 s (at 92c4924 and 60b556f alike, alone, 0.77-0.85 s: the machine, not the
   code). Its timeline (logged once): members read 110 ms, recipient index 106 ms, the
   50 deferred batches 568 ms, the ring 31 ms, the routing trace 17 ms.
+- The starvation row on 2026-11-29 (AMD EPYC, 2 cores; machine 4). A loop probe (a
+  task sleeping 1 ms and a thread sampling the loop's stack every 0.5 ms, reporting wake-ups
+  over 4 ms late; not committed) over three 100k POSTs alone found, at 47ee529, holds of
+  36-55 ms (`_resolve`'s list of users and `user_members` in `announce_deferred`), 17-24 ms
+  (the recipient index packed as one pipeline), 21-31 ms (`ring_deferred`), 30-48 ms (the
+  routing trace's lines, then the re-read doorbells dispatched) and 6-12 ms per page of
+  members; at ce692d2 (`notifyhub/turns.py`: those steps in slices of 2,000 users, the
+  loop handed back after 2 ms) none over about 10 ms. Alternating single runs of this row,
+  47ee529 then ce692d2 (or its uncommitted equal): p99 during / idle 15.7, 10.7, 11.3, 11.8,
+  10.1 -> 6.41, 5.12, 4.30, 4.25, 4.44 (during p99 68-110 ms -> 28-49 ms); the POSTs' p99
+  ratio 11.6, 8.0, 8.5, 9.1, 6.3 -> 7.1, 4.3, 4.8, 4.6, 5.3. The row above (three runs,
+  ce692d2): 4.65x and 5.45x. Where the rest comes from: with the 100k POST sent to a
+  second hub process on the same Redis (a script, not committed), the steady p99 went
+  from 7.5 and 10.4 ms to 17.8 and 33.6 ms (2.4x, 3.2x), against 7.4x and 9.2x with the
+  POST on the steady requests' own process at 47ee529: the two cores, shared by the
+  hub, Redis, PostgreSQL and the bench, are the floor. Tried, not kept: `limits.defer_batch`
+  1,000 (five pairs: 3.3-5.9x against 2.8-4.9x), `SLICE_S` 1 ms (four pairs: 4.2-5.1x against
+  3.5-5.9x), the recipient index in SADDs of 10,000 (no change to the 50k row). The POST
+  takes its turns too: `exact counts`, alternating, 0.75 and 0.65 s before, 0.80 and 0.84
+  s after (the index's 50 round trips instead of one pipeline: 100-108 ms against 65-84 ms
+  for 100k members in a script, not committed). `broadcast to 10k streams`, alternating:
+  p99 373 and 315 ms before, 315 and 323 after. The steady row alone: p99 6.3 and 10.0 ms
+  before, 8.1 and 8.9 after.
 - Issue 38, `group of 5k vs group of 50k`, this session (2026-11-28, AMD EPYC, 2 cores,
   load about 1): the publishing process now announces a deferred broadcast to its own
   streams while the recipient index is written (no index to ask, no doorbell to wait
