@@ -7,7 +7,9 @@ import math
 import os
 import re
 import uuid
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -552,6 +554,62 @@ async def test_a_pipeline_past_its_timeout_fails_and_leaves_no_stale_replies(
             assert echoed == [f"mine-{i}".encode()]
     finally:
         await bulk.aclose()
+
+
+async def test_pipelines_each_run_all_with_at_most_two_in_flight(
+    redis: Redis, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pipelined_each` runs every build it is given, and builds (packs) a pipeline only
+    while fewer than `most` are in flight: the next overlaps Redis' work on the ones
+    before, never all at once."""
+    key = f"{settings.redis_prefix}each"
+    in_flight = most_seen = 0
+
+    async def builds() -> AsyncGenerator[Callable[[Any], None]]:
+        for i in range(9):
+            yield partial(add, i)
+
+    def add(i: int, pipe: Any) -> None:
+        nonlocal in_flight, most_seen
+        in_flight += 1
+        most_seen = max(most_seen, in_flight)
+        pipe.sadd(key, f"m{i}")
+
+    original = scripts.pipelined
+
+    async def counted(*args: Any, **kwargs: Any) -> list[Any]:
+        nonlocal in_flight
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(scripts, "pipelined", counted)
+    await scripts.pipelined_each(redis, builds(), most=2)
+    assert sorted(await redis.smembers(key)) == sorted(f"m{i}".encode() for i in range(9))
+    assert most_seen == 2
+
+
+async def test_pipelines_each_raise_the_first_error_and_start_no_more(
+    redis: Redis, settings: Any
+) -> None:
+    """A pipeline that fails (a SADD on a string key) raises its error from
+    `pipelined_each`, and no build after it is run."""
+    key = f"{settings.redis_prefix}each-wrong"
+    await redis.set(key, "a string")
+    built: list[int] = []
+
+    async def builds() -> AsyncGenerator[Callable[[Any], None]]:
+        for i in range(20):
+            yield partial(add, i)
+
+    def add(i: int, pipe: Any) -> None:
+        built.append(i)
+        pipe.sadd(key, "x")
+
+    with pytest.raises(ResponseError):
+        await scripts.pipelined_each(redis, builds(), most=2)
+    assert built and len(built) <= 3  # the failing one, and what was in flight with it
 
 
 async def test_a_replica_shortfall_still_acknowledges(redis: Redis, settings: Any) -> None:

@@ -37,7 +37,7 @@ from notifyhub.store.inbox import InboxStore, Placement, UserRef
 from notifyhub.store.operations import RecallOp
 from notifyhub.store.traces import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
-from notifyhub.turns import sliced
+from notifyhub.turns import SLICE_ITEMS, sliced
 
 MEMBER_PAGE = 20_000
 SCHEDULED_QUEUE = "notifyhub.scheduled"
@@ -400,6 +400,8 @@ class IngestService:
                     sources[-1] = (len(users), source)
                 elif not sources or len(users) > sources[-1][0]:
                     sources.append((len(users), source))
+        if len(users) <= SLICE_ITEMS:  # most publishes: no turn to take
+            return [(tenant, user) for user in users], tuple(sources)
         refs: list[UserRef] = []
         async for part in sliced(list(users)):
             refs += [(tenant, user) for user in part]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from asyncio import FIRST_COMPLETED
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from contextlib import aclosing
 from importlib.resources import files
 from typing import Any, TypeVar
 
@@ -94,6 +96,38 @@ async def pipelined(
     except TimeoutError as exc:
         raise RedisTimeoutError(f"Redis did not answer a pipeline in {timeout_s:g} s") from exc
     raise AssertionError("unreachable")
+
+
+async def pipelined_each(
+    redis: Redis, builds: AsyncGenerator[Callable[[Any], None]], *, most: int = 2
+) -> None:
+    """`pipelined` (no scripts) for each of `builds` as it comes, at most `most` in flight:
+    the next is built and packed while Redis runs the ones before, instead of a round trip
+    each in turn. The first error is raised once the others in flight are cancelled and
+    ended, and none is started after it (`builds` is closed here, not left to the
+    collector)."""
+    in_flight: set[asyncio.Future[list[Any]]] = set()
+    try:
+        async with aclosing(builds):
+            async for build in builds:
+                if len(in_flight) >= most:
+                    done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
+                    _raise_first(done)
+                in_flight.add(asyncio.ensure_future(pipelined(redis, build, [])))
+        while in_flight:
+            done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
+            _raise_first(done)
+    finally:  # what is left in flight after an error (or a cancel) ends before this does
+        for left in in_flight:
+            left.cancel()
+        await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+def _raise_first(done: set[asyncio.Future[list[Any]]]) -> None:
+    """The first error of pipelines that ended (every one retrieved)."""
+    errors = [error for error in (ended.exception() for ended in done) if error is not None]
+    if errors:
+        raise errors[0]
 
 
 def _first_noscript(results: list[Any]) -> NoScriptError | None:

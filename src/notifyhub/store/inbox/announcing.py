@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -11,7 +11,7 @@ from notifyhub.domain.notification import Notification
 from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
-from notifyhub.store.scripts import pipelined, queue_script, slot_node
+from notifyhub.store.scripts import pipelined, pipelined_each, queue_script, slot_node
 from notifyhub.turns import SLICE_ITEMS, sliced
 
 ANNOUNCE_FIELDS = ("state", "cnt", "seq")
@@ -20,8 +20,8 @@ ANNOUNCE_BATCH = 1000
 """Users per announce.lua call: the first streams hear of a broadcast after one batch, and
 no call holds Redis for long."""
 INDEX_BATCH = SLICE_ITEMS
-"""Users per SADD of a deferred broadcast's recipient index, each in a round trip of its
-own: packing a command of 10,000 held the loop 5 ms, and Redis as long."""
+"""Users per SADD of a deferred broadcast's recipient index, each in a pipeline of its own
+(two in flight): packing a command of 10,000 held the loop 5 ms, and Redis as long."""
 
 
 class Announcing(InboxBase):
@@ -116,9 +116,12 @@ class Announcing(InboxBase):
             if ring and not self._cluster:  # after the index
                 self.doorbells.queue_deferred(pipe, payload)
 
-        async def index() -> None:  # a round trip per INDEX_BATCH, the loop's turns between
+        async def adds() -> AsyncGenerator[Callable[[Any], None]]:
             async for part in sliced(members, INDEX_BATCH):
-                await pipelined(self._bulk, partial(_add, recipients, part), [])
+                yield partial(_add, recipients, part)
+
+        async def index() -> None:  # a SADD per round trip, two in flight; then the tail
+            await pipelined_each(self._bulk, adds())
             await pipelined(self._bulk, tail, [])
 
         indexing = asyncio.ensure_future(index())  # the others wait

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise
@@ -30,7 +30,7 @@ from notifyhub.store.doorbells import INLINE_MARK, SHARED_LINES, traced
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
 from notifyhub.store.keys import INBOX_FIELDS, Keys
-from notifyhub.store.scripts import pipelined, queue_script, slot_node
+from notifyhub.store.scripts import pipelined, pipelined_each, queue_script, slot_node
 from notifyhub.turns import sliced
 
 PENDING_PLACE_AT = 16
@@ -203,9 +203,13 @@ class Placing(InboxBase):
         of a broadcast shown ahead of its copies (`announce_deferred`) then get its counts;
         the others, which could not take the announcement, the notification."""
         header = traced(b"", trace)
-        async for part in sliced(users, SHARED_LINES):  # a message each, the loop's turns between
-            ring = partial(self.doorbells.queue_rereads, members=user_members(part), header=header)
-            await pipelined(self._bulk, ring, [])
+
+        async def rings() -> AsyncGenerator[Callable[[Any], None]]:  # a message each
+            async for part in sliced(users, SHARED_LINES):
+                members = user_members(part)
+                yield partial(self.doorbells.queue_rereads, members=members, header=header)
+
+        await pipelined_each(self._bulk, rings())
 
     def _place_tail(
         self,
