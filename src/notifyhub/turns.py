@@ -21,7 +21,7 @@ SLICE_S = 0.002
 """How long long work keeps the loop before handing it back."""
 
 SLICE_ITEMS = 2_000
-"""Items (users, lines) of one slice of a fan-out's Python: about 1-2 ms of it each."""
+"""Items (users, lines) of one slice of a fan-out's Python: about one `SLICE_S` of it."""
 
 TURN_CHECK = 256
 """A per-item Python loop asks `Turns.take` every this many items (a clock read each)."""

@@ -193,10 +193,10 @@ async def test_a_deferred_broadcast_is_announced_by_the_streams_process(
                 await s.next()
             await waiting_at(hub, "big-0", 0)
             await waiting_at(hub, "big-0", 0, "globex")
-            await store.announce_deferred(notification, refs)
+            named = await store.announce_deferred(notification, refs)
             shown = await stream.next()
             await store.place(notification, refs, defer=True)
-            await store.ring_deferred(refs)
+            await store.ring_deferred(named)
             counted = await stream.next()
             for quiet in (bystander, other_tenant):
                 with pytest.raises(TimeoutError):
@@ -238,12 +238,12 @@ async def test_a_deferred_broadcast_published_here_is_announced_without_its_inde
             await announcing
             shown = await stream.next()
             assert not await redis.exists(keys.recipients(notification.id))
-            await elsewhere.announce_deferred(notification, refs)
+            named = await elsewhere.announce_deferred(notification, refs)
             async with asyncio.timeout(5):  # its `%` heard, and left
                 while notification.id in realtime._announced_here:
                     await asyncio.sleep(0.01)
             await elsewhere.place(notification, refs, defer=True)
-            await elsewhere.ring_deferred(refs)
+            await elsewhere.ring_deferred(named)
             counted = await stream.next()
             with pytest.raises(TimeoutError):
                 await stream.next(timeout=0.3)
@@ -288,10 +288,10 @@ async def test_a_deferred_broadcast_reaches_a_stream_not_caught_up_once(
         await waiting_at(hub, "late-0", 0)
         for sub in hub.app_state["hub"]._subs["default/late-0"]:
             sub.cursor = 7  # as if it had sent more by the time the announcement came
-        await store.announce_deferred(notification, refs)
+        named = await store.announce_deferred(notification, refs)
         await asyncio.sleep(0.3)  # its announcement heard (and not taken)
         await store.place(notification, refs, defer=True)
-        await store.ring_deferred(refs)
+        await store.ring_deferred(named)
         event = await stream.next()
         counts = await stream.next()
     assert event.event == "notification" and event.data["id"] == notification.id
@@ -311,10 +311,10 @@ async def test_a_resume_after_a_deferred_announcement_shows_it_once(
         async with open_stream(hub, token) as stream:
             await stream.next()
             await waiting_at(hub, "cut-0", 0)
-            await store.announce_deferred(notification, refs)
+            named = await store.announce_deferred(notification, refs)
             shown = await stream.next()
         await store.place(notification, refs, defer=True)
-        await store.ring_deferred(refs)
+        await store.ring_deferred(named)
         assert shown.id == f"0.{notification.id}"
         async with open_stream(hub, token, **{"Last-Event-ID": shown.id}) as resumed:
             caught_up = await resumed.next()

@@ -173,11 +173,10 @@ class InboxModel(RuleBasedStateMachine):
         """Place `n` for the user as a publish does: a deferred fan-out's recipient index
         first (`announce_deferred`, services/ingest.py), its ring after its copies."""
         users = [("default", "m")]
-        if defer:
-            self.run(self.store.announce_deferred(n, users))
+        named = self.run(self.store.announce_deferred(n, users)) if defer else []
         self.run(self.store.place(n, users, defer=defer, views=views))
         if defer:
-            self.run(self.store.ring_deferred(users))
+            self.run(self.store.ring_deferred(named))
 
     @rule(
         category=st.sampled_from(["a", "b", None]),

@@ -331,7 +331,7 @@ async def test_a_storm_of_stream_opens_reads_quiet_hours_in_a_few_batches(
 ) -> None:
     """Streams reopening a few at a time (300 users, 10 per loop turn, as a reconnect
     storm brings them) are read together: one read per LOAD_WAIT_S they took to open
-    (plus the last), not one per few streams (10-11 reads here before)."""
+    (plus the last), not one per few streams."""
     t = await make_tenant()
     await _profile(hub, t, "u7", time_zone="Europe/Berlin", quiet=NIGHTS)
     quiet_streams = hub.app_state["quiet_streams"]

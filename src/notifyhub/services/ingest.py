@@ -391,7 +391,7 @@ class IngestService:
         streams = [] if session is None else self._sources(session, tenant, recipients)
         for kind, stream in streams:
             async for name, ids in stream:
-                async for part in sliced(ids):  # a page is 20,000: the loop's turns between
+                async for part in sliced(ids):  # a page of MEMBER_PAGE ids: turns between slices
                     users.update(dict.fromkeys(part))
                 if len(users) > cap:
                     raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
@@ -483,9 +483,10 @@ class IngestService:
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
         defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
+        named: list[str] = []  # a deferred fan-out's users as `T/U`, for its ring
         if defer:  # the streams' own processes announce it (naming every user costs as
             # much as deferring: docs/scaling.md, "Design notes")
-            await self._store.announce_deferred(notification, users, pull=pull)
+            named = await self._store.announce_deferred(notification, users, pull=pull)
         elif 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
             await self._store.announce(notification, users, pull=pull)
         batch = limits.defer_batch if defer else limits.fanout_batch
@@ -507,7 +508,7 @@ class IngestService:
             results = await asyncio.gather(*map(place, chunks))
             placement = _joined(results, batch)
         if defer:
-            await self._store.ring_deferred(users, trace)
+            await self._store.ring_deferred(named, trace)
         seqs = placement.seqs
         dropped = seqs.count(-1)  # (counted in C: a 100k fan-out's seqs)
         self._metrics.notifications_ingested_total.inc()

@@ -72,8 +72,8 @@ for the hubs to read and parse (docs/scaling.md, "Doorbell fan-in")."""
 
 SHARED_LINES = SLICE_ITEMS
 """Re-read lines in one common-channel message at most: every process dispatches a message
-in one go, other streams and requests waiting meanwhile (a message of 5,000 held the loop
-6-8 ms; docs/scaling.md)."""
+in one go, other streams and requests waiting meanwhile (docs/scaling.md, "Big fan-outs
+take turns")."""
 
 Changed = Sequence[tuple[str, int | str]]
 """(tenant/user, seq or "seq,unread,unseen,total,epoch") lines of a doorbell."""

@@ -21,7 +21,8 @@ ANNOUNCE_BATCH = 1000
 no call holds Redis for long."""
 INDEX_BATCH = SLICE_ITEMS
 """Users per SADD of a deferred broadcast's recipient index, each in a pipeline of its own
-(two in flight): packing a command of 10,000 held the loop 5 ms, and Redis as long."""
+(two in flight): a bigger command holds the loop while it is packed, and Redis while it
+runs (docs/scaling.md, "Big fan-outs take turns")."""
 
 
 class Announcing(InboxBase):
@@ -88,7 +89,7 @@ class Announcing(InboxBase):
 
     async def announce_deferred(
         self, notification: Notification, users: Sequence[UserRef], *, pull: bool = False
-    ) -> None:
+    ) -> list[str]:
         """A deferred fan-out's first step (`placement(defer=True)` then writes the pending
         copies and the expiry index, not the recipient index): the notification's whole
         recipient index (a recall finds every user a crash may have reached), then, for an
@@ -101,7 +102,7 @@ class Announcing(InboxBase):
         recipients, so no index to ask and no doorbell to wait for), and returns once they
         are written. On a Cluster the index is written (on its own slot) before the
         doorbells are sent, in a second round trip: a Cluster pipeline runs on several
-        nodes at once."""
+        nodes at once. Returns the recipients as `T/U`, for `ring_deferred`."""
         n = notification
         members: list[str] = []
         async for part in sliced(users):
@@ -130,6 +131,7 @@ class Announcing(InboxBase):
         await (indexing if announcing is None else asyncio.gather(indexing, announcing))
         if ring and self._cluster:
             await pipelined(self._bulk, lambda p: self.doorbells.queue_deferred(p, payload), [])
+        return members
 
     async def announcement_seqs(
         self, nid: str, members: Sequence[str], known: bool = False

@@ -197,17 +197,17 @@ class Placing(InboxBase):
         pushed_out = reply.pushed_out if isinstance(reply, Placed) else {}
         return Placement(seqs, reply.dropped, pushed_out)
 
-    async def ring_deferred(self, users: Sequence[UserRef], trace: bytes | None = None) -> None:
-        """Ring every user of a deferred fan-out once, after its last batch: their streams
-        read (making the pending copy real) after the writes, not amid them. The streams
-        of a broadcast shown ahead of its copies (`announce_deferred`) then get its counts;
-        the others, which could not take the announcement, the notification."""
+    async def ring_deferred(self, members: Sequence[str], trace: bytes | None = None) -> None:
+        """Ring every user (`T/U`, as `announce_deferred` named them) of a deferred fan-out
+        once, after its last batch: their streams read (making the pending copy real) after
+        the writes, not amid them. The streams of a broadcast shown ahead of its copies
+        (`announce_deferred`) then get its counts; the others, which could not take the
+        announcement, the notification."""
         header = traced(b"", trace)
 
         async def rings() -> AsyncGenerator[Callable[[Any], None]]:  # a message each
-            async for part in sliced(users, SHARED_LINES):
-                members = user_members(part)
-                yield partial(self.doorbells.queue_rereads, members=members, header=header)
+            async for part in sliced(members, SHARED_LINES):
+                yield partial(self.doorbells.queue_rereads, members=part, header=header)
 
         await pipelined_each(self._bulk, rings())
 
