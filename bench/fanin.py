@@ -255,6 +255,7 @@ async def small_vs_big_group(hub: BenchHub, streams_n: int = 5_000, big: int = 5
             (f"{streams_n // 1000}k", small_group),
             (f"{big // 1000}k", big_group),
         ):
+            await settled_bytes([hub])  # each from a quiet hub: not amid the last one's counts
             measured, latencies = await _broadcast(spread, group)
             for name, value in measured.items():
                 metrics[f"group of {label}: {name}"] = value

@@ -356,7 +356,7 @@ class Hub:
         writes the index and the `%` doorbell, which this process will then leave."""
         if self._announce_seqs is None or not self._subs:  # no scan of the recipients
             return None
-        local = [m for m in recipients if m in self._subs]
+        local = list(filter(self._subs.__contains__, recipients))  # (in C: a 100k group)
         if not local:
             return None
         self._announced_here[nid] = None

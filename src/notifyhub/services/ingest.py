@@ -33,11 +33,11 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.codecs import PushedOut
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
-from notifyhub.store.inbox import InboxStore, Placement, UserRef
+from notifyhub.store.inbox import InboxStore, Placement, TenantUsers
 from notifyhub.store.operations import RecallOp
 from notifyhub.store.traces import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
-from notifyhub.turns import SLICE_ITEMS, sliced
+from notifyhub.turns import sliced
 
 MEMBER_PAGE = 20_000
 SCHEDULED_QUEUE = "notifyhub.scheduled"
@@ -271,7 +271,7 @@ class IngestService:
     ) -> list[str]:
         """The users `recipients` name now, on the hub's own behalf (producers)."""
         users, _sources = await self._resolve(session, tenant, recipients)
-        return [user for _tenant, user in users]
+        return users.ids
 
     async def send(
         self,
@@ -290,7 +290,7 @@ class IngestService:
             raise ValueError("a draft with channels beyond the inbox is sent in a session")
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
-        targets = [(draft.tenant, user) for user in dict.fromkeys(users)]
+        targets = TenantUsers(draft.tenant, list(dict.fromkeys(users)))
         route = Route(origin=origin)
         notification = self._build(draft, record)
         if session is not None:
@@ -302,7 +302,7 @@ class IngestService:
         session: AsyncSession,
         notification: Notification,
         draft: Draft,
-        users: list[UserRef],
+        users: TenantUsers,
     ) -> None:
         """The notification's channel send (e-mail, Web Push), in the caller's
         transaction before its copies are placed, so it commits with the publish or not
@@ -310,7 +310,7 @@ class IngestService:
         the inbox (no PostgreSQL: a publish to users stays Redis only). Its escalation
         steps likewise (services/escalation.py)."""
         named = draft.ttl_s is not None or draft.expires_at is not None
-        recipients = [user for _tenant, user in users]
+        recipients = users.ids
         steps = self._steps(draft)
         if steps and self._escalations is not None:
             await self._escalations.schedule(
@@ -366,11 +366,11 @@ class IngestService:
         resolution and checks as `publish`: unknown groups or topics, the recipient cap)."""
         _check_tenant(principal, tenant)
         users, _sources = await self._resolve_in(unit, tenant, recipients)
-        return [user for _tenant, user in users]
+        return users.ids
 
     async def _resolve_in(
         self, unit: UnitOfWork, tenant: str, recipients: Recipients
-    ) -> tuple[list[UserRef], Sources]:
+    ) -> tuple[TenantUsers, Sources]:
         """`_resolve` in the unit of work, whose session opens only when groups or topics
         are named (users alone need no PostgreSQL)."""
         session = unit.session if recipients.groups or recipients.topics else None
@@ -378,7 +378,7 @@ class IngestService:
 
     async def _resolve(
         self, session: AsyncSession | None, tenant: str, recipients: Recipients
-    ) -> tuple[list[UserRef], Sources]:
+    ) -> tuple[TenantUsers, Sources]:
         """Each user once, in the order first reached: users named directly, then the
         groups', then the topics'; and where each was first reached (`Sources`: one entry
         per run of users from one source, so it costs nothing per user)."""
@@ -400,12 +400,7 @@ class IngestService:
                     sources[-1] = (len(users), source)
                 elif not sources or len(users) > sources[-1][0]:
                     sources.append((len(users), source))
-        if len(users) <= SLICE_ITEMS:  # most publishes: no turn to take
-            return [(tenant, user) for user in users], tuple(sources)
-        refs: list[UserRef] = []
-        async for part in sliced(list(users)):
-            refs += [(tenant, user) for user in part]
-        return refs, tuple(sources)
+        return TenantUsers(tenant, list(users)), tuple(sources)
 
     def _sources(
         self, session: AsyncSession, tenant: str, recipients: Recipients
@@ -444,7 +439,7 @@ class IngestService:
         return expires
 
     async def _send(
-        self, notification: Notification, users: list[UserRef], *, pull: bool, route: Route
+        self, notification: Notification, users: TenantUsers, *, pull: bool, route: Route
     ) -> Published:
         """`_place`, then its routing recorded (store/traces/writer.py); tracing on, as a
         `notifyhub.publish` span whose context the doorbells carry to the streams
@@ -466,7 +461,7 @@ class IngestService:
     async def _place(
         self,
         notification: Notification,
-        users: list[UserRef],
+        users: TenantUsers,
         *,
         pull: bool,
         trace: bytes | None,
@@ -498,7 +493,7 @@ class IngestService:
         else:
             in_flight = asyncio.Semaphore(2)
 
-            async def place(chunk: list[UserRef]) -> Placement:
+            async def place(chunk: TenantUsers) -> Placement:
                 async with in_flight:
                     return await self._store.placement(
                         notification, chunk, pull=pull, defer=defer, trace=trace, views=views
@@ -520,7 +515,7 @@ class IngestService:
         self,
         notification: Notification,
         route: Route,
-        users: list[UserRef],
+        users: TenantUsers,
         placement: Placement,
         *,
         deferred: bool,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from notifyhub.store.inbox.announcing import Announcing
-from notifyhub.store.inbox.base import UserRef
+from notifyhub.store.inbox.base import TenantUsers, UserRef
 from notifyhub.store.inbox.changing import Changing
 from notifyhub.store.inbox.placing import (
     INLINE_MIN_USERS,
@@ -32,6 +32,7 @@ __all__ = [
     "PageQuery",
     "Placement",
     "Position",
+    "TenantUsers",
     "UserRef",
 ]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from itertools import repeat
+from typing import Any, overload
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -20,8 +21,45 @@ UserRef = tuple[str, str]
 """(tenant, user)."""
 
 
+class TenantUsers(Sequence[UserRef]):
+    """Users of one tenant (a publish's recipients) kept as their ids: a (tenant, user)
+    pair is made only when one is asked for. A fan-out to 100,000 users would otherwise
+    hold 100,000 pairs until it ends, each an object the cyclic collector scans again at
+    every collection meanwhile (docs/scaling.md, "Big fan-outs take turns")."""
+
+    __slots__ = ("ids", "tenant")
+
+    def __init__(self, tenant: str, ids: list[str]) -> None:
+        self.tenant = tenant
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> UserRef: ...
+    @overload
+    def __getitem__(self, index: slice) -> TenantUsers: ...
+    def __getitem__(self, index: int | slice) -> UserRef | TenantUsers:
+        if isinstance(index, slice):
+            return TenantUsers(self.tenant, self.ids[index])
+        return self.tenant, self.ids[index]
+
+    def __iter__(self) -> Iterator[UserRef]:
+        return zip(repeat(self.tenant), self.ids, strict=False)
+
+    def __repr__(self) -> str:
+        return f"TenantUsers({self.tenant!r}, {len(self.ids)} ids)"
+
+    def members(self) -> list[str]:
+        """Each user's `T/U` (keys.member), made in C."""
+        return list(map(f"{self.tenant}/".__add__, self.ids))
+
+
 def user_members(users: Sequence[UserRef]) -> list[str]:
     """Each user's `T/U` (keys.member, without a call per user: a 100k fan-out's)."""
+    if isinstance(users, TenantUsers):
+        return users.members()
     return [f"{t}/{u}" for t, u in users]
 
 
