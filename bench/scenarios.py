@@ -206,6 +206,23 @@ NOTES = """\
   for 100k members in a script, not committed). `broadcast to 10k streams`, alternating:
   p99 373 and 315 ms before, 315 and 323 after. The steady row alone: p99 6.3 and 10.0 ms
   before, 8.1 and 8.9 after.
+- The rows above at 917aa84 (2026-11-29, machine 8, AMD EPYC, 2 cores; a noisy hour:
+  the steady row's idle p99 was 19.1 ms, against 6-10 ms on quieter hours of the same
+  kind of machine, so its 2.94x says less than the during p99 of 56.1 ms). 917aa84 keeps
+  a publish's recipients as one tenant and a list of ids (`TenantUsers`): a `gc.callbacks`
+  probe in the hub (not committed) timed 16.3 and 17.1 ms of collections in the 100k
+  POST before (single pauses of 9.7 and 9.6 ms, 100,000 (tenant, user) tuples scanned
+  again at each) and none over 0.5 ms after; the group's resolution 129-157 ms -> 94-105
+  ms. `group of 5k vs group of 50k` now lets the hub settle (its doorbell bytes still
+  for 0.3 s) before each broadcast: the 50k one could start while the 5k one's copies
+  were still ringing their streams. Alternating single runs of that row (both with the
+  settle), in a noisy hour: the 50k group's p99 249-326 ms at cd007c8 (median 265, 7
+  runs) and 195-318 ms at 917aa84 (median 249, 11 runs), the ratio swinging 0.73-1.81
+  with the 5k group's p99 (125-274 ms). Tried, not kept: the local announcement awaited
+  before the recipient index is written (four pairs: the 50k p99 179-266 ms against
+  195-308, within the swing; the POST and the other processes' `%` doorbell would wait for
+  it); waking a coalesced batch's callers 64 per loop pass (the storm's loop lag, 20-100
+  ms a second, and `/healthz` max 123-161 ms, unchanged in two runs).
 - Issue 38, `group of 5k vs group of 50k`, this session (2026-11-28, AMD EPYC, 2 cores,
   load about 1): the publishing process now announces a deferred broadcast to its own
   streams while the recipient index is written (no index to ask, no doorbell to wait
