@@ -112,10 +112,9 @@ async def iter_member_ids(
     )
     order = {name: i for i, name in enumerate(names)}
     for gid, name in sorted(found.all(), key=lambda row: order.get(row[1], len(order))):
-        after = ""
-        while True:
-            page = await members_page(session, gid, after, batch)
-            if not page:
-                break
+        page = await members_page(session, gid, "", batch)
+        while page:
             yield name, page
-            after = page[-1]
+            if len(page) < batch:  # the last page: no query to find none after it
+                break
+            page = await members_page(session, gid, page[-1], batch)
