@@ -9,6 +9,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.repositories import groups as repo
+from notifyhub.errors import InvalidInput
+from notifyhub.services import groups as group_service
 
 
 async def test_members_come_in_pages_in_order_each_once(
@@ -62,3 +64,34 @@ async def test_a_short_page_is_the_last_one_read(
             assert sum(map(len, pages)) == size
             counts[name] = len(reads)
     assert counts == {"two": 1, "none": 1, "twenty-five": 3, "twenty": 3}
+
+
+async def test_unknown_groups_are_named_before_any_page_is_read(
+    sessionmaker: async_sessionmaker[AsyncSession], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish's groups, looked up once: unknown ones are a 422 naming only them, before
+    a member is read; known ones page in the order named."""
+    tenant = f"pages-{uuid.uuid4().hex[:8]}"
+    reads: list[int] = []
+    real = repo.members_page
+
+    async def counted(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:
+        reads.append(gid)
+        return await real(session, gid, after, limit)
+
+    monkeypatch.setattr(repo, "members_page", counted)
+    async with sessionmaker() as session, session.begin():
+        for name, members in (("ops", ["bea", "al"]), ("dev", ["cy"])):
+            assert await repo.create(session, tenant, name)
+            gid = await repo.group_id(session, tenant, name)
+            assert gid is not None
+            await repo.add_members(session, gid, members)
+        with pytest.raises(InvalidInput, match=r"unknown group: ghost, ghoul$"):
+            async for _ in group_service.iter_members(
+                session, tenant, ["dev", "ghost", "ops", "ghoul"], 10
+            ):
+                pass
+        assert reads == []
+        pages = [p async for p in group_service.iter_members(session, tenant, ["dev", "ops"], 10)]
+    assert pages == [("dev", ["cy"]), ("ops", ["al", "bea"])]
+    assert len(reads) == 2

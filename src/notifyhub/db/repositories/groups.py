@@ -100,21 +100,38 @@ async def members_page(session: AsyncSession, gid: int, after: str | None, limit
     return list(found or ())
 
 
-async def iter_member_ids(
-    session: AsyncSession, tenant: str, names: Sequence[str], batch: int
-) -> AsyncIterator[tuple[str, list[str]]]:
-    """(group name, page of members) for each group in the order `names` gives them,
-    members in primary-key order, keyset-paged: each page is one index range scan, so a
-    100k-member group costs linear time. Overlaps between groups are left to the caller,
-    which dedupes anyway (and keeps the group that reached a user first: routing traces)."""
+async def named_ids(
+    session: AsyncSession, tenant: str, names: Sequence[str]
+) -> list[tuple[str, int]]:
+    """(name, id) of each named group that exists, in the order `names` gives them."""
     found = await session.execute(
         select(Group.id, Group.name).where(Group.tenant == tenant, Group.name.in_(names))
     )
     order = {name: i for i, name in enumerate(names)}
-    for gid, name in sorted(found.all(), key=lambda row: order.get(row[1], len(order))):
+    rows = sorted(found.all(), key=lambda row: order.get(row[1], len(order)))
+    return [(name, gid) for gid, name in rows]
+
+
+async def iter_pages(
+    session: AsyncSession, groups: Sequence[tuple[str, int]], batch: int
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """(group name, page of members) for each of `groups` ((name, id), `named_ids`) in
+    turn, members in primary-key order, keyset-paged: each page is one index range scan,
+    so a 100k-member group costs linear time. Overlaps between groups are left to the
+    caller, which dedupes anyway (and keeps the group that reached a user first: routing
+    traces)."""
+    for name, gid in groups:
         page = await members_page(session, gid, "", batch)
         while page:
             yield name, page
             if len(page) < batch:  # the last page: no query to find none after it
                 break
             page = await members_page(session, gid, page[-1], batch)
+
+
+async def iter_member_ids(
+    session: AsyncSession, tenant: str, names: Sequence[str], batch: int
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """`iter_pages` of the named groups that exist (unknown names are skipped)."""
+    async for named in iter_pages(session, await named_ids(session, tenant, names), batch):
+        yield named
