@@ -67,8 +67,7 @@ async def iter_members(
     """The members of the named groups, as (group, page) in the order named (a user in
     several comes in each: the caller dedupes); unknown groups are a 422 naming them."""
     groups = await repo.named_ids(session, tenant, names)  # one query finds them and their ids
-    found = {name for name, _gid in groups}
-    unknown = [name for name in names if name not in found]
+    unknown = repo.unknown(names, groups)
     if unknown:
         raise InvalidInput(f"unknown group: {', '.join(unknown)}")
     async for named in repo.iter_pages(session, groups, batch):

@@ -73,12 +73,14 @@ async def remove_members(session: AsyncSession, gid: int, users: Sequence[str]) 
 
 
 async def missing(session: AsyncSession, tenant: str, names: Sequence[str]) -> list[str]:
-    found = set(
-        await session.scalars(
-            select(Group.name).where(Group.tenant == tenant, Group.name.in_(names))
-        )
-    )
-    return [n for n in names if n not in found]
+    """The named groups that do not exist, in the order named."""
+    return unknown(names, await named_ids(session, tenant, names))
+
+
+def unknown(names: Sequence[str], found: Sequence[tuple[str, int]]) -> list[str]:
+    """Those of `names` not among `found` (`named_ids`' answer), in the order named."""
+    known = {name for name, _gid in found}
+    return [name for name in names if name not in known]
 
 
 _MEMBER_IDS = (
