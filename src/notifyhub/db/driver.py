@@ -9,9 +9,12 @@ than the command takes to run).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 DRIVER_GRACE_S = 0.25
 """The driver gives up this long after the server's `statement_timeout` would have."""
@@ -52,3 +55,12 @@ async def connect(
         connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s
     )
     return await asyncpg.connect(driver_url(url), **options)
+
+
+async def of_session(session: AsyncSession) -> Any:
+    """The asyncpg connection under `session`, inside its transaction: for reads and
+    writes of many rows, where SQLAlchemy's row handling costs more than the statement
+    (docs/scaling.md, "Design notes")."""
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    return raw.driver_connection

@@ -172,9 +172,8 @@ def _by_tenant(entries: list[StreamUser]) -> dict[str, list[StreamUser]]:
 async def applying_of(
     session: AsyncSession, tenant: str, users: Sequence[str]
 ) -> dict[str, tuple[Schedule | None, str | None]]:
-    """Per user of `users`: the schedule that applies and its zone (three statements)."""
-    own = await repo.of_users(session, tenant, users)
-    default = await repo.default_of(session, tenant)
+    """Per user of `users`: the schedule that applies and its zone (one statement)."""
+    own, default = await repo.of_users(session, tenant, users)
     nobody = repo.UserQuiet(None, None)
     return {
         user: _applying(own.get(user, nobody).schedule, own.get(user, nobody).time_zone, default)

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from notifyhub.db import driver
 from notifyhub.db.models import DelayedMessage, DelayedTransition
 
 FINISHED = ("consumed", "cancelled")
@@ -56,8 +57,7 @@ async def unfinished(
 async def copy_transitions(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
     """Rows of `TRANSITION_COLUMNS`, by COPY: far cheaper per row than an INSERT
     executemany (docs/scaling.md, "Design notes")."""
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+    raw = await driver.of_session(session)
+    await raw.copy_records_to_table(
         DelayedTransition.__tablename__, records=rows, columns=TRANSITION_COLUMNS
     )

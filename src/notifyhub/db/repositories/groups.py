@@ -9,6 +9,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from notifyhub.db import driver
 from notifyhub.db.models import Group, GroupMember
 
 
@@ -96,9 +97,7 @@ async def members_page(session: AsyncSession, gid: int, after: str | None, limit
     """Member ids after `after`, in order, read by asyncpg itself in the session's
     transaction: a big fan-out reads many of them, and SQLAlchemy's row handling took
     longer than the query (docs/scaling.md, "Design notes")."""
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    found = await raw.driver_connection.fetchval(_MEMBER_IDS, gid, after or "", limit)  # type: ignore[union-attr]
+    found = await (await driver.of_session(session)).fetchval(_MEMBER_IDS, gid, after or "", limit)
     return list(found or ())
 
 

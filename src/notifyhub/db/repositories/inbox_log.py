@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from notifyhub.db import driver
 from notifyhub.db.models import InboxChange, InboxNotification, InboxRecipient
 
 NotificationRow = tuple[str, bytes, bool, datetime]
@@ -53,13 +54,6 @@ DELETE FROM inbox_changes WHERE id IN (
 """
 
 
-async def _raw(session: AsyncSession) -> Any:
-    """The session's asyncpg connection (inside its transaction)."""
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    return raw.driver_connection
-
-
 def _columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
@@ -70,7 +64,7 @@ async def add_notifications(
     recipients: Sequence[RecipientRow],
 ) -> None:
     """Log notifications and their recipients (a retry's duplicates are skipped)."""
-    raw = await _raw(session)
+    raw = await driver.of_session(session)
     if notifications:
         await raw.execute(_INSERT_NOTIFICATIONS, *_columns(notifications))
     if recipients:
@@ -80,7 +74,7 @@ async def add_notifications(
 async def append_operations(session: AsyncSession, operations: Sequence[OperationRow]) -> None:
     """Append users' inbox operations, in the given order (ids follow it)."""
     if operations:
-        await (await _raw(session)).execute(_INSERT_OPERATIONS, *_columns(operations))
+        await (await driver.of_session(session)).execute(_INSERT_OPERATIONS, *_columns(operations))
 
 
 def _deleted(status: str) -> int:
@@ -91,7 +85,7 @@ def _deleted(status: str) -> int:
 async def prune(session: AsyncSession, *, older_than_s: float, batch: int) -> int:
     """Delete up to `batch` expired notifications (with their recipients) and up to `batch`
     operations older than `older_than_s`; returns the notifications and operations gone."""
-    raw = await _raw(session)
+    raw = await driver.of_session(session)
     await raw.execute(_PRUNE_RECIPIENTS, batch)
     notifications = await raw.execute(_PRUNE_NOTIFICATIONS, batch)
     operations = await raw.execute(_PRUNE_OPERATIONS, older_than_s, batch)
