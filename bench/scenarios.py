@@ -223,6 +223,26 @@ NOTES = """\
   195-308, within the swing; the POST and the other processes' `%` doorbell would wait for
   it); waking a coalesced batch's callers 64 per loop pass (the storm's loop lag, 20-100
   ms a second, and `/healthz` max 123-161 ms, unchanged in two runs).
+- Issue 38 on 2026-11-29 (an AMD EPYC machine with 2 cores about twice as slow as the
+  others: `sum(i*i for i in range(10**7))` took 1.6-2.4 s, idle; no row above was
+  measured on it). The reconnect storm there: 276-292 new streams/s in four runs at
+  14114af, the hub at 100% of a core, 900-1,200 of the 10,000 streams refused or failed
+  (the kernel counted 5,000-10,000 listen-queue overflows every 2 s while the hub took
+  about 250 connections a second). A py-spy profile put 8% of the hub's samples in the
+  streamed users' quiet-hours reads: about 14 users a read at that rate, three
+  SQLAlchemy statements each (7.2 ms of CPU a read). 18a3606 reads them in one statement
+  by asyncpg itself (1.4 ms a read of 14 users, 1.7 of 500): alternating single runs,
+  252 and 256 new streams/s before, 289 and 288 after; hub CPU per reconnected stream
+  4.83 and 4.91 ms before, 4.37 and 4.23 ms after. The 100k POST alone took 1.11-1.50 s
+  there (timed inside `_place` in two runs: resolution 144-179 ms, the index and `%`
+  124-142, the pending copies 623-662, the ring 122-129, the routing trace 27-32), and
+  with the steady 500/s beside it, it passed its 3.5 s request deadline (a `503`, no
+  row). Tried, not kept: reading a fan-out's member pages without the aggregate's ORDER
+  BY (PostgreSQL 15 sorts the page again: 18.3 -> 10.2 ms a 20,000-id page by
+  pgbench) needs the page's greatest id for the next page's cursor, and `max(user_id)`
+  cost as much as the sort (12.4 ms; 52.4 against 52.9 ms for a 50,000-member group by
+  asyncpg, 30 alternating reads); trusting the subquery's order instead is what the
+  PostgreSQL manual says "will usually work", not a promise.
 - Issue 38, `group of 5k vs group of 50k`, this session (2026-11-28, AMD EPYC, 2 cores,
   load about 1): the publishing process now announces a deferred broadcast to its own
   streams while the recipient index is written (no index to ask, no doorbell to wait
