@@ -228,9 +228,11 @@ NOTES = """\
   measured on it). The reconnect storm there: 276-292 new streams/s in four runs at
   14114af, the hub at 100% of a core, 900-1,200 of the 10,000 streams refused or failed
   (the kernel counted 5,000-10,000 listen-queue overflows every 2 s while the hub took
-  about 250 connections a second). A py-spy profile put 8% of the hub's samples in the
-  streamed users' quiet-hours reads: about 14 users a read at that rate, three
-  SQLAlchemy statements each (7.2 ms of CPU a read). 18a3606 reads them in one statement
+  about 250 connections a second). In a py-spy profile the streamed users' quiet-hours
+  reads took 3.7% of the hub's samples in their own frames and most of the 5.7% in
+  SQLAlchemy's (py-spy shows its greenlets as another thread; the workers' claims are
+  there too): about 14 users a read at that rate, three SQLAlchemy statements each (7.2
+  ms of CPU a read). After the change below: 2.5% and 3.4%. 18a3606 reads them in one statement
   by asyncpg itself (1.4 ms a read of 14 users, 1.7 of 500): alternating single runs,
   252 and 256 new streams/s before, 289 and 288 after; hub CPU per reconnected stream
   4.83 and 4.91 ms before, 4.37 and 4.23 ms after. The 100k POST alone took 1.11-1.50 s
