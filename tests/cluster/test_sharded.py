@@ -35,7 +35,7 @@ async def test_one_connection_per_master_subscribed_to_its_streams_shards(
     monkeypatch.setattr(shards, "IDLE_S", 0.0)  # unsubscribed as soon as the listener wakes
     listener = hub.app_state["hub"]
     doorbells = listener._doorbells
-    owners = {local_cluster.master_of(c).port for c in [doorbells.common, *doorbells.channels]}
+    owners = {n.port for n in local_cluster.masters_of([doorbells.common, *doorbells.channels])}
     for node in local_cluster.live_nodes():
         client = Redis(host="127.0.0.1", port=node.port)
         try:

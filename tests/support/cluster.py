@@ -20,12 +20,13 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from redis import Redis as SyncRedis
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from notifyhub.settings import Settings
@@ -208,15 +209,28 @@ class LocalCluster(_Nodes):
 
     def master_of(self, key: str) -> Node:
         """The live node currently serving `key`'s slot as master."""
+        [node] = self.masters_of([key])
+        return node
+
+    def masters_of(self, keys: Iterable[str]) -> list[Node]:
+        """The live masters currently serving `keys`' slots (each once): each asked once for
+        the slots it serves, the keys' slots computed here (asking every node about each
+        of 16,384 shard channels took minutes on a slow machine)."""
+        owners: dict[int, Node] = {}
         for node in self.live_nodes():
             with contextlib.closing(node.client()) as client:
                 if _command(client, "ROLE")[0] != "master":
                     continue
-                slot = int(_command(client, "CLUSTER KEYSLOT", key))
                 for first, last, primary, *_ in _command(client, "CLUSTER SLOTS"):
-                    if first <= slot <= last and int(primary[1]) == node.port:
-                        return node
-        raise LookupError(f"no live master serves {key!r}")
+                    if int(primary[1]) == node.port:
+                        owners.update(dict.fromkeys(range(first, last + 1), node))
+        found: dict[int, Node] = {}
+        for key in keys:
+            node = owners.get(key_slot(key.encode()))
+            if node is None:
+                raise LookupError(f"no live master serves {key!r}")
+            found[node.port] = node
+        return list(found.values())
 
     def stop(self) -> None:
         for node in self.nodes:
