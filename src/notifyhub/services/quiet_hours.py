@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from notifyhub.db.repositories import profiles
 from notifyhub.db.repositories import quiet as repo
 from notifyhub.db.repositories.quiet import Default, Schedule
 from notifyhub.db.unit import Units
@@ -35,6 +34,10 @@ LOAD_WAIT_S = 0.05
 """How long a read waits for more streamed users to join it (not at all when LOAD_BATCH
 are waiting). A reconnect storm's streams open a few at a time: read as they came, each
 few cost a read (a unit, `applying_of`) of their own."""
+
+
+_NOBODY = repo.UserQuiet(None, None)
+"""A user with neither a schedule of their own nor a zone."""
 
 
 def _now() -> datetime:
@@ -76,11 +79,10 @@ class QuietHours:
 
     async def view(self, session: AsyncSession, tenant: str, user: str) -> UserQuietView:
         """The user's quiet hours as they apply now (the console's user screen)."""
-        own = await repo.of_user(session, tenant, user)
-        default = await repo.default_of(session, tenant)
-        zone = (await profiles.get(session, tenant, user)).time_zone
-        schedule, zone = _applying(own, zone, default)
-        source = "user" if own is not None else ("tenant" if default is not None else None)
+        found, default = await repo.of_users(session, tenant, [user])
+        own = found.get(user, _NOBODY)
+        schedule, zone = _applying(own.schedule, own.time_zone, default)
+        source = "user" if own.schedule is not None else ("tenant" if default is not None else None)
         state = quiet.state(quiet.parse(schedule or {}), quiet.zone_of(zone), self.clock())
         return UserQuietView(schedule, source, str(quiet.zone_of(zone)), state.quiet, state.until)
 
@@ -174,10 +176,9 @@ async def applying_of(
 ) -> dict[str, tuple[Schedule | None, str | None]]:
     """Per user of `users`: the schedule that applies and its zone (one statement)."""
     own, default = await repo.of_users(session, tenant, users)
-    nobody = repo.UserQuiet(None, None)
     return {
-        user: _applying(own.get(user, nobody).schedule, own.get(user, nobody).time_zone, default)
-        for user in users
+        user: _applying(mine.schedule, mine.time_zone, default)
+        for user, mine in ((user, own.get(user, _NOBODY)) for user in users)
     }
 
 
