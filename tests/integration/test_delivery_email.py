@@ -112,11 +112,11 @@ async def test_a_550_ends_the_delivery_with_the_servers_reply_in_history(
         admin_key,
         name,
         kind="email",
-        email={**EMAIL, "to": ["x@shop.test"]},
+        email={**EMAIL, "to": [f"{name}@shop.test"]},
         retry_intervals="1s",
         max_retries=5,
     )
-    smtp.handler.replies.append("550 5.1.1 mailbox unavailable")
+    smtp.refuse(f"{name}@shop.test", "550 5.1.1 mailbox unavailable")
     delivery_id = await post(hub.client, publish_key, name, {"order": 1, "name": "N"})
     found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
 
@@ -135,10 +135,10 @@ async def test_a_451_retries_with_the_same_message_id(
         admin_key,
         name,
         kind="email",
-        email={**EMAIL, "to": ["x@shop.test"]},
+        email={**EMAIL, "to": [f"{name}@shop.test"]},
         retry_intervals="1s",
     )
-    smtp.handler.replies.append("451 4.3.0 try again later")
+    smtp.refuse(f"{name}@shop.test", "451 4.3.0 try again later")
     delivery_id = await post(hub.client, publish_key, name, {"order": 2, "name": "N"})
     found = await wait_status(hub.client, publish_key, delivery_id, "sent")
 
@@ -154,8 +154,8 @@ async def test_a_finally_failed_email_delivery_alerts_by_email_and_webhook_like_
     name = unique("mail-alert")
     alert = {"trigger": "final_failure", "emails": ["ops@shop.test"], "webhook_url": receiver.url()}
     created = await define(hub.client, admin_key, name, kind="email",
-                           email={**EMAIL, "to": ["x@shop.test"]}, alert=alert)  # fmt: skip
-    smtp.handler.replies.append("550 5.1.1 mailbox unavailable")
+                           email={**EMAIL, "to": [f"{name}@shop.test"]}, alert=alert)  # fmt: skip
+    smtp.refuse(f"{name}@shop.test", "550 5.1.1 mailbox unavailable")
     delivery_id = await post(hub.client, publish_key, name, {"order": 3, "name": "N"})
     await wait_status(hub.client, publish_key, delivery_id, "final_failed")
 

@@ -73,9 +73,17 @@ async def wait_status(
     timeout_s: float = 20.0,
     tenant: str | None = None,
 ) -> Any:
-    async with asyncio.timeout(timeout_s):
-        while True:
-            found = await get(client, key, delivery_id, tenant)
-            if found["status"] == status:
-                return found
-            await asyncio.sleep(0.05)
+    """The delivery once it has `status`; a timeout says what it had instead (its status
+    and attempts), so a failure shows where it stopped."""
+    found: Any = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                found = await get(client, key, delivery_id, tenant)
+                if found["status"] == status:
+                    return found
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(
+            f"delivery {delivery_id} not {status!r} after {timeout_s} s; it had: {found}"
+        ) from None

@@ -3,7 +3,7 @@ the settings that send a hub's e-mails to it."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import Message
@@ -18,19 +18,20 @@ from support.receiver import free_port
 
 
 class _Handler:
-    """Keeps every accepted message; answers DATA with the next planned reply."""
+    """Keeps every accepted message; answers DATA for a planned recipient with the next
+    reply planned for it (`Smtp.refuse`), any other message with 250."""
 
     def __init__(self) -> None:
         self.messages: list[tuple[list[str], Message]] = []
-        self.replies: deque[str] = deque()
+        self.replies: dict[str, deque[str]] = defaultdict(deque)
         self.refused: list[str] = []
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
-        if self.replies:
-            reply = self.replies.popleft()
+        planned = next((self.replies[r] for r in envelope.rcpt_tos if self.replies.get(r)), None)
+        if planned:
             self.refused.append(str(parsed["Message-ID"]))
-            return reply
+            return planned.popleft()
         self.messages.append((list(envelope.rcpt_tos), parsed))
         return "250 OK"
 
@@ -45,6 +46,12 @@ class Smtp:
         self._controller = Controller(
             self.handler, hostname="127.0.0.1", port=self.port, enable_SMTPUTF8=smtputf8
         )
+
+    def refuse(self, recipient: str, *replies: str) -> None:
+        """Answer the next messages to `recipient` with `replies`, one each. Keyed by
+        recipient, not first come: a hub of the test may also send what an earlier test
+        left owed in the shared database (an alert e-mail whose lease ran out)."""
+        self.handler.replies[recipient].extend(replies)
 
     def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
         wanted = f"<{delivery_id}@notifyhub>"
