@@ -29,6 +29,9 @@ from notifyhub.store.keys import Keys
 
 LIMITS = Limits()
 TTL = timedelta(days=30)
+_STORED = set(PublishRequest.model_fields) & set(Notification.model_fields) - {"expires_at"}
+"""What a request hands on to the stored content as it is (what it says of delivery,
+channels, digests and escalation the stored notification does not carry)."""
 
 
 def _script_source() -> str:
@@ -53,7 +56,7 @@ def create_app(redis_url: str, prefix: str) -> FastAPI:
     )
     async def publish(body: PublishRequest) -> PublishAccepted:
         now = datetime.now(UTC)
-        fields = body.model_dump(exclude={"recipients", "ttl", "delay", "deliver_at", "expires_at"})
+        fields = body.model_dump(include=_STORED)
         notification = Notification(id=str(ULID()), created_at=now, expires_at=now + TTL, **fields)
         content = orjson.dumps(notification.model_dump(mode="json"))
         expires_ms = int(notification.expires_at.timestamp() * 1000)
