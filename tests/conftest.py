@@ -41,6 +41,7 @@ from support.database import asyncpg_dsn, with_database
 from support.heap import forget_apps
 from support.processes import server_directory
 from support.receiver import Receiver
+from support.smtp import Smtp, smtp_server
 from support.tls import TEST_TLS
 
 RUN_ID = secrets.token_hex(4)
@@ -287,6 +288,14 @@ async def hub(settings: Settings) -> AsyncIterator[RunningHub]:
 def start_hub() -> Callable[[Settings], AbstractAsyncContextManager[RunningHub]]:
     """`serve_hub`, for a test that needs hubs of other settings (several at once)."""
     return serve_hub
+
+
+@pytest.fixture
+def smtp() -> Iterator[Smtp]:
+    """A real local SMTP server (support/smtp.py) for one test; tests/integration's
+    conftest shares one per module."""
+    with smtp_server() as server:
+        yield server
 
 
 @pytest.fixture

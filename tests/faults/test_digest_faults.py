@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from email.message import Message
 
@@ -26,7 +26,7 @@ import pytest
 from faults.test_quiet_hold import _Fault, _flushall, _kill_and_restart
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
-from support.receiver import SmtpSink
+from support.smtp import Smtp
 
 pytestmark = pytest.mark.slow
 
@@ -47,13 +47,6 @@ FAULTS = [
         durability="postgres",
     ),
 ]
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpSink]:
-    sink = SmtpSink().start()
-    yield sink
-    sink.stop()
 
 
 async def _addresses(client: httpx.AsyncClient, admin: str, users: list[str]) -> None:
@@ -116,11 +109,11 @@ def _items(message: Message) -> list[str]:
     return [line[2:] for line in lines if line.startswith("- ")]
 
 
-def _collect(sink: SmtpSink, history: History) -> Counter[str]:
+def _collect(smtp: Smtp, history: History) -> Counter[str]:
     """Each user's item arrivals (into `history`) and e-mails (returned)."""
     per_user: Counter[str] = Counter()
     arrivals: Counter[str] = Counter()
-    for message in list(sink.messages):
+    for message in smtp.received:
         user = str(message["To"]).removesuffix(f"@{DOMAIN}")
         per_user[user] += 1
         for title in _items(message):
@@ -130,16 +123,16 @@ def _collect(sink: SmtpSink, history: History) -> Counter[str]:
 
 
 async def _until_arrived(
-    sink: SmtpSink, history: History, deadline: float
+    smtp: Smtp, history: History, deadline: float
 ) -> tuple[Counter[str], float]:
     """Each user's e-mails once all items arrived (or at `deadline`), and when that was."""
     while time.time() < deadline:
-        if len(_collect(sink, history)) == USERS and not history.missing():
+        if len(_collect(smtp, history)) == USERS and not history.missing():
             break
         await asyncio.sleep(0.1)
     arrived_at = time.time()
     await asyncio.sleep(1.0)  # a duplicate would arrive by now
-    return _collect(sink, history), arrived_at
+    return _collect(smtp, history), arrived_at
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
@@ -147,7 +140,7 @@ async def test_each_user_gets_one_digest_with_every_item_despite_the_fault(
     fault: _Fault,
     fault_env: Callable[..., AbstractAsyncContextManager[FaultEnv]],
     fault_report: list[Verdict],
-    smtp: SmtpSink,
+    smtp: Smtp,
 ) -> None:
     extra_env = {
         "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp.port),
@@ -165,7 +158,7 @@ async def test_each_user_gets_one_digest_with_every_item_despite_the_fault(
         struck_at = time.time()
         await fault.inject(env)
         assert struck_at < min(r["due"] for r in opened), "the fault landed after a window"
-        assert not smtp.messages, "a digest e-mail before its window closed"
+        assert not smtp.received, "a digest e-mail before its window closed"
         last_due = max(r["due"] for r in opened)
         per_user, arrived_at = await _until_arrived(smtp, history, last_due + ARRIVE_S)
         digests = await _digests(env)
@@ -181,7 +174,7 @@ async def test_each_user_gets_one_digest_with_every_item_despite_the_fault(
     assert verdict.lost == 0, verdict.lost_ids[:10]
     assert verdict.duplicated == 0, verdict
     assert per_user == Counter({user: 1 for user in users})
-    assert len({str(m["Message-ID"]) for m in smtp.messages}) == USERS
+    assert len(smtp.count_by("Message-ID")) == USERS
     assert sorted((r["user_id"], r["state"], r["item_count"]) for r in digests) == [
         (user, "sent", BURST) for user in users
     ]

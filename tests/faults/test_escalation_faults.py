@@ -18,16 +18,13 @@ import dataclasses
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from email.parser import BytesParser
-from email.policy import default as default_policy
 from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from ulid import ULID
@@ -36,7 +33,7 @@ from notifyhub.db.models import Escalation
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
 from support.pushservice import PushService
-from support.receiver import free_port
+from support.smtp import Smtp
 from support.webpush import Browser
 
 pytestmark = pytest.mark.slow
@@ -50,25 +47,6 @@ STEPS = [
     {"after_s": EMAIL_S, "unless": "read", "channel": "email"},
 ]
 DRAIN_S = 90.0
-
-
-class _Mailbox:
-    def __init__(self) -> None:
-        self.subjects: Counter[str] = Counter()
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
-        self.subjects[str(parsed["Subject"])] += 1
-        return "250 OK"
-
-
-@pytest.fixture
-def mailbox() -> Iterator[tuple[_Mailbox, int]]:
-    handler, port = _Mailbox(), free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield handler, port
-    controller.stop()
 
 
 @pytest.fixture
@@ -226,13 +204,12 @@ async def test_escalation_steps_through_a_fault(
     scenario: str,
     fault_env: Callable[..., AbstractAsyncContextManager[FaultEnv]],
     fault_report: list[Verdict],
-    mailbox: tuple[_Mailbox, int],
+    smtp: Smtp,
     push: PushService,
 ) -> None:
     fault, durability = SCENARIOS[scenario]
-    handler, smtp_port = mailbox
     extra_env = {
-        "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp_port),
+        "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp.port),
         "NOTIFYHUB_DELIVERIES__JITTER": "0",
     }
     async with fault_env(durability=durability, extra_env=extra_env) as env:
@@ -250,9 +227,7 @@ async def test_escalation_steps_through_a_fault(
                 pushed = Counter(
                     f"{p.message['title']}/push" for p in push.received if p.status == 201
                 )
-                mailed = Counter(
-                    f"{s}/email" for s, n in handler.subjects.items() for _ in range(n)
-                )
+                mailed = Counter({f"{s}/email": n for s, n in smtp.count_by("Subject").items()})
                 history.arrivals = pushed + mailed
 
             deadline = time.monotonic() + DRAIN_S

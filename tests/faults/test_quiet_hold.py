@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.parser import BytesHeaderParser
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
-from support.receiver import free_port
+from support.smtp import Smtp
 
 pytestmark = pytest.mark.slow
 
@@ -38,40 +34,6 @@ LEAD_S = (10.0, 20.0)
 """The window ends this long after the publish (a whole minute: the test waits for it)."""
 ARRIVE_S = 60.0
 """Every held e-mail must have arrived this long after the window's end."""
-
-
-class _Mailbox:
-    """aiosmtpd's handler: each accepted message's `Message-ID`, recipient and time."""
-
-    def __init__(self) -> None:
-        self.by_id: Counter[str] = Counter()
-        self.ids_of: defaultdict[str, set[str]] = defaultdict(set)
-        self.first_at: float | None = None
-        self.last_at = 0.0
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        headers = BytesHeaderParser().parsebytes(envelope.content)
-        message_id = str(headers["Message-ID"])
-        self.by_id[message_id] += 1
-        for rcpt in envelope.rcpt_tos:
-            self.ids_of[rcpt].add(message_id)
-        now = time.time()
-        self.first_at = now if self.first_at is None else min(self.first_at, now)
-        self.last_at = max(self.last_at, now)
-        return "250 OK"
-
-    def per_recipient(self) -> Counter[str]:
-        """Arrivals per address: every copy of every Message-ID sent to it."""
-        return Counter({rcpt: sum(self.by_id[i] for i in ids) for rcpt, ids in self.ids_of.items()})
-
-
-@pytest.fixture
-def mailbox() -> Iterator[tuple[_Mailbox, int]]:
-    handler, port = _Mailbox(), free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield handler, port
-    controller.stop()
 
 
 @dataclass(frozen=True)
@@ -190,13 +152,13 @@ async def _until_held(env: FaultEnv, end: datetime) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _until_arrived(history: History, mailbox: _Mailbox, deadline: float) -> None:
+async def _until_arrived(history: History, smtp: Smtp, deadline: float) -> None:
     while time.time() < deadline:
-        history.arrivals = mailbox.per_recipient()
+        history.arrivals = smtp.per_recipient()
         if not history.missing():
             return
         await asyncio.sleep(0.1)
-    history.arrivals = mailbox.per_recipient()
+    history.arrivals = smtp.per_recipient()
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
@@ -204,11 +166,10 @@ async def test_held_emails_arrive_once_after_the_window_despite_the_fault(
     fault: _Fault,
     fault_env: Callable[..., AbstractAsyncContextManager[FaultEnv]],
     fault_report: list[Verdict],
-    mailbox: tuple[_Mailbox, int],
+    smtp: Smtp,
 ) -> None:
-    handler, smtp_port = mailbox
     extra_env = {
-        "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp_port),
+        "NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp.port),
         "NOTIFYHUB_DELIVERIES__SMTP_SENDER": "hub@quiet.test",
     }
     users = [f"q{n:03d}" for n in range(USERS)]
@@ -220,10 +181,11 @@ async def test_held_emails_arrive_once_after_the_window_despite_the_fault(
         history = History("")
         for user in users:
             history.ack(f"{user}@quiet.test")
-        await _until_arrived(history, handler, end.timestamp() + ARRIVE_S)
+        await _until_arrived(history, smtp, end.timestamp() + ARRIVE_S)
         log = env.hub.log_path.read_text()
-    early = handler.first_at is not None and handler.first_at < end.timestamp()
-    late_s = handler.last_at - end.timestamp()
+    first_at, last_at = smtp.handler.first_at, smtp.handler.last_at
+    early = first_at is not None and first_at < end.timestamp()
+    late_s = last_at - end.timestamp()
     history.workload = (
         f"{USERS} held e-mails (per address, by Message-ID); "
         f"{'SOME' if early else 'none'} before the window's end, "
@@ -231,10 +193,11 @@ async def test_held_emails_arrive_once_after_the_window_despite_the_fault(
     )
     verdict = history.verdict(fault.name)
     fault_report.append(verdict)
-    assert not early, (handler.first_at, end)
+    assert not early, (first_at, end)
     assert verdict.acknowledged == USERS
     assert verdict.lost == 0, verdict.lost_ids[:10]
     assert verdict.duplicated == 0, verdict
-    assert sum(handler.by_id.values()) == USERS == len(handler.by_id)
+    by_id = smtp.count_by("Message-ID")
+    assert sum(by_id.values()) == USERS == len(by_id)
     assert late_s <= ARRIVE_S
     assert "Exception in ASGI application" not in log

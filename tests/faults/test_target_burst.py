@@ -15,22 +15,19 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from email.parser import BytesHeaderParser
-from typing import Any
 
 import aio_pika
 import httpx
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
-from aiosmtpd.controller import Controller
 
 from support.amqp import AMQP_URL, require_broker
 from support.deliveries import define, unique
 from support.faultenv import FaultEnv
 from support.history import History, Verdict
-from support.receiver import free_port
+from support.smtp import Smtp
 
 pytestmark = pytest.mark.slow
 require_broker()
@@ -41,27 +38,6 @@ WRITERS = 8
 KILL_AT = PER_KIND  # acknowledged deliveries of both kinds together
 DRAIN_S = 120.0
 EMAIL = {"to": ["burst@faults.test"], "subject": "burst {{ n }}", "text": "delivery {{ n }}"}
-
-
-class _Mailbox:
-    """aiosmtpd's handler: counts each accepted message under its `Message-ID`."""
-
-    def __init__(self) -> None:
-        self.arrivals: Counter[str] = Counter()
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        headers = BytesHeaderParser().parsebytes(envelope.content)
-        self.arrivals[str(headers["Message-ID"])] += 1
-        return "250 OK"
-
-
-@pytest.fixture
-def mailbox() -> Iterator[tuple[_Mailbox, int]]:
-    handler, port = _Mailbox(), free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield handler, port
-    controller.stop()
 
 
 @pytest.fixture
@@ -163,11 +139,11 @@ async def _until_arrived(
 async def test_a_hub_killed_mid_burst_loses_no_email_and_no_publish(
     fault_env: Callable[..., AbstractAsyncContextManager[FaultEnv]],
     fault_report: list[Verdict],
-    mailbox: tuple[_Mailbox, int],
+    smtp: Smtp,
     amqp_queue: tuple[str, Counter[str]],
 ) -> None:
-    (handler, smtp_port), (exchange, published) = mailbox, amqp_queue
-    extra_env = {"NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp_port), "NOTIFYHUB_AMQP_URL": AMQP_URL}
+    exchange, published = amqp_queue
+    extra_env = {"NOTIFYHUB_DELIVERIES__SMTP_PORT": str(smtp.port), "NOTIFYHUB_AMQP_URL": AMQP_URL}
     async with fault_env(extra_env=extra_env) as env:
         mail, amqp = await _define_both(env, exchange)
         emails, publishes = History("e-mails (Message-ID)"), History("RabbitMQ (message_id)")
@@ -175,10 +151,15 @@ async def test_a_hub_killed_mid_burst_loses_no_email_and_no_publish(
         pid = env.hub.proc.pid if env.hub.proc else None
         await asyncio.gather(burst.run(), _kill_mid_burst(env, burst))
         assert env.hub.proc is not None and env.hub.proc.pid != pid  # it was killed
-        sources = ((emails, handler.arrivals, "<{}@notifyhub>"), (publishes, published, "{}"))
+
+        def mailed() -> Counter[str]:
+            return smtp.count_by("Message-ID")
+
+        sources = ((emails, mailed, "<{}@notifyhub>"), (publishes, lambda: published, "{}"))
 
         def collect() -> None:
-            for history, arrivals, form in sources:
+            for history, arrived, form in sources:
+                arrivals = arrived()
                 found = {i: arrivals[form.format(i)] for i in history.acknowledged}
                 history.arrivals = Counter(found)
 

@@ -5,25 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from email.message import Message
 
 import pytest
 
 from notifyhub.services import signing
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, get, post, unique, wait_status
-from support.receiver import Receiver, Reply, SmtpSink
-
-
-@pytest.fixture(scope="module")
-def smtp() -> Iterator[SmtpSink]:
-    sink = SmtpSink().start()
-    yield sink
-    sink.stop()
+from support.receiver import Receiver, Reply
+from support.smtp import Smtp
 
 
 @pytest.fixture
-def settings(settings: Settings, smtp: SmtpSink) -> Settings:
+def settings(settings: Settings, smtp: Smtp) -> Settings:
     deliveries = DeliverySettings(
         allow_networks=["127.0.0.1/32"],
         dispatcher_interval_s=0.05,
@@ -65,7 +59,7 @@ async def test_fail_fail_succeed_is_sent_after_three_attempts_with_one_webhook_i
 
 
 async def test_always_failing_ends_final_failed_with_exactly_one_alert_email(
-    hub, admin_key: str, publish_key: str, receiver: Receiver, smtp: SmtpSink
+    hub, admin_key: str, publish_key: str, receiver: Receiver, smtp: Smtp
 ) -> None:
     name = unique("down")
     receiver.plan("/down", default=Reply(500))
@@ -84,8 +78,8 @@ async def test_always_failing_ends_final_failed_with_exactly_one_alert_email(
     assert len(found["attempts"]) == 3
     assert len(receiver.at("/down")) == 3
 
-    def mine() -> list[object]:
-        return [m for m in smtp.messages if delivery_id in str(m["Subject"])]
+    def mine() -> list[Message]:
+        return [m for m in smtp.received if delivery_id in str(m["Subject"])]
 
     async with asyncio.timeout(10):
         while not mine():
@@ -93,7 +87,7 @@ async def test_always_failing_ends_final_failed_with_exactly_one_alert_email(
     for _ in range(5):  # more dispatcher ticks owe nothing more
         await hub.app_state["dispatcher"].run_once()
     assert len(mine()) == 1
-    assert mine()[0]["To"] == "ops@example.com"  # type: ignore[index]
+    assert mine()[0]["To"] == "ops@example.com"
 
 
 async def test_every_failure_alerts_the_webhook_once_per_failure(

@@ -7,11 +7,7 @@ import contextlib
 import socket
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from email.message import Message
-from email.parser import BytesParser
 from typing import Any
-
-from aiosmtpd.controller import Controller
 
 
 @dataclass(frozen=True)
@@ -115,36 +111,7 @@ async def receiver() -> Any:
         await r.close()
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(BytesParser().parsebytes(envelope.content))
-        return "250 OK"
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class SmtpSink:
-    """A real aiosmtpd server on 127.0.0.1 (its own thread) that keeps every message."""
-
-    def __init__(self) -> None:
-        self._sink = _Sink()
-        self.port = free_port()
-        self._controller = Controller(self._sink, hostname="127.0.0.1", port=self.port)
-
-    @property
-    def messages(self) -> list[Message]:
-        return self._sink.messages
-
-    def start(self) -> SmtpSink:
-        self._controller.start()
-        return self
-
-    def stop(self) -> None:
-        self._controller.stop()

@@ -1,9 +1,10 @@
-"""A real SMTP server on loopback for the e-mail tests (aiosmtpd, its own thread), and
-the settings that send a hub's e-mails to it."""
+"""A real SMTP server on loopback for every test that sends e-mail (aiosmtpd, its own
+thread), and the settings that send a hub's e-mails to it."""
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+import time
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import Message
@@ -18,13 +19,17 @@ from support.receiver import free_port
 
 
 class _Handler:
-    """Keeps every accepted message; answers DATA for a planned recipient with the next
-    reply planned for it (`Smtp.refuse`), any other message with 250."""
+    """Keeps every accepted message (its envelope recipients and the message) and when the
+    first and the last came; answers DATA for a planned recipient with the next reply
+    planned for it (`Smtp.refuse`), any other message with 250."""
 
     def __init__(self) -> None:
         self.messages: list[tuple[list[str], Message]] = []
         self.replies: dict[str, deque[str]] = defaultdict(deque)
         self.refused: list[str] = []
+        self.first_at: float | None = None
+        self.last_at = 0.0
+        """Wall-clock seconds of the first and the last accepted message."""
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
@@ -33,6 +38,9 @@ class _Handler:
             self.refused.append(str(parsed["Message-ID"]))
             return planned.popleft()
         self.messages.append((list(envelope.rcpt_tos), parsed))
+        now = time.time()
+        self.first_at = now if self.first_at is None else self.first_at
+        self.last_at = now
         return "250 OK"
 
 
@@ -56,6 +64,20 @@ class Smtp:
     def of(self, delivery_id: str) -> list[tuple[list[str], Message]]:
         wanted = f"<{delivery_id}@notifyhub>"
         return [m for m in self.handler.messages if m[1]["Message-ID"] == wanted]
+
+    @property
+    def received(self) -> list[Message]:
+        """Every accepted message, in the order they came (a copy: the server's thread
+        keeps adding)."""
+        return [message for _, message in list(self.handler.messages)]
+
+    def count_by(self, header: str) -> Counter[str]:
+        """Accepted messages per value of `header`: a `Message-ID` counted twice came twice."""
+        return Counter(str(message[header]) for message in self.received)
+
+    def per_recipient(self) -> Counter[str]:
+        """Accepted messages per envelope recipient."""
+        return Counter(r for rcpt, _ in list(self.handler.messages) for r in rcpt)
 
 
 @contextmanager
