@@ -1,14 +1,16 @@
 """The request deadline: however long the stores take, a request answers within it (503
 naming the store it waited on), a write cut short leaves nothing committed, a long poll
-renews it each round and an event stream outlives it.
+renews it each round, a fan-out each batch, and an event stream outlives it.
 
 Redis is made to hang through a proxy that holds every byte (support/proxy.py), with a
-Redis command timeout far beyond the client's: only the deadline can answer in time.
+Redis command timeout far beyond the client's: only the deadline can answer in time; or
+to answer slowly, through the same proxy holding each chunk a while.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -19,8 +21,11 @@ import pytest
 from redis.asyncio import Redis
 
 from notifyhub.api.app import create_app
+from notifyhub.deadline import CURRENT, Deadline
 from notifyhub.outages import waited_on
 from notifyhub.settings import Settings
+from notifyhub.store.keys import INBOX_FIELDS, Keys
+from notifyhub.store.scripts import pipelined_each
 from support.proxy import CuttableProxy
 
 Hub = Callable[..., AbstractAsyncContextManager[Any]]
@@ -28,6 +33,11 @@ DEADLINE_S = 1.0
 CLIENT_TIMEOUT_S = 10.0
 """Far below the hung Redis command's own timeout (60 s): answering at all is the check."""
 PREFERENCES = "/v1/me/preferences"
+FAN_OUT = [f"fan{i}" for i in range(600)]
+BATCH = 20
+SLOW_LINK_S = 0.05
+"""600 users in batches of 20, two in flight, each chunk to and from Redis held 0.05 s:
+15 round trips of 0.1 s or more in turn, past the 1 s deadline, each well within it."""
 
 
 @pytest.fixture
@@ -150,3 +160,104 @@ async def test_a_deadline_names_the_store_its_request_waited_on() -> None:
         await redis.aclose()
         server.close()
         await server.wait_closed()
+
+
+def _fan_out_settings(settings: Settings, proxy: CuttableProxy, *, deferred: bool) -> Settings:
+    batches = (
+        {"defer_fanout_at": 100, "defer_batch": BATCH} if deferred else {"fanout_batch": BATCH}
+    )
+    changed = {
+        "redis_url": f"redis://127.0.0.1:{proxy.port}/0",
+        "redis_timeout_s": 60.0,
+        "request_deadline_s": DEADLINE_S,
+        "limits": settings.limits.model_copy(update=batches),
+    }
+    return settings.model_copy(update=changed)
+
+
+async def _publish(client: httpx.AsyncClient, key: str, users: list[str]) -> httpx.Response:
+    body = {"recipients": {"users": users}, "title": "to all of them"}
+    return await client.post(
+        "/v1/notifications", json=body, headers={"Authorization": f"Bearer {key}"}
+    )
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["copies", "pending-copies"])
+async def test_a_fan_out_longer_than_the_deadline_renews_it_batch_by_batch(
+    settings: Settings,
+    start_hub: Hub,
+    redis_proxy: CuttableProxy,
+    publish_key: str,
+    make_token: Any,
+    deferred: bool,
+) -> None:
+    """A fan-out whose round trips keep ending is working, not stuck: it answers 202
+    however many deadlines it takes in all."""
+    async with start_hub(_fan_out_settings(settings, redis_proxy, deferred=deferred)) as hub:
+        client = httpx.AsyncClient(base_url=hub.base_url, timeout=CLIENT_TIMEOUT_S)
+        async with client:
+            warm = await _publish(client, publish_key, ["warm"])  # the key's check cached
+            assert warm.status_code == 202, warm.text
+            redis_proxy.delay_s = SLOW_LINK_S
+            started = time.monotonic()
+            response = await _publish(client, publish_key, FAN_OUT)
+            took_s = time.monotonic() - started
+            redis_proxy.delay_s = 0.0
+            assert response.status_code == 202, response.text
+            assert response.json()["recipients"] == len(FAN_OUT)
+            assert took_s > 1.2 * DEADLINE_S  # the setup: longer than one budget in all
+            last = {"Authorization": f"Bearer {make_token(FAN_OUT[-1])}"}
+            counts = await client.get("/v1/me/notifications/counts", headers=last)
+            assert counts.status_code == 200, counts.text
+            assert counts.json()["total"] == 1
+
+
+async def test_a_fan_out_whose_redis_stops_answering_is_still_cut_at_the_deadline(
+    settings: Settings,
+    start_hub: Hub,
+    redis_proxy: CuttableProxy,
+    redis: Redis,
+    publish_key: str,
+) -> None:
+    """The renewals end with the round trips: a store frozen mid-way still answers 503."""
+    async with start_hub(_fan_out_settings(settings, redis_proxy, deferred=False)) as hub:
+        client = httpx.AsyncClient(base_url=hub.base_url, timeout=CLIENT_TIMEOUT_S)
+        async with client:
+            warm = await _publish(client, publish_key, ["warm"])
+            assert warm.status_code == 202, warm.text
+            redis_proxy.delay_s = SLOW_LINK_S
+            posting = asyncio.ensure_future(_publish(client, publish_key, FAN_OUT))
+            # the first batch written (read past the proxy), then Redis stops answering
+            items = Keys(settings.redis_prefix).inbox_list("default", FAN_OUT[0])
+            async with asyncio.timeout(CLIENT_TIMEOUT_S):
+                while not await redis.hlen(items[INBOX_FIELDS.index("items")]):
+                    await asyncio.sleep(0.02)
+            redis_proxy.freeze()
+            response = await posting
+            redis_proxy.thaw()
+            assert response.status_code == 503, response.text
+            assert response.json()["detail"] == "Redis is unavailable"
+
+
+async def test_each_round_trip_of_a_bulk_write_renews_the_deadline(
+    redis_proxy: CuttableProxy,
+) -> None:
+    """`pipelined_each` (a deferred fan-out's recipient index and re-read doorbells): ten
+    round trips in turn of 0.1 s or more each, under a 0.3 s deadline renewed by each."""
+    slow = Redis.from_url(f"redis://127.0.0.1:{redis_proxy.port}/0")
+    await slow.ping()
+    redis_proxy.delay_s = SLOW_LINK_S
+
+    async def pings() -> AsyncIterator[Callable[[Any], None]]:
+        for _ in range(10):
+            yield lambda pipe: pipe.ping()
+
+    try:
+        async with asyncio.timeout(0.3) as timeout:
+            token = CURRENT.set(Deadline(timeout, 0.3))
+            try:
+                await pipelined_each(slow, pings(), most=1)
+            finally:
+                CURRENT.reset(token)
+    finally:
+        await slow.aclose()

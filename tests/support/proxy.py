@@ -1,6 +1,7 @@
 """A TCP proxy in front of a hub (or a store) whose connections a test can cut: a real
-dropped connection (the client sees the socket close mid-stream), not a mock; or freeze:
-connections stay open and nothing passes either way, as with a hung peer."""
+dropped connection (the client sees the socket close mid-stream), not a mock; freeze:
+connections stay open and nothing passes either way, as with a hung peer; or slow down:
+every chunk held `delay_s` before it passes, as over a slow link."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class CuttableProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self.delay_s = 0.0
+        """How long each chunk waits before it passes (either way); 0: at once."""
 
     @property
     def url(self) -> str:
@@ -84,6 +87,8 @@ class CuttableProxy:
         with contextlib.suppress(ConnectionError, asyncio.CancelledError):
             while chunk := await reader.read(65536):
                 await self._flowing.wait()
+                if self.delay_s:
+                    await asyncio.sleep(self.delay_s)
                 if record and b"\r\n\r\n" not in head:
                     head += chunk
                     if b"\r\n\r\n" in head:

@@ -14,7 +14,8 @@ or not at all (the interrupted connection is dropped). What a request had alread
 committed stays committed, as when a store fails after it.
 
 The deadline ends when the response starts: an event stream is bounded while it opens,
-not while it lives.
+not while it lives. Work that makes progress renews it (a long poll's rounds, a big
+fan-out's batches: notifyhub/deadline.py), so it bounds waiting, not working.
 """
 
 from __future__ import annotations

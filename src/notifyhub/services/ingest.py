@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
+from notifyhub import deadline as request_deadline
 from notifyhub.db.repositories import channel_sends
 from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.unit import UnitOfWork
@@ -470,7 +471,9 @@ class IngestService:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
         (store/inbox/announcing.py `announce`; a deferred one's by the processes holding
-        the streams, `announce_deferred`).
+        the streams, `announce_deferred`). Each batch written renews the request's
+        deadline: a fan-out longer than the deadline is not cut short while its round
+        trips keep ending (notifyhub/deadline.py).
 
         The count returned is of users who hold the notification now: those whose
         preferences drop its category are not counted."""
@@ -495,9 +498,11 @@ class IngestService:
 
             async def place(chunk: TenantUsers) -> Placement:
                 async with in_flight:
-                    return await self._store.placement(
+                    placed = await self._store.placement(
                         notification, chunk, pull=pull, defer=defer, trace=trace, views=views
                     )
+                request_deadline.renew()
+                return placed
 
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
             results = await asyncio.gather(*map(place, chunks))

@@ -15,6 +15,7 @@ from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from notifyhub import deadline as request_deadline
 from notifyhub._compat.redis import slot_node as cluster_slot_node
 from notifyhub.store.client import SOCKET_TIMEOUT_S, is_cluster
 from notifyhub.store.operations import OPERATIONS
@@ -105,7 +106,8 @@ async def pipelined_each(
     the next is built and packed while Redis runs the ones before, instead of a round trip
     each in turn. The first error is raised once the others in flight are cancelled and
     ended, and none is started after it (`builds` is closed here, not left to the
-    collector)."""
+    collector). Each round trip that ends renews the request's deadline (notifyhub/
+    deadline.py): a bulk write making progress is not cut short as one stuck on Redis."""
     in_flight: set[asyncio.Future[list[Any]]] = set()
     try:
         async with aclosing(builds):
@@ -113,10 +115,12 @@ async def pipelined_each(
                 if len(in_flight) >= most:
                     done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
                     _raise_first(done)
+                    request_deadline.renew()
                 in_flight.add(asyncio.ensure_future(pipelined(redis, build, [])))
         while in_flight:
             done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
             _raise_first(done)
+            request_deadline.renew()
     finally:  # what is left in flight after an error (or a cancel) ends before this does
         for left in in_flight:
             left.cancel()
