@@ -245,6 +245,33 @@ NOTES = """\
   cost as much as the sort (12.4 ms; 52.4 against 52.9 ms for a 50,000-member group by
   asyncpg, 30 alternating reads); trusting the subquery's order instead is what the
   PostgreSQL manual says "will usually work", not a promise.
+- Issue 38 on 2026-11-29 afternoon (another AMD EPYC machine with 2 cores, the platform
+  line of machine 1: `sum(i*i for i in range(10**7))` 1.0 s idle, but HTTP and socket
+  work about three times slower than on the table's machines: `ingest, 1 recipient`
+  1,323 and 1,587 requests/s against 4,260, `steady 500/s` p99 20.5 ms against 3.27; no
+  row above was measured on it). `group of 5k vs group of 50k`, three runs at 3f014e7:
+  p99 216 ms for both groups, 1.00x (1.26x in a later one-run pass of every row).
+  `exact counts`: POST 0.77 and 0.81 s, no wrong user. The starvation row, single runs:
+  2.76x, 2.47x and 4.69x (POSTs 2.81x, 2.14x, 3.98x), the idle p99 25.8-31 ms: sampled
+  from `/proc` at 10 Hz, the hub was at 80-110% of a core through the idle window
+  already, so whatever the POST adds waits for a full core. The reconnect storm:
+  493-690 new streams/s in five single runs at 3f014e7 (two with py-spy attached), 713
+  and 821 (py-spy attached) at 84575f2, the commit of the 1,368 row; the hub at 100% of
+  a core in all. With 32 reconnections in flight instead of 1,024 (`STORM_PARALLEL` 16,
+  not committed) the hub still ran at 100%: 532 and 512 at 3f014e7, 805 and 537 at
+  84575f2; three commits between them read 687, 655 and 592, so if the loss is the
+  code's it is spread out, as the bisect of 2026-11-28 found. py-spy (200 Hz, 10 s of
+  each storm) put 3f014e7's samples per reopened stream at 1.75x 84575f2's in every
+  frame alike, uvloop's own C and the sockets' writes included, which a slower hour of
+  the machine explains as well as the code does: not settled.
+- The request deadline against big fan-outs (the same afternoon). `broadcast to 19.5k
+  streams` here: POST 2.92 and 3.39 s, under the 3.5 s deadline by a hair (a probe in
+  `_place`, not committed: announced at 0.49 s, copies written by 3.33 s); in the
+  one-run pass, with fault tests running beside it, it answered 503 at 3.53 s, and with
+  `defer_fanout_at` 10,000 the POST was cut at 3.59 s in `ring_deferred` (Redis busy
+  with the 19,500 streams' reads of their pending copies). Each batch of a fan-out now
+  renews the deadline (notifyhub/deadline.py): 202 at 3.98 s (p99 1,732 ms), and with
+  `defer_fanout_at` 10,000, 202 at 3.64 s (p99 759 ms), single runs.
 - Issue 38, `group of 5k vs group of 50k`, this session (2026-11-28, AMD EPYC, 2 cores,
   load about 1): the publishing process now announces a deferred broadcast to its own
   streams while the recipient index is written (no index to ask, no doorbell to wait
