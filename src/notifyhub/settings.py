@@ -227,7 +227,8 @@ class Settings(BaseSettings):
     """Every request starts its answer within this long, whatever Redis and PostgreSQL do:
     past it, its store calls are cancelled and it answers 503 (api/deadline.py). One
     budget for all of a request's calls, below a client's usual 5 s timeout; an event
-    stream's applies to its opening, a long poll's to each of its rounds."""
+    stream's applies to its opening, a long poll's to each of its rounds, a fan-out's to
+    each of its batches (notifyhub/deadline.py)."""
     redis_pubsub_shards: int = Field(16384, ge=1, le=16384)
     """Doorbell channels: a process hears those of its streams' users (every process must
     agree; 1: one channel all hear, as hubs before shards did; docs/scaling.md)."""
