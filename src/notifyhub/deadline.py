@@ -5,10 +5,8 @@ on stores that do not answer, not how much work it does: the rare request that w
 purpose (a long poll) renews it between rounds, and a big fan-out renews it each time
 one of its batches' round trips ends (services/ingest.py, store/scripts.py
 `pipelined_each`), so each round or batch is bounded by a whole budget, not by what the
-ones before left over. A broadcast to 19,500 users with streams open took 3.4 s on a
-slow 2-core machine, under the 3.5 s default by a hair, and answered `503` under load,
-cut short mid-way, with a retry as long as the first; a store that stops answering
-mid-way still cuts it short, one budget after its last batch.
+ones before left over. A store that stops answering still cuts a fan-out short, one
+budget after its last batch (docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -152,14 +152,12 @@ async def test_a_hub_killed_mid_burst_loses_no_email_and_no_publish(
         await asyncio.gather(burst.run(), _kill_mid_burst(env, burst))
         assert env.hub.proc is not None and env.hub.proc.pid != pid  # it was killed
 
-        def mailed() -> Counter[str]:
-            return smtp.count_by("Message-ID")
-
-        sources = ((emails, mailed, "<{}@notifyhub>"), (publishes, lambda: published, "{}"))
-
         def collect() -> None:
-            for history, arrived, form in sources:
-                arrivals = arrived()
+            mailed = smtp.count_by("Message-ID")
+            for history, arrivals, form in (
+                (emails, mailed, "<{}@notifyhub>"),
+                (publishes, published, "{}"),
+            ):
                 found = {i: arrivals[form.format(i)] for i in history.acknowledged}
                 history.arrivals = Counter(found)
 

@@ -33,14 +33,14 @@ class _Handler:
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = BytesParser(policy=default_policy).parsebytes(envelope.content)
-        planned = next((self.replies[r] for r in envelope.rcpt_tos if self.replies.get(r)), None)
+        planned = next((q for r in envelope.rcpt_tos if (q := self.replies.get(r))), None)
         if planned:
             self.refused.append(str(parsed["Message-ID"]))
             return planned.popleft()
         self.messages.append((list(envelope.rcpt_tos), parsed))
-        now = time.time()
-        self.first_at = now if self.first_at is None else self.first_at
-        self.last_at = now
+        self.last_at = time.time()
+        if self.first_at is None:
+            self.first_at = self.last_at
         return "250 OK"
 
 

@@ -81,7 +81,7 @@ class QuietHours:
         """The user's quiet hours as they apply now (the console's user screen)."""
         found, default = await repo.of_users(session, tenant, [user])
         own = found.get(user, _NOBODY)
-        schedule, zone = _applying(own.schedule, own.time_zone, default)
+        schedule, zone = _applying(own, default)
         source = "user" if own.schedule is not None else ("tenant" if default is not None else None)
         state = quiet.state(quiet.parse(schedule or {}), quiet.zone_of(zone), self.clock())
         return UserQuietView(schedule, source, str(quiet.zone_of(zone)), state.quiet, state.until)
@@ -176,10 +176,7 @@ async def applying_of(
 ) -> dict[str, tuple[Schedule | None, str | None]]:
     """Per user of `users`: the schedule that applies and its zone (one statement)."""
     own, default = await repo.of_users(session, tenant, users)
-    return {
-        user: _applying(mine.schedule, mine.time_zone, default)
-        for user, mine in ((user, own.get(user, _NOBODY)) for user in users)
-    }
+    return {user: _applying(own.get(user, _NOBODY), default) for user in users}
 
 
 class StreamUser:
@@ -203,13 +200,11 @@ class StreamUser:
         return quiet.state(self.weekly, self.zone, self.owner.now()).quiet
 
 
-def _applying(
-    own: Schedule | None, zone: str | None, default: Default | None
-) -> tuple[Schedule | None, str | None]:
+def _applying(own: repo.UserQuiet, default: Default | None) -> tuple[Schedule | None, str | None]:
     """The schedule that applies (the user's own, else the default) and its zone (the
     user's, else the default's)."""
-    if own is None and default is not None:
-        own = default.schedule
-    if zone is None and default is not None:
-        zone = default.time_zone
-    return own, zone
+    schedule, zone = own.schedule, own.time_zone
+    if default is not None:  # (an own `{}` is a schedule: never quiet, whatever the default)
+        schedule = default.schedule if schedule is None else schedule
+        zone = default.time_zone if zone is None else zone
+    return schedule, zone
