@@ -8,7 +8,8 @@ from notifyhub.domain.delivery import DeliveryStatus
 
 
 class DeliveryMetrics:
-    """Deliveries by status, attempt latency, oldest pending age, alerts sent."""
+    """Deliveries by status, attempt latency, oldest pending age, alerts sent, failed and
+    given up."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.deliveries = Gauge(
@@ -36,6 +37,18 @@ class DeliveryMetrics:
         )
         self.alerts_sent_total = Counter(
             "notifyhub_delivery_alerts_sent_total", "Alerts sent", ["channel"], registry=registry
+        )
+        self.alerts_failed_total = Counter(
+            "notifyhub_delivery_alerts_failed_total",
+            "Tries to send an alert that failed (each is tried again later, or given up)",
+            ["channel"],
+            registry=registry,
+        )
+        self.alerts_given_up_total = Counter(
+            "notifyhub_delivery_alerts_given_up_total",
+            "Alerts never sent: out of tries, or their definition was deleted",
+            ["channel"],
+            registry=registry,
         )
         self.inline_overflow_total = Counter(
             "notifyhub_delivery_inline_overflow_total",

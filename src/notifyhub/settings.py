@@ -149,6 +149,12 @@ class DeliverySettings(BaseModel):
     smtp_tls: bool = False
     """Implicit TLS from the first byte (port 465); `smtp_starttls` upgrades instead."""
     smtp_timeout_s: float = Field(10.0, gt=0)
+    alert_tries: int = Field(8, ge=1, le=100)
+    """Tries to send one alert (e-mail or webhook) before it is given up: logged as an
+    error and counted (`notifyhub_delivery_alerts_given_up_total`)."""
+    alert_retry_s: float = Field(30.0, gt=0)
+    """The wait after an alert's first failed try; each next one doubles, up to an hour
+    (8 tries: about an hour in all)."""
 
     @model_validator(mode="after")
     def _lease_outlives_requests(self) -> DeliverySettings:

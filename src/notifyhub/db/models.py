@@ -419,12 +419,17 @@ class DeliveryAttempt(Base):
 
 class DeliveryAlert(Base):
     """An alert owed for one failed attempt on one channel (email | webhook): written with
-    the winning settlement, sent by the dispatcher, so each trigger event alerts once."""
+    the winning settlement, sent by the dispatcher, so each trigger event alerts once;
+    given up after `deliveries.alert_tries` tries that could not send it."""
 
     __tablename__ = "delivery_alerts"
     __table_args__ = (
         UniqueConstraint("delivery_id", "attempt", "channel", name="uq_delivery_alerts"),
-        Index("ix_delivery_alerts_due", "due_at", postgresql_where=text("sent_at IS NULL")),
+        Index(
+            "ix_delivery_alerts_due",
+            "due_at",
+            postgresql_where=text("sent_at IS NULL AND given_up_at IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
@@ -439,6 +444,7 @@ class DeliveryAlert(Base):
     claims: Mapped[int] = mapped_column(Integer, default=0)
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    given_up_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class InboxNotification(Base):

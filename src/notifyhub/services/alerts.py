@@ -3,7 +3,11 @@
 Alert rows are written in the same transaction as the settlement that owes them, so an
 alert is never owed twice; they are claimed with a lease and marked sent `WHERE claims =
 <the claim>`, so a normal run sends each exactly once (a crash between the send and the
-mark re-sends it after the lease: at-least-once, like everything we promise).
+mark re-sends it after the lease: at-least-once, like everything we promise). A try that
+fails (the SMTP server or the alert webhook refuses or is down) is tried again after a
+wait that doubles each time; after `deliveries.alert_tries` tries, or at once when its
+definition was deleted, the alert is given up: an error in the log and a metric, never
+retried forever.
 """
 
 from __future__ import annotations
@@ -29,6 +33,18 @@ from notifyhub.settings import DeliverySettings
 log = logging.getLogger(__name__)
 
 ALERT_BATCH = 50
+MAX_ALERT_WAIT_S = 3600.0
+"""The longest wait between two tries of one alert."""
+
+
+def _nobody(alert: ClaimedAlert, definition: DeliveryDefinition) -> str | None:
+    """Why nobody is left to tell on the alert's channel, when a `PUT` of its definition
+    took the addresses away after the alert was owed; else None."""
+    if alert.channel == "email" and not definition.alert_emails:
+        return "its delivery definition has no alert e-mails any more"
+    if alert.channel == "webhook" and definition.alert_webhook_url is None:
+        return "its delivery definition has no alert webhook any more"
+    return None
 
 
 def _text(alert: ClaimedAlert) -> tuple[str, str]:
@@ -70,14 +86,43 @@ class AlertSender:
         sent = 0
         for alert in claimed:
             definition = found.get((alert.tenant, alert.definition))
-            if definition is None or not await self._send(alert, definition):
-                continue
-            async with self._units() as unit:
-                session = unit.session
-                if await delivery_alerts.mark_sent(session, alert.id, alert.claims):
-                    sent += 1
-                    self._metrics.alerts_sent_total.labels(channel=alert.channel).inc()
+            if definition is None:
+                await self._give_up(alert, "its delivery definition was deleted")
+            elif (nobody := _nobody(alert, definition)) is not None:
+                await self._give_up(alert, nobody)
+            elif await self._send(alert, definition):
+                async with self._units() as unit:
+                    if await delivery_alerts.mark_sent(unit.session, alert.id, alert.claims):
+                        sent += 1
+                        self._metrics.alerts_sent_total.labels(channel=alert.channel).inc()
+            else:
+                self._metrics.alerts_failed_total.labels(channel=alert.channel).inc()
+                if alert.claims >= self._settings.alert_tries:
+                    await self._give_up(alert, f"{alert.claims} tries failed")
+                else:
+                    await self._retry_later(alert)
         return sent
+
+    async def _retry_later(self, alert: ClaimedAlert) -> None:
+        """Due again after `alert_retry_s`, doubled for each earlier try, at most an hour."""
+        wait_s = min(self._settings.alert_retry_s * 2 ** (alert.claims - 1), MAX_ALERT_WAIT_S)
+        async with self._units() as unit:
+            await delivery_alerts.retry_in(unit.session, alert.id, alert.claims, wait_s)
+
+    async def _give_up(self, alert: ClaimedAlert, why: str) -> None:
+        async with self._units() as unit:
+            if not await delivery_alerts.give_up(unit.session, alert.id, alert.claims):
+                return  # claimed again meanwhile (this claim's lease ran out)
+        self._metrics.alerts_given_up_total.labels(channel=alert.channel).inc()
+        log.error(
+            "alert %s for delivery %s (%s/%s, attempt %d) given up: %s",
+            alert.channel,
+            alert.delivery_id,
+            alert.tenant,
+            alert.definition,
+            alert.number,
+            why,
+        )
 
     async def _send(self, alert: ClaimedAlert, definition: DeliveryDefinition) -> bool:
         try:

@@ -1,4 +1,5 @@
-"""Alerts owed by failed deliveries: claimed with a lease, marked sent by the claim."""
+"""Alerts owed by failed deliveries: claimed with a lease, then marked sent, due again
+later or given up, each by the claim (a stale claimer changes nothing)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.expression import ColumnElement
 
 from notifyhub.db.models import DeliveryAlert
 
@@ -15,7 +17,7 @@ SET claims = a.claims + 1,
     due_at = clock_timestamp() + make_interval(secs => :lease_s)
 FROM (
     SELECT id FROM delivery_alerts
-    WHERE sent_at IS NULL AND due_at <= clock_timestamp()
+    WHERE sent_at IS NULL AND given_up_at IS NULL AND due_at <= clock_timestamp()
     ORDER BY due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -32,6 +34,7 @@ RETURNING a.id, a.claims, a.channel, a.delivery_id, a.tenant, a.definition, a.at
 class ClaimedAlert:
     id: int
     claims: int
+    """How many times it was claimed, this claim included: its tries so far."""
     channel: str
     delivery_id: str
     tenant: str
@@ -68,9 +71,27 @@ async def claim(session: AsyncSession, limit: int, lease_s: float) -> list[Claim
 
 
 async def mark_sent(session: AsyncSession, alert_id: int, claims: int) -> bool:
+    return await _settle(session, alert_id, claims, sent_at=func.clock_timestamp())
+
+
+async def retry_in(session: AsyncSession, alert_id: int, claims: int, delay_s: float) -> bool:
+    """Due again `delay_s` from now (instead of when the claim's lease ends)."""
+    due = func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, delay_s)
+    return await _settle(session, alert_id, claims, due_at=due)
+
+
+async def give_up(session: AsyncSession, alert_id: int, claims: int) -> bool:
+    """Never claimed again."""
+    return await _settle(session, alert_id, claims, given_up_at=func.clock_timestamp())
+
+
+async def _settle(
+    session: AsyncSession, alert_id: int, claims: int, **values: ColumnElement[object]
+) -> bool:
+    """Set `values` on the alert if `claims` is still its latest claim."""
     result = await session.execute(
         update(DeliveryAlert)
         .where(DeliveryAlert.id == alert_id, DeliveryAlert.claims == claims)
-        .values(sent_at=func.clock_timestamp())
+        .values(**values)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
