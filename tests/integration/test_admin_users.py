@@ -13,7 +13,7 @@ import httpx
 
 from notifyhub.settings import Settings
 from notifyhub.store.keys import Keys
-from notifyhub.store.presence import StreamPresence
+from notifyhub.store.presence import REPORT_SLICE, StreamPresence
 from support.sse import EventReader
 
 CreateKey = Callable[..., Awaitable[str]]
@@ -172,3 +172,39 @@ async def test_reports_write_changes_and_start_over_when_redis_lost_them(
     assert (await presence.count(alice), await presence.count(bob)) == (2, 2)
     await presence.report({alice: 2})
     assert await presence.count(bob) == 0
+
+
+async def test_a_report_of_many_users_takes_turns_and_writes_every_count(
+    settings: Settings, redis: Any
+) -> None:
+    """A reconnect storm changes thousands of users in one interval: their report is
+    written in slices, other tasks running between them, and every count arrives."""
+    tenant = f"tm-{secrets.token_hex(3)}"
+    members = [f"{tenant}/u{i}" for i in range(5 * REPORT_SLICE)]
+    passes = 0
+    seen_at_slices: list[int] = []
+
+    class Watched(StreamPresence):
+        def _queue_counts(self, part: Any, pipe: Any) -> None:
+            seen_at_slices.append(passes)
+            super()._queue_counts(part, pipe)
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    presence = Watched(redis, Keys(settings.redis_prefix), lease_s=15)
+    ticking = asyncio.create_task(ticker())
+    try:
+        await presence.report(dict.fromkeys(members, 2))
+    finally:
+        ticking.cancel()
+    assert len(seen_at_slices) == 5  # two in flight: at most two built in one loop pass
+    later = seen_at_slices[2:]
+    assert all(a < c for a, c in zip(seen_at_slices, later, strict=False)), seen_at_slices
+    counts = [await presence.count(m) for m in members[:: REPORT_SLICE // 4]]
+    assert counts == [2] * len(counts)
+    await presence.report({})  # every user gone: each slice of HDELs
+    assert [await presence.count(m) for m in members[::50]] == [0] * (len(members) // 50)

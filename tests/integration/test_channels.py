@@ -269,6 +269,57 @@ async def test_a_rule_with_channels_emails_its_recipients(
     assert found == [("email", "ann@shop.test", "New comment")]
 
 
+async def test_rule_text_rendering_what_a_publish_may_not_send_is_made_printable(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """An event's data (and a template's escapes) may render control characters, NUL or a
+    lone surrogate, which a publish is refused for: they become spaces (line breaks too,
+    in the title) and U+FFFD. Before, the surrogate answered 500 (the copy's JSON), the
+    NUL 500 once e-mailed (PostgreSQL), and the rest was stored as it came."""
+    t = await make_tenant()
+    await _address(hub, t, "ann", "ann@shop.test")
+    title = "{{ '\\ud800' }} {{ data.t }}{{ '\\x00' }}"
+    rule = {
+        "target_type": "post",
+        "recipients": [{"relationship": "follower", "title": title, "body": "{{ data.b }}"}],
+        "channels": ["inbox", "email"],
+    }
+    put = await hub.client.put(
+        "/v1/admin/rules/texty", json=rule, params={"tenant": t.name}, headers=t.admin
+    )
+    assert put.status_code == 201, put.text
+    relate = {"tenant": t.name, "user": "ann", "relationship": "follower"}
+    relate["target"] = {"type": "post", "id": "p1"}  # type: ignore[assignment]
+    response = await hub.client.post("/v1/relationships", json=relate, headers=t.publish)
+    assert response.status_code == 204, response.text
+    event = {
+        "tenant": t.name,
+        "rule": "texty",
+        "actor": {"id": "bob"},
+        "target": {"type": "post", "id": "p1"},
+        "data": {"t": "line1\nline2\u0085bell\u0007", "b": "one\ntwo\u0001\tend"},
+    }
+    preview = await hub.client.post(
+        "/v1/admin/rules/preview",
+        json={"rule": rule, "name": "texty", **{k: event[k] for k in ("actor", "target", "data")}},
+        headers=t.admin,
+    )
+    assert preview.status_code == 200, preview.text
+    response = await hub.client.post("/v1/events", json=event, headers=t.publish)
+    assert response.status_code == 202, response.text
+    assert response.json()["errors"] == []
+    expected = ("\ufffd line1 line2 bell", "one\ntwo \tend")
+    [shown] = preview.json()["recipients"]
+    assert (shown["title"], shown["body"]) == expected
+    await _run(hub)
+    async with sessionmaker() as session:
+        rows = await session.scalars(select(Delivery).where(Delivery.tenant == t.name))
+        emailed = [(n["title"], n["body"]) for n in (d.payload["notification"] for d in rows)]
+    assert emailed == [expected]
+
+
 async def test_tenant_defaults_decide_for_users_without_a_row_and_critical_bypasses(
     hub: Any,
     make_tenant: Callable[[], Awaitable[Tenant]],

@@ -308,10 +308,10 @@ def _context(event: Event) -> dict[str, Any]:
 def _render(
     rule: str, title: str, body: str, context: dict[str, Any], budget: templates.Budget
 ) -> tuple[str, str]:
-    """A relationship's title and body for an event (a title rendering empty is the rule's
-    name); RenderError when a template fails."""
-    rendered_title = templates.render(title, context, budget)[:200] or rule
-    return rendered_title, templates.render(body, context, budget)[:4000]
+    """A relationship's title and body for an event (`templates.render_message`; a title
+    rendering empty is the rule's name); RenderError when a template fails."""
+    rendered_title, rendered_body = templates.render_message(title, body, context, budget)
+    return rendered_title or rule, rendered_body
 
 
 THREAD_KEY = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")

@@ -4,6 +4,8 @@
                      (nested loops over literal ranges, huge literal repeats and widths)
     event  render(): every loop step, call and operator charged to a `Budget`, sizes
                      capped, output counted ─► RenderError (listed in the event's 202)
+           render_message(): a notification's title and body, made what a published
+                     one may hold (one printable line; printable text)
 
 The budget mechanics live in services/sandbox.py.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +32,13 @@ from notifyhub.services.sandbox import (
     check_widths,
 )
 
-__all__ = ["Budget", "RenderError", "check", "render", "render_html"]
+__all__ = ["Budget", "RenderError", "check", "render", "render_html", "render_message"]
+
+TITLE_CHARS, BODY_CHARS = 200, 4000
+"""A notification's title and body at most (api/schemas/notifications.py)."""
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_WHITESPACE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _ENV = BudgetedSandbox()
 _HTML_ENV = BudgetedSandbox(autoescape=True)
@@ -64,6 +73,22 @@ def render(source: str, context: dict[str, Any], budget: Budget | None = None) -
 def render_html(source: str, context: dict[str, Any], budget: Budget | None = None) -> str:
     """`render` for HTML: values are escaped (`<`, `&`, quotes) unless marked `|safe`."""
     return _render(_compiled_html(source), context, budget)
+
+
+def render_message(
+    title: str, body: str, context: dict[str, Any], budget: Budget | None = None
+) -> tuple[str, str]:
+    """A notification's title and body rendered, held to what a publish may send: control
+    characters (line breaks too, in the title) become spaces and lone surrogates U+FFFD,
+    cut to TITLE_CHARS and BODY_CHARS. An event's data is the sender's text, so a line
+    break in it is not a reason to refuse the event. The title may come out empty."""
+    rendered_title = _printable(render(title, context, budget), _CONTROL)
+    rendered_body = _printable(render(body, context, budget), _CONTROL_BUT_WHITESPACE)
+    return rendered_title.strip()[:TITLE_CHARS], rendered_body[:BODY_CHARS]
+
+
+def _printable(text: str, control: re.Pattern[str]) -> str:
+    return control.sub(" ", _SURROGATE.sub("\ufffd", text))
 
 
 def _render(template: Template, context: dict[str, Any], budget: Budget | None) -> str:

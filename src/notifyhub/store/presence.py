@@ -9,7 +9,9 @@ intervals). So a count is at most one interval old, and a process that died stop
 counting after `lease_s`. The stream path itself writes nothing; a report costs two
 commands per user whose count changed, and every `KEY_TTL_S / 2` two per user with a
 stream open here, renewing the keys' expiry: a dead process's fields, ignored at once,
-are gone with their key within `KEY_TTL_S` unless a live process keeps it.
+are gone with their key within `KEY_TTL_S` unless a live process keeps it. A report of
+many users (a reconnect storm changes thousands in one interval) is written in slices
+of REPORT_SLICE users, taking the loop's turns between them (notifyhub/turns.py).
 """
 
 from __future__ import annotations
@@ -18,14 +20,24 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from functools import partial
+from typing import Any
 
 from redis.asyncio import Redis
 
 from notifyhub.store.keys import Keys
+from notifyhub.store.scripts import pipelined_each
+from notifyhub.turns import sliced
 
 KEY_TTL_S = 3600.0
 """How long a user's report key lives unless renewed (each reporting process renews the
 keys of its users every half of it)."""
+
+REPORT_SLICE = 100
+"""Users per pipeline of a report: packing one user's two commands takes tens of µs, so
+10,000 users in one pipeline held the event loop for hundreds of ms, every stream and
+request waiting (docs/scaling.md)."""
 
 
 def process_id() -> str:
@@ -52,22 +64,36 @@ class StreamPresence:
         renew = time.monotonic() - self._renewed_at >= KEY_TTL_S / 2
         changed = {m: n for m, n in local.items() if renew or self._reported.get(m) != n}
         gone = self._reported.keys() - local.keys()
+        await pipelined_each(self._redis, self._writes(list(changed.items()), list(gone)))
         now_ms = await self._now_ms()
         async with self._redis.pipeline(transaction=False) as pipe:
-            for member, count in changed.items():
-                key = self._keys.streams(member)
-                pipe.hset(key, self.process, count)
-                pipe.expire(key, int(KEY_TTL_S))
-            for member in gone:
-                pipe.hdel(self._keys.streams(member), self.process)
             pipe.zadd(self._keys.hubs, {self.process: now_ms})
             pipe.zremrangebyscore(self._keys.hubs, "-inf", now_ms - 10 * self._lease_ms)
             replies = await pipe.execute()
         self._reported = dict(local)
         if renew:
             self._renewed_at = time.monotonic()
-        if replies[-2] and not renew:  # our stamp was gone: Redis lost data; all again
+        if replies[0] and not renew:  # our stamp was gone: Redis lost data; all again
             self._renewed_at = float("-inf")
+
+    async def _writes(
+        self, changed: list[tuple[str, int]], gone: list[str]
+    ) -> AsyncGenerator[Callable[[Any], None]]:
+        """A report's writes, a pipeline's build per slice of users."""
+        async for part in sliced(changed, REPORT_SLICE):
+            yield partial(self._queue_counts, part)
+        async for gone_part in sliced(gone, REPORT_SLICE):
+            yield partial(self._queue_gone, gone_part)
+
+    def _queue_counts(self, part: Sequence[tuple[str, int]], pipe: Any) -> None:
+        for member, count in part:
+            key = self._keys.streams(member)
+            pipe.hset(key, self.process, count)
+            pipe.expire(key, int(KEY_TTL_S))
+
+    def _queue_gone(self, part: Sequence[str], pipe: Any) -> None:
+        for member in part:
+            pipe.hdel(self._keys.streams(member), self.process)
 
     async def withdraw(self) -> None:
         """Take this process's reports back (on a clean shutdown)."""

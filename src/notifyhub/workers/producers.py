@@ -194,8 +194,7 @@ class Producer:
         """One row's notification from these templates; None when they fail (logged)."""
         config = self.config
         try:
-            rendered = templates.render(title, context)[:200]
-            rendered_body = templates.render(body, context)[:4000]
+            rendered, rendered_body = templates.render_message(title, body, context)
         except templates.RenderError as exc:
             log.warning("producer %s: template failed for a row: %s", config.name, exc)
             return None
