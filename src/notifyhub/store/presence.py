@@ -35,9 +35,9 @@ KEY_TTL_S = 3600.0
 keys of its users every half of it)."""
 
 REPORT_SLICE = 100
-"""Users per pipeline of a report: packing one user's two commands takes tens of µs, so
-10,000 users in one pipeline held the event loop for hundreds of ms, every stream and
-request waiting (docs/scaling.md)."""
+"""Users per pipeline of a report. Thousands in one (a reconnect storm's interval) held
+the event loop while their commands were packed, every stream and request waiting
+(docs/scaling.md, "Design notes")."""
 
 
 def process_id() -> str:
