@@ -217,6 +217,8 @@ def _bad_tokens(secret: str) -> dict[str, str]:
         "wrong aud": jwt.encode(_claims(aud="someone-else"), secret, algorithm="HS256"),
         "wrong key": jwt.encode(_claims(), "k" * 40, algorithm="HS256"),
         "no sub": jwt.encode(_claims(sub=None), secret, algorithm="HS256"),
+        "sub and a newline": jwt.encode(_claims(sub="dave\n"), secret, algorithm="HS256"),
+        "tenant and a newline": jwt.encode(_claims(tenant="default\n"), secret, algorithm="HS256"),
         "garbage": "not.a.jwt",
     }
 
@@ -231,6 +233,24 @@ async def test_bad_user_tokens_are_401(hub: Any, settings: Settings) -> None:
     for header in ("Basic dXNlcjpwYXNz", "Bearer", "token abc", "Bearer a b"):
         response = await hub.client.get("/v1/me/notifications", headers={"Authorization": header})
         _assert_problem(response, 401)
+
+
+async def test_a_tenant_claim_with_a_trailing_newline_is_401(hub: Any, settings: Settings) -> None:
+    """The claim is matched whole: `default\n` once passed (rows of a tenant no API key can
+    name), and 64 characters and a newline overflowed the tenant columns (a 500)."""
+    assert settings.jwt_secret is not None
+    secret = settings.jwt_secret.get_secret_value()
+    requests = [
+        ("GET", "/v1/me/notifications", None),
+        ("PUT", "/v1/me/views/x", {"filter": {"tags_any": ["a"]}}),
+        ("PUT", "/v1/me/preferences", {"categories": {"a": {"inbox": True}}}),
+    ]
+    for tenant in ("default\n", "t" * 64 + "\n"):
+        token = jwt.encode(_claims(tenant=tenant), secret, algorithm="HS256")
+        for method, path, body in requests:
+            response = await hub.client.request(method, path, json=body, headers=_auth(token))
+            _assert_problem(response, 401)
+            assert response.json()["detail"] == "invalid `tenant` claim", (tenant, path)
 
 
 async def test_stream_token_mints_nothing(hub: Any, make_token: Any) -> None:

@@ -333,6 +333,7 @@ def test_payload_bounds() -> None:
         ({"urgency": "urgent"}, "urgency"),
         ({"topic": "x" * 33}, "topic"),
         ({"topic": "no spaces"}, "topic"),
+        ({"topic": "restock\n"}, "topic"),
     ):
         with pytest.raises(ValueError, match=says):
             webpush_payload("s", {"a": 1}, **bad)

@@ -47,6 +47,7 @@ def test_ranges_and_single_days_expand_to_weekdays() -> None:
         ({"mon": ["22:00", "7:00"]}, "'7:00', not a time as HH:MM"),
         ({"mon": ["24:00", "07:00"]}, "'24:00', not a time"),
         ({"mon": ["22:60", "07:00"]}, "not a time"),
+        ({"mon": ["22:00\n", "07:00"]}, "not a time"),
         ({"mon": ["22:00", "22:00"]}, "an empty window"),
         ({"mon-fri": ["22:00", "07:00"], "fri": ["01:00", "02:00"]}, "'fri' is named twice"),
     ],

@@ -62,6 +62,8 @@ def _unsigned(payload: dict[str, Any]) -> str:
         (jwt.encode(claims(aud="other"), SECRET, algorithm="HS256"), "audience"),
         (jwt.encode(claims(), "x" * 40, algorithm="HS256"), "invalid token"),
         (jwt.encode(claims(tenant="bad tenant!"), SECRET, algorithm="HS256"), "tenant"),
+        (jwt.encode(claims(tenant="acme\n"), SECRET, algorithm="HS256"), "tenant"),
+        (jwt.encode(claims(sub="alice\n"), SECRET, algorithm="HS256"), "sub"),
         (jwt.encode(claims(sub="a\x00b"), SECRET, algorithm="HS256"), "sub"),
         ("garbage", "invalid token"),
     ],

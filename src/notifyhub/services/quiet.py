@@ -29,7 +29,7 @@ from typing import Literal
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Day names in `date.weekday()` order."""
-_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 MIDNIGHT_END = "24:00"
 MAX_CHAIN = 16
 """Windows one quiet period chains at most (a week of them, with room to spare)."""
@@ -97,7 +97,7 @@ def _window(key: str, window: Sequence[str]) -> Window:
 
 
 def _clock(key: str, value: object) -> time:
-    found = _CLOCK.match(value) if isinstance(value, str) else None
+    found = _CLOCK.fullmatch(value) if isinstance(value, str) else None
     if found is None:
         raise InvalidSchedule(
             f"quiet: {key!r} has {value!r}, not a time as HH:MM (00:00 to 23:59; 24:00 as an end)"

@@ -314,7 +314,7 @@ def _render(
     return rendered_title or rule, rendered_body
 
 
-THREAD_KEY = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
+THREAD_KEY = re.compile(r"[A-Za-z0-9._:/@-]{1,200}")
 
 
 def _render_thread_key(
@@ -325,7 +325,7 @@ def _render_thread_key(
     if not template:
         return None
     key = templates.render(template, context, budget).strip()
-    if key and not THREAD_KEY.match(key):
+    if key and not THREAD_KEY.fullmatch(key):
         raise templates.RenderError(f"thread_key rendered {key[:60]!r}: not a thread key")
     return key or None
 

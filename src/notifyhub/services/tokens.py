@@ -23,7 +23,8 @@ from notifyhub.domain.auth import WANTS_TOKEN, UserPrincipal, looks_like_api_key
 from notifyhub.errors import AuthenticationError, InvalidInput
 from notifyhub.settings import Settings
 
-TENANT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A `tenant` claim, matched whole (`fullmatch`: `$` would let a trailing newline by)."""
 STREAM_TYP = "stream"
 
 
@@ -130,7 +131,7 @@ class TokenService:
         sub, tenant = claims.get("sub"), claims.get("tenant", "default")
         if not isinstance(sub, str) or not 0 < len(sub) <= 200 or not sub.isprintable():
             raise AuthenticationError("invalid `sub` claim")
-        if not isinstance(tenant, str) or not TENANT.match(tenant):
+        if not isinstance(tenant, str) or not TENANT.fullmatch(tenant):
             raise AuthenticationError("invalid `tenant` claim")
         iat = claims.get("iat")  # (PyJWT has checked that it is a number)
         issued_at = float(iat) if isinstance(iat, int | float) else None

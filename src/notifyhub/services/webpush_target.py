@@ -38,7 +38,7 @@ URGENCIES: tuple[str, ...] = ("very-low", "low", "normal", "high")
 DEFAULT_TTL_S = 86400
 MAX_TTL_S = 28 * 86400
 """What push services keep at most (FCM: 4 weeks); a longer TTL is sent as this."""
-TOPIC = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+TOPIC = re.compile(r"[A-Za-z0-9_-]{1,32}")
 """RFC 8030 5.4: at most 32 characters of the base64url alphabet."""
 RECORD_SIZE = 4096
 """One aes128gcm record: what every push service must accept (RFC 8291 section 4)."""
@@ -76,7 +76,7 @@ def webpush_payload(
         raise ValueError(f"ttl_s must be within 0..{MAX_TTL_S}")
     if urgency not in URGENCIES:
         raise ValueError(f"urgency must be one of {', '.join(URGENCIES)}")
-    if topic is not None and not TOPIC.match(topic):
+    if topic is not None and not TOPIC.fullmatch(topic):
         raise ValueError("topic must be 1 to 32 characters of A-Z a-z 0-9 - _")
     size = len(orjson.dumps(notification))
     if size > MAX_PLAINTEXT:
@@ -186,7 +186,7 @@ def _plan(payload: Any) -> tuple[str, bytes, dict[str, str]] | str:
     urgency = urgency or "normal"
     if urgency not in URGENCIES:
         return f"`urgency` must be one of {', '.join(URGENCIES)}"
-    if topic is not None and not (isinstance(topic, str) and TOPIC.match(topic)):
+    if topic is not None and not (isinstance(topic, str) and TOPIC.fullmatch(topic)):
         return "`topic` must be 1 to 32 characters of A-Z a-z 0-9 - _"
     plaintext = orjson.dumps(notification)
     if len(plaintext) > MAX_PLAINTEXT:
