@@ -490,6 +490,15 @@ async def test_bad_snoozes_are_422_and_change_nothing(
         assert why in refused.text, (body, refused.text)
     item = (await hub.client.get(f"{BASE}/{nid}", headers=me)).json()
     assert item["snoozed_until"] is None and await _ids(hub, me) == [nid]
+    # The epoch is a time in the past like any other, not an unsnooze (only null is).
+    snoozed = await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 3600}, headers=me)
+    until = snoozed.json()["snoozed_until"]
+    for epoch in (0, "0", "1970-01-01T00:00:00Z"):
+        refused = await hub.client.patch(f"{BASE}/{nid}", json={"snoozed_until": epoch}, headers=me)
+        assert refused.status_code == 422, (epoch, refused.text)
+        assert "in the future" in refused.text
+    item = (await hub.client.get(f"{BASE}/{nid}", headers=me)).json()
+    assert item["snoozed_until"] == until
     theirs = await hub.client.patch(
         f"{BASE}/{nid}", json={"snooze": 60}, headers=_auth(make_token("x"))
     )

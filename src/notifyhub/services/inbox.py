@@ -24,6 +24,7 @@ from notifyhub.errors import InvalidInput, LimitReached, NotFound
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
 from notifyhub.services.views import Views
+from notifyhub.store.codecs import UNSNOOZE
 from notifyhub.store.inbox import PIN_CURSOR, InboxStore, ListStatus, PageQuery
 from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
 
@@ -58,7 +59,9 @@ class StateChange:
     archived: bool | None = None
     pinned: bool | None = None
     snooze_until_ms: int | None = None
-    """Snooze until then (ms since the epoch); 0 unsnoozes."""
+    """Snooze until then (ms since the epoch; refused unless in the future)."""
+    unsnooze: bool = False
+    """End its snooze (`"snoozed_until": null`; the store is told `UNSNOOZE`)."""
 
 
 def ulid_at(ms: int) -> str:
@@ -169,8 +172,10 @@ class InboxService:
         copy that turns out to be missing finds nothing to do)."""
         read, seen, archived, pinned = change.read, change.seen, change.archived, change.pinned
         snooze = change.snooze_until_ms
-        if snooze:
+        if snooze is not None:
             await self._schedule_wake_up(me, notification_id, snooze)
+        elif change.unsnooze:
+            snooze = UNSNOOZE
         result = await self._store.mark(
             me.tenant,
             me.user,

@@ -230,6 +230,9 @@ def _pushed_out(line: bytes | str) -> tuple[int, PushedOut]:
 
 PLACED_WIDTH = Placed.WIDTH
 """Values place.lua returns per user."""
+UNSNOOZE = 0
+"""mark.lua's snooze time that ends a snooze (and what logged `MarkOp`s keep for it):
+never a user's time, which the inbox refuses unless it is in the future."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +251,7 @@ class MarkArgs:
     pin_max: int = 0
     """A pin that would make more pinned items than this is refused (code 3)."""
     snooze_until_ms: int | None = None
-    """Snooze until then (ms); 0 unsnoozes; None: unchanged."""
+    """Snooze until then (ms); `UNSNOOZE` unsnoozes; None: unchanged."""
 
     def to_args(self) -> Args:
         flags = [_tristate(self.read), _flag(self.seen), _tristate(self.archived)]

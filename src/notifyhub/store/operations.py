@@ -80,7 +80,7 @@ class MarkOp(LoggedOp):
     archived: bool | None = None
     pinned: bool | None = None
     snooze_until_ms: int | None = None
-    """Snoozed until then; 0 unsnoozes; None: unchanged."""
+    """Snoozed until then; 0 (`codecs.UNSNOOZE`) unsnoozes; None: unchanged."""
     added_later: ClassVar[frozenset[str]] = frozenset({"archived", "pinned", "snooze_until_ms"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:

@@ -220,6 +220,7 @@ async def patch_notification(
         archived=body.archived,
         pinned=body.pinned,
         snooze_until_ms=body.snooze_until_ms(datetime.now(UTC)),
+        unsnooze=body.unsnoozes,
     )
     return await state["inbox"].mark(me, notification_id, change)
 

@@ -66,13 +66,16 @@ class PatchRequest(Strict):
         return self
 
     def snooze_until_ms(self, now: datetime) -> int | None:
-        """When the snooze ends (ms); 0 unsnoozes; None leaves it as it is."""
+        """When the snooze asked for ends (ms), any time given (the inbox checks it is
+        in the future: the epoch is a time too); None when none is asked for."""
         if self.snooze is not None:
             return to_ms(now + timedelta(seconds=self.snooze))
-        if "snoozed_until" not in self.model_fields_set:
-            return None
-        until = self.snoozed_until
-        return 0 if until is None else to_ms(until)
+        return None if self.snoozed_until is None else to_ms(self.snoozed_until)
+
+    @property
+    def unsnoozes(self) -> bool:
+        """`"snoozed_until": null`, the only way to end a snooze now."""
+        return "snoozed_until" in self.model_fields_set and self.snoozed_until is None
 
 
 class ReadAllRequest(Strict):
