@@ -361,7 +361,7 @@ async def test_a_stream_past_the_per_user_cap(spied: Hubs, make_token: Any) -> N
             return await open_stream(hub, headers, {})
 
     fast, routed = await both(spied, second_stream)
-    assert fast.status == 429
+    assert fast.status == 429 and fast.headers["retry-after"] == ["3"]
     assert_same(fast, routed)
 
 

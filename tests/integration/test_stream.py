@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -164,6 +165,9 @@ async def test_per_user_stream_cap(hub: Any, make_token: Any, settings: Any) -> 
         over = await hub.client.get("/v1/me/stream", headers=_auth(token))
         assert over.status_code == 429
         assert over.headers["content-type"].startswith("application/problem+json")
+        # as a dropped stream's reconnect (its `retry:`), in whole seconds
+        retry_s = max(1, math.ceil(settings.stream.retry_ms / 1000))
+        assert over.headers["retry-after"] == str(retry_s)
     await no_streams_left(hub)
 
 

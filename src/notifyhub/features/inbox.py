@@ -70,6 +70,7 @@ def inbox(
         store.doorbells,
         metrics,
         streams_per_user=settings.limits.streams_per_user,
+        cap_retry_after_s=settings.stream.retry_ms / 1000,  # as a dropped stream's `retry:`
         tracing=tracing or Tracing(),
         streamed=streamed,
         announce_seqs=store.announcement_seqs,

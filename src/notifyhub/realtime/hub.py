@@ -132,6 +132,7 @@ class Hub:
         metrics: Metrics,
         *,
         streams_per_user: int,
+        cap_retry_after_s: float = 1.0,
         tracing: Tracing | None = None,
         streamed: StreamedTally | None = None,
         announce_seqs: AnnounceSeqs | None = None,
@@ -141,6 +142,10 @@ class Hub:
         self._metrics = metrics
         self._heard = metrics.doorbells_heard
         self._per_user = streams_per_user
+        self._cap_retry_after_s = max(cap_retry_after_s, 1.0)
+        """The `Retry-After` of a stream refused at the cap: no time is known when one of
+        the user's streams ends, so what the caller asks (at least the 1 s the header
+        can say)."""
         self._subs: dict[str, set[Subscriber]] = {}
         self.shards = Shards(doorbells, self._ring_users)
         self._task: asyncio.Task[None] | None = None
@@ -206,12 +211,16 @@ class Hub:
         self, tenant: str, user: str, *, key_id: str | None = None, issued_at: float | None = None
     ) -> Subscriber:
         """Register a stream for a user, opened by API key `key_id` (an admin tail) or by
-        the user's token issued at `issued_at`; refuses past the per-user cap."""
+        the user's token issued at `issued_at`; refuses past the per-user cap (a 429
+        with `Retry-After`)."""
         key = member(tenant, user)
         local = self._subs.setdefault(key, set())
         if len(local) >= self._per_user:
             self._metrics.stream_ended(StreamEnd.CAP)
-            raise TooManyStreams(f"at most {self._per_user} open streams per user")
+            raise TooManyStreams(
+                f"at most {self._per_user} open streams per user",
+                retry_after_s=self._cap_retry_after_s,
+            )
         sub = Subscriber(key, key_id=key_id, issued_at=issued_at)
         local.add(sub)
         self.shards.added(key)
