@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, text
@@ -112,6 +113,26 @@ async def test_pages_and_filters(hub: Any, create_key: CreateKey) -> None:
     for cursor in ("x1", "1" * 19):
         bad = await hub.client.get(f"/v1/admin/audit?cursor={cursor}", headers=_auth(key))
         assert bad.status_code == 422
+
+
+async def test_a_refusal_naming_control_characters_is_recorded_escaped(
+    hub: Any, create_key: CreateKey, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal's target is its path parameters as they came: NUL, which PostgreSQL's
+    text refuses, once lost the entry (an error logged instead)."""
+    tenant = f"an-{secrets.token_hex(3)}"
+    key = await create_key("au-nul", "admin", tenant)
+    for path in ("g%00", "%01" * 200 + "x"):
+        answer = await hub.client.put(
+            f"/v1/admin/groups/{path}?tenant={tenant}", headers=_auth(key)
+        )
+        assert answer.status_code == 422
+    seen = [(e["route"], e["target"], e["status"]) for e in await _entries(hub, key)]
+    assert seen == [
+        ("/v1/admin/groups/{group}", "\\x01" * 125, 422),  # escaped, then cut at 500
+        ("/v1/admin/groups/{group}", "g\\x00", 422),
+    ]
+    assert "not written" not in caplog.text
 
 
 async def test_the_entry_commits_with_the_action_or_neither_does(

@@ -12,6 +12,7 @@ caller gets a 503 although Redis changed; retrying is safe (such actions are ide
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,6 +24,9 @@ from notifyhub.db.repositories.audit import AuditFilter
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.errors import InvalidInput
 
+_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (NUL, which PostgreSQL's text refuses, among them) and lone
+surrogates (which UTF-8 cannot encode)."""
 ALL_TENANTS = "*"
 """The tenant of an entry that acted on no one tenant (an unbound key creating an unbound
 key, restoring every tenant's messages); no tenant can have this name."""
@@ -55,14 +59,23 @@ class AuditRecord:
     status: int
 
 
+def _storable(text: str, limit: int) -> str:
+    """`text` as PostgreSQL can keep it and a reader can tell what came: control
+    characters and lone surrogates as Python writes them escaped (`\\x00`, `\\n`,
+    `\\ud800`), then at most `limit` characters. A refused request's target is its path
+    parameters as they came, before any validation."""
+    escaped = _UNSTORABLE.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
+    return escaped[:limit]
+
+
 def _row(action: Action) -> AuditEntry:
     return AuditEntry(
         tenant=action.tenant,
         key_name=action.key.name,
         key_tenant=action.key.tenant,
         method=action.method,
-        route=action.route[:300],
-        target=None if action.target is None else action.target[:500],
+        route=_storable(action.route, 300),
+        target=None if action.target is None else _storable(action.target, 500),
         status=action.status,
     )
 

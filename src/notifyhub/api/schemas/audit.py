@@ -39,8 +39,9 @@ class AuditEntryOut(Documented):
     route: str
     """The route's template, as in the API reference."""
     target: str | None
-    """What the route named: its path parameters joined with `/`, or the created key's
-    name; null when it named nothing."""
+    """What the route named: its path parameters joined with `/` as they came (control
+    characters escaped, as `\\x00`; at most 500 characters), or the created key's name;
+    null when it named nothing."""
     status: int
     """The HTTP status it was answered with (refusals are recorded too)."""
 
