@@ -103,3 +103,15 @@ async def test_api_key_list_never_shows_keys(hub: Any, admin_key: str) -> None:
 async def test_bad_group_names_are_422(hub: Any, admin_key: str) -> None:
     response = await hub.client.put("/v1/admin/groups/bad%20name", headers=_auth(admin_key))
     assert response.status_code == 422
+
+
+async def test_a_members_cursor_with_control_characters_is_422(hub: Any, admin_key: str) -> None:
+    """As every other list's cursor: a NUL once reached PostgreSQL (a 500)."""
+    admin = _auth(admin_key)
+    assert (await hub.client.put("/v1/admin/groups/gc", headers=admin)).status_code in (200, 201)
+    for cursor in ("%00", "a%0Ab", "%C2%85"):
+        page = await hub.client.get(f"/v1/admin/groups/gc/members?cursor={cursor}", headers=admin)
+        assert page.status_code == 422, (cursor, page.text)
+        assert page.headers["content-type"] == "application/problem+json"
+    fine = await hub.client.get("/v1/admin/groups/gc/members?cursor=bob", headers=admin)
+    assert fine.status_code == 200

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from notifyhub.api.deps import Admin, Session
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import GroupPath, TenantQuery
+from notifyhub.api.schemas.common import NO_CONTROL
 from notifyhub.api.schemas.groups import GroupList, GroupOut, MembersChange, MembersPage
 from notifyhub.services import groups
 
@@ -88,6 +89,7 @@ async def list_members(
         str | None,
         Query(
             max_length=200,
+            pattern=NO_CONTROL,
             description="The previous page's `next_cursor`; omit for the first page.",
             examples=["bob"],
         ),
