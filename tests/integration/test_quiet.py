@@ -232,6 +232,29 @@ async def test_a_bad_schedule_is_a_422_naming_it(
     assert defaults.status_code == 422 and message in defaults.text
 
 
+@pytest.mark.parametrize(
+    "zone", ["localtime", "posixrules", "right/UTC", "America", "zone.tab", "Mars/Base", ""]
+)
+async def test_a_zone_outside_the_tz_database_is_a_422_for_a_user_and_a_default(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]], zone: str
+) -> None:
+    """One validator for both: the default's once let `localtime` (the hub host's zone),
+    `posixrules` and the `right/` copies by."""
+    t = await make_tenant()
+    user = await hub.client.put(
+        f"/v1/admin/users/{t.name}/ann", json={"time_zone": zone}, headers=t.admin
+    )
+    defaults = await hub.client.put(
+        "/v1/admin/quiet-defaults",
+        json={"schedule": {}, "time_zone": zone},
+        params={"tenant": t.name},
+        headers=t.admin,
+    )
+    for answer in (user, defaults):
+        assert answer.status_code == 422, answer.text
+        assert "time_zone" in answer.text
+
+
 async def _emails_of(
     sessionmaker: async_sessionmaker[AsyncSession], t: Tenant, n: int
 ) -> list[Delivery]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import zoneinfo
 from datetime import datetime
 from typing import Annotated
 
@@ -12,7 +10,7 @@ from pydantic import AfterValidator, Field
 from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Strict, examples, single_line
 from notifyhub.api.schemas.deliveries import Email
 from notifyhub.api.schemas.preferences import PreferencesIn
-from notifyhub.api.schemas.quiet import QuietOut, QuietSchedule
+from notifyhub.api.schemas.quiet import QuietOut, QuietSchedule, TimeZone
 from notifyhub.api.schemas.rules import SubscriptionOut
 from notifyhub.domain.notification import Counts
 from notifyhub.services.locales import LOCALE
@@ -90,28 +88,6 @@ class UserOut(Documented):
     """Their quiet hours as they apply now (schedule, zone, quiet now until when)."""
 
 
-@functools.cache
-def _zones() -> frozenset[str]:
-    """The tz database's zone names (read once, about 30 ms), less `localtime`: a copy
-    of the hub host's own zone, which differs from host to host."""
-    return frozenset(zoneinfo.available_timezones() - {"localtime"})
-
-
-def _known_zone(name: str) -> str:
-    """The name, if it is one of the tz database's zones: not a folder of it
-    (`America`), a data file (`zone.tab`), `posixrules` or a `right/` leap-second copy,
-    which `ZoneInfo` opens or fails on in ways of their own."""
-    if name not in _zones():
-        raise ValueError(f"unknown time zone {name!r}: an IANA name such as Europe/Lisbon")
-    return name
-
-
-TimeZone = Annotated[
-    str,
-    Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$"),
-    AfterValidator(_known_zone),
-]
-"""An IANA time zone name (`Europe/Lisbon`, `UTC`) this hub's tz database knows."""
 Locale = Annotated[str, Field(max_length=35, pattern=LOCALE)]
 UserEmail = Annotated[Email, AfterValidator(single_line)]
 """An address as `local@domain` (at most 254 characters, no spaces or control characters)."""
