@@ -171,6 +171,19 @@ async def test_per_user_stream_cap(hub: Any, make_token: Any, settings: Any) -> 
     await no_streams_left(hub)
 
 
+async def test_the_server_alone_says_connection(hub: Any, make_token: Any) -> None:
+    """`Connection` is hop-by-hop: the stream sends none of its own, so a client that asks
+    to close gets `close` alone (once also `keep-alive`), and HTTP/1.1 none at all."""
+    token = make_token("yves")
+    async with open_stream(hub, token, Connection="close") as stream:
+        assert stream.response.headers.get_list("connection") == ["close"]
+        assert (await stream.next()).event == "counts"
+    async with open_stream(hub, token) as stream:
+        assert stream.response.headers.get_list("connection") == []
+        assert (await stream.next()).event == "counts"
+    await no_streams_left(hub)
+
+
 @pytest.mark.parametrize("user", ["zoe"])
 async def test_stream_requires_credentials(hub: Any, user: str) -> None:
     assert (await hub.client.get("/v1/me/stream")).status_code == 401

@@ -106,8 +106,9 @@ HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
-    (b"connection", b"keep-alive"),
 ]
+"""No `Connection`: it is hop-by-hop and the server's to send (a `close` when the client
+asked for it or speaks HTTP/1.0; HTTP/1.1 keeps the connection alive without one)."""
 
 
 class SendTimeout(Exception):
