@@ -217,6 +217,50 @@ async def test_recall_cancels_a_scheduled_notification(hub: Any, publish_key: st
     assert counts["total"] == 0
 
 
+@pytest.mark.parametrize("sent", ["ttl", "expires_at"])
+async def test_a_scheduled_notification_past_the_longest_ttl_is_refused_at_once(
+    hub: Any, publish_key: str, settings: Any, sent: str
+) -> None:
+    """Its expiry counts from its delivery, as when it is due: one past `max_ttl_s` is a
+    422 naming the field sent, not a 202 dropped when due."""
+    most = settings.max_ttl_s
+    due_ms = int(time.time() * 1000) + 3_600_000
+    too_far = {"ttl": most + 1} if sent == "ttl" else {"expires_at": due_ms + (most + 60) * 1000}
+    for schedule in ({"delay": 3600}, {"deliver_at": due_ms}):
+        body = {"recipients": {"users": ["far"]}, "title": "too far", **schedule, **too_far}
+        response = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"].startswith(f"{sent}: at most {most} seconds")
+
+
+async def test_a_scheduled_notifications_longest_ttl_counts_from_its_delivery(
+    hub: Any, publish_key: str, settings: Any
+) -> None:
+    """An `expires_at` further than `max_ttl_s` from now, but not from the delivery time,
+    is accepted and delivered with it."""
+    token = hub.tokens.mint_user_token("far-but-fine")
+    due_ms = int(time.time() * 1000) + 1000
+    expires_ms = due_ms + settings.max_ttl_s * 1000 - 500
+    async with (
+        httpx.AsyncClient(timeout=10, verify=TEST_TLS) as client,
+        client.stream("GET", f"{hub.base_url}/v1/me/stream", headers=_auth(token)) as response,
+    ):
+        stream = EventReader(response)
+        await stream.next()
+        body = {
+            "recipients": {"users": ["far-but-fine"]},
+            "title": "a year from its delivery",
+            "deliver_at": due_ms,
+            "expires_at": expires_ms,
+        }
+        accepted = await hub.client.post("/v1/notifications", json=body, headers=_auth(publish_key))
+        assert accepted.status_code == 202, accepted.text
+        event, _ = await stream.until("notification", timeout=5)
+    assert event.data["id"] == accepted.json()["id"]
+    expires_at = datetime.fromisoformat(event.data["expires_at"])
+    assert int(expires_at.timestamp() * 1000) == expires_ms
+
+
 async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_key: str) -> None:
     assert (
         await hub.client.get("/v1/queues/sms/messages", headers=_auth(publish_key))

@@ -212,6 +212,12 @@ async def test_unknown_group_and_topic_named(hub: Any, publish_key: str) -> None
         ({"recipients": {"users": ["a"]}, "title": "ok", "user": "mallory"}, "user"),
         ({"recipients": {}, "title": "ok"}, "recipients"),
         ({"recipients": {"users": ["a"]}, "title": "ok", "ttl": 0}, "ttl"),
+        ({"recipients": {"users": ["a"]}, "title": "ok", "ttl": 40_000_000}, "ttl"),
+        # 2100-01-01, past the longest TTL (the field sent is named, not `ttl`)
+        (
+            {"recipients": {"users": ["a"]}, "title": "ok", "expires_at": 4102444800000},
+            "expires_at",
+        ),
     ],
 )
 async def test_bad_publish_is_422_naming_the_field(

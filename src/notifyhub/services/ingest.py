@@ -176,6 +176,9 @@ class IngestService:
             await _check_webhooks(unit.session, draft)
         users, sources = await self._resolve_in(unit, draft.tenant, recipients)
         if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
+            # Its expiry counts from its delivery, as `publish_scheduled` builds it:
+            # checked now, so one past the maximum is refused, not dropped when due.
+            self._lifetime(draft, draft.deliver_at, scheduled=True)
             accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
             notification = self._build(draft, record)
@@ -429,15 +432,31 @@ class IngestService:
         )
 
     def _expiry(self, draft: Draft, created: datetime) -> datetime:
-        if draft.expires_at is not None:
-            expires = draft.expires_at
-        else:
-            expires = created + timedelta(seconds=draft.ttl_s or self._settings.default_ttl_s)
-        if expires <= created:
+        """When the draft's notification, created at `created`, expires (`_lifetime`)."""
+        lives = self._lifetime(draft, created)
+        return draft.expires_at if draft.expires_at is not None else created + lives
+
+    def _lifetime(self, draft: Draft, created: datetime, *, scheduled: bool = False) -> timedelta:
+        """How long the draft's notification, created at `created`, lives: until its
+        `expires_at`, else its `ttl` (or the default), at most `max_ttl_s`. A refusal
+        names the field the request sent; a scheduled one's lifetime counts from its
+        delivery. (A span, not a time: a delivery at the end of the calendar plus a TTL
+        would overflow.)"""
+        most = timedelta(seconds=self._settings.max_ttl_s)
+        if draft.expires_at is None:
+            lives = timedelta(seconds=draft.ttl_s or self._settings.default_ttl_s)
+            if lives > most:
+                raise InvalidInput(f"ttl: at most {self._settings.max_ttl_s} seconds")
+            return lives
+        lives = draft.expires_at - created
+        if lives <= timedelta(0):
             raise InvalidInput("expires_at: must be in the future")
-        if expires - created > timedelta(seconds=self._settings.max_ttl_s):
-            raise InvalidInput(f"ttl: at most {self._settings.max_ttl_s} seconds")
-        return expires
+        if lives > most:
+            since = "the delivery time" if scheduled else "now"
+            raise InvalidInput(
+                f"expires_at: at most {self._settings.max_ttl_s} seconds after {since}"
+            )
+        return lives
 
     async def _send(
         self, notification: Notification, users: TenantUsers, *, pull: bool, route: Route
