@@ -508,6 +508,21 @@ async def test_concurrent_duplicates_send_once(hub: Any, publish_key: str, make_
     assert counts.json()["total"] == 1
 
 
+async def test_a_delayed_publish_repeated_with_its_key_answers_the_first_response(
+    hub: Any, publish_key: str
+) -> None:
+    """The key's hash covers the `delay` sent, not the time made of it (later at each
+    repeat): the same body answers the first response, another delay is another body."""
+    headers = {**_auth(publish_key), "Idempotency-Key": _unique("later")}
+    body = {"recipients": {"users": [_unique("lia")]}, "title": "later", "delay": 3600}
+    first = await hub.client.post("/v1/notifications", json=body, headers=headers)
+    again = await hub.client.post("/v1/notifications", json=body, headers=headers)
+    assert first.status_code == again.status_code == 202, again.text
+    assert again.json() == first.json()
+    other = {**body, "delay": 3601}
+    _assert_problem(await hub.client.post("/v1/notifications", json=other, headers=headers), 422)
+
+
 # --- the wording of refusals -------------------------------------------------------
 
 

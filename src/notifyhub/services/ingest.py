@@ -71,8 +71,10 @@ _CONTENT = tuple(
 """What a notification takes from its draft as it is (its id and times are made)."""
 
 
-def body_sha(draft: Draft, recipients: Recipients) -> str:
-    """A stable hash of what was asked, to tell an honest retry from a key reused."""
+def body_sha(draft: Draft, recipients: Recipients, delay_s: int | None = None) -> str:
+    """A stable hash of what was asked, to tell an honest retry from a key reused. A
+    request that gave a `delay` is hashed with the delay, not with the `deliver_at` made
+    of it (now plus the delay: another instant at each retry)."""
     # Without tags or actions when it has none: the hash a retry made before they existed
     # still matches.
     exclude = {
@@ -81,10 +83,14 @@ def body_sha(draft: Draft, recipients: Recipients) -> str:
     if draft.body_format == "text":
         exclude.add("body_format")
     exclude |= {f for f in ("thread_key", "thread_window_s", "digest") if getattr(draft, f) is None}
+    if delay_s is not None:
+        exclude.add("deliver_at")
     asked = draft.model_dump(mode="json", exclude=exclude)
     if asked["actor"] is not None:  # an actor's name and avatar, likewise
         asked["actor"] = {k: v for k, v in asked["actor"].items() if v is not None}
-    canonical = {"draft": asked, "to": recipients.model_dump(mode="json")}
+    canonical: dict[str, object] = {"draft": asked, "to": recipients.model_dump(mode="json")}
+    if delay_s is not None:
+        canonical["delay"] = delay_s
     return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -157,18 +163,22 @@ class IngestService:
         draft: Draft,
         recipients: Recipients,
         idempotency_key: str | None = None,
+        *,
+        delay_s: int | None = None,
     ) -> Published:
         """Accept a notification from a service, in the caller's unit of work (which must
         commit before the 202: a scheduled notification is written there). PostgreSQL is
         used only when groups or topics are named, the notification is scheduled or has
         channels beyond the inbox (the unit's session opens on first use); users alone,
         inbox only, need Redis only. The idempotency
-        answer is recorded after the unit commits."""
+        answer is recorded after the unit commits. `delay_s` is the request's `delay`, if
+        it gave one (the draft's `deliver_at` was made of it): the idempotency hash
+        covers it."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
         if idempotency_key is not None:
-            record = replace(record, body_sha=body_sha(draft, recipients))
+            record = replace(record, body_sha=body_sha(draft, recipients, delay_s))
             record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
             if record.response is not None:
                 return Published(**record.response)

@@ -98,7 +98,7 @@ async def publish(
     draft, recipients = _draft(body)
     async with UnitOfWork(state["sessionmaker"]) as unit:
         accepted = await state["ingest"].publish(
-            unit, principal, draft, recipients, idempotency_key
+            unit, principal, draft, recipients, idempotency_key, delay_s=body.delay
         )
     return Response(_accepted_json(accepted), status.HTTP_202_ACCEPTED, media_type=JSON)
 
