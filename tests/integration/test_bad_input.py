@@ -523,6 +523,35 @@ async def test_a_delayed_publish_repeated_with_its_key_answers_the_first_respons
     _assert_problem(await hub.client.post("/v1/notifications", json=other, headers=headers), 422)
 
 
+@pytest.mark.parametrize(
+    "refused",
+    [
+        {"recipients": {"groups": ["no-such-group"]}},
+        {"expires_at": 1_000_000_000_000},  # 2001
+        {"ttl": 40_000_000},
+        {"ttl": 40_000_000, "delay": 3600},
+        {"actions": [{"id": "ok", "label": "OK", "webhook": "no-such-definition"}]},
+    ],
+    ids=["unknown-group", "past-expiry", "long-ttl", "scheduled-long-ttl", "unknown-webhook"],
+)
+async def test_a_publish_refused_before_writing_leaves_its_key_free(
+    hub: Any, publish_key: str, make_token: Any, refused: dict[str, Any]
+) -> None:
+    """A refused request wrote nothing, so it keeps no key: the corrected request with the
+    same key is published once, and its repeat answers its response."""
+    user = _unique("rita")
+    headers = {**_auth(publish_key), "Idempotency-Key": _unique("fixed")}
+    body = {"recipients": {"users": [user]}, "title": "corrected"}
+    wrong = {**body, **refused}
+    _assert_problem(await hub.client.post("/v1/notifications", json=wrong, headers=headers), 422)
+    fixed = await hub.client.post("/v1/notifications", json=body, headers=headers)
+    assert fixed.status_code == 202, fixed.text
+    again = await hub.client.post("/v1/notifications", json=body, headers=headers)
+    assert (again.status_code, again.json()) == (202, fixed.json())
+    counts = await hub.client.get("/v1/me/notifications/counts", headers=_auth(make_token(user)))
+    assert counts.json()["total"] == 1
+
+
 # --- the wording of refusals -------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import os
 import re
 import uuid
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -101,6 +102,54 @@ async def test_idempotent_publish_after_half_done_fan_out(
             )
         ).json()
         assert [i["id"] for i in page["items"]] == [record.notification_id]
+
+
+async def test_a_refused_retry_keeps_the_claim_it_did_not_make(
+    hub: Any, publish_key: str, admin_key: str, redis: Redis, settings: Any
+) -> None:
+    """A request that died mid-fan-out to a group keeps its key when the retry is refused
+    (the group deleted meanwhile): copies were written, so the key is never free for
+    another body."""
+    group = f"crashed-{uuid.uuid4().hex[:8]}"
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    assert (await hub.client.put(f"/v1/admin/groups/{group}", headers=admin)).status_code == 201
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    draft, recipients = Draft(title="half"), Recipients(groups=(group,))
+    record = IdempotencyRecord(
+        body_sha(draft, recipients), str(ULID.from_timestamp(now_ms / 1000)), now_ms
+    )
+    await IdempotencyStore(redis, Keys(settings.redis_prefix), 3600).begin(
+        "default", "crashed", record
+    )
+    assert (await hub.client.delete(f"/v1/admin/groups/{group}", headers=admin)).status_code == 204
+
+    headers = {"Authorization": f"Bearer {publish_key}", "Idempotency-Key": "crashed"}
+    retry = {"recipients": {"groups": [group]}, "title": "half"}
+    response = await hub.client.post("/v1/notifications", json=retry, headers=headers)
+    assert response.status_code == 422 and group in response.json()["detail"]
+    other = {"recipients": {"users": ["someone"]}, "title": "half"}
+    response = await hub.client.post("/v1/notifications", json=other, headers=headers)
+    assert response.status_code == 422 and "different request body" in response.json()["detail"]
+
+
+async def test_an_answer_is_recorded_though_a_refused_twin_freed_the_key(
+    redis: Redis, settings: Any
+) -> None:
+    """Two requests with one key and body at once: the first claims the key and is refused,
+    the second took over its claim and publishes. Its answer is recorded all the same, so
+    a retry gets it rather than publishing again."""
+    store = IdempotencyStore(redis, Keys(settings.redis_prefix), 3600)
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    claim = IdempotencyRecord("sha", str(ULID()), now_ms)
+    assert await store.begin("default", "twins", claim) == claim
+    twin = await store.begin("default", "twins", replace(claim, notification_id=str(ULID())))
+    assert twin == claim
+    assert await store.release("default", "twins", claim)  # the first, refused
+    answered = replace(twin, response={"id": twin.notification_id, "recipients": 1})
+    await store.finish("default", "twins", answered)
+    assert not await store.release("default", "twins", claim)  # an answer stays
+    retry = await store.begin("default", "twins", replace(claim, notification_id=str(ULID())))
+    assert retry == answered
 
 
 PIN_MAX = 3

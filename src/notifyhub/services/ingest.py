@@ -171,27 +171,29 @@ class IngestService:
         used only when groups or topics are named, the notification is scheduled or has
         channels beyond the inbox (the unit's session opens on first use); users alone,
         inbox only, need Redis only. The idempotency
-        answer is recorded after the unit commits. `delay_s` is the request's `delay`, if
-        it gave one (the draft's `deliver_at` was made of it): the idempotency hash
-        covers it."""
+        answer is recorded after the unit commits; a request refused by the checks that
+        come before anything is written frees its key again. `delay_s` is the request's
+        `delay`, if it gave one (the draft's `deliver_at` was made of it): the
+        idempotency hash covers it."""
         _check_tenant(principal, draft.tenant)
         now_ms = int(datetime.now(UTC).timestamp() * 1000)
         record = IdempotencyRecord("", str(ULID.from_timestamp(now_ms / 1000)), now_ms)
+        claimed = False  # whether this request claimed the key (not a retry of a claim)
         if idempotency_key is not None:
-            record = replace(record, body_sha=body_sha(draft, recipients, delay_s))
-            record = await self._idempotency.begin(draft.tenant, idempotency_key, record)
+            fresh = replace(record, body_sha=body_sha(draft, recipients, delay_s))
+            record = await self._idempotency.begin(draft.tenant, idempotency_key, fresh)
             if record.response is not None:
                 return Published(**record.response)
-        if any(action.webhook for action in draft.actions):
-            await _check_webhooks(unit.session, draft)
-        users, sources = await self._resolve_in(unit, draft.tenant, recipients)
-        if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
-            # Its expiry counts from its delivery, as `publish_scheduled` builds it:
-            # checked now, so one past the maximum is refused, not dropped when due.
-            self._lifetime(draft, draft.deliver_at, scheduled=True)
+            claimed = record == fresh
+        try:
+            users, sources, notification = await self._checked(unit, draft, recipients, record)
+        except Exception:  # not a cancellation: past the deadline, Redis may not answer
+            if claimed and idempotency_key is not None:
+                await self._release(draft.tenant, idempotency_key, record)
+            raise
+        if notification is None:
             accepted = await self._schedule(unit, draft, recipients, record, len(users))
         else:
-            notification = self._build(draft, record)
             route = Route.of(recipients, sources)
             if draft.channels or self._steps(draft):  # first: a failed placement rolls back
                 await self._beyond_inbox(unit.session, notification, draft, users)
@@ -201,6 +203,33 @@ class IngestService:
         if idempotency_key is not None:
             self._remember_after(unit, draft.tenant, idempotency_key, record, accepted)
         return accepted
+
+    async def _checked(
+        self, unit: UnitOfWork, draft: Draft, recipients: Recipients, record: IdempotencyRecord
+    ) -> tuple[TenantUsers, Sources, Notification | None]:
+        """What `publish` checks and resolves before it writes anything: the users and
+        where each was reached, and the notification to send now (None: it is
+        scheduled)."""
+        if any(action.webhook for action in draft.actions):
+            await _check_webhooks(unit.session, draft)
+        users, sources = await self._resolve_in(unit, draft.tenant, recipients)
+        if draft.deliver_at is not None and draft.deliver_at > datetime.now(UTC):
+            # Its expiry counts from its delivery, as `publish_scheduled` builds it:
+            # checked now, so one past the maximum is refused, not dropped when due.
+            self._lifetime(draft, draft.deliver_at, scheduled=True)
+            return users, sources, None
+        return users, sources, self._build(draft, record)
+
+    async def _release(self, tenant: str, key: str, claim: IdempotencyRecord) -> None:
+        """Free the key a refused publish claimed (it wrote nothing): the corrected request
+        may use it. If Redis fails here the key stays claimed, logged; the refusal is
+        answered all the same."""
+        try:
+            await self._idempotency.release(tenant, key, claim)
+        except RedisError as exc:
+            log.warning(
+                "idempotency key of refused publish %s kept: %s", claim.notification_id, exc
+            )
 
     def _nudge_after(self, unit: UnitOfWork) -> None:
         """Wake the channel worker once the channel send is committed."""

@@ -12,6 +12,11 @@ from redis.asyncio import Redis
 from notifyhub.errors import IdempotencyMismatch
 from notifyhub.store.keys import Keys
 
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
@@ -28,6 +33,7 @@ class IdempotencyStore:
         self._redis = redis
         self._keys = keys
         self._ttl_s = ttl_s
+        self._release = redis.register_script(_RELEASE)
 
     def _key(self, tenant: str, key: str) -> str:
         return self._keys.idempotency(tenant, hashlib.sha256(key.encode()).hexdigest())
@@ -46,7 +52,18 @@ class IdempotencyStore:
         return earlier
 
     async def finish(self, tenant: str, key: str, record: IdempotencyRecord) -> None:
-        await self._redis.set(self._key(tenant, key), _dump(record), xx=True, keepttl=True)
+        """Record the answer. A key gone meanwhile (a refused request with the same body
+        released its claim while this one went on) is claimed again with it: a retry gets
+        this answer, never a second publish."""
+        name = self._key(tenant, key)
+        if not await self._redis.set(name, _dump(record), xx=True, keepttl=True):
+            await self._redis.set(name, _dump(record), nx=True, ex=self._ttl_s)
+
+    async def release(self, tenant: str, key: str, claim: IdempotencyRecord) -> bool:
+        """Free `key` if it still holds `claim` unanswered, for a request refused before it
+        wrote anything: its corrected retry may use the key. An answer recorded, or another
+        request's claim, stays. False if nothing was freed."""
+        return bool(await self._release(keys=[self._key(tenant, key)], args=[_dump(claim)]))
 
 
 def _dump(record: IdempotencyRecord) -> bytes:
