@@ -425,9 +425,11 @@ async def test_huge_times_are_422_not_500(
 async def test_oversized_headers_and_ids_are_422(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:
-    headers = {**_auth(publish_key), "Idempotency-Key": "k" * 201}
     body = {"recipients": {"users": ["a"]}, "title": "t"}
-    _assert_problem(await hub.client.post("/v1/notifications", json=body, headers=headers), 422)
+    for key in ("k" * 201, ""):  # an empty key is no key shared by the tenant's requests
+        headers = {**_auth(publish_key), "Idempotency-Key": key}
+        refused = await hub.client.post("/v1/notifications", json=body, headers=headers)
+        _assert_problem(refused, 422)
     user = _auth(make_token("hank"))
     _assert_problem(await hub.client.get("/v1/me/notifications/" + "A" * 5000, headers=user), 422)
     bulk = {"ids": ["0" * 26] * 101, "read": True}

@@ -45,6 +45,11 @@ async def test_a_valid_publish_is_accepted_and_delivered(
             {"idempotency-key": "k" * 201},
             "header.idempotency-key",
         ),
+        (
+            b'{"recipients": {"users": ["a"]}, "title": "t"}',
+            {"idempotency-key": ""},
+            "header.idempotency-key",
+        ),
     ],
 )
 async def test_invalid_requests_get_fastapis_problem_details(

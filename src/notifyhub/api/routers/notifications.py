@@ -34,7 +34,7 @@ SCOPE = Scope.PUBLISH
 MAX_IDEMPOTENCY_KEY = 200
 JSON = "application/json"
 
-IdempotencyKey = Annotated[str, StringConstraints(max_length=MAX_IDEMPOTENCY_KEY)]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY)]
 _idempotency_key: TypeAdapter[IdempotencyKey | None] = TypeAdapter(IdempotencyKey | None)
 
 router = APIRouter(prefix=PATH, tags=["notifications"], responses=SERVICE)
