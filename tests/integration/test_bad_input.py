@@ -438,6 +438,21 @@ async def test_oversized_headers_and_ids_are_422(
     )
 
 
+@pytest.mark.parametrize("tenant", ["a%00", "%C3%A9", "t" * 65])
+async def test_a_recall_naming_a_malformed_tenant_is_422(
+    hub: Any, publish_key: str, tenant: str
+) -> None:
+    """As every route that takes a tenant answers it, not a 403 or 404 naming it."""
+    url = f"/v1/notifications/01JD3Q4M6T9W2Z8K5N7R1C0B3X?tenant={tenant}"
+    response = await hub.client.delete(url, headers=_auth(publish_key))
+    _assert_problem(response, 422)
+    assert [error["field"] for error in response.json()["errors"]] == ["query.tenant"]
+    scheduled = await hub.client.get(
+        f"/v1/delayed/01JD3Q4M6T9W2Z8K5N7R1C0B3X?tenant={tenant}", headers=_auth(publish_key)
+    )
+    assert (scheduled.status_code, scheduled.json()["errors"]) == (422, response.json()["errors"])
+
+
 # --- streams -----------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from notifyhub.api.deps import AppState, Publisher, Unit, authenticate_service, require
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath
+from notifyhub.api.schemas.common import Tenant
 from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.notifications import PublishAccepted, PublishRequest
 from notifyhub.db.unit import UnitOfWork
@@ -157,8 +158,7 @@ async def recall(
     principal: Publisher,
     unit: Unit,
     tenant: Annotated[
-        str,
-        Query(max_length=64, description="The notification's tenant.", examples=["default"]),
+        Tenant, Query(description="The notification's tenant.", examples=["default"])
     ] = "default",
 ) -> Response:
     """Recall: cancel the notification if still scheduled, else remove it from every
