@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -132,6 +133,17 @@ async def _trace(hub: Any, t: Tenant, notification_id: str) -> dict[str, dict[st
     return {line["user"]: line["channels"] for line in response.json()["lines"]}
 
 
+async def _fire(hub: Any, t: Tenant, rule: str, data: Any) -> httpx.Response:
+    """Ann follows post p1, then bob acts on it: `rule`'s event with `data`."""
+    relate = {"tenant": t.name, "user": "ann", "relationship": "follower"}
+    relate["target"] = {"type": "post", "id": "p1"}
+    response = await hub.client.post("/v1/relationships", json=relate, headers=t.publish)
+    assert response.status_code == 204, response.text
+    event = {"tenant": t.name, "rule": rule, "actor": {"id": "bob"}, "data": data}
+    event["target"] = {"type": "post", "id": "p1"}
+    return await hub.client.post("/v1/events", json=event, headers=t.publish)
+
+
 async def _prefs(hub: Any, t: Tenant, user: str, categories: dict[str, Any]) -> None:
     token = hub.tokens.mint_user_token(user, t.name, 3600)
     response = await hub.client.put(
@@ -250,17 +262,7 @@ async def test_a_rule_with_channels_emails_its_recipients(
         "/v1/admin/rules/commented", params={"tenant": t.name}, headers=t.admin
     )
     assert got.json()["channels"] == ["inbox", "email"]
-    relate = {"tenant": t.name, "user": "ann", "relationship": "follower"}
-    relate["target"] = {"type": "post", "id": "p1"}  # type: ignore[assignment]
-    response = await hub.client.post("/v1/relationships", json=relate, headers=t.publish)
-    assert response.status_code == 204, response.text
-    event = {
-        "tenant": t.name,
-        "rule": "commented",
-        "actor": {"id": "bob"},
-        "target": {"type": "post", "id": "p1"},
-    }
-    response = await hub.client.post("/v1/events", json=event, headers=t.publish)
+    response = await _fire(hub, t, "commented", {})
     assert response.status_code == 202, response.text
     await _run(hub)
     async with sessionmaker() as session:
@@ -290,24 +292,18 @@ async def test_rule_text_rendering_what_a_publish_may_not_send_is_made_printable
         "/v1/admin/rules/texty", json=rule, params={"tenant": t.name}, headers=t.admin
     )
     assert put.status_code == 201, put.text
-    relate = {"tenant": t.name, "user": "ann", "relationship": "follower"}
-    relate["target"] = {"type": "post", "id": "p1"}  # type: ignore[assignment]
-    response = await hub.client.post("/v1/relationships", json=relate, headers=t.publish)
-    assert response.status_code == 204, response.text
     event = {
-        "tenant": t.name,
-        "rule": "texty",
         "actor": {"id": "bob"},
         "target": {"type": "post", "id": "p1"},
         "data": {"t": "line1\nline2\u0085bell\u0007", "b": "one\ntwo\u0001\tend"},
     }
     preview = await hub.client.post(
         "/v1/admin/rules/preview",
-        json={"rule": rule, "name": "texty", **{k: event[k] for k in ("actor", "target", "data")}},
+        json={"rule": rule, "name": "texty", **event},
         headers=t.admin,
     )
     assert preview.status_code == 200, preview.text
-    response = await hub.client.post("/v1/events", json=event, headers=t.publish)
+    response = await _fire(hub, t, "texty", event["data"])
     assert response.status_code == 202, response.text
     assert response.json()["errors"] == []
     expected = ("\ufffd line1 line2 bell", "one\ntwo \tend")

@@ -17,14 +17,13 @@ from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Settlement
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.delivery_metrics import DeliveryMetrics
-from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import Conflict, InvalidInput
-from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
+from notifyhub.services.deliveries import DeliveryService, enqueue
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings
-from support.deliveries import unique
+from support.deliveries import unique, webhook_spec
 from support.receiver import Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
@@ -56,18 +55,7 @@ class NoKicks:
 
 async def _definition(sessionmaker: Maker, url: str) -> str:
     name = unique("outbox")
-    spec = DefinitionSpec(
-        url=url,
-        timeout_s=30,
-        retry_intervals="1s",
-        max_retries=-1,
-        alert_trigger=AlertTrigger.NEVER,
-        alert_after_n=None,
-        alert_emails=[],
-        alert_webhook_url=None,
-        need_confirm=False,
-        max_confirm_delay_s=60,
-    )
+    spec = webhook_spec(url, timeout_s=30, max_retries=-1)
     async with sessionmaker.begin() as session:
         await DeliveryService(NoKicks(), LOCAL).put_definition(
             session, "default", name, spec, False, False

@@ -19,11 +19,11 @@ from notifyhub.db.unit import units
 from notifyhub.delivery_metrics import DeliveryMetrics
 from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.services.alerts import AlertSender
-from notifyhub.services.deliveries import DefinitionSpec, DeliveryService
+from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.outbound import AddressGuard, Outbound
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings
-from support.deliveries import unique
+from support.deliveries import unique, webhook_spec
 from support.receiver import Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
@@ -51,17 +51,13 @@ async def _sender(
 
 async def _definition(sessionmaker: Maker, alert_url: str | None, emails: list[str]) -> str:
     name = unique("alerting")
-    spec = DefinitionSpec(
-        url="http://127.0.0.1:9/never-called",
+    spec = webhook_spec(
+        "http://127.0.0.1:9/never-called",
         timeout_s=1,
-        retry_intervals="1s",
         max_retries=0,
         alert_trigger=AlertTrigger.FINAL_FAILURE,
-        alert_after_n=None,
         alert_emails=emails,
         alert_webhook_url=alert_url,
-        need_confirm=False,
-        max_confirm_delay_s=60,
     )
     async with sessionmaker.begin() as session:
         await DeliveryService(Kicks(), LOCAL).put_definition(

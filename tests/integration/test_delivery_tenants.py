@@ -26,14 +26,13 @@ from ulid import ULID
 from notifyhub.db.base import Base
 from notifyhub.db.models import Delivery, DeliveryDefinition, DeliveryHistory
 from notifyhub.db.unit import UnitOfWork
-from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import InvalidInput
 from notifyhub.services import signing
-from notifyhub.services.deliveries import DefinitionSpec, DeliveryService, enqueue
+from notifyhub.services.deliveries import DeliveryService, enqueue
 from notifyhub.services.outbound import AddressGuard
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings, Settings
-from support.deliveries import define, get, post, unique, wait_status
+from support.deliveries import define, get, post, unique, wait_status, webhook_spec
 from support.receiver import Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
@@ -320,18 +319,7 @@ async def test_library_mode_enqueues_on_the_named_tenants_definition(
     sessionmaker: Maker,
 ) -> None:
     name, tenant = unique("library"), unique("tl")
-    spec = DefinitionSpec(
-        url="https://example.com/hook",
-        timeout_s=5,
-        retry_intervals="1s",
-        max_retries=1,
-        alert_trigger=AlertTrigger.NEVER,
-        alert_after_n=None,
-        alert_emails=[],
-        alert_webhook_url=None,
-        need_confirm=False,
-        max_confirm_delay_s=60,
-    )
+    spec = webhook_spec("https://example.com/hook")
     async with sessionmaker.begin() as session:
         await DeliveryService(NoKicks(), TargetCheck(AddressGuard())).put_definition(
             session, tenant, name, spec, False, False

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from notifyhub.domain.delivery import AlertTrigger
+from notifyhub.services.deliveries import DefinitionSpec
 from notifyhub.settings import DeliverySettings, Settings
 
 
@@ -19,6 +21,24 @@ def reaching_localhost(settings: Settings) -> Settings:
 
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def webhook_spec(url: str, **changes: Any) -> DefinitionSpec:
+    """A webhook definition as `DeliveryService.put_definition` takes it: a retry a
+    second after one failure, no alerts, no confirmation, unless `changes` say otherwise."""
+    spec: dict[str, Any] = {
+        "url": url,
+        "timeout_s": 5,
+        "retry_intervals": "1s",
+        "max_retries": 1,
+        "alert_trigger": AlertTrigger.NEVER,
+        "alert_after_n": None,
+        "alert_emails": [],
+        "alert_webhook_url": None,
+        "need_confirm": False,
+        "max_confirm_delay_s": 60,
+    }
+    return DefinitionSpec(**(spec | changes))
 
 
 async def define(client: httpx.AsyncClient, admin_key: str, name: str, **body: Any) -> Any:
