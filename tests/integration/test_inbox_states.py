@@ -142,12 +142,18 @@ async def test_a_pin_past_the_limit_is_409_naming_it(
         assert (
             await hub.client.patch(f"{BASE}/{nid}", json={"pinned": True}, headers=me)
         ).status_code == 200
+    archived = await hub.client.patch(f"{BASE}/{ids[1]}", json={"archived": True}, headers=me)
+    assert archived.json()["pinned"] is True  # an archived pin keeps its place
     refused = await hub.client.patch(
         f"{BASE}/{ids[20]}", json={"pinned": True, "read": True}, headers=me
     )
     assert refused.status_code == 409
     assert refused.headers["content-type"] == "application/problem+json"
-    assert refused.json()["limit"] == 20 and "20 pinned" in refused.json()["detail"]
+    detail = refused.json()["detail"]
+    assert refused.json()["limit"] == 20 and "20 pinned" in detail
+    assert "archived and snoozed ones count" in detail
+    listed = await _ids(hub, me, "?pinned=true&status=archived")
+    assert listed == [ids[1]]  # where the message says they are
     item = (await hub.client.get(f"{BASE}/{ids[20]}", headers=me)).json()
     assert item["pinned"] is False and item["status"] == "unread"  # none of the PATCH happened
     # unpinning one makes room

@@ -191,8 +191,9 @@ class InboxService:
         if result.codes == [3]:
             limit = self._store.limits.pinned_per_user
             raise LimitReached(
-                f"pinned: you already have {limit} pinned notifications, the most allowed; "
-                f"unpin one first",
+                f"pinned: you already have {limit} pinned notifications, the most allowed "
+                f"(archived and snoozed ones count: ?pinned=true&status=archived lists the "
+                f"archived); unpin one first",
                 limit=limit,
             )
         op = MarkOp(
