@@ -582,6 +582,28 @@ async def test_a_long_title_is_counted_in_characters(hub: Any, publish_key: str)
     assert "items" not in response.json()["detail"]
 
 
+async def test_a_number_past_pythons_digit_limit_is_invalid_json_not_400(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Python refuses to read an integer of more than 4300 digits (CVE-2020-10735); FastAPI
+    answered that 400 "There was an error parsing the body", unlike any other body it
+    cannot read."""
+    digits = "1" * 5000
+    for path, method, key, raw in (
+        ("/v1/notifications", "POST", publish_key, '{"recipients": {"users": ["x"]}, "ttl": '),
+        ("/v1/me/preferences", "PUT", make_token("digits"), '{"categories": '),
+    ):
+        headers = {**_auth(key), "content-type": "application/json"}
+        content = f"{raw}{digits}}}".encode()
+        response = await hub.client.request(method, path, content=content, headers=headers)
+        _assert_problem(response, 422)
+        detail = response.json()["detail"]
+        assert detail.startswith("request body is not valid JSON: Exceeds the limit (4300 digits)")
+        assert response.json()["errors"] == [
+            {"field": "body", "message": detail.split(": ", 1)[1], "type": "json_invalid"}
+        ]
+
+
 async def test_malformed_json_names_its_place_not_a_field(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:

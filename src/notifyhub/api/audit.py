@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from notifyhub.api.errors import unreadable_body
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.auth import ServicePrincipal
 from notifyhub.errors import NotifyhubError
@@ -55,7 +56,7 @@ def _status_of(exc: BaseException) -> int:
     if isinstance(exc, RequestValidationError):
         return 422
     if isinstance(exc, StarletteHTTPException):
-        return exc.status_code
+        return 422 if unreadable_body(exc) is not None else exc.status_code
     return 503 if outage_of(exc) is not None else 500
 
 

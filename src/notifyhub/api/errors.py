@@ -185,7 +185,21 @@ def _http_detail(request: Request, exc: StarletteHTTPException) -> str:
     return str(exc.detail)
 
 
+def unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI's JSON parser refused a body with a ValueError that is no syntax error
+    (a number past Python's int-from-string limit of 4300 digits), which it answers 400
+    "There was an error parsing the body"; None for any other HTTP error. Invalid JSON to
+    the client (422), as any other body `json.loads` refuses."""
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+        return str(exc.__cause__).split(";")[0]
+    return None
+
+
 async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+    if (why := unreadable_body(exc)) is not None:
+        error = {"field": "body", "message": why, "type": "json_invalid"}
+        detail = f"request body is not valid JSON: {why}"
+        return problem_response(InvalidInput.status, InvalidInput.title, detail, errors=[error])
     return problem_response(
         exc.status_code,
         _title(exc.status_code),
