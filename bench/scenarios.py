@@ -264,6 +264,16 @@ NOTES = """\
   each storm) put 3f014e7's samples per reopened stream at 1.75x 84575f2's in every
   frame alike, uvloop's own C and the sockets' writes included, which a slower hour of
   the machine explains as well as the code does: not settled.
+- The reconnect storm and the stream presence report (2026-11-29 evening, the same AMD
+  EPYC machine). A probe script timed one presence report of 10,000 changed users (what
+  a storm's restart makes every stream): 620-750 ms of the hub's time in one pipeline,
+  holding the event loop up to 373 ms; written 100 users a pipeline with turns, the
+  longest hold was 15-18 ms, the total unchanged. The storm row in alternating single
+  runs, dbe39d9 (before) then 701e8d9: 527 / 558, 464 / 574, 514 / 499 new streams/s
+  and `/healthz` at worst 140 / 149, 165 / 122, 182 / 141 ms; every stream caught up,
+  nothing doubled. Both targets still missed here. asyncio's debug mode (slow callbacks
+  over 100 ms logged) named no hub callback in one storm: what is left of `/healthz`'s
+  worst is the hub's core at 100% and the bench's own processes on the other.
 - The request deadline against big fan-outs (the same afternoon). `broadcast to 19.5k
   streams` here: POST 2.92 and 3.39 s, under the 3.5 s deadline by a hair (a probe in
   `_place`, not committed: announced at 0.49 s, copies written by 3.33 s); in the
