@@ -94,6 +94,48 @@ async def test_resume_gets_exactly_the_missed_events(
     assert seen.data["title"] == "before"
 
 
+async def test_a_replacement_gone_by_the_resume_still_ends_the_copy_it_replaced(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """X is shown; while the stream is away Y replaces X (same collapse key), then Z
+    replaces Y, or the user deletes Y. Y's change has no item left to send; it sends a
+    `delete` of X, which no later change names (Z's names Y): else the client kept X for
+    good, its list one more than its counts."""
+    for variant, user in (("replaced again", "coll-again"), ("deleted", "coll-deleted")):
+        token = make_token(user)
+        async with open_stream(hub, token) as stream:
+            x = await send(hub, publish_key, [user], collapse_key="cart")
+            await stream.until("notification")
+            last = (await stream.next()).id
+        y = await send(hub, publish_key, [user], collapse_key="cart")
+        if variant == "deleted":
+            await hub.client.delete(f"/v1/me/notifications/{y}", headers=_auth(token))
+        else:
+            z = await send(hub, publish_key, [user], collapse_key="cart")
+        async with open_stream(hub, token, **{"Last-Event-ID": str(last)}) as stream:
+            events = []
+            while len(events) < 2:  # (counts events come between, merged or not)
+                if (event := await stream.next()).event != "counts":
+                    events.append(event)
+        shown = {x}  # what a client keeps from the events
+        for event in events:
+            if event.event == "delete":
+                shown.discard(event.data["id"])
+            else:
+                shown.discard(event.data.get("replaces"))
+                shown.add(event.data["id"])
+        listed = (await hub.client.get("/v1/me/notifications", headers=_auth(token))).json()
+        assert shown == {i["id"] for i in listed["items"]}, (variant, events)
+        if variant == "deleted":
+            assert [(e.event, e.data) for e in events] == [
+                ("delete", {"id": x}),
+                ("delete", {"id": y}),
+            ]
+        else:
+            assert [(e.event, e.data["id"]) for e in events] == [("delete", x), ("notification", z)]
+            assert events[1].data["replaces"] == y
+
+
 async def test_gap_older_than_log_gets_reset(
     start_hub: Any, publish_key: str, make_token: Any, settings: Settings
 ) -> None:

@@ -161,7 +161,12 @@ def test_notification_frames() -> None:
     done = b"0|0||\x1fc2@1700000000123"
     fields = orjson.loads(change_frame(Change(note, buttons, done), "e").split(b"data: ")[1])
     assert fields["completed"] == {"action": "no", "completed_at": "2023-11-14T22:13:20.123Z"}
-    assert change_frame(Change(note, None, None), "e") is None  # deleted since
+    # deleted (or replaced again) since: the copy it replaced still leaves the client
+    assert change_frame(Change(note, None, None), "e") == (
+        b'event: delete\nid: 3-e\ndata: {"id":"n0"}\n\n'
+    )
+    plain = decode_entry(entry(type="notification", seq=6, id="n6"))
+    assert change_frame(Change(plain, None, None), "e") is None  # deleted since: nothing
     quiet = decode_entry(entry(type="notification", seq=4, id="n4", quiet=1))
     assert change_frame(Change(quiet, content, state), "e") is None  # counts only
 

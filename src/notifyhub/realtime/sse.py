@@ -69,7 +69,13 @@ from notifyhub.realtime.quiet import QuietFlag, flagged
 from notifyhub.realtime.reader import ChangeReader
 from notifyhub.realtime.subscriber import Subscriber
 from notifyhub.settings import StreamSettings
-from notifyhub.store.changes import Change, Changes, NotificationChange, ViewsChange
+from notifyhub.store.changes import (
+    Change,
+    Changes,
+    ChangeType,
+    NotificationChange,
+    ViewsChange,
+)
 from notifyhub.store.inbox import InboxStore, Position
 from notifyhub.tracing import Attributes
 
@@ -118,7 +124,8 @@ class SendTimeout(Exception):
 def change_frame(change: Change, epoch: str, ahead: list[str] | None = None) -> bytes | None:
     """The event for one change-log entry (its type's, store/changes.py); None when the
     entry sends none (a notification deleted since, or a quiet copy, or, with `ahead`,
-    the copy of a notification shown ahead: its id leaves `ahead`)."""
+    the copy of a notification shown ahead: its id leaves `ahead`). A collapse-key copy
+    that sends none still ends the copy it replaced: a `delete` of that one."""
     entry = change.entry
     if (
         ahead
@@ -129,7 +136,11 @@ def change_frame(change: Change, epoch: str, ahead: list[str] | None = None) -> 
         ahead.remove(entry.id)
         return None
     data = entry.event_data(change.content, change.state)
-    return None if data is None else data_frame(entry.type, entry.seq, epoch, data, ahead or ())
+    if data is not None:
+        return data_frame(entry.type, entry.seq, epoch, data, ahead or ())
+    if isinstance(entry, NotificationChange) and (gone := entry.replaced_data()) is not None:
+        return data_frame(ChangeType.DELETE, entry.seq, epoch, gone, ahead or ())
+    return None
 
 
 def fresh_ahead(ids: Collection[str], now_s: float) -> tuple[str, ...]:

@@ -118,6 +118,13 @@ class NotificationChange:
             return None
         return item_json(content, state, replaces=self.replaces, resurfaced=self.resurfaced)
 
+    def replaced_data(self) -> bytes | None:
+        """A `delete` event's data for the copy this one replaced, to send when this one
+        sends none (deleted or replaced again since it was logged, or quiet): a client
+        still showing the replaced copy drops it, as no later change names it (a second
+        replacement names this one). None when it replaced nothing."""
+        return None if self.replaces is None else orjson.dumps({"id": self.replaces})
+
 
 @dataclass(frozen=True, slots=True)
 class UpdateChange:
