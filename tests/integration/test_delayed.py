@@ -281,6 +281,13 @@ async def test_delayed_auth_and_validation(hub: Any, publish_key: str, consume_k
     assert bad_priority.status_code == 422
     too_long = await hub.client.get("/v1/queues/sms/messages?wait=61", headers=_auth(consume_key))
     assert too_long.status_code == 422
+    # in UTC before year 1 or past 9999 (Python holds neither): was 500
+    for due_at in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-14:00"):
+        beyond = await hub.client.post(
+            "/v1/delayed", json={"queue": "a", "due_at": due_at}, headers=_auth(publish_key)
+        )
+        assert beyond.status_code == 422, beyond.text
+        assert "must be within the years 1 to 9999 in UTC" in beyond.json()["detail"]
 
 
 async def test_the_topic_paths_and_field_answer_as_queues_for_one_release(

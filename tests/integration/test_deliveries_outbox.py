@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -32,7 +33,9 @@ LOCAL = TargetCheck(AddressGuard(allow=["127.0.0.1/32"]))
 
 
 @contextlib.asynccontextmanager
-async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[DeliverySender]:
+async def a_sender(
+    sessionmaker: Maker, lease_s: float = 5, kind: type[DeliverySender] = DeliverySender
+) -> AsyncIterator[DeliverySender]:
     """A sender as one hub process would have it (its own HTTP client and metrics)."""
     settings = DeliverySettings(
         allow_networks=["127.0.0.1/32"], lease_s=lease_s, max_timeout_s=lease_s / 2, jitter=0.0
@@ -40,7 +43,7 @@ async def a_sender(sessionmaker: Maker, lease_s: float = 5) -> AsyncIterator[Del
     guard = AddressGuard(False, settings.allow_networks)
     outbound = Outbound(guard, settings.response_cap_bytes, settings.concurrency)
     metrics = DeliveryMetrics(CollectorRegistry())
-    sender = DeliverySender(units(sessionmaker), outbound, settings, metrics)
+    sender = kind(units(sessionmaker), outbound, settings, metrics)
     sender.start()
     try:
         yield sender
@@ -129,6 +132,41 @@ async def test_a_dispatcher_killed_mid_send_is_redelivered_with_the_same_webhook
     async with sessionmaker() as session:
         row = await session.get(Delivery, delivery_id)
         assert row is not None and row.status == "sent"
+
+
+async def test_an_attempt_that_raises_fails_alone_and_its_batch_is_settled(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """An adapter that raises where no one expected it (a bug, a payload it cannot take)
+    fails its own delivery's attempt. Before, the error left the whole batch unsettled:
+    deliveries the receiver had taken were sent again after every lease, for good."""
+    name = await _definition(sessionmaker, receiver.url("/batch"))
+    async with UnitOfWork(sessionmaker) as unit:
+        ids = [await enqueue(unit, name, {"i": i}) for i in range(4)]
+    doomed = ids[1]
+
+    class Buggy(DeliverySender):
+        async def _by_kind(self, claimed: Any, definition: Any) -> Any:
+            if claimed.id == doomed:
+                raise TypeError("an adapter's bug")
+            return await super()._by_kind(claimed, definition)
+
+    async with a_sender(sessionmaker, kind=Buggy) as sender:
+        assert await sender.attempt_exact([(i, 0) for i in ids]) == 4  # one batch
+        assert await sender.attempt_exact([(i, 0) for i in ids]) == 0  # each settled once
+
+    assert sorted(r.headers["webhook-id"] for r in receiver.at("/batch")) == sorted(
+        i for i in ids if i != doomed
+    )
+    async with sessionmaker() as session:
+        rows = {i: await session.get(Delivery, i) for i in ids}
+        errors = await session.scalars(
+            select(DeliveryAttempt.error).where(DeliveryAttempt.delivery_id == doomed)
+        )
+        assert list(errors) == ["internal error: TypeError: an adapter's bug"]
+    assert {i: row.status for i, row in rows.items() if row is not None} == {
+        i: "failed" if i == doomed else "sent" for i in ids
+    }
 
 
 @pytest.mark.slow  # waits out a slow receipt

@@ -201,6 +201,14 @@ async def test_an_unreachable_smtp_server_is_a_retry_not_a_final_failure() -> No
         ({"kind": "email", "email": {**EMAIL, "to": ["a,b@x.test"]}}, "email.to"),
         ({"kind": "email", "email": {**EMAIL, "text": "{{ broken"}}, "email.text: invalid"),
         ({"kind": "sms", "email": EMAIL}, "kind"),
+        # no host name (IDNA refuses an empty label, or one past 63 characters): was 500
+        ({"url": "http://a..b/x"}, "is not a host name"),
+        ({"url": f"http://{'a' * 64}.test/x"}, "is not a host name"),
+        ({"url": "https://ok.test/", "alert": {"webhook_url": "http://a..b/x"}}, "webhook_url"),
+        # AMQP's short string is 255 bytes: 200 x "é" is 400 (was taken, then every
+        # delivery failed in the AMQP client); NUL answered 500 (PostgreSQL)
+        ({"kind": "rabbitmq", "rabbitmq": {"exchange": "", "routing_key": "é" * 200}}, "bytes"),
+        ({"kind": "rabbitmq", "rabbitmq": {"exchange": "", "routing_key": "a\u0000b"}}, "key"),
     ],
 )
 async def test_bad_email_definitions_are_422_and_store_nothing(
@@ -270,6 +278,21 @@ async def test_a_payload_to_that_is_not_an_address_ends_the_delivery_unsent(
 
     [attempt] = found["attempts"]
     assert "is not an e-mail address" in attempt["error"]
+    assert smtp.of(delivery_id) == []
+
+
+async def test_a_payload_to_that_is_no_address_or_list_ends_the_delivery_unsent(
+    hub: Any, admin_key: str, publish_key: str, smtp: Smtp
+) -> None:
+    """A number as `to` raised TypeError in the sender (no e-mail, no settlement: its
+    batch was sent again after every lease); it is a final failure naming `to`."""
+    name = unique("mail-num-to")
+    await define(hub.client, admin_key, name, kind="email", email=EMAIL)
+    delivery_id = await post(hub.client, publish_key, name, {"order": 1, "to": 123})
+    found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+
+    [attempt] = found["attempts"]
+    assert "an address or a list of addresses, not int" in attempt["error"]
     assert smtp.of(delivery_id) == []
 
 

@@ -49,6 +49,8 @@ def recipients(target: dict[str, Any], payload: dict[str, Any]) -> list[str]:
     delivery ends (`BadAddress`)."""
     named = target.get("to") or payload.get("to") or []
     found = [named] if isinstance(named, str) else named
+    if not isinstance(found, list):
+        raise BadAddress(f"`to`: an address or a list of addresses, not {type(named).__name__}")
     chosen = [str(address) for address in found if isinstance(address, str) and address]
     for address in chosen:
         if not is_address(address):

@@ -310,9 +310,21 @@ class DeliverySender:
             error = f"not confirmed within {definition.max_confirm_delay_s}s; no retries left"
             return Outcome(None, error, 0.0, attempted=False)
         async with self._slots:
-            outcome = await self._by_kind(claimed, definition)
+            outcome = await self._caught(claimed, definition)
         self._metrics.attempt_seconds.observe(outcome.duration_s)
         return outcome
+
+    async def _caught(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
+        """`_by_kind`, an error no adapter expected (a bug, a payload it cannot take) made a
+        failed attempt of this delivery alone: raised, it lost every settlement of the
+        batch, whose deliveries were sent again after the lease, and again."""
+        started = time.monotonic()
+        try:
+            return await self._by_kind(claimed, definition)
+        except Exception as exc:
+            log.exception("delivery %s: its %s attempt failed", claimed.id, definition.kind)
+            error = f"internal error: {type(exc).__name__}: {exc}"[:500]
+            return Outcome(None, error, time.monotonic() - started)
 
     async def _by_kind(self, claimed: Claimed, definition: DeliveryDefinition) -> Outcome:
         """The definition's target adapter; every kind's attempt ends within the

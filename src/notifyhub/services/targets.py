@@ -107,14 +107,16 @@ class TargetCheck:
 
     async def check(self, field: str, url: str) -> str | None:
         """Raise `BlockedTarget` when every address of `url`'s host is blocked (and
-        `InvalidInput` when the sender cannot read it); else a warning worth showing
-        (None when there is nothing to say)."""
+        `InvalidInput` when the sender cannot read it, or it is no host name); else a
+        warning worth showing (None when there is nothing to say)."""
         host = sender_host(field, url)
         addresses = literal_addresses(host)
         if addresses is None:
             try:
                 async with asyncio.timeout(self._timeout_s):
                     addresses = await self._resolver(host)
+            except UnicodeError as exc:  # IDNA: an empty label, or one past 63 characters
+                raise InvalidInput(f"{field}: {host!r} is not a host name ({exc})") from exc
             except (OSError, TimeoutError) as exc:
                 why = str(exc) or f"no answer within {self._timeout_s:g}s"
                 return (

@@ -64,7 +64,16 @@ def _to_time(value: Any) -> Any:
 
 
 def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    """Naive times are UTC. A time must be one in UTC too: an offset can carry 0001-01-01
+    before year 1 and 9999-12-31 past 9999, which Python cannot hold (every later step
+    that turns it into UTC failed, a 500)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("must be within the years 1 to 9999 in UTC") from exc
+    return value
 
 
 def _jsonb_safe(value: JsonValue) -> bool:

@@ -148,6 +148,13 @@ class EmailTargetIn(EmailTemplatesIn):
     """Messages per locale, chosen by the payload's `locale` (`pt-BR`, then `pt`)."""
 
 
+def _short_string(value: str) -> str:
+    """AMQP's `shortstr`: at most 255 bytes, which UTF-8 reaches in fewer characters."""
+    if len(value.encode()) > 255:
+        raise ValueError(f"at most 255 bytes in UTF-8, not {len(value.encode())}")
+    return value
+
+
 class RabbitTargetIn(Strict):
     """A `rabbitmq` definition's target: where each delivery is published (the broker is
     the hub's `NOTIFYHUB_AMQP_URL`)."""
@@ -157,8 +164,8 @@ class RabbitTargetIn(Strict):
     exchange: Annotated[str, Field(max_length=255, pattern=r"^[A-Za-z0-9_.:-]*$")]
     """The exchange (it must exist; the receiving system declares it); `""` is the
     default exchange, which routes by queue name."""
-    routing_key: Annotated[str, Field(max_length=255)] = ""
-    """The routing key."""
+    routing_key: Annotated[Line, Field(max_length=255), AfterValidator(_short_string)] = ""
+    """The routing key (at most 255 bytes in UTF-8, AMQP's short string)."""
 
 
 class DefinitionIn(Strict):
