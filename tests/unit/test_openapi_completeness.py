@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
 from notifyhub.api.app import create_app
+from notifyhub.domain.notification import Action, Actor, Notification, Ref
+from notifyhub.realtime.sse import change_frame
 from notifyhub.settings import Settings
+from notifyhub.store.changes import Change, decode_entry
 
 TEXT_TYPES = {"text/event-stream", "text/plain"}
 REF = "#/components/schemas/"
@@ -191,6 +195,71 @@ def test_the_stream_documents_each_event(document: dict[str, Any]) -> None:
         assert f"`{name}`" in response["description"], name
     for wire in ("id: <seq>-<epoch>", "retry:", ": ping"):
         assert wire in response["description"] + body["example"], wire
+
+
+def _framed(entry: dict[str, Any], content: bytes | None, state: bytes | None) -> tuple[str, Any]:
+    """The event and data the stream sends for a change-log entry."""
+    logged = decode_entry(orjson.dumps({"counts": {"unread": 1, "unseen": 1, "total": 1}, **entry}))
+    sent = change_frame(Change(logged, content, state), "e")
+    assert sent is not None
+    head, _, data = sent.partition(b"\ndata: ")
+    return head.decode().removeprefix("event: ").split("\n")[0], orjson.loads(data)
+
+
+def test_the_stream_events_data_is_what_their_schemas_say(document: dict[str, Any]) -> None:
+    """Every kind of event the stream sends (a state update, an action's completion, a
+    thread's update carrying the whole item, a new, replacing and resurfaced notification,
+    a delete) is valid against its event's schema, with no field the schema lacks: a
+    client built from the document reads all of it (an `update` once documented only the
+    read state)."""
+    at = 1_700_000_000_123
+    sent = Notification(
+        id="01JD3Q4M6T9W2Z8K5N7R1C0B3X",
+        tenant="default",
+        title="Bo commented",
+        body="**Hi**",
+        body_format="markdown",
+        category="comment",
+        source="blog",
+        data={"post": "p1"},
+        action_url="/posts/p1",
+        actor=Actor(type="user", id="bo", name="Bo"),
+        target=Ref(type="post", id="p1"),
+        created_at=at,
+        expires_at=at + 60_000,
+        collapse_key=None,
+        tags=("comments",),
+        actions=(Action(id="ok", label="OK"),),
+        thread_key="post:p1",
+        thread_window_s=3600,
+    ).content_json()
+    summary = {"id": "01JD3Q3Z", "key": "post:p1", "count": 2, "first_ms": at, "last_ms": at}
+    actors = [{"type": "user", "id": "bo", "name": "Bo"}, {"type": "user", "id": "ana"}]
+    thread = orjson.dumps({"thread": {**summary, "actors": actors}, **orjson.loads(sent)})
+    state, flags = b"0|0|comment|", b"0|1|comment|\x1fapc1@1700000000123"
+    update = {"type": "update", "seq": 2, "id": "n1", "read_at": at, "seen": True}
+    events = [
+        _framed(update, None, None),
+        _framed({**update, "archived": 1, "pinned": 1, "snoozed": at}, None, None),
+        _framed({**update, "action": "ok", "completed": f"1@{at}"}, None, None),
+        _framed({"type": "update", "seq": 3, "id": "t1", "thread": 1}, thread, flags),
+        _framed({"type": "notification", "seq": 4, "id": "n2"}, sent, state),
+        _framed({"type": "notification", "seq": 5, "id": "n2", "replaces": "n0"}, sent, state),
+        _framed({"type": "notification", "seq": 6, "id": "n2", "resurfaced": 1}, sent, state),
+        _framed({"type": "delete", "seq": 7, "id": "n2"}, None, None),
+    ]
+    assert events[3][1]["thread"]["activity_count"] == 2  # the whole item, framed
+    stream = document["paths"]["/v1/me/stream"]["get"]["responses"]["200"]["content"]
+    schemas = stream["text/event-stream"]["schema"]["x-sse-events"]
+    components = {"components": document["components"]}
+    wrong = []
+    for event, data in events:
+        name = schemas[event]["$ref"].removeprefix(REF)
+        validator = Draft202012Validator({"$ref": REF + name, **components})
+        wrong += [f"{event}: {e.message}" for e in validator.iter_errors(data)]
+        properties = document["components"]["schemas"][name]["properties"]
+        wrong += [f"{event}: {field} not in {name}" for field in set(data) - set(properties)]
+    assert wrong == []
 
 
 def test_the_checks_catch_what_is_missing() -> None:

@@ -20,7 +20,12 @@ from starlette.routing import BaseRoute
 
 from notifyhub.api.deps import CurrentUser, require, stream_user
 from notifyhub.api.errors import PROBLEM_JSON, PROBLEM_TYPE
-from notifyhub.api.schemas.stream import StreamCounts, StreamDelete, StreamUpdate
+from notifyhub.api.schemas.stream import (
+    StreamCounts,
+    StreamDelete,
+    StreamNotification,
+    StreamUpdate,
+)
 from notifyhub.domain.auth import Scope
 
 PROBLEM_STATUSES = {
@@ -88,8 +93,16 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 }
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 STREAM_EVENTS: dict[str, tuple[str, str]] = {
-    "notification": ("InboxItem", "a new notification (or one replacing another: `replaces`)"),
-    "update": ("StreamUpdate", "a notification's read/seen state changed"),
+    "notification": (
+        "StreamNotification",
+        "a new notification (or one replacing another: `replaces`; a snoozed one back: "
+        "`resurfaced`)",
+    ),
+    "update": (
+        "StreamUpdate",
+        "a notification's state changed (read, seen, archived, pinned, snoozed, an action "
+        "completed), or an activity joined its thread (`thread` set: the whole item)",
+    ),
     "delete": ("StreamDelete", "a notification left the inbox"),
     "counts": ("StreamCounts", "the counts after every change, and first on a new stream"),
     "reset": ("StreamCounts", "the missed changes are gone: reload the list"),
@@ -130,13 +143,21 @@ def _document_operation(method: str, operation: dict[str, Any]) -> None:
 
 def _stream_components() -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for model in (StreamUpdate, StreamDelete, StreamCounts):
+    for model in (StreamNotification, StreamUpdate, StreamDelete, StreamCounts):
         schema = model.model_json_schema(
             ref_template="#/components/schemas/{model}", mode="serialization"
         )
-        found |= schema.pop("$defs", {})  # the models it refers to (StreamViewCount)
+        found |= schema.pop("$defs", {})  # the models it refers to (StreamViewCount, Thread)
         found[model.__name__] = schema
     return found
+
+
+def _add_stream_components(schemas: dict[str, Any]) -> None:
+    """The stream events' schemas, and the models they refer to that FastAPI's document
+    lacks: one it has (Actor, Thread: the items refer to them too) is kept as FastAPI
+    wrote it."""
+    for name, schema in _stream_components().items():
+        schemas.setdefault(name, schema)
 
 
 def _our_models(base: type[BaseModel] = BaseModel) -> Iterator[type[BaseModel]]:
@@ -166,7 +187,7 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
     event schemas: what FastAPI cannot infer."""
     components = schema.setdefault("components", {})
     components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
-    components["schemas"].update(_stream_components())
+    _add_stream_components(components["schemas"])
     _restore_examples(components["schemas"])
     components["schemas"].pop("HTTPValidationError", None)
     components["schemas"].pop("ValidationError", None)

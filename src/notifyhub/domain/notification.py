@@ -205,7 +205,7 @@ class Completed(BaseModel):
     """When the user completed it."""
 
 
-_ITEM_EXAMPLE: dict[str, Any] = {
+ITEM_EXAMPLE: dict[str, Any] = {
     "id": "01JD3Q4M6T9W2Z8K5N7R1C0B3X",
     "tenant": "default",
     "title": "Restock location A-12",
@@ -307,7 +307,7 @@ def _defaults_left_out(notification: Notification) -> set[str] | None:
 class InboxItem(Notification):
     """A user's copy: the shared content plus that user's state."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [_ITEM_EXAMPLE]})
+    model_config = ConfigDict(json_schema_extra={"examples": [ITEM_EXAMPLE]})
 
     status: NotificationStatus = "unread"
     """unread or read, for this user."""
@@ -382,7 +382,7 @@ class InboxPage(BaseModel):
     model_config = ConfigDict(
         use_attribute_docstrings=True,
         json_schema_extra={
-            "examples": [{"items": [_ITEM_EXAMPLE], "next_cursor": None, "unread": 3}]
+            "examples": [{"items": [ITEM_EXAMPLE], "next_cursor": None, "unread": 3}]
         },
     )
 
@@ -395,7 +395,7 @@ class InboxPage(BaseModel):
 
 
 _ACTIVITY_EXAMPLE: dict[str, Any] = {
-    **{k: v for k, v in _ITEM_EXAMPLE.items() if k in Notification.model_fields},
+    **{k: v for k, v in ITEM_EXAMPLE.items() if k in Notification.model_fields},
     "title": "Ana commented on your post",
     "actor": {"type": "user", "id": "ana", "name": "Ana Lima", "avatar_url": None},
     "thread_key": "post:p1:comments",
