@@ -10,6 +10,8 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -394,3 +396,50 @@ async def test_stream_update_events_and_refused_tokens(
         "read",
         True,
     )
+
+
+@asynccontextmanager
+async def reading(hub: Any, client: AsyncClient, token: str) -> AsyncIterator[list[StreamEvent]]:
+    """The user's events as the client's stream reader yields them, from once it is open."""
+    events: list[StreamEvent] = []
+
+    async def read() -> None:
+        async for event in client.stream(token):
+            events.append(event)
+
+    reader = asyncio.create_task(read())
+    try:
+        await wait_until(lambda: hub.app_state["hub"].stream_count == 1)
+        yield events
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+
+
+async def test_a_snoozed_copy_streams_back_as_a_resurfaced_notification(
+    hub: Any, publish_key: str, make_token: Callable[..., str]
+) -> None:
+    """A snoozed copy whose time came is a `notification` event with `resurfaced`, unread
+    (its wake-up called as the delayed worker calls it, without waiting for it)."""
+    user = unique("snooze")
+    token = make_token(user)
+    async with (
+        AsyncClient(hub.base_url, publish_key) as client,
+        reading(hub, client, token) as events,
+    ):
+        later = await client.notify("Later", users=[user])
+        snoozed = await hub.client.patch(
+            f"/v1/me/notifications/{later.id}",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"snooze": 3600},
+        )
+        assert snoozed.status_code == 200, snoozed.text
+        until = datetime.fromisoformat(snoozed.json()["snoozed_until"])
+        await wait_until(lambda: any(isinstance(e, UpdateEvent) for e in events))
+        until_ms = round(until.timestamp() * 1000)  # the wake-up names the snooze it ends
+        assert await hub.app_state["inbox"].resurface("default", user, later.id, until_ms)
+        await wait_until(lambda: len([e for e in events if isinstance(e, NotificationEvent)]) == 2)
+
+    notified = [e.data for e in events if isinstance(e, NotificationEvent)]
+    assert [(n.id, n.resurfaced) for n in notified] == [(later.id, False), (later.id, True)]
+    assert (notified[-1].status, notified[-1].snoozed_until) == ("unread", None)

@@ -294,6 +294,8 @@ class Notification(Response):
     """Set when it is a thread (a `thread_key`)."""
     replaces: str | None = None
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
+    resurfaced: bool = False
+    """Stream only: a snoozed copy whose time came (unread again, on top), not a new one."""
 
 
 class ViewCount(Response):
