@@ -416,6 +416,50 @@ async def reading(hub: Any, client: AsyncClient, token: str) -> AsyncIterator[li
         await asyncio.gather(reader, return_exceptions=True)
 
 
+async def test_a_threads_next_activity_streams_an_update_carrying_the_whole_item(
+    hub: Any, publish_key: str, make_token: Callable[..., str]
+) -> None:
+    """A thread's second activity is an `update` carrying the whole item: its summary and
+    the latest activity's content (`item` gives it as a `Notification`); a state change is
+    an `update` with the state only."""
+    user = unique("thread")
+    token = make_token(user)
+    async with (
+        AsyncClient(hub.base_url, publish_key) as client,
+        reading(hub, client, token) as events,
+    ):
+        first = await client.notify(
+            "Ana commented", users=[user], thread_key="post:p1", actor={"id": "ana"}
+        )
+        second = await client.notify(
+            "Bo commented", users=[user], thread_key="post:p1", actor={"id": "bo"}, body="Hi"
+        )
+        await wait_until(lambda: any(isinstance(e, UpdateEvent) for e in events))
+        marked_read = await hub.client.patch(
+            f"/v1/me/notifications/{first.id}",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"read": True},
+        )
+        assert marked_read.status_code == 200, marked_read.text
+        await wait_until(lambda: len([e for e in events if isinstance(e, UpdateEvent)]) == 2)
+
+    joined, marked = (e.data for e in events if isinstance(e, UpdateEvent))
+    assert joined.id == first.id and joined.thread is not None
+    assert (joined.thread.activity_count, joined.thread.latest_id) == (2, second.id)
+    assert [a.id for a in joined.thread.actors] == ["bo", "ana"]
+    assert (joined.tenant, joined.title, joined.body, joined.status) == (
+        "default",
+        "Bo commented",
+        "Hi",
+        "unread",
+    )
+    item = joined.item
+    assert item is not None and (item.id, item.title) == (first.id, "Bo commented")
+    assert item.thread == joined.thread
+    assert (marked.id, marked.status, marked.read_at is not None) == (first.id, "read", True)
+    assert (marked.thread, marked.title, marked.item) == (None, None, None)
+
+
 async def test_a_snoozed_copy_streams_back_as_a_resurfaced_notification(
     hub: Any, publish_key: str, make_token: Callable[..., str]
 ) -> None:

@@ -319,17 +319,49 @@ class Counts(Response):
 
 
 class InboxUpdate(Response):
-    """A stream's `update` data: one item's new state."""
+    """A stream's `update` data: one item's new state; or, when `thread` is set (an
+    activity joined the thread), the whole item as it now is, every field set (`item`
+    gives it as a `Notification`)."""
 
     id: str
     status: str
     seen: bool
-    read_at: datetime | None = None
+    read_at: datetime | None
     archived: bool = False
     pinned: bool = False
     snoozed_until: datetime | None = None
     completed: Completed | None = None
-    """Set only by the update of an action's completion; other updates leave it as it was."""
+    """Set by the update of an action's completion (and a thread's: the item's); other
+    updates leave it as it was."""
+    thread: Thread | None = None
+    """Set when an activity joined the thread: the fields below are then the item's."""
+    tenant: str | None = None
+    title: str | None = None
+    body: str | None = None
+    body_format: Literal["text", "markdown"] | None = None
+    severity: Severity | None = None
+    category: str | None = None
+    source: str | None = None
+    display: Display | None = None
+    data: dict[str, JsonValue] | None = None
+    action_url: str | None = None
+    actor: Actor | None = None
+    target: Ref | None = None
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+    collapse_key: str | None = None
+    tags: list[str] | None = None
+    thread_key: str | None = None
+    thread_window_s: int | None = None
+    actions: list[Action] | None = None
+
+    @property
+    def item(self) -> Notification | None:
+        """A thread's update as the item it carries (to replace the one shown); None for
+        a state update."""
+        if self.thread is None:
+            return None
+        return Notification.model_validate(self.model_dump(exclude_unset=True))
 
 
 class Deleted(Response):
