@@ -12,7 +12,7 @@ import pytest
 from notifyhub.services import signing
 from notifyhub.settings import DeliverySettings, Settings
 from support.deliveries import define, get, post, unique, wait_status
-from support.receiver import Receiver, Reply
+from support.receiver import Received, Receiver, Reply
 from support.smtp import Smtp
 
 
@@ -161,6 +161,45 @@ async def test_unconfirmed_delivery_is_sent_again_after_the_confirm_deadline(
         headers={"Authorization": f"Bearer {publish_key}"},
     )
     assert (await get(hub.client, publish_key, delivery_id))["status"] == "sent"
+
+
+async def test_a_confirm_from_inside_the_receivers_handler_is_accepted(
+    hub, admin_key: str, publish_key: str, receiver: Receiver
+) -> None:
+    """A receiver that confirms before it answers 200 found the delivery still `pending`
+    (its attempt under way) and got 409; the hub sent it again after the confirm delay.
+    The confirm is accepted, and the attempt it confirmed is listed once settled."""
+    name = unique("inconfirm")
+    answers: list[int] = []
+
+    async def confirm(request: Received) -> None:
+        response = await hub.client.post(
+            f"/v1/deliveries/{request.headers['webhook-id']}/confirm",
+            headers={"Authorization": f"Bearer {publish_key}"},
+        )
+        answers.append(response.status_code)
+
+    receiver.plan("/inconfirm", default=Reply(200, before=confirm))
+    await define(
+        hub.client,
+        admin_key,
+        name,
+        url=receiver.url("/inconfirm"),
+        need_confirm=True,
+        max_confirm_delay_s=60,
+    )
+    delivery_id = await post(hub.client, publish_key, name, {"n": 1})
+    await receiver.wait_for("/inconfirm", 1)
+    async with asyncio.timeout(10):
+        while not (found := await get(hub.client, publish_key, delivery_id))["attempts"]:
+            await asyncio.sleep(0.05)
+    for _ in range(3):
+        await hub.app_state["dispatcher"].run_once()
+
+    assert answers == [200]
+    assert found["status"] == "sent"
+    assert [(a["attempt"], a["status_code"]) for a in found["attempts"]] == [(1, 200)]
+    assert len(receiver.at("/inconfirm")) == 1
 
 
 async def test_unconfirmed_delivery_without_retries_left_finally_fails(

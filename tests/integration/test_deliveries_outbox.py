@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from notifyhub.db.repositories import deliveries as repo
 from notifyhub.db.repositories.deliveries import Settlement
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.delivery_metrics import DeliveryMetrics
+from notifyhub.domain.delivery import AlertTrigger
 from notifyhub.errors import Conflict, InvalidInput
 from notifyhub.services.deliveries import DeliveryService, enqueue
 from notifyhub.services.outbound import AddressGuard, Outbound
@@ -25,7 +26,7 @@ from notifyhub.services.sender import DeliverySender
 from notifyhub.services.targets import TargetCheck
 from notifyhub.settings import DeliverySettings
 from support.deliveries import unique, webhook_spec
-from support.receiver import Receiver, Reply
+from support.receiver import Received, Receiver, Reply
 
 Maker = async_sessionmaker[AsyncSession]
 LOCAL = TargetCheck(AddressGuard(allow=["127.0.0.1/32"]))
@@ -56,9 +57,9 @@ class NoKicks:
         raise AssertionError("nothing to kick")
 
 
-async def _definition(sessionmaker: Maker, url: str) -> str:
+async def _definition(sessionmaker: Maker, url: str, **changes: Any) -> str:
     name = unique("outbox")
-    spec = webhook_spec(url, timeout_s=30, max_retries=-1)
+    spec = webhook_spec(url, **({"timeout_s": 30, "max_retries": -1} | changes))
     async with sessionmaker.begin() as session:
         await DeliveryService(NoKicks(), LOCAL).put_definition(
             session, "default", name, spec, False, False
@@ -331,3 +332,175 @@ async def test_only_a_current_settlement_records_its_attempt_alerts_and_410(
         session = unit.session
         assert await repo.settle(session, [gone(claimed.attempt)]) == {delivery_id}
     assert await recorded() == ([claimed.attempt], ["email", "webhook"], True)
+
+
+def _confirmer(sessionmaker: Maker, answers: list[str]) -> Callable[[Received], Awaitable[None]]:
+    """A receiver's handler step: confirm the delivery it holds before answering (as
+    `POST .../confirm` does), noting the status it got or the 409's detail."""
+
+    async def confirm(request: Received) -> None:
+        answers.append(await _confirm(sessionmaker, request.headers["webhook-id"]))
+
+    return confirm
+
+
+async def _confirm(sessionmaker: Maker, delivery_id: str) -> str:
+    try:
+        async with sessionmaker.begin() as session:
+            found = await DeliveryService(NoKicks(), LOCAL).confirm(session, "default", delivery_id)
+    except Conflict as exc:
+        return f"409 {exc}"
+    return str(found["status"])
+
+
+async def _shown(sessionmaker: Maker, delivery_id: str) -> Any:
+    """The delivery as `GET /v1/deliveries/{id}` shows it."""
+    async with sessionmaker() as session:
+        return await DeliveryService(NoKicks(), LOCAL).get(session, "default", delivery_id)
+
+
+async def _token(sessionmaker: Maker, delivery_id: str) -> int:
+    """The delivery's fencing token now: what the dispatcher's claim of it expects."""
+    async with sessionmaker() as session:
+        row = await session.get(Delivery, delivery_id, populate_existing=True)
+        assert row is not None
+        return row.attempt
+
+
+def _listed(shown: Any) -> list[tuple[int, int | None]]:
+    return [(a["attempt"], a["status_code"]) for a in shown["attempts"]]
+
+
+async def test_a_confirm_during_a_resend_keeps_that_attempt_listed(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Attempt 1 is not confirmed in time; the receiver confirms attempt 2 from inside
+    its handler. The confirm bumped the token, so attempt 2's settlement was dropped:
+    `sent` with one attempt listed, two received. Now both are listed, in order."""
+    answers: list[str] = []
+    name = await _definition(
+        sessionmaker, receiver.url("/resend"), need_confirm=True, max_confirm_delay_s=60
+    )
+    receiver.plan("/resend", Reply(200), Reply(200, before=_confirmer(sessionmaker, answers)))
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
+
+    async with a_sender(sessionmaker) as sender:
+        assert await sender.attempt_exact([(delivery_id, 0)]) == 1
+        assert (await _shown(sessionmaker, delivery_id))["status"] == "awaiting_confirm"
+        # its confirm delay ran out: the dispatcher's claim, as the row's token expects it
+        token = await _token(sessionmaker, delivery_id)
+        assert await sender.attempt_exact([(delivery_id, token)]) == 1
+        assert await sender.attempt_exact([(delivery_id, token + 1)]) == 0  # nothing open
+
+    shown = await _shown(sessionmaker, delivery_id)
+    assert answers == ["sent"]
+    assert shown["status"] == "sent"
+    assert _listed(shown) == [(1, 200), (2, 200)]
+    assert len(receiver.at("/resend")) == 2
+
+
+async def test_a_confirm_mid_attempt_stands_whatever_the_receiver_answers(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """The receiver confirms, then answers 500: it has the message (that is what the
+    confirm says), so the delivery stays `sent`, owes no alert, and lists the 500."""
+    answers: list[str] = []
+    name = await _definition(
+        sessionmaker,
+        receiver.url("/confirm-500"),
+        need_confirm=True,
+        alert_trigger=AlertTrigger.EVERY_FAILURE,
+        alert_webhook_url=receiver.url("/alerts"),
+    )
+    receiver.plan("/confirm-500", Reply(500, before=_confirmer(sessionmaker, answers)))
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
+
+    async with a_sender(sessionmaker) as sender:
+        assert await sender.attempt_exact([(delivery_id, 0)]) == 1
+
+    shown = await _shown(sessionmaker, delivery_id)
+    assert answers == ["sent"]
+    assert (shown["status"], shown["failures"], shown["last_error"]) == ("sent", 0, None)
+    assert _listed(shown) == [(1, 500)]
+    async with sessionmaker() as session:
+        alerts = await session.scalars(
+            select(DeliveryAlert.id).where(DeliveryAlert.delivery_id == delivery_id)
+        )
+        assert list(alerts) == []
+
+
+async def test_a_confirm_with_no_attempt_under_way_or_no_need_confirm_is_refused(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """409 for a delivery that failed and waits for its retry (nothing the receiver holds
+    now), and for one whose definition asks for no confirmation (even mid-attempt); the
+    retry's receiver confirming from its handler then ends the first one `sent`."""
+    answers: list[str] = []
+    confirming = await _definition(
+        sessionmaker, receiver.url("/later"), need_confirm=True, max_confirm_delay_s=60
+    )
+    plain = await _definition(sessionmaker, receiver.url("/plain"))
+    receiver.plan("/later", Reply(500), Reply(200, before=_confirmer(sessionmaker, answers)))
+    receiver.plan("/plain", Reply(200, before=_confirmer(sessionmaker, answers)))
+    async with UnitOfWork(sessionmaker) as unit:
+        later = await enqueue(unit, confirming, {"n": 1})
+        unconfirmed = await enqueue(unit, plain, {"n": 2})
+
+    async with a_sender(sessionmaker) as sender:
+        assert await sender.attempt_exact([(later, 0), (unconfirmed, 0)]) == 2
+        assert (await _shown(sessionmaker, later))["status"] == "failed"
+        refused = await _confirm(sessionmaker, later)
+        assert await sender.attempt_exact([(later, await _token(sessionmaker, later))]) == 1
+
+    assert refused.startswith(f"409 delivery {later} is failed"), refused
+    [plain_answer, retry_answer] = answers
+    assert "need_confirm" in plain_answer and plain_answer.startswith("409"), plain_answer
+    assert retry_answer == "sent"
+    shown = await _shown(sessionmaker, later)
+    assert (shown["status"], _listed(shown)) == ("sent", [(1, 500), (2, 200)])
+    shown = await _shown(sessionmaker, unconfirmed)
+    assert (shown["status"], _listed(shown)) == ("sent", [(1, 200)])
+
+
+async def test_a_confirm_fences_nothing_and_only_the_current_attempt_settles(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Races, step by step on real sessions: a claim whose lease ran out (its hub died
+    mid-send) is not under way, so a confirm then is a 409; a confirm while the next claim
+    is under way lands; the dead claim's late settlement is still fenced out, and the
+    current one's is listed without undoing the confirm."""
+    name = await _definition(
+        sessionmaker, receiver.url("/fenced"), need_confirm=True, max_confirm_delay_s=60
+    )
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
+
+    def ok(attempt: int) -> Settlement:
+        return Settlement(
+            id=delivery_id,
+            attempt=attempt,
+            status="awaiting_confirm",
+            failures=0,
+            delay_s=60.0,
+            error=None,
+            status_code=200,
+            duration_ms=1.0,
+            definition=name,
+        )
+
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        [dead] = await repo.claim_exact(unit.session, [(delivery_id, 0)], 0)  # lease over
+    assert (await _confirm(sessionmaker, delivery_id)).startswith("409")
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        [live] = await repo.claim_exact(unit.session, [(delivery_id, dead.attempt)], 60)
+    assert await _confirm(sessionmaker, delivery_id) == "sent"
+    async with UnitOfWork(sessionmaker, autocommit=True) as unit:
+        assert await repo.settle(unit.session, [ok(dead.attempt)]) == set()
+        assert await repo.settle(unit.session, [ok(live.attempt)]) == {delivery_id}
+        assert await repo.claim_exact(unit.session, [(delivery_id, live.attempt)], 60) == []
+
+    shown = await _shown(sessionmaker, delivery_id)
+    assert (shown["status"], _listed(shown)) == ("sent", [(1, 200)])
+    assert shown["last_attempt_at"] is not None and shown["finished_at"] is not None

@@ -6,16 +6,9 @@ import asyncio
 import contextlib
 import socket
 from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b"ok"
-    delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +18,17 @@ class Received:
     body: bytes
     status: int = 200
     """The status it was answered with."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b"ok"
+    delay_s: float = 0.0
+    before: Callable[[Received], Awaitable[object]] | None = None
+    """Awaited with the request before it is answered: a receiver that calls back into
+    the hub from its handler (say, to confirm the delivery it is holding)."""
 
 
 class Receiver:
@@ -90,9 +94,12 @@ class Receiver:
         body = await reader.readexactly(int(headers.get("content-length", "0")))
         plan = self._plans[path]
         reply = plan.popleft() if plan else self._defaults.get(path, Reply())
+        received = Received(path, headers, body, reply.status)
         async with self._arrived:
-            self.received.append(Received(path, headers, body, reply.status))
+            self.received.append(received)
             self._arrived.notify_all()
+        if reply.before is not None:
+            await reply.before(received)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         head = f"HTTP/1.1 {reply.status} X\r\nContent-Length: {len(reply.body)}\r\n"

@@ -272,8 +272,8 @@ class DeliveryService:
         """The delivery and its attempts; another tenant's is as missing as an unknown id.
 
         Attempts are numbered 1, 2, 3... in the order they were made. Their stored
-        `attempt` is the fencing token, which also moves on a manual retry or a confirm
-        (to fence out a send in flight), so it skips numbers: it orders, never counts.
+        `attempt` is the fencing token, which also moves on a manual retry (to fence out
+        a send in flight), so it skips numbers: it orders, never counts.
         """
         row = await repo.find(session, tenant, delivery_id)
         if row is None:
@@ -294,12 +294,15 @@ class DeliveryService:
         }
 
     async def confirm(self, session: AsyncSession, tenant: str, delivery_id: str) -> dict[str, Any]:
+        """`sent`: a delivery `awaiting_confirm`, or one of a `need_confirm` definition
+        while an attempt is under way (its receiver confirming before it answers); a
+        confirm of a `sent` one changes nothing. 409 otherwise."""
         if not await repo.confirm(session, tenant, delivery_id):
             row = await repo.find(session, tenant, delivery_id)
             if row is None:
                 raise NotFound(f"no delivery {delivery_id}")
             if row.status != DeliveryStatus.SENT:
-                raise Conflict(f"delivery {delivery_id} is {row.status}, not awaiting_confirm")
+                raise Conflict(await _unconfirmable(session, row))
         return await self.get(session, tenant, delivery_id)
 
     async def retry(self, unit: UnitOfWork, tenant: str, delivery_id: str) -> dict[str, Any]:
@@ -309,6 +312,20 @@ class DeliveryService:
             raise NotFound(f"no delivery {delivery_id}")
         _after_commit(unit, self.sender, (delivery_id, attempt))
         return await self.get(unit.session, tenant, delivery_id)
+
+
+async def _unconfirmable(session: AsyncSession, row: Delivery | DeliveryHistory) -> str:
+    """Why a confirm of `row` (not `sent`) is refused."""
+    definition = await repo.definition(session, row.tenant, row.definition)
+    if definition is None or not definition.need_confirm:
+        return (
+            f"delivery {row.id} is {row.status}: its definition {row.definition!r} has no "
+            "need_confirm, so it is never awaiting_confirm"
+        )
+    return (
+        f"delivery {row.id} is {row.status}: only a delivery awaiting_confirm, or one whose "
+        "attempt is under way, can be confirmed"
+    )
 
 
 def _row_json(row: Delivery | DeliveryHistory) -> dict[str, Any]:

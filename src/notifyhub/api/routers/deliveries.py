@@ -151,7 +151,8 @@ async def confirm(
     state: AppState,
     tenant: TenantQuery = "default",
 ) -> DeliveryOut:
-    """Confirm a delivery awaiting confirmation (409 in any other status)."""
+    """Confirm a delivery awaiting confirmation, or one of a `need_confirm` definition
+    whose attempt is under way (a receiver confirming before it answers); 409 otherwise."""
     found = await state["deliveries"].confirm(session, principal.own(tenant), delivery_id)
     return DeliveryOut.model_validate(found)
 

@@ -97,7 +97,11 @@ WHERE d.id = c.id AND d.attempt = c.attempt AND d.status IN {OPEN}
 RETURNING {_RETURNING}
 """)
 
-_SETTLE = text("""
+_CONFIRMED = "d.status = 'sent'"
+"""A row a settlement lands on is `sent` only when it was confirmed while the attempt
+was under way (claims take open rows only; a manual retry moves the token on)."""
+
+_SETTLE = text(f"""
 WITH s AS (
     SELECT * FROM unnest(
         CAST(:ids AS text[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
@@ -108,15 +112,17 @@ WITH s AS (
            definition, gone)
 ), landed AS (
     UPDATE deliveries d
-    SET status = s.status,
-        failures = s.failures,
-        next_attempt_at = clock_timestamp() + make_interval(secs => s.delay_s),
+    SET status = CASE WHEN {_CONFIRMED} THEN d.status ELSE s.status END,
+        failures = CASE WHEN {_CONFIRMED} THEN d.failures ELSE s.failures END,
+        next_attempt_at = CASE WHEN {_CONFIRMED} THEN clock_timestamp()
+                          ELSE clock_timestamp() + make_interval(secs => s.delay_s) END,
         last_attempt_at = clock_timestamp(),
-        last_error = s.error,
-        finished_at = CASE WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
+        last_error = CASE WHEN {_CONFIRMED} THEN d.last_error ELSE s.error END,
+        finished_at = CASE WHEN {_CONFIRMED} THEN d.finished_at
+                           WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
     FROM s
     WHERE d.id = s.id AND d.attempt = s.attempt
-    RETURNING d.id, d.tenant
+    RETURNING d.id, d.tenant, d.status
 ), attempts AS (
     INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, duration_ms)
     SELECT s.id, s.attempt, s.status_code, s.error, s.duration_ms FROM s JOIN landed USING (id)
@@ -127,6 +133,7 @@ WITH s AS (
            s.status = 'final_failed', s.error, 0
     FROM unnest(CAST(:alert_ids AS text[]), CAST(:alert_channels AS text[])) AS a(id, channel)
     JOIN s USING (id) JOIN landed USING (id)
+    WHERE landed.status = s.status
 ), disabled AS (
     UPDATE delivery_definitions SET disabled_at = now()
     WHERE (tenant, name) IN (
@@ -135,6 +142,29 @@ WITH s AS (
 )
 SELECT id FROM landed
 """)
+"""The fenced settlement. On a delivery confirmed while its attempt was under way it
+records the attempt (as the receiver answered it) and leaves the delivery `sent`: no
+status, failure count, error or alert of its own."""
+
+_UNDER_WAY = """(d.attempt > 0 AND d.next_attempt_at > clock_timestamp() AND NOT EXISTS (
+    SELECT 1 FROM delivery_attempts t WHERE t.delivery_id = d.id AND t.attempt = d.attempt))"""
+"""An attempt is under way: its token was claimed (a claim moves `next_attempt_at` to its
+lease's end), it has not settled (a settlement lists it) and its lease has not run out
+(a sender past it is dead; its settlement would be fenced out by the next claim)."""
+
+_CONFIRM = text(f"""
+UPDATE deliveries d
+SET status = 'sent',
+    finished_at = clock_timestamp(),
+    last_error = NULL,
+    next_attempt_at = CASE WHEN {_UNDER_WAY} THEN d.next_attempt_at ELSE clock_timestamp() END
+WHERE d.id = :id AND d.tenant = :tenant
+  AND (d.status = 'awaiting_confirm'
+       OR (d.status IN ('pending', 'failed') AND {_UNDER_WAY} AND EXISTS (
+           SELECT 1 FROM delivery_definitions f
+           WHERE f.tenant = d.tenant AND f.name = d.definition AND f.need_confirm)))
+RETURNING d.id
+""")
 
 _TO_HISTORY = text("""
 WITH moved AS (
@@ -142,6 +172,7 @@ WITH moved AS (
         SELECT id FROM deliveries
         WHERE finished_at IS NOT NULL
           AND finished_at < clock_timestamp() - make_interval(secs => :age_s)
+          AND next_attempt_at <= clock_timestamp()
         LIMIT :limit
         FOR UPDATE SKIP LOCKED
     )
@@ -149,6 +180,8 @@ WITH moved AS (
 )
 INSERT INTO delivery_history SELECT * FROM moved
 """)
+"""Finished deliveries, once old enough and with no attempt under way (one confirmed
+mid-attempt keeps its lease as `next_attempt_at` until its settlement lands)."""
 
 _FROM_HISTORY = text("""
 WITH moved AS (DELETE FROM delivery_history WHERE id = :id AND tenant = :tenant RETURNING *)
@@ -400,22 +433,14 @@ async def attempts(session: AsyncSession, delivery_id: str) -> list[DeliveryAtte
 
 
 async def confirm(session: AsyncSession, tenant: str, delivery_id: str) -> bool:
-    """awaiting_confirm -> sent; the bumped attempt fences out a re-send in flight."""
-    result = await session.execute(
-        update(Delivery)
-        .where(
-            Delivery.id == delivery_id,
-            Delivery.tenant == tenant,
-            Delivery.status == "awaiting_confirm",
-        )
-        .values(
-            status="sent",
-            attempt=Delivery.attempt + 1,
-            finished_at=func.clock_timestamp(),
-            last_error=None,
-        )
-    )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    """`sent`, if `awaiting_confirm` or, for a definition with `need_confirm`, while an
+    attempt is under way (a receiver confirming from inside its handler); True if so.
+
+    The token is not moved: the attempt under way still settles, listed as the receiver
+    answered it, and leaves the delivery `sent` (`_SETTLE`); no claim takes a `sent` row.
+    """
+    result = await session.execute(_CONFIRM, {"id": delivery_id, "tenant": tenant})
+    return result.first() is not None
 
 
 async def reopen(session: AsyncSession, tenant: str, delivery_id: str) -> int | None:
