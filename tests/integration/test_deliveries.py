@@ -205,6 +205,9 @@ async def test_a_confirm_from_inside_the_receivers_handler_is_accepted(
 async def test_unconfirmed_delivery_without_retries_left_finally_fails(
     hub, admin_key: str, publish_key: str, receiver: Receiver
 ) -> None:
+    """It ends without a send: the list shows the one attempt made (it listed a second,
+    never sent, with no status); why it failed is its `last_error`, and its alert names
+    the attempt that was not confirmed."""
     name = unique("noconfirm")
     await define(
         hub.client,
@@ -214,12 +217,21 @@ async def test_unconfirmed_delivery_without_retries_left_finally_fails(
         need_confirm=True,
         max_confirm_delay_s=1,
         max_retries=0,
+        alert={"trigger": "final_failure", "webhook_url": receiver.url("/noconfirm-alerts")},
     )
     delivery_id = await post(hub.client, publish_key, name, {"n": 1})
     found = await wait_status(hub.client, publish_key, delivery_id, "final_failed")
+    [alert] = await receiver.wait_for("/noconfirm-alerts", 1)
 
-    assert "not confirmed" in found["last_error"]
+    assert found["last_error"] == "not confirmed within 1s; no retries left"
+    assert [(a["attempt"], a["status_code"]) for a in found["attempts"]] == [(1, 200)]
     assert len(receiver.at("/noconfirm")) == 1
+    body = json.loads(alert.body)
+    assert (body["type"], body["attempt"], body["error"]) == (
+        "delivery.final_failed",
+        1,
+        "not confirmed within 1s; no retries left",
+    )
 
 
 async def test_redirect_is_a_failure_and_its_target_is_never_visited(

@@ -504,3 +504,48 @@ async def test_a_confirm_fences_nothing_and_only_the_current_attempt_settles(
     shown = await _shown(sessionmaker, delivery_id)
     assert (shown["status"], _listed(shown)) == ("sent", [(1, 200)])
     assert shown["last_attempt_at"] is not None and shown["finished_at"] is not None
+
+
+async def test_an_unconfirmed_delivery_out_of_retries_lists_only_the_attempts_made(
+    sessionmaker: Maker, receiver: Receiver
+) -> None:
+    """Two attempts answered 200, neither confirmed, no retry left: the third claim fails
+    the delivery without a send. It was listed as a third attempt (no status, "no retries
+    left"); now the reason is the delivery's last error, its final alert is still owed,
+    and the last attempt is the last one made."""
+    name = await _definition(
+        sessionmaker,
+        receiver.url("/unconfirmed"),
+        need_confirm=True,
+        max_confirm_delay_s=2,
+        max_retries=1,
+        alert_trigger=AlertTrigger.FINAL_FAILURE,
+        alert_webhook_url=receiver.url("/alerts"),
+    )
+    async with UnitOfWork(sessionmaker) as unit:
+        delivery_id = await enqueue(unit, name, {"n": 1})
+
+    async with a_sender(sessionmaker) as sender:
+        for _ in range(2):  # the first attempt, then a re-send once its delay ran out
+            assert (
+                await sender.attempt_exact([(delivery_id, await _token(sessionmaker, delivery_id))])
+                == 1
+            )
+        sent = await _shown(sessionmaker, delivery_id)
+        token = await _token(sessionmaker, delivery_id)
+        assert await sender.attempt_exact([(delivery_id, token)]) == 1  # out of retries
+        assert await sender.attempt_exact([(delivery_id, token + 1)]) == 0
+
+    shown = await _shown(sessionmaker, delivery_id)
+    assert (shown["status"], shown["failures"]) == ("final_failed", 2)
+    assert shown["last_error"] == "not confirmed within 2s; no retries left"
+    assert _listed(shown) == [(1, 200), (2, 200)]
+    assert shown["last_attempt_at"] == sent["last_attempt_at"]
+    assert len(receiver.at("/unconfirmed")) == 2
+    async with sessionmaker() as session:
+        alerts = await session.execute(
+            select(DeliveryAlert.attempt, DeliveryAlert.final, DeliveryAlert.error).where(
+                DeliveryAlert.delivery_id == delivery_id
+            )
+        )
+        assert alerts.all() == [(token + 1, True, "not confirmed within 2s; no retries left")]

@@ -95,7 +95,8 @@ class Outcome:
     duration_s: float
     retry_after_s: float | None = None
     attempted: bool = True
-    """False when nothing was sent (an unconfirmed delivery out of retries)."""
+    """False when nothing was sent (an unconfirmed delivery out of retries): no failure
+    of its own, and no attempt listed."""
     final: bool = False
     """No retry can help (an SMTP 5xx, a template that fails on this payload)."""
     accepted: bool = False

@@ -73,6 +73,7 @@ def _settlement(
         alert_channels=alert_channels,
         definition=claimed.definition,
         disable_definition=outcome.gone,
+        attempted=outcome.attempted,
     )
 
 

@@ -107,16 +107,17 @@ WITH s AS (
         CAST(:ids AS text[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
         CAST(:failures AS int[]), CAST(:delays AS float8[]), CAST(:errors AS text[]),
         CAST(:status_codes AS int[]), CAST(:durations_ms AS float8[]),
-        CAST(:definitions AS text[]), CAST(:gone AS bool[])
+        CAST(:definitions AS text[]), CAST(:gone AS bool[]), CAST(:attempted AS bool[])
     ) AS s(id, attempt, status, failures, delay_s, error, status_code, duration_ms,
-           definition, gone)
+           definition, gone, attempted)
 ), landed AS (
     UPDATE deliveries d
     SET status = CASE WHEN {_CONFIRMED} THEN d.status ELSE s.status END,
         failures = CASE WHEN {_CONFIRMED} THEN d.failures ELSE s.failures END,
         next_attempt_at = CASE WHEN {_CONFIRMED} THEN clock_timestamp()
                           ELSE clock_timestamp() + make_interval(secs => s.delay_s) END,
-        last_attempt_at = clock_timestamp(),
+        last_attempt_at = CASE WHEN s.attempted THEN clock_timestamp()
+                          ELSE d.last_attempt_at END,
         last_error = CASE WHEN {_CONFIRMED} THEN d.last_error ELSE s.error END,
         finished_at = CASE WHEN {_CONFIRMED} THEN d.finished_at
                            WHEN s.status IN ('sent', 'final_failed') THEN clock_timestamp() END
@@ -126,6 +127,7 @@ WITH s AS (
 ), attempts AS (
     INSERT INTO delivery_attempts (delivery_id, attempt, status_code, error, duration_ms)
     SELECT s.id, s.attempt, s.status_code, s.error, s.duration_ms FROM s JOIN landed USING (id)
+    WHERE s.attempted
 ), alerts AS (
     INSERT INTO delivery_alerts (delivery_id, attempt, channel, tenant, definition, failures,
                                  final, error, claims)
@@ -144,7 +146,9 @@ SELECT id FROM landed
 """)
 """The fenced settlement. On a delivery confirmed while its attempt was under way it
 records the attempt (as the receiver answered it) and leaves the delivery `sent`: no
-status, failure count, error or alert of its own."""
+status, failure count, error or alert of its own. An outcome not `attempted` (nothing
+was sent) settles the delivery and owes its alerts, but lists no attempt: its error is
+the delivery's `last_error`."""
 
 _UNDER_WAY = """(d.attempt > 0 AND d.next_attempt_at > clock_timestamp() AND NOT EXISTS (
     SELECT 1 FROM delivery_attempts t WHERE t.delivery_id = d.id AND t.attempt = d.attempt))"""
@@ -219,6 +223,9 @@ class Settlement:
     alert_channels: tuple[str, ...] = ()
     definition: str = ""
     disable_definition: bool = False
+    attempted: bool = True
+    """Something was sent: the attempt is listed. An unconfirmed delivery out of retries
+    fails without a send; its reason is the delivery's `last_error`, not an attempt."""
 
 
 def _claimed(rows: Sequence[Any]) -> list[Claimed]:
@@ -385,7 +392,8 @@ async def settle(session: AsyncSession, settlements: Sequence[Settlement]) -> se
     """Record outcomes whose attempt is still current; the ids that landed.
 
     One statement: the fenced UPDATE, and only for the rows it updated, their attempt
-    rows, the alerts they owe and a 410's disabled definition. So each attempt is settled
+    rows (of attempts that sent something), the alerts they owe and a 410's disabled
+    definition. So each attempt is settled
     exactly once however many workers raced for it, atomically even in autocommit.
     """
     alerts = [(s.id, channel) for s in settlements for channel in s.alert_channels]
@@ -400,6 +408,7 @@ async def settle(session: AsyncSession, settlements: Sequence[Settlement]) -> se
         "durations_ms": [s.duration_ms for s in settlements],
         "definitions": [s.definition for s in settlements],
         "gone": [s.disable_definition for s in settlements],
+        "attempted": [s.attempted for s in settlements],
         "alert_ids": [delivery_id for delivery_id, _ in alerts],
         "alert_channels": [channel for _, channel in alerts],
     }

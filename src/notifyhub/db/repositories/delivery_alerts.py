@@ -43,8 +43,10 @@ class ClaimedAlert:
     attempt: int
     """The failed attempt's fencing token: with the delivery id, the alert's identity."""
     number: int
-    """Its number as the attempts list shows it (1, 2, 3..., however tokens skip); its
-    attempt row was written with the alert, so it is always counted."""
+    """Its number as the attempts list shows it (1, 2, 3..., however tokens skip): the
+    attempts listed up to its token. A failed attempt's row was written with the alert,
+    so it is counted; a failure without a send (not confirmed, no retries left) lists no
+    attempt and names the last one made, the one that was not confirmed."""
     failures: int
     final: bool
     error: str | None
