@@ -122,6 +122,7 @@ async def test_unacked_is_offered_again_after_ttl(
         headers=_auth(consume_key),
     )
     assert stale.status_code == 409
+    assert stale.json()["detail"].startswith("no such receipt: not this message's current")
     ok = await hub.client.post(
         f"/v1/queues/retry/messages/{sent}/ack",
         json={"receipt": again["receipt"]},
@@ -130,6 +131,30 @@ async def test_unacked_is_offered_again_after_ttl(
     assert ok.status_code == 204
     status = (await hub.client.get(f"/v1/delayed/{sent}", headers=_auth(publish_key))).json()
     assert status["status"] == "consumed"
+
+
+async def test_an_ack_with_a_receipt_never_issued_says_so(
+    hub: Any, publish_key: str, consume_key: str
+) -> None:
+    """A made-up receipt was told "stale receipt: the message was offered again after its
+    ttl", which it never was: the 409 says the receipt is not the current reservation's."""
+    sent = await _push(hub, publish_key, queue="fake-receipt", body="x", delay_ms=0)
+    [taken] = await _take(hub, consume_key, "fake-receipt", wait=2)
+    made_up = await hub.client.post(
+        f"/v1/queues/fake-receipt/messages/{sent}/ack",
+        json={"receipt": "made-up"},
+        headers=_auth(consume_key),
+    )
+    assert made_up.status_code == 409
+    detail = made_up.json()["detail"]
+    assert detail.startswith("no such receipt: not this message's current reservation"), detail
+    assert "made-up" not in detail and taken["receipt"] not in detail
+    ok = await hub.client.post(
+        f"/v1/queues/fake-receipt/messages/{sent}/ack",
+        json={"receipt": taken["receipt"]},
+        headers=_auth(consume_key),
+    )
+    assert ok.status_code == 204
 
 
 async def test_redis_loss_then_restart_restores_unconsumed(

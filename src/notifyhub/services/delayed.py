@@ -312,12 +312,17 @@ class DelayedService:
         await self._finish(unit, message_id, "cancelled")
 
     async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:
-        """Ack a message `queue` offered; an id of another queue is unknown (404)."""
+        """Ack a message `queue` offered; an id of another queue is unknown (404). A receipt
+        that is not the current reservation's (stale, or never issued: Redis keeps only
+        the current one, so the two look alike) is a 409 that shows neither."""
         result = await self._store.finish(message_id, queue, "ack", receipt)
         if result == -1:
             raise NotFound(f"no delayed message {message_id}")
-        if result == -2:
-            raise Conflict("stale receipt: the message was offered again after its ttl")
+        if result == -2:  # reserved under another receipt: a newer one, or none we issued
+            raise Conflict(
+                "no such receipt: not this message's current reservation (a receipt no longer "
+                "counts once the message is offered again after its ttl_ms)"
+            )
         if result == 0:
             raise Conflict("the message is not reserved")
         await self._finish(unit, message_id, "consumed")

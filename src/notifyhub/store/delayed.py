@@ -192,7 +192,8 @@ class DelayedStore:
         ]
 
     async def finish(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
-        """1 done, 0 wrong state, -1 unknown (in this queue), -2 stale receipt."""
+        """1 done, 0 wrong state, -1 unknown (in this queue), -2 reserved under another
+        receipt (a stale one, or one never issued)."""
         k, name = self._set(message_id), queue.key
         keys = [k.due(name), k.ready(name), k.reserved(name), k.state]
         args = [action, message_id, receipt, name]

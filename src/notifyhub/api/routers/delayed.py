@@ -177,7 +177,8 @@ async def ack(
     unit: Unit,
     tenant: TenantQuery = "default",
 ) -> Response:
-    """The message is consumed; 409 for a stale receipt (it was offered again)."""
+    """The message is consumed; 409 when it is not reserved, or the receipt is not its
+    current reservation's (it was offered again after its ttl, or the receipt is made up)."""
     await state["delayed"].ack(unit, _queue(principal, tenant, queue), message_id, body.receipt)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
