@@ -242,6 +242,49 @@ async def test_restore_keeps_tenants_apart(
     assert (taken["id"], taken["tenant"]) == (theirs, b.tenant)
 
 
+async def test_a_plain_restore_requeues_every_message_not_reserved_due_or_not(
+    hub: Any, sides: tuple[Side, Side], redis: Redis, settings: Settings
+) -> None:
+    """Without `expired=true` a restore skipped messages already due (ready, never
+    taken): `{"restored": 1}` for the future one, nothing for consumers, the due one
+    `delayed` by the row though Redis held nothing. Now only what the log last shows
+    reserved waits for `expired=true`; nothing consumed or held comes back twice."""
+    a, _ = sides
+    queue = f"plain-{secrets.token_hex(3)}"
+    mover = hub.app_state["delayed"]
+    done = await _push(hub, a, queue, 0, "consumed")
+    await mover.move()
+    [taken] = await _take(hub, a, queue)
+    acked = await hub.client.post(
+        f"/v1/queues/{queue}/messages/{done}/ack",
+        params={"tenant": a.tenant},
+        json={"receipt": taken["receipt"]},
+        headers=a.consume,
+    )
+    assert acked.status_code == 204
+    held = await _push(hub, a, queue, 0, "held")
+    await mover.move()
+    assert [m["id"] for m in await _take(hub, a, queue)] == [held]  # reserved, never acked
+    due = await _push(hub, a, queue, 0, "due")
+    later = await _push(hub, a, queue, 3_600_000, "later")
+    await mover.move()
+    assert await _status(hub, a, due) == "ready"
+    await mover.transitions.flush()  # the log has what Redis did
+    await _lose_delayed_keys(redis, settings)
+
+    plain = await hub.client.post("/v1/delayed/restore", headers=a.admin)
+    assert plain.json() == {"restored": 2}  # due and later; not held, not done
+    store = DelayedStore(redis, Keys(settings.redis_prefix), settings.delayed.sets)
+    assert [await store.exists(i) for i in (done, held, due, later)] == [False, False, True, True]
+    await mover.move()
+    assert [m["id"] for m in await _take(hub, a, queue)] == [due]
+    assert (await _restore(hub, a)).json() == {"restored": 1}  # expired=true: held too
+    await mover.move()
+    assert [m["id"] for m in await _take(hub, a, queue)] == [held]
+    assert await _take(hub, a, queue) == []
+    assert await _status(hub, a, later) == "delayed"
+
+
 async def _queue_as_layout_2(
     redis: Redis, settings: Settings, row: DelayedMessage, message: dict[str, Any]
 ) -> None:

@@ -420,8 +420,9 @@ class DelayedService:
         self, session: AsyncSession, *, expired: bool, tenant: str | None = None
     ) -> int:
         """Re-queue from PostgreSQL, each into its own tenant's queue, what is not consumed
-        or cancelled (and not in Redis): one tenant's, or every tenant's (None). Only
-        reads: Redis is written as the rows stream in."""
+        or cancelled (and not in Redis), due or not: one tenant's, or every tenant's (None).
+        What the log last shows reserved only with `expired`. Only reads: Redis is written
+        as the rows stream in."""
         return await self._requeue(repo.unfinished(session, tenant=tenant, expired=expired))
 
     async def restore_one(self, session: AsyncSession, tenant: str, message_id: str) -> int:

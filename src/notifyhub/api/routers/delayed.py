@@ -227,7 +227,9 @@ async def restore_all(
     expired: Annotated[
         bool,
         Query(
-            description="Also re-queue messages whose ttl ran out while reserved.",
+            description="Also re-queue messages whose ttl ran out while reserved (the "
+            "log's last record of them: taken by a consumer, never acked). Without it, every "
+            "other message not consumed or cancelled, due or not.",
             examples=[False],
         ),
     ] = False,
@@ -240,7 +242,8 @@ async def restore_all(
         ),
     ] = None,
 ) -> Restored:
-    """Rebuild the queues' Redis state from the PostgreSQL log."""
+    """Rebuild the queues' Redis state from the PostgreSQL log: re-queue what Redis lost
+    of the messages not consumed or cancelled (reserved ones only with `expired`)."""
     only = principal.tenant if tenant is None else principal.own(tenant)
     restored = await state["delayed"].restore(session, expired=expired, tenant=only)
     return Restored(restored=restored)

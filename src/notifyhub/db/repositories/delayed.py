@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ScalarSelect, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db import driver
@@ -41,17 +40,32 @@ async def unfinished(
     batch: int = 1000,
 ) -> AsyncIterator[Sequence[DelayedMessage]]:
     """Rows not consumed or cancelled, `batch` at a time (a server-side cursor): of one
-    tenant or all (None), with or without those already past due, or the one id."""
+    tenant or all (None), or the one id. Without `expired`, not those the transition log
+    last records as `reserved` (a consumer took them and has not acked: their ttl runs
+    out unseen once Redis lost them), whether due or not; with it, those too."""
     query = select(DelayedMessage).where(DelayedMessage.status.not_in(FINISHED))
     if tenant is not None:
         query = query.where(DelayedMessage.tenant == tenant)
     if message_id is not None:
         query = query.where(DelayedMessage.id == message_id)
     if not expired:
-        query = query.where(DelayedMessage.due_at > datetime.now(UTC))
+        query = query.where(_last_logged().is_distinct_from("reserved"))
     rows = await session.stream_scalars(query.execution_options(yield_per=batch))
     async for chunk in rows.partitions(batch):
         yield chunk
+
+
+def _last_logged() -> ScalarSelect[str]:
+    """The message's latest status in the transition log (ids grow with each flush),
+    NULL when none was flushed yet."""
+    return (
+        select(DelayedTransition.status)
+        .where(DelayedTransition.message_id == DelayedMessage.id)
+        .order_by(DelayedTransition.id.desc())
+        .limit(1)
+        .correlate(DelayedMessage)
+        .scalar_subquery()
+    )
 
 
 async def copy_transitions(session: AsyncSession, rows: Iterable[tuple[Any, ...]]) -> None:
