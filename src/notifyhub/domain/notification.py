@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -35,6 +36,13 @@ def to_ms(value: datetime) -> int:
 
 
 Timestamp = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str)]
+
+
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Unicode categories Cc (control characters, NUL among them) and Cs (lone surrogates):
+what one line of text may not hold."""
+CONTROL_BUT_WHITESPACE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+"""The same, allowing CR, LF and TAB: what longer text may not hold."""
 
 
 def no_lone_surrogates(value: str | None) -> str | None:

@@ -12,7 +12,6 @@ caller gets a 503 although Redis changed; retrying is safe (such actions are ide
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,11 +21,9 @@ from notifyhub.db.models import AuditEntry
 from notifyhub.db.repositories import audit as repo
 from notifyhub.db.repositories.audit import AuditFilter
 from notifyhub.domain.auth import ServicePrincipal
+from notifyhub.domain.notification import CONTROL
 from notifyhub.errors import InvalidInput
 
-_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-"""Control characters (NUL, which PostgreSQL's text refuses, among them) and lone
-surrogates (which UTF-8 cannot encode)."""
 ALL_TENANTS = "*"
 """The tenant of an entry that acted on no one tenant (an unbound key creating an unbound
 key, restoring every tenant's messages); no tenant can have this name."""
@@ -64,7 +61,7 @@ def _storable(text: str, limit: int) -> str:
     characters and lone surrogates as Python writes them escaped (`\\x00`, `\\n`,
     `\\ud800`), then at most `limit` characters. A refused request's target is its path
     parameters as they came, before any validation."""
-    escaped = _UNSTORABLE.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
+    escaped = CONTROL.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
     return escaped[:limit]
 
 

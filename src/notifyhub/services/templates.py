@@ -20,6 +20,7 @@ from typing import Any
 
 from jinja2 import Template, TemplateError, nodes
 
+from notifyhub.domain.notification import CONTROL, CONTROL_BUT_WHITESPACE
 from notifyhub.errors import InvalidInput
 from notifyhub.services.sandbox import (
     MAX_CHARS,
@@ -36,9 +37,6 @@ __all__ = ["Budget", "RenderError", "check", "render", "render_html", "render_me
 
 TITLE_CHARS, BODY_CHARS = 200, 4000
 """A notification's title and body at most (api/schemas/notifications.py)."""
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_CONTROL_BUT_WHITESPACE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _ENV = BudgetedSandbox()
 _HTML_ENV = BudgetedSandbox(autoescape=True)
@@ -82,13 +80,19 @@ def render_message(
     characters (line breaks too, in the title) become spaces and lone surrogates U+FFFD,
     cut to TITLE_CHARS and BODY_CHARS. An event's data is the sender's text, so a line
     break in it is not a reason to refuse the event. The title may come out empty."""
-    rendered_title = _printable(render(title, context, budget), _CONTROL)
-    rendered_body = _printable(render(body, context, budget), _CONTROL_BUT_WHITESPACE)
+    rendered_title = _printable(render(title, context, budget), CONTROL)
+    rendered_body = _printable(render(body, context, budget), CONTROL_BUT_WHITESPACE)
     return rendered_title.strip()[:TITLE_CHARS], rendered_body[:BODY_CHARS]
 
 
 def _printable(text: str, control: re.Pattern[str]) -> str:
-    return control.sub(" ", _SURROGATE.sub("\ufffd", text))
+    return control.sub(_replacement, text)
+
+
+def _replacement(found: re.Match[str]) -> str:
+    """U+FFFD for a lone surrogate (the patterns' only characters past U+009F), else a
+    space."""
+    return "\ufffd" if found[0] >= "\ud800" else " "
 
 
 def _render(template: Template, context: dict[str, Any], budget: Budget | None) -> str:

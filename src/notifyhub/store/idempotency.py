@@ -11,11 +11,7 @@ from redis.asyncio import Redis
 
 from notifyhub.errors import IdempotencyMismatch
 from notifyhub.store.keys import Keys
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+from notifyhub.store.lock import DELETE_IF_HOLDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +29,7 @@ class IdempotencyStore:
         self._redis = redis
         self._keys = keys
         self._ttl_s = ttl_s
-        self._release = redis.register_script(_RELEASE)
+        self._release = redis.register_script(DELETE_IF_HOLDS)
 
     def _key(self, tenant: str, key: str) -> str:
         return self._keys.idempotency(tenant, hashlib.sha256(key.encode()).hexdigest())

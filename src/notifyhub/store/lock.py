@@ -8,10 +8,12 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
-_RELEASE = """
+DELETE_IF_HOLDS = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+"""Delete KEYS[1] only while it holds ARGV[1] (1 if deleted): a lock's release, an
+idempotency claim's."""
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
@@ -33,7 +35,7 @@ class RedisLock:
         self._key = key
         self._ttl_ms = ttl_ms
         self._token = secrets.token_hex(16)
-        self._release = redis.register_script(_RELEASE)
+        self._release = redis.register_script(DELETE_IF_HOLDS)
         self._extend = redis.register_script(_EXTEND)
 
     async def acquire(self) -> bool:

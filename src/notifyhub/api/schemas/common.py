@@ -17,6 +17,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from notifyhub.domain.notification import CONTROL, CONTROL_BUT_WHITESPACE
+
 MAX_DATA_BYTES = 16 * 1024
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 MAX_EPOCH_DIGITS = 14
@@ -27,12 +29,6 @@ NO_CONTROL = r"^[^\x00-\x1F\x7F-\x9F]*$"
 NO_CONTROL_BUT_WHITESPACE = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$"
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-"""Unicode categories Cc (control characters) and Cs (lone surrogates)."""
-_CONTROL_BUT_WHITESPACE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-"""The same, allowing CR, LF and TAB."""
-
-
 def _clean(value: str, forbidden: re.Pattern[str]) -> str:
     if forbidden.search(value) is not None:
         raise ValueError("must not contain control characters, NUL bytes or lone surrogates")
@@ -41,12 +37,12 @@ def _clean(value: str, forbidden: re.Pattern[str]) -> str:
 
 def single_line(value: str) -> str:
     """Refuse control characters (line breaks too), NUL bytes and lone surrogates."""
-    return _clean(value, _CONTROL)
+    return _clean(value, CONTROL)
 
 
 def multi_line(value: str) -> str:
     """Refuse what `single_line` refuses, but allow CR, LF and TAB."""
-    return _clean(value, _CONTROL_BUT_WHITESPACE)
+    return _clean(value, CONTROL_BUT_WHITESPACE)
 
 
 def _to_time(value: Any) -> Any:

@@ -84,29 +84,24 @@ class StreamNotification(InboxItem):
     not a new one."""
 
 
+_STATE_EXAMPLE: dict[str, Any] = {
+    "id": ULID_EXAMPLE,
+    "status": "read",
+    "seen": True,
+    "read_at": TIME_EXAMPLE,
+    "archived": False,
+    "pinned": False,
+    "snoozed_until": None,
+}
+"""A state `update`: a notification read."""
+
+
 class _StreamState(Documented):
     """What every `update` event's data carries: the item's state (`StreamUpdate`)."""
 
     model_config = examples(
-        {
-            "id": ULID_EXAMPLE,
-            "status": "read",
-            "seen": True,
-            "read_at": TIME_EXAMPLE,
-            "archived": False,
-            "pinned": False,
-            "snoozed_until": None,
-        },
-        {
-            "id": ULID_EXAMPLE,
-            "status": "read",
-            "seen": True,
-            "read_at": TIME_EXAMPLE,
-            "archived": False,
-            "pinned": False,
-            "snoozed_until": None,
-            "completed": {"action": "approve", "completed_at": TIME_EXAMPLE},
-        },
+        _STATE_EXAMPLE,
+        {**_STATE_EXAMPLE, "completed": {"action": "approve", "completed_at": TIME_EXAMPLE}},
         _THREAD_EXAMPLE,
     )
 
