@@ -98,6 +98,10 @@ class Metrics:
     notifications_ingested_total: Counter
     notification_copies_total: Counter
     """Recipient copies written (a notification to N users counts N)."""
+    fanouts_resumed_total: Counter
+    """Deferred fan-outs taken over from a holder that stopped (services/fanouts.py)."""
+    fanouts_stopped_total: Counter
+    """Deferred fan-outs this process stopped placing on an error (another resumes them)."""
     notifications_evicted_total: Counter
     """Oldest notifications dropped because an inbox reached `limits.items_per_user`."""
     streams_open: Gauge
@@ -160,6 +164,16 @@ class Metrics:
         )
         self.notification_copies_total = Counter(
             "notifyhub_notification_copies_total", "Per-recipient copies written", registry=r
+        )
+        self.fanouts_resumed_total = Counter(
+            "notifyhub_fanouts_resumed_total",
+            "Deferred fan-outs taken over from a process that stopped placing them",
+            registry=r,
+        )
+        self.fanouts_stopped_total = Counter(
+            "notifyhub_fanouts_stopped_total",
+            "Deferred fan-outs this process stopped placing on an error (resumed later)",
+            registry=r,
         )
         self.view_recompute_users_total = Counter(
             "notifyhub_view_recompute_users_total",

@@ -21,8 +21,9 @@ class Limits(BaseModel):
     defer_fanout_at: int = Field(20_000, ge=0)
     """A fan-out to at least this many users leaves each copy pending (one list push per
     user), which the user's next read or change makes a copy first (store/inbox/placing.py
-    place); an inlinable one is announced by the processes holding its recipients'
-    streams (store/inbox/announcing.py `announce_deferred`); 0: never."""
+    place), written after the 202 (services/fanouts.py); an inlinable one is announced by
+    the processes holding its recipients' streams (store/inbox/announcing.py
+    `announce_deferred`); 0: never."""
     announce_at: int = Field(1000, ge=0)
     """A fan-out of an inlinable notification (no category, collapse key or thread) to at
     least this many users, and fewer than `defer_fanout_at`, is announced to their streams
@@ -31,6 +32,10 @@ class Limits(BaseModel):
     defer_batch: int = Field(2000, ge=1, le=20_000)
     """Users per Lua call of a deferred fan-out: a pending copy costs Redis a fraction of
     a copy, so 2,000 hold Redis for less time than `fanout_batch` copies."""
+    defer_pause_ms: int = Field(10, ge=0, le=1000)
+    """A deferred fan-out's copies are written after its 202, batch by batch; the pause
+    between two batches, in which everyone else's requests have Redis and the hub to
+    themselves (services/fanouts.py); 0: none."""
     streams_per_user: int = Field(10, ge=1)
     change_log_max: int = Field(1000, ge=10)
     stream_read_bytes: int = Field(32 * 1024, ge=1024)

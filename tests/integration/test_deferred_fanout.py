@@ -137,6 +137,7 @@ async def test_a_deferred_publish_reaches_streams_and_lists(
         response = await hub.client.post("/v1/notifications", json=body, headers=headers)
         assert response.status_code == 202 and response.json()["recipients"] == 2
         sent = response.json()["id"]
+        await hub.app_state["fanouts"].drain()  # its copies are written after the 202
         assert await _pending(redis, settings, "eli") == 1
         event, _ = await stream.until("notification")
         assert event.data["id"] == sent and event.data["title"] == "everyone"

@@ -103,6 +103,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 settings, clients, db, inbox.store, routing, delayed, durable, metrics, tracing
             )
             stack.push_async_callback(publishing.views.close)
+            stack.push_async_callback(publishing.fanouts.close)
             stack.push_async_callback(publishing.routing_traces.close)
             producers = features.producers(stack, settings, clients, db, publishing.ingest, metrics)
             webpush = await features.webpush(settings, db)
@@ -132,6 +133,7 @@ def create_app(settings: Settings, *, span_exporter: SpanExporter | None = None)
                 outbox.loops,
                 channel_loops,
                 escalation.loops,
+                publishing.loops,
             )
             keys_cache = KeyCache(settings.api_keys.cache_ttl_s, settings.api_keys.cache_stale_s)
             revocations = _revocations(stack, clients, db, inbox, keys_cache)
@@ -250,6 +252,7 @@ def _state(
         inbox=publishing.inbox,
         views=publishing.views,
         routing_traces=publishing.routing_traces,
+        fanouts=publishing.fanouts,
         durable=durable.log,
         topics=routing.topics,
         rules=publishing.rules,

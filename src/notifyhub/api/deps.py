@@ -25,6 +25,7 @@ from notifyhub.services.deliveries import DeliveryService
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.epoch import EpochWatch
 from notifyhub.services.escalation import Escalations
+from notifyhub.services.fanouts import Fanouts
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.keycache import KeyCache
@@ -65,6 +66,7 @@ class State(TypedDict):
     inbox: InboxService
     views: Views
     routing_traces: RoutingTraces
+    fanouts: Fanouts
     durable: DurableInbox | None
     """Durable inbox mode's log; None in the default Redis-only mode."""
     topics: TopicService

@@ -12,12 +12,14 @@ from notifyhub.features.delayed import DelayedQueue
 from notifyhub.features.inbox import Durable
 from notifyhub.features.routing import Routing
 from notifyhub.metrics import Metrics
+from notifyhub.services.fanouts import LEASE_MS, RESUME_INTERVAL_S, Fanouts
 from notifyhub.services.inbox import InboxService
 from notifyhub.services.ingest import IngestService
 from notifyhub.services.rules import RuleService
 from notifyhub.services.snooze import Snoozes
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
+from notifyhub.store.fanouts import FanoutRecords
 from notifyhub.store.idempotency import IdempotencyStore
 from notifyhub.store.inbox import InboxStore
 from notifyhub.store.traces import RoutingTraces
@@ -40,6 +42,10 @@ class Publishing:
     """Inbox views (tabs): the tenant's and users' own."""
     routing_traces: RoutingTraces
     """Each publish's routing, per recipient (store/traces/)."""
+    fanouts: Fanouts
+    """Deferred fan-outs placed after their 202, and resumed when a process stops."""
+    loops: tuple[Loop, ...]
+    """`fanout-resume`: fan-outs whose process stopped placing them, taken over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,8 @@ def publishing(
         users=settings.routing_trace_users,
         bulk=clients.bulk,
     )
+    records = FanoutRecords(clients.redis, clients.keys, lease_ms=LEASE_MS)
+    fanouts = Fanouts(store, records, settings.limits, metrics, views)
     ingest = IngestService(
         store,
         idempotency,
@@ -81,13 +89,16 @@ def publishing(
         tracing=tracing,
         views=views,
         routing=traces,
+        fanouts=fanouts,
     )
     snoozes = Snoozes(delayed.service, units(database.sessionmaker))
     inbox = InboxService(store, durable.log, snoozes, views)
     scheduled = ScheduledNotifications(
         delayed.service, ingest, database.sessionmaker, tracing, inbox=inbox
     )
-    return Publishing(ingest, RuleService(ingest, metrics), scheduled, inbox, views, traces)
+    rules = RuleService(ingest, metrics)
+    loops = (Loop("fanout-resume", RESUME_INTERVAL_S, fanouts.resume_once, metrics),)
+    return Publishing(ingest, rules, scheduled, inbox, views, traces, fanouts, loops)
 
 
 def producers(

@@ -29,6 +29,7 @@ from notifyhub.services import groups as group_service
 from notifyhub.services.delayed import DelayedService, NewMessage, Reserved
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.escalation import Escalations
+from notifyhub.services.fanouts import Fanouts
 from notifyhub.services.topics import TopicService
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
@@ -122,6 +123,7 @@ class IngestService:
         tracing: Tracing | None = None,
         views: Views | None = None,
         routing: RoutingTraces | None = None,
+        fanouts: Fanouts | None = None,
     ) -> None:
         self._store = store
         self._on_channel_send: Callable[[], None] | None = None
@@ -140,6 +142,8 @@ class IngestService:
         self._metrics = metrics
         self.durable = durable
         """Durable inbox mode's log, else None."""
+        self.fanouts = fanouts
+        """Places deferred fan-outs after their 202; None: none are deferred."""
 
     def escalate_with(self, escalations: Escalations) -> None:
         """Schedule publishes' escalation steps (their own, or the tenant's defaults)."""
@@ -378,6 +382,8 @@ class IngestService:
         notification not published yet is cancelled in the delayed queue, in `unit`."""
         _check_tenant(principal, tenant)
         holders = [u for u in await self._store.recipients(notification_id) if u[0] == tenant]
+        if holders and self.fanouts is not None:  # no more of its batches written
+            await self.fanouts.cancel(notification_id)
         if not holders:
             await self._cancel_scheduled(unit, tenant, notification_id)
             return 0
@@ -528,28 +534,27 @@ class IngestService:
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
-        (store/inbox/announcing.py `announce`; a deferred one's by the processes holding
-        the streams, `announce_deferred`). Each batch written renews the request's
+        (store/inbox/announcing.py `announce`). Each batch written renews the request's
         deadline: a fan-out longer than the deadline is not cut short while its round
-        trips keep ending (notifyhub/deadline.py).
+        trips keep ending (notifyhub/deadline.py). A deferred one (`limits.defer_fanout_at`
+        users or more) answers once its recipient index is written and its streams told;
+        its copies are placed after (services/fanouts.py).
 
         The count returned is of users who hold the notification now: those whose
-        preferences drop its category are not counted."""
+        preferences drop its category are not counted (of a deferred one, every user
+        named: its batches apply preferences later)."""
         if self.durable is not None:  # durable inbox mode: committed before any copy
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
-        defer = 0 < limits.defer_fanout_at <= len(users)  # big fan-outs: copies left pending
-        named: list[str] = []  # a deferred fan-out's users as `T/U`, for its ring
-        if defer:  # the streams' own processes announce it (naming every user costs as
-            # much as deferring: docs/scaling.md, "Design notes")
-            named = await self._store.announce_deferred(notification, users, pull=pull)
-        elif 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
+        if 0 < limits.defer_fanout_at <= len(users) and self.fanouts is not None:
+            return await self._defer(notification, users, pull=pull, trace=trace, route=route)
+        if 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
             await self._store.announce(notification, users, pull=pull)
-        batch = limits.defer_batch if defer else limits.fanout_batch
+        batch = limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
         if len(users) <= batch:  # the common case: one round trip, no tasks
             placement = await self._store.placement(
-                notification, users, pull=pull, defer=defer, trace=trace, views=views
+                notification, users, pull=pull, trace=trace, views=views
             )
         else:
             in_flight = asyncio.Semaphore(2)
@@ -557,7 +562,7 @@ class IngestService:
             async def place(chunk: TenantUsers) -> Placement:
                 async with in_flight:
                     placed = await self._store.placement(
-                        notification, chunk, pull=pull, defer=defer, trace=trace, views=views
+                        notification, chunk, pull=pull, trace=trace, views=views
                     )
                 request_deadline.renew()
                 return placed
@@ -565,14 +570,34 @@ class IngestService:
             chunks = [users[i : i + batch] for i in range(0, len(users), batch)]
             results = await asyncio.gather(*map(place, chunks))
             placement = _joined(results, batch)
-        if defer:
-            await self._store.ring_deferred(named, trace)
         seqs = placement.seqs
         dropped = seqs.count(-1)  # (counted in C: a 100k fan-out's seqs)
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(len(seqs) - dropped - seqs.count(0))
-        await self._record_route(notification, route, users, placement, deferred=defer)
+        await self._record_route(notification, route, users, placement, deferred=False)
         return Published(id=notification.id, recipients=len(seqs) - dropped)
+
+    async def _defer(
+        self,
+        notification: Notification,
+        users: TenantUsers,
+        *,
+        pull: bool,
+        trace: bytes | None,
+        route: Route,
+    ) -> Published:
+        """A deferred fan-out: its recipient index and its streams' announcement
+        (store/inbox/announcing.py `announce_deferred`; the other processes announce it to
+        their own streams), its placement record, then the answer; its pending copies are
+        written after, paced (services/fanouts.py). Its routing trace says `pending` for
+        every user (their preferences apply as their batch is written)."""
+        assert self.fanouts is not None
+        await self._store.announce_deferred(notification, users, pull=pull)
+        await self.fanouts.start(notification, len(users), pull=pull, trace=trace)
+        self._metrics.notifications_ingested_total.inc()
+        pending = Placement([1] * len(users), [0] * len(users))
+        await self._record_route(notification, route, users, pending, deferred=True)
+        return Published(id=notification.id, recipients=len(users))
 
     async def _record_route(
         self,

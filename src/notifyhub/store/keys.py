@@ -33,6 +33,11 @@ Global keys:
                       for the users whose slot % pubsub_shards is i (sharded on a Cluster)
     <p>n{id}:rcpt     set    "T/U" members holding a copy of notification id
     <p>n{id}:trace    hash   its routing trace (store/traces/), expires
+    <p>n{id}:fanout   hash   a deferred fan-out being placed after its 202 (store/fanouts.py):
+                             the notification, the recipient index's scan cursor, users
+                             placed, its holder's token and lease; gone once placed
+    <p>fanouts        set    ids of the deferred fan-outs being placed (a directory of the
+                             hashes above, for the processes that resume them)
     <p>idem:{T}:<sha> hash   Idempotency-Key record
     <p>lock:<name>    string token of the current holder
     <p>rl:key:{id}    hash   token bucket of one API key (tokens, ts)
@@ -189,6 +194,7 @@ class Keys:
         self.epoch = f"{prefix}epoch"
         self.hubs = f"{prefix}hubs"
         self.token_nbf = f"{prefix}token-nbf"
+        self.fanouts = f"{prefix}fanouts"
 
     def shard_channel(self, index: int) -> str:
         """Doorbell shard `index`'s channel, its own hash tag so the shards spread over slots."""
@@ -230,6 +236,10 @@ class Keys:
 
     def recipients(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:rcpt"
+
+    def fanout(self, notification_id: str) -> str:
+        """A deferred fan-out's placement record (the recipient index's slot)."""
+        return f"{self.prefix}n{{{notification_id}}}:fanout"
 
     def routing_trace(self, notification_id: str) -> str:
         return f"{self.prefix}n{{{notification_id}}}:trace"

@@ -11,7 +11,7 @@ from notifyhub.api.deps import Admin, AppState
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import NotificationIdPath, TenantQuery
 from notifyhub.api.schemas.common import UserId
-from notifyhub.api.schemas.traces import TraceLineOut, TraceNow, TraceOut
+from notifyhub.api.schemas.traces import TraceLineOut, TraceNow, TraceOut, TracePlacing
 from notifyhub.domain.notification import from_ms
 from notifyhub.errors import NotFound
 
@@ -62,6 +62,8 @@ async def get_trace(
         for line in trace.lines
     ]
     expires_at = datetime.fromisoformat(meta["expires_at"])
+    progress = await state["fanouts"].progress(notification_id)
+    placing = TracePlacing(users=progress.users, placed=progress.placed) if progress else None
     now = None
     if user is not None:
         item = await state["store"].get(tenant, user, notification_id)
@@ -85,6 +87,7 @@ async def get_trace(
         outcomes=meta["outcomes"],
         recorded=meta["recorded"],
         recalled_at=from_ms(trace.recalled_ms) if trace.recalled_ms else None,
+        placing=placing,
         lines=lines,
         now=now,
     )

@@ -69,6 +69,16 @@ class TraceNow(Documented):
     """The user's event streams open now, in every hub process."""
 
 
+class TracePlacing(Documented):
+    """A deferred fan-out whose copies are still being written (after its 202, batch by
+    batch: a user whose batch is not written yet does not list it)."""
+
+    users: int
+    """Recipients in all."""
+    placed: int
+    """Recipients whose batch is written."""
+
+
 class TraceOut(Documented):
     """A notification's routing trace: who was named, how many recipients each outcome
     had, and a line per recipient (the first `routing_trace_users`; `?user=` for one)."""
@@ -91,6 +101,7 @@ class TraceOut(Documented):
             },
             "recorded": 13,
             "recalled_at": None,
+            "placing": None,
             "lines": [
                 {
                     "user": "bob",
@@ -120,6 +131,9 @@ class TraceOut(Documented):
     recorded: int
     """Recipients with a line of their own (the first `routing_trace_users`)."""
     recalled_at: datetime | None
+    placing: TracePlacing | None = None
+    """A deferred fan-out whose copies are still being written; null once every batch is
+    (its lines say `pending` either way)."""
     lines: list[TraceLineOut]
     """By user id: the first 100, or `?user=`'s alone."""
     now: TraceNow | None = None

@@ -104,6 +104,11 @@ class InboxBase:
     def limits(self) -> Limits:
         return self._limits
 
+    @property
+    def cluster(self) -> bool:
+        """Whether the store is a Redis Cluster (a script keeps to one slot)."""
+        return self._cluster
+
     async def _call(self, script: AsyncScript, tenant: str, user: str, args: Args) -> Any:
         """Run one inbox script on one user's keys (lua/common.lua `inbox`)."""
         return await script(keys=self._keys.inbox_list(tenant, user), args=args)

@@ -27,6 +27,7 @@ from notifyhub.store.codecs import (
     ThreadArgs,
 )
 from notifyhub.store.doorbells import INLINE_MARK, SHARED_LINES, traced
+from notifyhub.store.fanouts import FanoutStep
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
 from notifyhub.store.keys import INBOX_FIELDS, Keys
@@ -117,6 +118,7 @@ class Placing(InboxBase):
         defer: bool = False,
         trace: bytes | None = None,
         views: ViewSet | None = None,
+        step: FanoutStep | None = None,
     ) -> Placement:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
@@ -145,6 +147,11 @@ class Placing(InboxBase):
         (store/doorbells.py `traced`). `views` (the tenant's, as the caller knows them):
         which of them the notification is in is worked out here once, instead of per user
         in the script (users whose copy of the views has another version evaluate them).
+
+        `step` (`defer`, on one Redis): the batch of a fan-out placed after its 202, which
+        moves its placement record on in the same script (store/fanouts.py); a
+        `ResponseError` that `fanouts.lost` recognises when the record is no longer its
+        writer's (nothing written then).
         """
         if not users:
             return Placement([], [])
@@ -159,11 +166,13 @@ class Placing(InboxBase):
         copy = self._copy_args(
             notification, content, expires_ms, pull=pull, views=views, thread=thread
         )
-        script, args, fields = self._script_call(copy, tail, defer=defer)
+        step = step if defer and not self._cluster else None
+        script, args, fields = self._script_call(copy, tail, defer=defer, step=step)
         keys = self._keys.user_keys(members, fields)
         by_slot = self._slot_groups(keys, len(fields))
         recipients, expiry = self._keys.recipients(notification.id), self._keys.expiry
         indexes = [recipients, expiry] if tail is not None else []  # the script's last KEYS
+        indexes += [step.record] if step is not None else []
         calls = [(slot, [*group, *indexes]) for slot, group in by_slot.items()]
         scripts_at = [0]  # where the script replies start among the pipeline's: counted
 
@@ -276,12 +285,13 @@ class Placing(InboxBase):
         )
 
     def _script_call(
-        self, copy: CopyArgs, tail: PlaceTail | None, *, defer: bool
+        self, copy: CopyArgs, tail: PlaceTail | None, *, defer: bool, step: FanoutStep | None
     ) -> tuple[AsyncScript, Args, tuple[str, ...]]:
         """The script for a placement, its ARGV, and the keys it takes per user."""
         if defer:
             fields = ("pend", "prefs") if copy.category else ("pend",)
-            return self.scripts.defer, copy.defer_args(), fields
+            args = copy.defer_args() + (step.args() if step is not None else [])
+            return self.scripts.defer, args, fields
         return self.scripts.place, copy.place_args(tail), INBOX_FIELDS
 
     async def _pipelined(self, build: Callable[[Any], None], *, share: bool) -> list[Any]:
