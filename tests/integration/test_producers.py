@@ -89,3 +89,52 @@ def test_invalid_producer_files_are_refused(tmp_path: Path, query: str, title: s
     )
     with pytest.raises(InvalidInput):
         load(path)
+
+
+async def _stock_table(settings: Any, suffix: str) -> Any:
+    engine = create_engine(settings.database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text(f"CREATE TABLE stock_{suffix} (location text, qty int)"))
+        await conn.execute(text(f"INSERT INTO stock_{suffix} VALUES ('A-12', -4), ('C-03', -1)"))
+    return engine
+
+
+async def _drop(engine: Any, suffix: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP TABLE stock_{suffix}"))
+    await engine.dispose()
+
+
+async def test_a_failed_publish_does_not_use_up_the_rows_dedupe_window(
+    hub: Any, admin_key: str, settings: Any, tmp_path: Path
+) -> None:
+    """The topic is missing at the first runs (the publish fails, 422-style): once it
+    exists, every row is notified, not skipped as already notified for the window."""
+    suffix = secrets.token_hex(3)
+    engine = await _stock_table(settings, suffix)
+    path = tmp_path / "producers.yaml"
+    path.write_text(
+        YAML.format(suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}")
+    )
+    [config] = load(path)
+    producer = hub_producer(hub, config)
+    try:
+        for _ in range(2):
+            with pytest.raises(InvalidInput, match=f"unknown topic: restock-{suffix}"):
+                await producer.run_once()
+        await hub.client.put(
+            f"/v1/admin/topics/restock-{suffix}",
+            json={"users": ["picker"]},
+            headers={"Authorization": f"Bearer {admin_key}"},
+        )
+        assert await producer.run_once() == 2
+        assert await producer.run_once() == 0
+    finally:
+        await producer.close()
+        await _drop(engine, suffix)
+    me = {"Authorization": f"Bearer {hub.tokens.mint_user_token('picker')}"}
+    items = (await hub.client.get("/v1/me/notifications", headers=me)).json()["items"]
+    assert sorted(i["title"] for i in items) == [
+        "Restock location A-12",
+        "Restock location C-03",
+    ]

@@ -162,9 +162,17 @@ class Producer:
         return rows
 
     async def _notify(self, row: dict[str, Any]) -> int:
+        key = self._dedupe_key(row)
+        if not await self._redis.set(key, "1", nx=True, ex=self.config.dedupe_window_s):
+            return 0  # notified within the window
+        try:
+            return await self._send(row)
+        except BaseException:
+            await self._redis.delete(key)  # not notified: the next run tries the row again
+            raise
+
+    async def _send(self, row: dict[str, Any]) -> int:
         config = self.config
-        if not await self._first_time(row):
-            return 0
         context = {"row": orjson.loads(orjson.dumps(row, default=str))}
         recipients = Recipients(
             users=tuple(config.recipients.users),
@@ -208,12 +216,11 @@ class Producer:
             data=context["row"],
         )
 
-    async def _first_time(self, row: dict[str, Any]) -> bool:
-        """Claim the row's dedupe key for the window; False if it was notified already."""
+    def _dedupe_key(self, row: dict[str, Any]) -> str:
+        """The Redis key that claims the row for the window (its dedupe columns' values)."""
         values = [str(row.get(column)) for column in self.config.dedupe_columns]
         digest = hashlib.sha256("\x1f".join(values).encode()).hexdigest()
-        key = self._keys.producer_seen(self.config.name, digest)
-        return bool(await self._redis.set(key, "1", nx=True, ex=self.config.dedupe_window_s))
+        return self._keys.producer_seen(self.config.name, digest)
 
 
 def loops(producers: list[Producer], metrics: Metrics) -> list[Loop]:
