@@ -138,3 +138,33 @@ async def test_a_failed_publish_does_not_use_up_the_rows_dedupe_window(
         "Restock location A-12",
         "Restock location C-03",
     ]
+
+
+async def test_a_dedupe_column_the_query_does_not_return_is_an_error(
+    hub: Any, admin_key: str, settings: Any, tmp_path: Path
+) -> None:
+    """`dedupe_columns: [location]` over rows without `location` would key every row
+    alike (one notification for all of them): the run fails naming the column."""
+    suffix = secrets.token_hex(3)
+    engine = await _stock_table(settings, suffix)
+    await hub.client.put(
+        f"/v1/admin/topics/restock-{suffix}",
+        json={"users": ["picker"]},
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    path = tmp_path / "producers.yaml"
+    yaml_text = YAML.format(
+        suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}"
+    )
+    path.write_text(yaml_text.replace("SELECT location, qty", "SELECT location AS loc, qty"))
+    [config] = load(path)
+    producer = hub_producer(hub, config)
+    try:
+        with pytest.raises(InvalidInput, match="location") as failed:
+            await producer.run_once()
+        assert "loc, qty" in failed.value.detail
+    finally:
+        await producer.close()
+        await _drop(engine, suffix)
+    me = {"Authorization": f"Bearer {hub.tokens.mint_user_token('picker')}"}
+    assert (await hub.client.get("/v1/me/notifications", headers=me)).json()["items"] == []

@@ -140,10 +140,23 @@ class Producer:
             if not held:
                 return 0
             rows = await self._query()
+            self._check_columns(rows)
             sent = 0
             for row in rows:
                 sent += await self._notify(row)
             return sent
+
+    def _check_columns(self, rows: list[dict[str, Any]]) -> None:
+        """Every dedupe column is among the query's columns (InvalidInput otherwise): a
+        missing one would key every row alike, one notification for all of them."""
+        if not rows:
+            return
+        missing = [c for c in self.config.dedupe_columns if c not in rows[0]]
+        if missing:
+            raise InvalidInput(
+                f"producer {self.config.name}: dedupe_columns {', '.join(missing)} not among "
+                f"the query's columns ({', '.join(rows[0])})"
+            )
 
     async def close(self) -> None:
         if self._engine is not None:
