@@ -168,3 +168,25 @@ async def test_a_dedupe_column_the_query_does_not_return_is_an_error(
         await _drop(engine, suffix)
     me = {"Authorization": f"Bearer {hub.tokens.mint_user_token('picker')}"}
     assert (await hub.client.get("/v1/me/notifications", headers=me)).json()["items"] == []
+
+
+async def test_a_huge_result_is_read_only_up_to_max_rows(hub: Any, tmp_path: Path) -> None:
+    """`max_rows` bounds what the hub reads, not only what it keeps: rows past it are
+    never computed (a row far past it divides by zero), so a query matching millions of
+    rows costs the hub `max_rows` of them."""
+    database_url = hub.app_state["settings"].database_url
+    path = tmp_path / "producers.yaml"
+    path.write_text(
+        "producers:\n  - name: huge\n"
+        f"    database_url: {database_url!r}\n"
+        "    query: 'SELECT g AS id FROM generate_series(1, 100000) AS g"
+        " WHERE 1 / (g - 50000) IS NOT NULL'\n"
+        "    max_rows: 3\n    recipients: {users: [picker]}\n"
+        "    title: 'Row {{ row.id }}'\n    dedupe_columns: [id]\n"
+    )
+    [config] = load(path)
+    producer = hub_producer(hub, config)
+    try:
+        assert await producer.run_once() == 3
+    finally:
+        await producer.close()

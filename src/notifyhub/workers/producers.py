@@ -169,8 +169,10 @@ class Producer:
             await connection.execute(text("SET TRANSACTION READ ONLY"))
             timeout = int(self.config.statement_timeout_ms)
             await connection.execute(text(f"SET LOCAL statement_timeout = {timeout}"))
-            result = await connection.execute(text(self.config.query))
-            rows = [dict(row._mapping) for row in result.fetchmany(self.config.max_rows)]
+            # A server-side cursor: the hub reads `max_rows` rows, never the whole result
+            result = await connection.stream(text(self.config.query))
+            rows = [dict(row._mapping) for row in await result.fetchmany(self.config.max_rows)]
+            await result.close()
             await connection.rollback()
         return rows
 
