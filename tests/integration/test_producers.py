@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,28 @@ async def test_a_huge_result_is_read_only_up_to_max_rows(hub: Any, tmp_path: Pat
         assert await producer.run_once() == 3
     finally:
         await producer.close()
+
+
+async def test_a_failing_producer_does_not_make_the_hub_unready(
+    settings: Any, start_hub: Any, tmp_path: Path
+) -> None:
+    """A producer's query is the implementer's SQL on their own database: when it keeps
+    failing, the producer's loop backs off and the failures are in the log and the
+    metrics, but `/readyz` still answers 200 (every hub process runs the same producers:
+    an unready one would take every process out of the load balancer)."""
+    path = tmp_path / "producers.yaml"
+    path.write_text(
+        "producers:\n  - name: broken\n"
+        f"    database_url: {settings.database_url!r}\n"
+        "    query: 'SELECT nope FROM no_such_table'\n    interval_s: 1\n"
+        "    recipients: {users: [picker]}\n    title: 'x'\n    dedupe_columns: [nope]\n"
+    )
+    workers = settings.workers.model_copy(update={"stuck_after_s": 0.2})
+    broken = settings.model_copy(update={"producers_file": path, "workers": workers})
+    async with start_hub(broken) as hub:
+        await asyncio.sleep(2.5)
+        ready = await hub.client.get("/readyz")
+        assert ready.json()["stuck_loops"] == []
+        assert ready.status_code == 200
+        metrics = (await hub.client.get("/metrics")).text
+        assert 'notifyhub_loop_errors_total{loop="producer:broken"}' in metrics

@@ -239,7 +239,9 @@ class Producer:
 
 
 def loops(producers: list[Producer], metrics: Metrics) -> list[Loop]:
+    """One loop per producer; a producer failing (its database down, its query broken)
+    does not make the hub unready."""
     return [
-        Loop(f"producer:{p.config.name}", p.config.interval_s, p.run_once, metrics)
+        Loop(f"producer:{p.config.name}", p.config.interval_s, p.run_once, metrics, readiness=False)
         for p in producers
     ]

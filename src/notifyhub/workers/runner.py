@@ -32,8 +32,13 @@ class Loop:
         *,
         pause_s: Callable[[], float] | None = None,
         nudge: asyncio.Event | None = None,
+        readiness: bool = True,
     ) -> None:
         self.name = name
+        self.readiness = readiness
+        """Whether `/readyz` fails when this loop is stuck: false for the loops of
+        periodic producers, whose failures are the implementer's SQL on their own
+        database (logged and counted like every loop's), not the hub's."""
         self.interval_s = interval_s
         self.step = step
         self.pause_s = pause_s or (lambda: self.interval_s)
@@ -127,7 +132,8 @@ class Runner:
         self._tasks = []
 
     def stuck(self, after_s: float) -> list[str]:
-        """Loops with no success for `after_s` beyond their own interval (for `/readyz`).
+        """Loops with no success for `after_s` beyond their own interval (for `/readyz`;
+        loops made with `readiness=False` never are).
 
         A loop that never succeeded is measured from its start. The interval (or the
         pause a loop planned, if longer) is added so that a loop which runs every ten
@@ -136,5 +142,5 @@ class Runner:
         return [
             loop.name
             for loop in self._loops
-            if loop.age_s() > after_s + max(loop.interval_s, loop.pause_s())
+            if loop.readiness and loop.age_s() > after_s + max(loop.interval_s, loop.pause_s())
         ]
