@@ -216,3 +216,31 @@ async def test_a_failing_producer_does_not_make_the_hub_unready(
         assert ready.status_code == 200
         metrics = (await hub.client.get("/metrics")).text
         assert 'notifyhub_loop_errors_total{loop="producer:broken"}' in metrics
+
+
+def test_two_producers_of_one_name_are_refused(tmp_path: Path) -> None:
+    """A producer's name keys its lock and its rows' dedupe keys: two of one name would
+    share them (one skipping the other's rows) and one loop name."""
+    one = (
+        "  - name: twice\n    database_url: postgresql://x/y\n    query: 'SELECT 1 AS id'\n"
+        "    recipients: {users: [a]}\n    title: t\n    dedupe_columns: [id]\n"
+    )
+    path = tmp_path / "p.yaml"
+    path.write_text("producers:\n" + one + one)
+    with pytest.raises(InvalidInput, match="twice"):
+        load(path)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfeproducers: []\n", None])
+def test_an_unreadable_producers_file_is_invalid_input(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    """Not UTF-8, or a directory: a clear error (`notifyhub producers check` prints it;
+    `serve` refuses to start with it), not a traceback."""
+    path = tmp_path / "p.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(InvalidInput, match=str(path)):
+        load(path)

@@ -75,7 +75,7 @@ async def _fails_cleanly(
 
 @pytest.mark.parametrize(
     ("content", "error"),
-    [(None, FileNotFoundError), ("producers: [unclosed", InvalidInput)],
+    [(None, InvalidInput), ("producers: [unclosed", InvalidInput)],
     ids=["missing", "invalid-yaml"],
 )
 async def test_a_bad_producers_file_leaves_nothing_behind(

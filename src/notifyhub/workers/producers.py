@@ -97,12 +97,22 @@ class ProducersFile(BaseModel):
 
     producers: list[ProducerConfig]
 
+    @field_validator("producers")
+    @classmethod
+    def _unique_names(cls, value: list[ProducerConfig]) -> list[ProducerConfig]:
+        """A name keys its producer's lock, dedupe keys and loop: two would share them."""
+        names = [p.name for p in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"producer names must be unique: {', '.join(twice)}")
+        return value
+
 
 def load(path: Path) -> list[ProducerConfig]:
     """Parse and validate a producers file, templates included (InvalidInput on error)."""
     try:
         parsed = ProducersFile.model_validate(yaml.safe_load(path.read_text()) or {})
-    except (yaml.YAMLError, ValidationError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError) as exc:
         raise InvalidInput(f"{path}: {exc}") from exc
     for producer in parsed.producers:
         templates.check(producer.title, f"{producer.name}.title")
