@@ -10,17 +10,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from test_channels import Tenant, _auth, new_tenant
 
-from notifyhub.db.models import AuditEntry, Delivery, Escalation
+from notifyhub.db.models import AuditEntry, Delivery, Escalation, EscalationDefault
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Recipients
 from notifyhub.services.channel_rows import ChannelRows
-from notifyhub.services.escalation import EscalationRunner
+from notifyhub.services.escalation import EscalationDefaults, EscalationRunner
 from notifyhub.services.escalation_sends import StepSender
 from notifyhub.services.quiet_hours import QuietHours
 from notifyhub.settings import Settings
@@ -506,3 +506,50 @@ async def test_only_a_publish_with_channels_wakes_the_channel_worker(
     assert woken == []
     await _publish(hub, t, ["ann"], channels=["inbox", "email"])
     assert woken == [None]
+
+
+async def test_unreadable_stored_defaults_stop_neither_the_worker_nor_other_tenants(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    push: PushService,
+    settings: Settings,
+    clock: Clock,
+) -> None:
+    """A tenant's default steps that no longer read as steps (written by hand or by an
+    older hub) are left out, logged: the worker's reload used to raise on them at every
+    pass, so no tenant's step ran again, and their tenant's GET answered 500."""
+    a, b = await make_tenant(), await make_tenant()
+    await _user(hub, a, "ann", push)
+    body = {"categories": {"incident": [STEPS[1]]}}
+    put = await hub.client.put(
+        "/v1/admin/escalation-defaults", params={"tenant": a.name}, json=body, headers=a.admin
+    )
+    assert put.status_code == 201, put.text
+    bad = [{"after_s": 0, "unless": "nope", "channel": "fax"}]
+    async with sessionmaker.begin() as session:
+        session.add(EscalationDefault(tenant=b.name, category="oops", steps=bad))
+    try:
+        got = await hub.client.get(
+            "/v1/admin/escalation-defaults", params={"tenant": b.name}, headers=b.admin
+        )
+        assert got.status_code == 200, got.text
+        assert got.json() == {"tenant": b.name, "categories": {}}
+
+        nid = await _publish(hub, a, ["ann"], escalate=[STEPS[0]])
+        state = hub.app_state
+        check = EscalationCheck(state["redis"], Keys(settings.redis_prefix), 1000)
+        sender = StepSender(ChannelRows(quiet=QuietHours(clock)))
+        defaults = EscalationDefaults(ttl_s=0)  # reloaded at every pass
+        runner = EscalationRunner(check, sender, defaults=defaults, clock=clock)
+        worker = EscalationWorker(units(sessionmaker), runner)
+        clock.ahead = timedelta(seconds=301)
+        assert await worker.run_once() == 1
+        assert await _sent(sessionmaker, nid) == [("push", "ann")]
+        assert defaults.steps_for(a.name, "incident") == (Step(**STEPS[1]),)
+        assert defaults.steps_for(b.name, "oops") == ()
+    finally:
+        async with sessionmaker.begin() as session:
+            await session.execute(
+                delete(EscalationDefault).where(EscalationDefault.tenant == b.name)
+            )

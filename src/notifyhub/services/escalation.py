@@ -79,6 +79,22 @@ def steps_json(steps: Sequence[Step]) -> list[dict[str, Any]]:
     return [s.model_dump() for s in steps]
 
 
+def stored_steps(tenant: str, category: str, stored: Any) -> tuple[Step, ...] | None:
+    """A tenant default's steps as PostgreSQL holds them; None (logged as an error) when
+    they do not read as steps (written by hand, or by an older hub)."""
+    try:
+        return tuple(Step.model_validate(s) for s in stored)
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        log.error(
+            "escalation defaults of tenant %r, category %r are not valid steps, left out "
+            "(PUT /v1/admin/escalation-defaults replaces them): %s",
+            tenant,
+            category,
+            exc,
+        )
+        return None
+
+
 class EscalationDefaults:
     """The tenants' default steps per category, as this process last loaded them."""
 
@@ -96,11 +112,13 @@ class EscalationDefaults:
         return time.monotonic() - self._loaded_at >= self._ttl_s
 
     async def reload(self, session: AsyncSession) -> None:
-        """Every tenant's defaults from PostgreSQL."""
+        """Every tenant's defaults from PostgreSQL (a category whose stored steps do not
+        read is left out, logged: it stops neither the worker nor the other tenants)."""
         loaded: dict[str, dict[str, tuple[Step, ...]]] = {}
         for row in await repo.all_defaults(session):
-            steps = tuple(Step.model_validate(s) for s in row.steps)
-            loaded.setdefault(row.tenant, {})[row.category] = steps
+            steps = stored_steps(row.tenant, row.category, row.steps)
+            if steps is not None:
+                loaded.setdefault(row.tenant, {})[row.category] = steps
         self._by_tenant = loaded
         self._loaded_at = time.monotonic()
 
@@ -168,7 +186,8 @@ class Escalations:
 
     async def get_defaults(self, session: AsyncSession, tenant: str) -> dict[str, tuple[Step, ...]]:
         found = await repo.defaults_of(session, tenant)
-        return {c: tuple(Step.model_validate(s) for s in steps) for c, steps in found.items()}
+        read = {c: stored_steps(tenant, c, steps) for c, steps in found.items()}
+        return {c: steps for c, steps in read.items() if steps is not None}
 
     async def put_defaults(
         self, unit: UnitOfWork, tenant: str, categories: Mapping[str, tuple[Step, ...]]
