@@ -553,3 +553,37 @@ async def test_unreadable_stored_defaults_stop_neither_the_worker_nor_other_tena
             await session.execute(
                 delete(EscalationDefault).where(EscalationDefault.tenant == b.name)
             )
+
+
+async def test_a_step_whose_stored_notification_does_not_read_holds_back_only_itself(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    push: PushService,
+    run: Callable[[float], Awaitable[int]],
+) -> None:
+    """Steps whose stored notification no longer reads (a severity or expiry written by
+    hand or by an older hub) used to fail the whole pass, or every step sent with them,
+    at every try: now each of them waits alone (logged) while the others are sent."""
+    t = await make_tenant()
+    for user in ("ann", "bob", "cid"):
+        await _user(hub, t, user, push)
+    nid = await _publish(hub, t, ["ann", "bob", "cid"], escalate=[STEPS[1]])
+    broken = {"ann": {"severity": "bogus"}, "bob": {"expires_at": "not a time"}}
+    async with sessionmaker.begin() as session:
+        for user, fields in broken.items():
+            row = await session.scalar(
+                select(Escalation).where(
+                    Escalation.notification_id == nid, Escalation.user_id == user
+                )
+            )
+            assert row is not None
+            row.notification = {**row.notification, **fields}
+
+    assert await run(3601) == 2  # cid's is sent; bob's unreadable expiry is not "expired"
+    assert await _sent(sessionmaker, nid) == [("email", "bob"), ("email", "cid")]
+    async with sessionmaker() as session:
+        rows = await session.scalars(select(Escalation).where(Escalation.notification_id == nid))
+        statuses = {r.user_id: r.status for r in rows}
+    assert statuses == {"ann": "pending", "bob": "sent", "cid": "sent"}
+    assert await run(3700) == 0  # ann's waits alone, tried again later

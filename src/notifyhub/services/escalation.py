@@ -289,27 +289,43 @@ class EscalationRunner:
         return verdicts
 
     async def _send(self, unit: UnitOfWork, rows: list[Escalation]) -> dict[str, tuple[str, str]]:
-        """The deliveries of the steps that send, (status, outcome) by row id; a failure
-        undoes them (a savepoint), is logged, and they are tried again later."""
+        """The deliveries of the steps that send, (status, outcome) by row id. A batch
+        that fails is undone (a savepoint) and sent again one step at a time, so one
+        step that cannot be sent (its stored notification does not read) holds back only
+        itself: logged, and tried again later."""
         if not rows:
             return {}
         try:
             async with unit.savepoint():
                 outcomes = await self._sender.send(unit, rows)
-        except Exception:  # their fault: logged, tried again; the rest of the batch goes on
-            log.exception("%d escalation steps failed; again in %gs", len(rows), FAILED_RETRY_S)
+        except Exception:  # someone's fault: find whose, step by step
+            if len(rows) == 1:
+                log.exception("escalation %s failed; again in %gs", rows[0].id, FAILED_RETRY_S)
+                await repo.postpone(unit.session, rows[0].id, self._later(FAILED_RETRY_S))
+                return {}
+            log.warning("%d escalation steps failed together; sent one by one", len(rows))
+            done: dict[str, tuple[str, str]] = {}
             for row in rows:
-                await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
-            return {}
+                done |= await self._send(unit, [row])
+            return done
         return {
             row_id: ("skipped" if outcome.startswith("skipped") else "sent", outcome)
             for row_id, outcome in outcomes.items()
         }
 
     def _expired(self, row: Escalation) -> bool:
-        """The notification expired by now (the copy with it, whatever Redis says yet)."""
+        """The notification expired by now (the copy with it, whatever Redis says yet).
+        An expiry that does not read (logged) leaves it to the copy's check."""
         expires_at = row.notification.get("expires_at")
-        return bool(expires_at) and datetime.fromisoformat(expires_at) <= self._clock()
+        if not expires_at:
+            return False
+        try:
+            return datetime.fromisoformat(expires_at) <= self._clock()
+        except (TypeError, ValueError):
+            log.error(
+                "escalation %s: its notification's expires_at %r does not read", row.id, expires_at
+            )
+            return False
 
     @staticmethod
     def _shown(row: Escalation, outcome: str) -> str:
