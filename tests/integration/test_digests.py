@@ -14,10 +14,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import literal, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.models import Delivery
+from notifyhub.db.models import Delivery, DigestItem
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.services.channel_rows import ChannelRows
@@ -634,3 +635,42 @@ async def test_a_digest_closing_in_quiet_hours_is_held_until_they_end_then_sent_
 def _key(t: Tenant) -> str:
     """The tenant's publish key (for the deliveries' status)."""
     return t.publish["Authorization"].removeprefix("Bearer ")
+
+
+async def test_a_digest_whose_stored_item_does_not_read_holds_back_only_itself(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    workers: Workers,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """One digest whose stored item no longer reads (a severity written by hand or by an
+    older hub) used to fail the digest worker's whole transaction at every pass: no digest
+    of any user was sent again. Now it waits alone (logged), taking no more items."""
+    t = await make_tenant()
+    for user in ("ann", "bob"):
+        await _profile(hub, t, user, email=f"{user}@shop.test")
+    await _publish(hub, t, ["ann", "bob"], 1, digest=DIGEST)
+    assert await workers.run() == 0
+    [ann] = await _digests(sessionmaker, t, "ann")
+    async with sessionmaker.begin() as session:
+        await session.execute(
+            update(DigestItem)
+            .where(DigestItem.digest_id == ann.id)
+            .values(item=DigestItem.item.op("||")(literal({"severity": "bogus"}, JSONB)))
+        )
+
+    workers.clock.advance(600)
+    assert await workers.run() == 2  # both claimed: bob's sent, ann's put off
+    [email] = await _digest_emails(sessionmaker, t, "bob")
+    assert email.payload["digest"]["count"] == 1
+    assert await _digest_emails(sessionmaker, t, "ann") == []
+    [held] = await _digests(sessionmaker, t, "ann")
+    assert (held.id, held.state) == (ann.id, "full")
+    assert held.due_at > workers.clock.now
+
+    await _publish(hub, t, ["ann"], 2, digest=DIGEST)  # a new digest, not the broken one
+    assert await workers.run() == 0
+    assert [(d.id == ann.id, d.item_count) for d in await _digests(sessionmaker, t, "ann")] == [
+        (True, 1),
+        (False, 1),
+    ]

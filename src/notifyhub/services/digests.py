@@ -17,9 +17,10 @@ outbox delivery due then), not now.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ulid import ULID
@@ -41,6 +42,8 @@ from notifyhub.services.channel_rows import (
 )
 from notifyhub.services.webpush_target import webpush_payload
 
+log = logging.getLogger(__name__)
+
 Clock = Callable[[], datetime]
 ITEM_FIELDS = ("id", "title", "body", "category", "severity", "action_url", "actor", "created_at")
 """What a digest item keeps of its notification."""
@@ -50,6 +53,8 @@ SHOWN_LINES = 20
 BATCH = 500
 """Digests one transaction of the worker sends at most (a few statements each: 500 cost
 about a tenth less CPU per digest than 100 when thousands fall due at once)."""
+RETRY_S = 60.0
+"""How soon a digest that failed to send (logged) is tried again."""
 
 
 def utcnow() -> datetime:
@@ -236,13 +241,40 @@ class DigestSender:
         added = 0
         outcomes: dict[str, dict[str, str]] = {}
         for tenant, digests in by_tenant.items():
-            messages = [_message(d, items[d.id]) for d in digests]
-            sent = await self._rows.add(unit, tenant, messages)
+            sent = await self._send(unit, tenant, digests, items)
             added += sent.added
-            outcomes |= {d.id: outcome for d, outcome in zip(digests, sent.outcomes, strict=True)}
-        await repo.close(session, [d.id for d in full], repo.SENT, now)
+            outcomes |= sent.outcomes
+        await repo.close(session, [d.id for d in full if d.id in outcomes], repo.SENT, now)
         await repo.close(session, [d.id for d in due if not items[d.id].items], repo.EMPTY, now)
         return Flushed(len(due), added, outcomes)
+
+    async def _send(
+        self,
+        unit: UnitOfWork,
+        tenant: str,
+        digests: list[DigestRow],
+        items: Mapping[str, repo.Gathered],
+    ) -> Flushed:
+        """The deliveries of one tenant's digests (outcomes by digest id). Digests that
+        fail together are undone (a savepoint) and sent again one by one, so a digest
+        that cannot be sent (an item that does not read) holds back only itself: logged,
+        taking no more items, and tried again RETRY_S later."""
+        try:
+            async with unit.savepoint():
+                messages = [_message(d, items[d.id]) for d in digests]
+                sent = await self._rows.add(unit, tenant, messages)
+        except Exception:  # someone's fault: find whose, digest by digest
+            if len(digests) > 1:
+                log.warning("%d digests failed together; sent one by one", len(digests))
+                parts = [await self._send(unit, tenant, [d], items) for d in digests]
+                merged = {k: v for part in parts for k, v in part.outcomes.items()}
+                return Flushed(0, sum(part.added for part in parts), merged)
+            log.exception("digest %s not sent; again in %gs", digests[0].id, RETRY_S)
+            later = self._clock() + timedelta(seconds=RETRY_S)
+            await repo.postpone(unit.session, digests[0].id, later)
+            return Flushed(0, 0, {})
+        outcomes = {d.id: outcome for d, outcome in zip(digests, sent.outcomes, strict=True)}
+        return Flushed(len(digests), sent.added, outcomes)
 
 
 def _message(digest: DigestRow, gathered: repo.Gathered) -> DigestMessage:

@@ -210,6 +210,16 @@ async def close(
         )
 
 
+async def postpone(session: AsyncSession, digest_id: str, until: datetime) -> None:
+    """Try the digest again at `until` (sending it failed); `full`, so that no item joins
+    a digest whose window closed."""
+    await session.execute(
+        update(Digest)
+        .where(Digest.id == digest_id, Digest.state.in_(PENDING))
+        .values(state=FULL, due_at=until)
+    )
+
+
 async def pending_of(session: AsyncSession, tenant: str, user: str) -> list[Digest]:
     """`tenant`'s user's digests not sent yet, the soonest due first."""
     found = await session.scalars(
