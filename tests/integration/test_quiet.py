@@ -30,6 +30,7 @@ from test_channels import (
 
 from notifyhub.db.models import Delivery, Escalation
 from notifyhub.db.models import Digest as DigestRow
+from notifyhub.db.models import QuietHours as QuietHoursRow
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.services.quiet_hours import LOAD_WAIT_S
 from notifyhub.settings import Settings
@@ -399,3 +400,36 @@ async def test_a_read_waiting_at_shutdown_never_runs(
     late = quiet_streams.flag(t.name, "bob")
     await asyncio.sleep(2 * LOAD_WAIT_S)
     assert loads == [] and not late.loading
+
+
+async def test_a_stored_schedule_that_does_not_read_holds_back_nobody(
+    hub: Any,
+    make_tenant: Callable[[], Awaitable[Tenant]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """A user's stored schedule that no longer reads (written by hand or by an older hub)
+    is no quiet hours, logged: it used to fail the channel worker's chunk at every try,
+    holding back the e-mails of everyone sent with that user, and the admin lookup of the
+    user answered 500."""
+    t = await make_tenant()
+    for user in ("ann", "bob"):
+        await _profile(
+            hub, t, user, email=f"{user}@shop.test", time_zone="Europe/Berlin", quiet=NIGHTS
+        )
+    async with UnitOfWork(sessionmaker) as unit:
+        await unit.session.execute(
+            update(QuietHoursRow)
+            .where(QuietHoursRow.tenant == t.name, QuietHoursRow.user_id == "ann")
+            .values(schedule={"mon": ["25:00", "07:00"]})
+        )
+    end = _night_clock(hub)
+    nid = await _publish(hub, t, ["ann", "bob"], channels=["email"])
+    await _run(hub)
+    until = end.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    assert await _trace(hub, t, nid) == {
+        "ann": {"email": "e-mailed"},
+        "bob": {"email": f"e-mailed, held for quiet hours until {until}"},
+    }
+    shown = await hub.client.get(f"/v1/admin/users/{t.name}/ann", headers=t.admin)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["quiet"]["quiet_now"] is False

@@ -57,6 +57,17 @@ class UserQuietView:
     until: datetime | None
 
 
+def weekly_of(tenant: str, user: str, schedule: Schedule | None) -> quiet.Weekly:
+    """The schedule that applies to the user, parsed. One that does not parse (stored by
+    hand or by an older hub) is no quiet hours, logged as an error: it holds back
+    nobody's e-mails and pushes, the user's nor those sent with them."""
+    try:
+        return quiet.parse(schedule or {})
+    except (AttributeError, TypeError, ValueError) as exc:  # InvalidSchedule too
+        log.error("quiet hours of %r in tenant %r do not read, ignored: %s", user, tenant, exc)
+        return {}
+
+
 class QuietHours:
     def __init__(self, clock: Callable[[], datetime] = _now) -> None:
         self.clock = clock
@@ -72,7 +83,7 @@ class QuietHours:
         for user, (schedule, zone) in found.items():
             if not schedule:
                 continue
-            state = quiet.state(quiet.parse(schedule), quiet.zone_of(zone), now)
+            state = quiet.state(weekly_of(tenant, user, schedule), quiet.zone_of(zone), now)
             if state.until is not None:
                 held[user] = state.until
         return held
@@ -83,7 +94,8 @@ class QuietHours:
         own = found.get(user, _NOBODY)
         schedule, zone = _applying(own, default)
         source = "user" if own.schedule is not None else ("tenant" if default is not None else None)
-        state = quiet.state(quiet.parse(schedule or {}), quiet.zone_of(zone), self.clock())
+        weekly = weekly_of(tenant, user, schedule)
+        state = quiet.state(weekly, quiet.zone_of(zone), self.clock())
         return UserQuietView(schedule, source, str(quiet.zone_of(zone)), state.quiet, state.until)
 
 
@@ -154,7 +166,7 @@ class StreamQuiet:
                     found = await applying_of(unit.session, tenant, users)
                     for entry in entries:
                         schedule, zone = found[entry.user]
-                        entry.weekly = quiet.parse(schedule or {})
+                        entry.weekly = weekly_of(tenant, entry.user, schedule)
                         entry.zone = quiet.zone_of(zone)
         except Exception as exc:  # PostgreSQL away: keep what we knew, try again later
             log.warning("quiet hours of %d streamed users not read: %r", len(batch), exc)
