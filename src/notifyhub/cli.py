@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -15,6 +15,7 @@ import typer
 from notifyhub.domain.auth import Scope
 
 if TYPE_CHECKING:  # imported where used: `notifyhub --help` loads none of them
+    from pydantic import ValidationError
     from rich.console import Console
 
     from notifyhub.db.repositories.apikeys import Rows
@@ -36,18 +37,37 @@ TOKEN_TTL_S = 3600
 """`notifyhub token`'s default lifetime: a token minted at hand for a curl session."""
 
 
-def _console() -> Console:
-    """Where the CLI prints: lines never wrapped, and a table as wide as it needs when
-    the output is not a terminal (a log file, a pipe)."""
+def _console(*, stderr: bool = False) -> Console:
+    """Where the CLI prints (stdout, or stderr for errors): lines never wrapped, and a
+    table as wide as it needs when the output is not a terminal (a log file, a pipe)."""
     from rich.console import Console
 
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1000)
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, soft_wrap=True, width=None if stream.isatty() else 1000)
 
 
 def _settings() -> Settings:
+    """The settings from the environment; a value they refuse is a line naming the
+    variable and exit 1 (not a traceback)."""
+    from pydantic import ValidationError
+
     from notifyhub.settings import Settings
 
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise _fail(f"invalid configuration: {_refused_settings(exc)}") from exc
+
+
+def _refused_settings(exc: ValidationError) -> str:
+    """Each refused setting as `NOTIFYHUB_NAME: why` (one the model refuses as a whole:
+    why alone)."""
+    lines = []
+    for error in exc.errors():
+        why = str(error["msg"]).removeprefix("Value error, ")
+        names = "__".join(str(part) for part in error["loc"]).upper()
+        lines.append(f"NOTIFYHUB_{names}: {why}" if names else why)
+    return "; ".join(lines)
 
 
 def _database_url(settings: Settings) -> str:
@@ -59,8 +79,50 @@ def _database_url(settings: Settings) -> str:
 
 
 def _fail(message: str) -> typer.Exit:
-    _console().print(message, style="red", markup=False)
+    """`message` on stderr (stdout carries what a command answers: a key, a token), and
+    exit 1."""
+    _console(stderr=True).print(message, style="red", markup=False)
     return typer.Exit(1)
+
+
+def _store_errors() -> tuple[type[Exception], ...]:
+    """What a store that cannot be reached or refuses the connection raises (down, a
+    wrong host or port, no such database, a wrong password, a malformed URL): errors of
+    the drivers the command has loaded (checked once one is raised, so none is imported
+    for it)."""
+    kinds: list[type[Exception]] = [OSError]
+    if "asyncpg" in sys.modules:
+        import asyncpg
+
+        kinds += [asyncpg.PostgresError, asyncpg.InterfaceError]
+    if "sqlalchemy" in sys.modules:
+        from sqlalchemy.exc import DBAPIError
+
+        kinds.append(DBAPIError)
+    if "redis" in sys.modules:
+        from redis.exceptions import RedisError
+
+        kinds.append(RedisError)
+    return tuple(kinds)
+
+
+STORES = {
+    "asyncpg": "PostgreSQL (NOTIFYHUB_DATABASE_URL)",
+    "sqlalchemy": "PostgreSQL (NOTIFYHUB_DATABASE_URL)",
+    "redis": "Redis (NOTIFYHUB_REDIS_URL)",
+}
+
+
+@contextlib.contextmanager
+def _reaching_stores(store: str = STORES["asyncpg"]) -> Iterator[None]:
+    """A store error is a line naming the store (`store` unless the error's driver says
+    which) and what failed, and exit 1: not a traceback."""
+    try:
+        yield
+    except _store_errors() as exc:
+        store = STORES.get(type(exc).__module__.split(".")[0], store)
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise _fail(f"could not work with {store}: {type(exc).__name__}: {detail}") from exc
 
 
 def _store_settings() -> Settings:
@@ -102,7 +164,8 @@ def _with_connection(settings: Settings, work: Callable[[Rows], Awaitable[T]]) -
         finally:
             await connection.close()
 
-    return asyncio.run(run())
+    with _reaching_stores():
+        return asyncio.run(run())
 
 
 def _dev_secret(data_dir: Path) -> str:
@@ -236,7 +299,8 @@ def serve(
         from notifyhub.process.server import HubServer
         from notifyhub.process.supervisor import run_workers, server_config
 
-        upgrade_head(_database_url(settings))
+        with _reaching_stores():
+            upgrade_head(_database_url(settings))
         logging.getLogger("alembic").setLevel(logging.WARNING)  # /readyz's check: 2 lines each
         show_credentials = _dev_credentials(settings, url) if embedded else None
         if workers > 1:
@@ -255,7 +319,9 @@ def migrate() -> None:
     """Apply database migrations (idempotent)."""
     from notifyhub.db.migrate import upgrade_head
 
-    upgrade_head(_database_url(_store_settings()))
+    url = _database_url(_store_settings())
+    with _reaching_stores():
+        upgrade_head(url)
     typer.echo("migrations applied")
 
 
@@ -271,7 +337,8 @@ def restore() -> None:
     if settings.redis_url is None:
         raise typer.BadParameter("set NOTIFYHUB_REDIS_URL")
     _database_url(settings)
-    asyncio.run(restore_redis(settings))
+    with _reaching_stores():
+        asyncio.run(restore_redis(settings))
     typer.echo("Redis restored from PostgreSQL")
 
 

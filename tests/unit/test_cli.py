@@ -75,3 +75,48 @@ def test_the_banner_keeps_each_line_whole_in_a_log_file(
     assert "(user 'alice', valid 30 days)" in token_line
     assert any("notifyhub token --user U (valid 1 hour" in line for line in lines)
     assert all(line.startswith("  ") or line.startswith("notifyhub") for line in lines)
+
+
+def test_a_setting_the_hub_refuses_is_a_line_naming_it_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", SECRET)
+    monkeypatch.setenv("NOTIFYHUB_STREAM__PRESENCE_INTERVAL_S", "soon")
+    result = CliRunner().invoke(cli.app, ["token", "--user", "bob"])
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""  # stdout carries a token or nothing
+    assert "invalid configuration: NOTIFYHUB_STREAM__PRESENCE_INTERVAL_S" in result.stderr
+    assert not isinstance(result.exception, ValueError)  # no traceback: an exit
+
+
+def test_a_jwt_secret_too_short_is_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", "short")
+    monkeypatch.setenv("NOTIFYHUB_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:1/x")
+    monkeypatch.setenv("NOTIFYHUB_REDIS_URL", "redis://127.0.0.1:1/0")  # (not embedded)
+    result = CliRunner().invoke(cli.app, ["token", "--user", "bob"])
+    assert result.exit_code == 1
+    assert "NOTIFYHUB_JWT_SECRET must be at least 32 characters" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "store"),
+    [
+        (["apikey", "list"], "PostgreSQL"),
+        (["apikey", "create", "--name", "ops", "--scope", "admin"], "PostgreSQL"),
+        (["apikey", "revoke", "ops"], "PostgreSQL"),
+        (["migrate"], "PostgreSQL"),
+        (["restore"], "PostgreSQL"),
+    ],
+)
+def test_a_store_that_cannot_be_reached_is_a_line_naming_it_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], store: str
+) -> None:
+    """Nothing listens on port 1: the connection is refused at once."""
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", SECRET)
+    closed = "postgresql+asyncpg://postgres@127.0.0.1:1/x"
+    monkeypatch.setenv("NOTIFYHUB_DATABASE_URL", closed)
+    monkeypatch.setenv("NOTIFYHUB_REDIS_URL", "redis://127.0.0.1:1/0")
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 1, result.output
+    assert f"could not work with {store}" in result.stderr, result.output
+    assert result.stdout == ""
