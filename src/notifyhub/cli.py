@@ -352,6 +352,7 @@ def apikey_create(
     from notifyhub.errors import NotifyhubError
     from notifyhub.services import apikeys
 
+    _check_key(name, scope, tenant)
     try:
         key = _with_connection(
             _store_settings(),
@@ -360,6 +361,22 @@ def apikey_create(
     except NotifyhubError as exc:
         raise typer.BadParameter(exc.detail) from exc
     typer.echo(key)
+
+
+def _check_key(name: str, scope: Scope, tenant: str | None) -> None:
+    """The name and tenant `POST /v1/admin/api-keys` admits: a key the API would refuse
+    (an empty name, a space or slash in it, a tenant no request can name) is refused here
+    too, naming the option."""
+    from pydantic import ValidationError
+
+    from notifyhub.api.schemas.apikeys import ApiKeyIn
+
+    try:
+        ApiKeyIn(name=name, scope=scope, tenant=tenant)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        option = f"--{error['loc'][0]}" if error["loc"] else None
+        raise typer.BadParameter(str(error["msg"]), param_hint=option) from exc
 
 
 def _iso(moment: datetime | None) -> str:

@@ -127,3 +127,28 @@ async def test_a_bare_connection_keeps_the_hubs_rules(settings: Settings) -> Non
         assert all(k.scope is Scope.CONSUME for k in mine.values())
     finally:
         await connection.close()
+
+
+@pytest.mark.slow  # runs the CLI as processes
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [
+        (("--name", ""), "Invalid value for --name"),
+        (("--name", "billing worker/2"), "Invalid value for --name"),
+        (("--name", "n" * 101), "Invalid value for --name"),  # a traceback (varchar(100))
+        (("--name", "{name}", "--tenant", "acme corp"), "Invalid value for --tenant"),
+    ],
+)
+def test_apikey_create_refuses_what_the_api_refuses_and_stores_nothing(
+    settings: Settings, args: tuple[str, ...], refused: str
+) -> None:
+    """A key the API could never name (an empty name, a space or slash, a tenant no
+    request can name) is refused before anything is stored, with exit 2 and no traceback."""
+    name = f"cli-bad-{secrets.token_hex(3)}"
+    args = tuple(a.replace("{name}", name) for a in args)
+    done = _run(settings, "apikey", "create", "--scope", "admin", *args)
+    assert done.returncode == 2, done.stderr
+    assert refused in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    listed = _cli(settings, "apikey", "list")
+    assert name not in listed and "billing worker" not in listed
