@@ -479,15 +479,22 @@ def token(
 ) -> None:
     """Mint a development user token (HS256 secret only), valid 1 hour unless --ttl says
     otherwise. The token goes to stdout, its lifetime to stderr."""
+    from notifyhub.errors import NotifyhubError
     from notifyhub.services.tokens import TokenService
 
     lifetime_s = _seconds(ttl)
+    try:
+        until = _iso(datetime.now(UTC) + timedelta(seconds=lifetime_s))
+    except OverflowError as exc:  # past the year 9999
+        raise typer.BadParameter(f"{ttl!r}: too long a lifetime", param_hint="--ttl") from exc
     settings = _settings()
     if settings.jwt_secret is None and settings.embedded:
         settings = type(settings)(jwt_secret=_dev_secret(settings.data_dir), dev_mode=True)
-    minted = TokenService(settings).mint_user_token(user, tenant, lifetime_s)
+    try:
+        minted = TokenService(settings).mint_user_token(user, tenant, lifetime_s)
+    except NotifyhubError as exc:
+        raise typer.BadParameter(exc.detail) from exc
     typer.echo(minted)
-    until = _iso(datetime.now(UTC) + timedelta(seconds=lifetime_s))
     typer.echo(f"valid {_duration(lifetime_s)}, until {until}", err=True)
 
 

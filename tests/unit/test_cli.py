@@ -120,3 +120,32 @@ def test_a_store_that_cannot_be_reached_is_a_line_naming_it_not_a_traceback(
     assert result.exit_code == 1, result.output
     assert f"could not work with {store}" in result.stderr, result.output
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--user", ""], "user: 1 to 200 printable characters"),
+        (["--user", "a\nb"], "user: 1 to 200 printable characters"),
+        (["--user", "u" * 201], "user: 1 to 200 printable characters"),
+        (["--user", "bob", "--tenant", "acme corp"], "tenant: 1 to 64 of"),
+        (["--user", "bob", "--ttl", "99999999999999d"], "too long a lifetime"),  # a traceback
+    ],
+)
+def test_token_refuses_a_token_the_hub_would_refuse(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """No token is printed that every request would answer 401 (`invalid sub claim`),
+    nor one whose expiry is past the year 9999."""
+    monkeypatch.setenv("NOTIFYHUB_JWT_SECRET", SECRET)
+    result = CliRunner().invoke(cli.app, ["token", *args])
+    assert result.exit_code == 2, result.output
+    assert said in " ".join(result.stderr.split()) and result.stdout == ""
+
+
+def test_a_minted_token_is_one_the_hub_takes() -> None:
+    from notifyhub.services.tokens import TokenService
+
+    tokens = TokenService(Settings(jwt_secret=SECRET, _env_file=None))  # type: ignore[call-arg]
+    principal = tokens.verify_user_token(tokens.mint_user_token("jörg ü/x", "acme.eu-1"))
+    assert (principal.user, principal.tenant) == ("jörg ü/x", "acme.eu-1")

@@ -14,7 +14,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import jwt
 from jwt.algorithms import HMACAlgorithm
@@ -26,6 +26,16 @@ from notifyhub.settings import Settings
 TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """A `tenant` claim, matched whole (`fullmatch`: `$` would let a trailing newline by)."""
 STREAM_TYP = "stream"
+MAX_SUB = 200
+
+
+def valid_sub(sub: object) -> TypeGuard[str]:
+    """A `sub` claim the hub takes: 1..200 printable characters."""
+    return isinstance(sub, str) and 0 < len(sub) <= MAX_SUB and sub.isprintable()
+
+
+def valid_tenant(tenant: object) -> TypeGuard[str]:
+    return isinstance(tenant, str) and TENANT.fullmatch(tenant) is not None
 
 
 class PreparedHMAC(HMACAlgorithm):
@@ -129,9 +139,9 @@ class TokenService:
     @staticmethod
     def _principal(claims: dict[str, Any]) -> UserPrincipal:
         sub, tenant = claims.get("sub"), claims.get("tenant", "default")
-        if not isinstance(sub, str) or not 0 < len(sub) <= 200 or not sub.isprintable():
+        if not valid_sub(sub):
             raise AuthenticationError("invalid `sub` claim")
-        if not isinstance(tenant, str) or not TENANT.fullmatch(tenant):
+        if not valid_tenant(tenant):
             raise AuthenticationError("invalid `tenant` claim")
         iat = claims.get("iat")  # (PyJWT has checked that it is a number)
         issued_at = float(iat) if isinstance(iat, int | float) else None
@@ -174,6 +184,10 @@ class TokenService:
         """Development tokens (HS256 only): production tokens come from your identity provider."""
         if self._algorithms != ["HS256"]:
             raise InvalidInput("user tokens can only be minted with an HS256 secret")
+        if not valid_sub(user):  # a token every request would refuse (401) is none
+            raise InvalidInput(f"user: 1 to {MAX_SUB} printable characters, not {user!r}")
+        if not valid_tenant(tenant):
+            raise InvalidInput(f"tenant: 1 to 64 of A-Z a-z 0-9 . _ -, not {tenant!r}")
         now = datetime.now(UTC)
         claims = {
             "sub": user,
