@@ -500,7 +500,9 @@ def token(
 
 @producers_app.command("check")
 def producers_check(
-    path: Annotated[Path, typer.Argument(help="The producers YAML file.", exists=True)],
+    path: Annotated[
+        Path, typer.Argument(help="The producers YAML file.", exists=True, dir_okay=False)
+    ],
 ) -> None:
     """Validate a producers file: schema, read-only queries, templates."""
     from notifyhub.errors import NotifyhubError

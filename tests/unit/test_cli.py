@@ -149,3 +149,17 @@ def test_a_minted_token_is_one_the_hub_takes() -> None:
     tokens = TokenService(Settings(jwt_secret=SECRET, _env_file=None))  # type: ignore[call-arg]
     principal = tokens.verify_user_token(tokens.mint_user_token("jörg ü/x", "acme.eu-1"))
     assert (principal.user, principal.tenant) == ("jörg ü/x", "acme.eu-1")
+
+
+def test_producers_check_says_what_is_wrong_with_a_file_it_cannot_read(tmp_path: Path) -> None:
+    """A directory, or a file not in UTF-8: a line and a non-zero exit (both tracebacks)."""
+    latin1 = tmp_path / "producers.yaml"
+    latin1.write_bytes("producers:\n  - name: caf\xe9\n".encode("latin-1"))
+    result = CliRunner().invoke(cli.app, ["producers", "check", str(latin1)])
+    assert result.exit_code == 1, result.output
+    assert "invalid" in result.output and "utf-8" in result.output
+    assert not isinstance(result.exception, UnicodeDecodeError)
+    result = CliRunner().invoke(cli.app, ["producers", "check", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for 'path'" in result.output  # (the box cuts a long path)
+    assert not isinstance(result.exception, IsADirectoryError)

@@ -110,9 +110,9 @@ class ProducersFile(BaseModel):
 
 def load(path: Path) -> list[ProducerConfig]:
     """Parse and validate a producers file, templates included (InvalidInput on error)."""
-    try:
-        parsed = ProducersFile.model_validate(yaml.safe_load(path.read_text()) or {})
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError) as exc:
+    try:  # (a directory, an unreadable file or one not in UTF-8: said so, not a traceback)
+        parsed = ProducersFile.model_validate(yaml.safe_load(path.read_text("utf-8")) or {})
+    except (yaml.YAMLError, ValidationError, OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: {exc}") from exc
     for producer in parsed.producers:
         templates.check(producer.title, f"{producer.name}.title")
