@@ -310,3 +310,31 @@ async def test_the_user_screen_lists_and_cancels_pending_escalations(
         )
     assert [s["channel"] for s in left.json()["items"]] == ["email"]
     assert page.errors == []
+
+
+async def test_revoke_on_a_tenants_key_revokes_that_key_not_the_hub_wide_one_of_its_name(
+    page: Any, browser_hub: Any, admin_key: str
+) -> None:
+    """Names are unique per tenant: a hub-wide key and tenant keys may share one. The
+    Revoke button of a tenant's row revoked the hub-wide key of that name (its DELETE named
+    no tenant), and with no hub-wide one but two tenants' keys answered 409."""
+    name, tenant, other = f"dup-{secrets.token_hex(3)}", f"t{secrets.token_hex(3)}", "tother"
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    async with httpx.AsyncClient(base_url=browser_hub.base_url, timeout=10) as api:
+        for bound in (None, tenant, other):
+            made = {"name": name, "scope": "publish", "tenant": bound}
+            answer = await api.post("/v1/admin/api-keys", json=made, headers=admin)
+            assert answer.status_code == 201, answer.text
+        await page.goto(f"{browser_hub.base_url}/console")
+        await page.fill("#key", admin_key)
+        await page.click("#login-form button")
+        await page.wait_for_function(READY)
+        await screen(page, "#/keys")
+        for bound in (tenant, other):
+            row = page.locator(f"tr[data-key={name}]").filter(has_text=bound)
+            await row.locator("button").click()
+            await row.locator("button").wait_for(state="detached")
+        listed = (await api.get("/v1/admin/api-keys", headers=admin)).json()["keys"]
+    revoked = {k["tenant"]: k["revoked_at"] is not None for k in listed if k["name"] == name}
+    assert revoked == {None: False, tenant: True, other: True}
+    assert page.errors == []

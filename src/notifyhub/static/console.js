@@ -759,9 +759,11 @@ async function apiKeys(screen) {
   const name = h("input", { name: "key-name", placeholder: "billing-worker", required: true });
   const scope = h("select", { name: "scope" }, ["publish", "consume", "admin"].map((s) => h("option", {}, s)));
   const out = h("div", { id: "key-result" });
-  const revoke = (keyName) => async () => {
+  // The key's tenant is named: without it the hub revokes the hub-wide key of that name
+  // (another tenant's key of the same name: a 409), not the one on this row.
+  const revoke = (k) => async () => {
     try {
-      await api("DELETE", `/v1/admin/api-keys/${encodeURIComponent(keyName)}`);
+      await api("DELETE", `/v1/admin/api-keys/${encodeURIComponent(k.name)}?${q({ tenant: k.tenant })}`);
       await show();
     } catch (err) {
       out.replaceChildren(errorLine(err));
@@ -770,7 +772,7 @@ async function apiKeys(screen) {
   screen.append(table(["Name", "Scope", "Tenant", "Created", "Revoked", ""], found.keys.map((k) => h("tr", { "data-key": k.name },
     h("td", {}, k.name), h("td", {}, k.scope), h("td", {}, k.tenant ?? "(any)"), h("td", {}, when(k.created_at)),
     h("td", {}, when(k.revoked_at)),
-    h("td", {}, k.revoked_at ? "" : h("button", { type: "button", class: "danger", onclick: revoke(k.name) }, "Revoke"))))),
+    h("td", {}, k.revoked_at ? "" : h("button", { type: "button", class: "danger", onclick: revoke(k) }, "Revoke"))))),
   h("form", { class: "card row", onsubmit: async (e) => {
     e.preventDefault();
     try {
