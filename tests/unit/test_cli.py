@@ -163,3 +163,14 @@ def test_producers_check_says_what_is_wrong_with_a_file_it_cannot_read(tmp_path:
     assert result.exit_code == 2, result.output
     assert "Invalid value for 'path'" in result.output  # (the box cuts a long path)
     assert not isinstance(result.exception, IsADirectoryError)
+
+
+def test_python_dash_m_notifyhub_is_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "notifyhub", "token", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Mint a development user token" in done.stdout
