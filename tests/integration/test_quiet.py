@@ -332,6 +332,11 @@ async def test_the_stream_is_never_held_and_says_quiet_in_quiet_hours(
         for nid in (inline, logged):
             event, _ = await events.until("notification")
             assert event.data["id"] == nid and event.data["quiet"] is True
+        # Critical is never held, on a stream neither: its toast shows in quiet hours.
+        for fields in ({}, {"category": "dock"}):
+            alarm = await _publish(hub, t, ["ann"], severity="critical", **fields)
+            event, _ = await events.until("notification")
+            assert event.data["id"] == alarm and "quiet" not in event.data
 
         noon = datetime.combine(datetime.now(BERLIN).date(), datetime.min.time(), BERLIN)
         hub.app_state["quiet"].clock = lambda: noon + timedelta(hours=12)

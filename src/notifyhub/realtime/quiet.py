@@ -9,8 +9,14 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-_NOTIFICATION_DATA = re.compile(rb"(event: notification\nid: [^\n]*\ndata: )\{")
+import orjson
+
+_NOTIFICATION_DATA = re.compile(rb"(event: notification\nid: [^\n]*\ndata: )\{([^\n]*)")
 QUIET_FIELD = b'{"quiet":true,'
+CRITICAL = b'"severity":"critical"'
+"""How a critical notification's data says so (the hub writes its JSON compactly): never
+held, so never quiet either (docs/attention.md "Quiet hours"). Its own field, not a key of
+its `data`, decides: an event that holds the text is read to tell."""
 
 
 class QuietFlag(Protocol):
@@ -20,8 +26,23 @@ class QuietFlag(Protocol):
 
 
 def mark_quiet(frames: bytes) -> bytes:
-    """`frames` with `"quiet": true` first in each `notification` event's data."""
-    return _NOTIFICATION_DATA.sub(rb"\1" + QUIET_FIELD, frames)
+    """`frames` with `"quiet": true` first in each `notification` event's data, but a
+    critical one's: its toast shows in quiet hours too."""
+    return _NOTIFICATION_DATA.sub(_quieted, frames)
+
+
+def _quieted(match: re.Match[bytes]) -> bytes:
+    head, rest = match.group(1), match.group(2)
+    if CRITICAL in rest and _critical(b"{" + rest):
+        return match.group(0)
+    return head + QUIET_FIELD + rest
+
+
+def _critical(data: bytes) -> bool:
+    try:
+        return bool(orjson.loads(data).get("severity") == "critical")
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
 
 
 def flagged(frames: bytes, flag: QuietFlag | None) -> bytes:
