@@ -128,9 +128,8 @@ class Fanouts:
         pause_s = self._limits.defer_pause_ms / 1000
         try:
             while fanout.cursor != DONE:
+                await asyncio.sleep(pause_s)  # (the first: the 202 written before it)
                 await self._batch(fanout)
-                if pause_s and fanout.cursor != DONE:
-                    await asyncio.sleep(pause_s)
             await self._records.finish(fanout)
         except _Taken:
             log.info("fan-out %s: recalled or taken over; this process stops placing it", nid)

@@ -588,15 +588,16 @@ class IngestService:
     ) -> Published:
         """A deferred fan-out: its recipient index and its streams' announcement
         (store/inbox/announcing.py `announce_deferred`; the other processes announce it to
-        their own streams), its placement record, then the answer; its pending copies are
-        written after, paced (services/fanouts.py). Its routing trace says `pending` for
-        every user (their preferences apply as their batch is written)."""
+        their own streams), its routing trace (`pending` for every user: their preferences
+        apply as their batch is written), its placement record, then the answer; its
+        pending copies are written after, paced (services/fanouts.py), the first batch
+        once the answer is on its way."""
         assert self.fanouts is not None
         await self._store.announce_deferred(notification, users, pull=pull)
-        await self.fanouts.start(notification, len(users), pull=pull, trace=trace)
         self._metrics.notifications_ingested_total.inc()
         pending = Placement([1] * len(users), [0] * len(users))
         await self._record_route(notification, route, users, pending, deferred=True)
+        await self.fanouts.start(notification, len(users), pull=pull, trace=trace)
         return Published(id=notification.id, recipients=len(users))
 
     async def _record_route(
