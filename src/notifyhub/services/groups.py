@@ -8,7 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db.repositories import groups as repo
 from notifyhub.db.repositories.groups import GroupSummary
+from notifyhub.db.unit import UnitOfWork
 from notifyhub.errors import InvalidInput, NotFound
+from notifyhub.services.topics import TopicService
 
 MEMBER_INSERT_CHUNK = 5000
 
@@ -17,9 +19,13 @@ async def create_group(session: AsyncSession, tenant: str, name: str) -> bool:
     return await repo.create(session, tenant, name)
 
 
-async def delete_group(session: AsyncSession, tenant: str, name: str) -> None:
-    if not await repo.remove(session, tenant, name):
+async def delete_group(unit: UnitOfWork, topics: TopicService, tenant: str, name: str) -> None:
+    """Delete the group and, in the same unit, unsubscribe it from the tenant's topics
+    (`TopicService.drop_group`): no topic goes on naming a group that is gone, and one
+    created later under the same name is subscribed to nothing."""
+    if not await repo.remove(unit.session, tenant, name):
         raise NotFound(f"no group {name} in tenant {tenant}")
+    await topics.drop_group(unit, tenant, name)
 
 
 async def list_groups(session: AsyncSession, tenant: str) -> list[GroupSummary]:

@@ -60,6 +60,20 @@ class TopicService:
         self._write_after(unit, tenant, name, version, now)
         return now
 
+    async def drop_group(self, unit: UnitOfWork, tenant: str, group: str) -> list[str]:
+        """Unsubscribe `group` (being deleted) from every topic of the tenant listing it,
+        each as a PATCH removing it would: a new version, the cache written after the
+        commit. The topics changed, by name; one deleted meanwhile is skipped."""
+        changed = []
+        removed = TopicMembers(groups=[group])
+        for name in await repo.listing_group(unit.session, tenant, group):
+            try:
+                await self.change(unit, tenant, name, TopicMembers(), removed)
+            except NotFound:
+                continue
+            changed.append(name)
+        return changed
+
     async def get(self, session: AsyncSession, tenant: str, name: str) -> TopicMembers:
         found = await repo.find(session, tenant, name)
         if found is None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from notifyhub.api.deps import Admin, Session
+from notifyhub.api.deps import Admin, AppState, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import GroupPath, TenantQuery
 from notifyhub.api.schemas.common import NO_CONTROL
@@ -46,10 +46,12 @@ async def get_group(
 
 @router.delete("/groups/{group}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def delete_group(
-    group: GroupPath, principal: Admin, session: Session, tenant: TenantQuery = "default"
+    group: GroupPath, principal: Admin, state: AppState, unit: Unit, tenant: TenantQuery = "default"
 ) -> Response:
-    """Delete the group."""
-    await groups.delete_group(session, principal.own(tenant), group)
+    """Delete the group and its memberships, and unsubscribe it from every topic of the
+    tenant that lists it (each such topic changes as a `PATCH` removing the group would):
+    a group created later under the same name is subscribed to nothing."""
+    await groups.delete_group(unit, state["topics"], principal.own(tenant), group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

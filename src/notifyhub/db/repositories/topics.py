@@ -67,6 +67,18 @@ async def remove(session: AsyncSession, topic_id: int, kind: str, names: Sequenc
         )
 
 
+async def listing_group(session: AsyncSession, tenant: str, group: str) -> list[str]:
+    """The names of the tenant's topics that list `group`, in name order (the order
+    their row locks are taken in, so concurrent callers cannot deadlock)."""
+    rows = await session.execute(
+        select(Topic.name)
+        .join(TopicMember, TopicMember.topic_id == Topic.id)
+        .where(Topic.tenant == tenant, TopicMember.kind == GROUP, TopicMember.member == group)
+        .order_by(Topic.name)
+    )
+    return list(rows.scalars())
+
+
 async def clear(session: AsyncSession, topic_id: int) -> None:
     await session.execute(delete(TopicMember).where(TopicMember.topic_id == topic_id))
 

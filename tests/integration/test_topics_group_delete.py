@@ -1,0 +1,130 @@
+"""Deleting a group unsubscribes it from its tenant's topics, in PostgreSQL and in the
+Redis topic cache, as a topic PATCH removing the group would; other tenants' topics
+naming a group of the same name are untouched."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from notifyhub.db.models import Topic
+
+Headers = dict[str, str]
+
+
+def _auth(token: str) -> Headers:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _versions(sessionmaker: async_sessionmaker[AsyncSession], tenant: str) -> dict[str, int]:
+    async with sessionmaker() as session:
+        rows = await session.execute(
+            select(Topic.name, Topic.version).where(Topic.tenant == tenant)
+        )
+        return {name: version for name, version in rows}
+
+
+async def _group(hub: Any, admin: Headers, tenant: str, name: str, members: list[str]) -> None:
+    url = f"/v1/admin/groups/{name}?tenant={tenant}"
+    assert (await hub.client.put(url, headers=admin)).status_code in (200, 201)
+    change = await hub.client.post(
+        f"/v1/admin/groups/{name}/members?tenant={tenant}", json={"add": members}, headers=admin
+    )
+    assert change.status_code == 200
+
+
+async def _put_topic(hub: Any, admin: Headers, tenant: str, name: str, body: Any) -> int:
+    url = f"/v1/admin/topics/{name}?tenant={tenant}"
+    response = await hub.client.put(url, json=body, headers=admin)
+    return int(response.status_code)
+
+
+async def _reached(hub: Any, admin: Headers, tenant: str, topic: str) -> int:
+    send = {"tenant": tenant, "recipients": {"topics": [topic]}, "title": "restock"}
+    response = await hub.client.post("/v1/notifications", json=send, headers=admin)
+    assert response.status_code == 202, response.text
+    return int(response.json()["recipients"])
+
+
+async def test_deleting_a_group_unsubscribes_it_from_the_tenants_topics(
+    hub: Any,
+    create_key: Callable[..., Awaitable[str]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    tenant = f"gdel-{uuid.uuid4().hex[:8]}"
+    admin = _auth(await create_key("gdel", "admin", tenant))
+    cache = hub.app_state["topics"]._cache
+    await _group(hub, admin, tenant, "gb", ["m1", "m2"])
+    await _group(hub, admin, tenant, "other", ["o1"])
+    assert await _put_topic(hub, admin, tenant, "tt", {"users": ["x"], "groups": ["gb"]}) == 201
+    assert await _put_topic(hub, admin, tenant, "tt2", {"groups": ["gb", "other"]}) == 201
+    assert await _put_topic(hub, admin, tenant, "plain", {"groups": ["other"]}) == 201
+    assert await _reached(hub, admin, tenant, "tt") == 3
+    before = await _versions(sessionmaker, tenant)
+
+    deleted = await hub.client.delete(f"/v1/admin/groups/gb?tenant={tenant}", headers=admin)
+    assert deleted.status_code == 204
+
+    # The topics no longer list it: each took a new version, the untouched one did not.
+    url = f"/v1/admin/topics/tt?tenant={tenant}"
+    read = (await hub.client.get(url, headers=admin)).json()
+    assert (read["users"], read["groups"]) == (["x"], [])
+    read2 = (await hub.client.get(f"/v1/admin/topics/tt2?tenant={tenant}", headers=admin)).json()
+    assert read2["groups"] == ["other"]
+    after = await _versions(sessionmaker, tenant)
+    assert after["tt"] > before["tt"]
+    assert after["tt2"] > before["tt2"]
+    assert after["plain"] == before["plain"]
+
+    # The cache publishes resolve against says the same.
+    for name, groups in (("tt", []), ("tt2", ["other"]), ("plain", ["other"])):
+        cached = await cache.read(tenant, name)
+        assert cached is not None
+        assert cached.groups == groups, name
+    assert (await cache.read(tenant, "tt")).users == ["x"]  # type: ignore[union-attr]
+
+    # The topic as read back saves unchanged (the console's editor).
+    body = {"users": read["users"], "groups": read["groups"]}
+    assert await _put_topic(hub, admin, tenant, "tt", body) == 200
+
+    # A group created again under the name is subscribed to nothing.
+    await _group(hub, admin, tenant, "gb", ["m1"])
+    read = (await hub.client.get(url, headers=admin)).json()
+    assert read["groups"] == []
+    assert await _reached(hub, admin, tenant, "tt") == 1  # x alone, not m1
+    assert await _reached(hub, admin, tenant, "tt2") == 1  # o1 alone
+    m1 = _auth(hub.tokens.mint_user_token("m1", tenant))
+    inbox = (await hub.client.get("/v1/me/notifications", headers=m1)).json()
+    assert len(inbox["items"]) == 1  # the send before the delete only
+
+
+async def test_deleting_a_group_leaves_other_tenants_same_named_group_subscribed(
+    hub: Any,
+    create_key: Callable[..., Awaitable[str]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    a, b = f"gdel-a-{run}", f"gdel-b-{run}"
+    admin_a = _auth(await create_key("gdel-a", "admin", a))
+    admin_b = _auth(await create_key("gdel-b", "admin", b))
+    for tenant, admin in ((a, admin_a), (b, admin_b)):
+        await _group(hub, admin, tenant, "g", ["mem"])
+        assert await _put_topic(hub, admin, tenant, "t", {"groups": ["g"]}) == 201
+    before = await _versions(sessionmaker, b)
+
+    deleted = await hub.client.delete(f"/v1/admin/groups/g?tenant={a}", headers=admin_a)
+    assert deleted.status_code == 204
+
+    read_b = (await hub.client.get(f"/v1/admin/topics/t?tenant={b}", headers=admin_b)).json()
+    assert read_b["groups"] == ["g"]
+    assert await _versions(sessionmaker, b) == before
+    cached = await hub.app_state["topics"]._cache.read(b, "t")
+    assert cached is not None
+    assert cached.groups == ["g"]
+    assert await _reached(hub, admin_b, b, "t") == 1
+    read_a = (await hub.client.get(f"/v1/admin/topics/t?tenant={a}", headers=admin_a)).json()
+    assert read_a["groups"] == []
