@@ -4,6 +4,7 @@ naming a group of the same name are untouched."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,6 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from notifyhub.db.models import Topic
+from notifyhub.db.unit import UnitOfWork
+from notifyhub.services import groups as group_service
+from notifyhub.services.topics import TopicMembers
 
 Headers = dict[str, str]
 
@@ -128,3 +132,44 @@ async def test_deleting_a_group_leaves_other_tenants_same_named_group_subscribed
     assert await _reached(hub, admin_b, b, "t") == 1
     read_a = (await hub.client.get(f"/v1/admin/topics/t?tenant={a}", headers=admin_a)).json()
     assert read_a["groups"] == []
+
+
+async def test_a_topic_write_racing_the_delete_cannot_keep_the_group(
+    hub: Any,
+    create_key: Callable[..., Awaitable[str]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    """The topic writer takes a share lock on the groups it names: behind an uncommitted
+    delete it waits and then finds the group gone (422); ahead of one, the delete waits
+    for it and then unsubscribes the group it added."""
+    tenant = f"gdel-race-{uuid.uuid4().hex[:8]}"
+    admin = _auth(await create_key("gdel-race", "admin", tenant))
+    topics = hub.app_state["topics"]
+    url = f"/v1/admin/topics/t?tenant={tenant}"
+    await _group(hub, admin, tenant, "g", ["mem"])
+    assert await _put_topic(hub, admin, tenant, "t", {"users": ["x"]}) == 201
+
+    # The delete first, still uncommitted, when the topic PUT naming the group comes.
+    async with UnitOfWork(sessionmaker) as deleting:
+        await group_service.delete_group(deleting, topics, tenant, "g")
+        put = asyncio.create_task(hub.client.put(url, json={"groups": ["g"]}, headers=admin))
+        await asyncio.sleep(0.5)
+        assert not put.done()  # waiting for the delete's lock on the group
+    refused = await put
+    assert refused.status_code == 422, refused.text
+    assert "unknown group: g" in refused.json()["detail"]
+    assert (await hub.client.get(url, headers=admin)).json()["groups"] == []
+
+    # The topic change first, still uncommitted, when the delete comes.
+    await _group(hub, admin, tenant, "g", ["mem"])
+    group_url = f"/v1/admin/groups/g?tenant={tenant}"
+    async with UnitOfWork(sessionmaker) as adding:
+        await topics.change(adding, tenant, "t", TopicMembers(groups=["g"]), TopicMembers())
+        delete = asyncio.create_task(hub.client.delete(group_url, headers=admin))
+        await asyncio.sleep(0.5)
+        assert not delete.done()  # waiting for the topic change's lock on the group
+    assert (await delete).status_code == 204
+    assert (await hub.client.get(url, headers=admin)).json()["groups"] == []
+    cached = await topics._cache.read(tenant, "t")
+    assert cached is not None
+    assert cached.groups == []

@@ -1,8 +1,9 @@
 """Topics (Design 1, docs/origins.md): PostgreSQL is the truth, Redis caches membership for sends.
 
 Every change runs in the caller's unit of work, takes the topic's row lock and a new
-version first, and writes the cache after the unit commits; the cache refuses versions
-older than the one it holds, so concurrent changes can never leave it stale.
+version first (after share-locking the groups it adds, which a group delete waits for),
+and writes the cache after the unit commits; the cache refuses versions older than the
+one it holds, so concurrent changes can never leave it stale.
 """
 
 from __future__ import annotations
@@ -153,7 +154,9 @@ class TopicService:
 
 
 async def _check_groups(session: AsyncSession, tenant: str, groups: Sequence[str]) -> None:
-    unknown = await group_repo.missing(session, tenant, groups) if groups else []
+    """422 unless every group exists; they stay locked against a delete until the
+    change commits (before the topic's row lock, the order a group delete takes them)."""
+    unknown = await group_repo.missing(session, tenant, groups, lock=True) if groups else []
     if unknown:
         raise InvalidInput(f"unknown group: {', '.join(unknown)}")
 

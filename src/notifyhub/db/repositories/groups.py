@@ -73,9 +73,13 @@ async def remove_members(session: AsyncSession, gid: int, users: Sequence[str]) 
         )
 
 
-async def missing(session: AsyncSession, tenant: str, names: Sequence[str]) -> list[str]:
-    """The named groups that do not exist, in the order named."""
-    return unknown(names, await named_ids(session, tenant, names))
+async def missing(
+    session: AsyncSession, tenant: str, names: Sequence[str], *, lock: bool = False
+) -> list[str]:
+    """The named groups that do not exist, in the order named. With `lock`, those that
+    do are share-locked (FOR KEY SHARE) to the end of the transaction: a delete of one
+    waits for it, and one already deleted but uncommitted is waited for and missing."""
+    return unknown(names, await named_ids(session, tenant, names, lock=lock))
 
 
 def unknown(names: Sequence[str], found: Sequence[tuple[str, int]]) -> list[str]:
@@ -102,12 +106,12 @@ async def members_page(session: AsyncSession, gid: int, after: str | None, limit
 
 
 async def named_ids(
-    session: AsyncSession, tenant: str, names: Sequence[str]
+    session: AsyncSession, tenant: str, names: Sequence[str], *, lock: bool = False
 ) -> list[tuple[str, int]]:
-    """(name, id) of each named group that exists, in the order `names` gives them."""
-    found = await session.execute(
-        select(Group.id, Group.name).where(Group.tenant == tenant, Group.name.in_(names))
-    )
+    """(name, id) of each named group that exists, in the order `names` gives them
+    (`lock`: see `missing`)."""
+    query = select(Group.id, Group.name).where(Group.tenant == tenant, Group.name.in_(names))
+    found = await session.execute(query.with_for_update(key_share=True) if lock else query)
     order = {name: i for i, name in enumerate(names)}
     rows = sorted(found.all(), key=lambda row: order.get(row[1], len(order)))
     return [(name, gid) for gid, name in rows]
