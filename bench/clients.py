@@ -11,6 +11,9 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+from redis.asyncio import Redis
+
+from notifyhub.store.keys import Keys
 
 if TYPE_CHECKING:
     from bench.hubproc import BenchHub
@@ -109,6 +112,24 @@ async def closed_loop(
 def member_names(name: str, size: int) -> list[str]:
     """The users `make_group` puts in group `name`."""
     return [f"{name}-u{i}" for i in range(size)]
+
+
+PLACED_POLL_S = 0.02
+"""How often a row asks whether a deferred fan-out's copies are all written."""
+
+
+async def placed(hub: BenchHub, nid: str) -> None:
+    """Until a deferred fan-out's copies are all written (after its 202, services/
+    fanouts.py): its placement record gone from Redis (what the routing trace's `placing`
+    reports; the trace itself costs the hub more a read than a row should add). At once
+    for a fan-out that was not deferred."""
+    keys = Keys(hub.settings.redis_prefix)
+    redis = Redis.from_url(str(hub.settings.redis_url))
+    try:
+        while await redis.exists(keys.fanout(nid)):
+            await asyncio.sleep(PLACED_POLL_S)
+    finally:
+        await redis.aclose()
 
 
 async def make_group(hub: BenchHub, name: str, size: int, tenant: str = "default") -> None:

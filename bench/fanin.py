@@ -45,20 +45,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
 from bench import scenarios, streams
-from bench.clients import RawClient, make_group, member_names, quantile
+from bench.clients import RawClient, make_group, member_names, placed, quantile
 from bench.hubproc import BenchHub, rss_kib
 from bench.report import Measured
-from notifyhub.store.keys import Keys
 
 PROCESSES = 2
 BROADCAST_STREAMS = 10_000
 FANIN_STREAMS = 2_000
 STEADY_RATE, STEADY_SECONDS = 500, 4
-PLACED_POLL_S = 0.05
-"""How often a row asks whether a deferred fan-out's copies are all written."""
 SAMPLE = 1_000
 """Users whose counts and newest item the 100k broadcast row checks."""
 READERS = 32
@@ -290,21 +286,6 @@ async def _inbox_states(hub: BenchHub, users: list[str]) -> list[tuple[Any, Any]
         return list(await asyncio.gather(*(state(u) for u in users)))
 
 
-async def _placed(hub: BenchHub, nid: str, started: float) -> float:
-    """When a deferred fan-out's copies were all written (they are written after its
-    202), in seconds since `started`: its placement record gone from Redis (what the
-    routing trace's `placing` reports; the trace itself costs the hub more a read than
-    this row should add), read every PLACED_POLL_S."""
-    keys = Keys(hub.settings.redis_prefix)
-    redis = Redis.from_url(str(hub.settings.redis_url))
-    try:
-        while await redis.exists(keys.fanout(nid)):
-            await asyncio.sleep(PLACED_POLL_S)
-        return time.perf_counter() - started
-    finally:
-        await redis.aclose()
-
-
 async def exact_100k(hub: BenchHub, size: int = 100_000) -> dict[str, float]:
     """A POST to a 100k group: its time, then, once its copies are all written, a sample
     of its members' counts and newest item, each against the same user's before, and the
@@ -321,7 +302,8 @@ async def exact_100k(hub: BenchHub, size: int = 100_000) -> dict[str, float]:
         post_s = time.perf_counter() - started
         response.raise_for_status()
         accepted = response.json()
-        placed_s = await _placed(hub, accepted["id"], started)
+        await placed(hub, accepted["id"])
+        placed_s = time.perf_counter() - started
         admin = {"Authorization": f"Bearer {hub.admin_key}"}
         trace = await client.get(f"/v1/admin/notifications/{accepted['id']}/trace", headers=admin)
         trace.raise_for_status()
@@ -381,7 +363,8 @@ async def steady_during_100k(
         response = await client.post("/v1/notifications", json=body)
         response.raise_for_status()
         post_s = time.perf_counter() - started
-        placed_s = await _placed(hub, response.json()["id"], started)
+        await placed(hub, response.json()["id"])
+        placed_s = time.perf_counter() - started
         busy = await during
     metrics = {"100k POST seconds": post_s, "100k placed after seconds": placed_s}
     for label, (achieved, post_ms, refused, latencies) in (("idle", idle), ("during", busy)):

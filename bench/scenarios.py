@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from ulid import ULID
 
 from bench import ceiling, streams
-from bench.clients import RawClient, closed_loop, make_group, member_names
+from bench.clients import RawClient, closed_loop, make_group, member_names, placed
 from bench.report import Measured
 from notifyhub.settings import Limits
 from notifyhub.store.delayed import DelayedStore
@@ -656,8 +656,9 @@ async def _timed_post(
     async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client:
         started = time.perf_counter()
         response = await client.post("/v1/notifications", json=body)
+        assert response.status_code == 202, response.text
+        await placed(hub, response.json()["id"])  # a deferred one's copies come after
         elapsed = time.perf_counter() - started
-    assert response.status_code == 202, response.text
     assert response.json()["recipients"] == size
     return elapsed
 
@@ -680,10 +681,12 @@ def fan_out(size: int) -> Callable[[BenchHub], Awaitable[dict[str, float]]]:
         async with httpx.AsyncClient(base_url=hub.base_url, headers=headers, timeout=120) as client:
             started = time.perf_counter()
             response = await client.post("/v1/notifications", json=body)
+            post_s = time.perf_counter() - started
+            assert response.status_code == 202, response.text
+            await placed(hub, response.json()["id"])  # a deferred one's copies come after
             elapsed = time.perf_counter() - started
-        assert response.status_code == 202, response.text
         assert response.json()["recipients"] == size
-        return {"seconds": elapsed, "recipients/s": size / elapsed}
+        return {"seconds": elapsed, "POST seconds": post_s, "recipients/s": size / elapsed}
 
     return scenario
 
