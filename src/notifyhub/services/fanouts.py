@@ -5,9 +5,11 @@ written and its recipients' open streams are told (store/inbox/announcing.py
 `announce_deferred`): a 100,000-user group's POST then costs its members' read and its
 index, not its 100,000 pending copies. The copies are written here, after the answer:
 `limits.defer_batch` users at a time, each batch's users rung once it is written (their
-streams read the copy), with a pause of `limits.defer_pause_ms` between batches, so a big
-broadcast takes turns with everyone else's requests instead of holding Redis and the
-hub's loop for the whole of it (docs/scaling.md, "Big fan-outs take turns").
+streams read the copy). Between two batches the loop runs whatever waited meanwhile, and
+when something did, the placement pauses `limits.defer_pause_ms` too: a big broadcast
+takes turns with everyone else's requests instead of holding Redis and the hub's loop
+for the whole of it, and goes at full speed on a hub with nothing else to do
+(docs/scaling.md, "Big fan-outs take turns").
 
 Each fan-out has a placement record in Redis (store/fanouts.py), moved on by every batch
 in the same script as its writes. A process that dies, or loses Redis, halfway stops
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -38,6 +41,8 @@ LEASE_MS = 5_000
 past it, another process may take it over."""
 RESUME_INTERVAL_S = 1.0
 """How often each process looks for fan-outs whose holder's lease ran out."""
+BUSY_S = 0.001
+"""A pass of the event loop longer than this between two batches: others are waiting."""
 DONE = "done"
 """The record's cursor once its last batch is written (SSCAN's last cursor is its first,
 "0": a holder dying before it deletes the record must not start again)."""
@@ -127,9 +132,10 @@ class Fanouts:
         nid = fanout.notification.id
         pause_s = self._limits.defer_pause_ms / 1000
         try:
+            await asyncio.sleep(pause_s)  # the 202 on its way first
             while fanout.cursor != DONE:
-                await asyncio.sleep(pause_s)  # (the first: the 202 written before it)
                 await self._batch(fanout)
+                await _turn(pause_s)
             await self._records.finish(fanout)
         except _Taken:
             log.info("fan-out %s: recalled or taken over; this process stops placing it", nid)
@@ -171,6 +177,17 @@ class Fanouts:
         fanout.cursor = step.end
         if members:
             await self._store.ring_deferred(members, fanout.trace)
+
+
+async def _turn(pause_s: float) -> None:
+    """Between two batches: one pass of the event loop for whatever waited meanwhile and,
+    when something did (the pass took over BUSY_S), a pause of `pause_s` for the rest of
+    it. A hub with nothing else to do places a fan-out at full speed; one serving others
+    gives them turns."""
+    started = time.perf_counter()
+    await asyncio.sleep(0)
+    if pause_s and time.perf_counter() - started > BUSY_S:
+        await asyncio.sleep(pause_s)
 
 
 def _users(tenant: str, members: list[str]) -> TenantUsers:
