@@ -603,6 +603,24 @@ NOTES = """\
   us and 289 -> 303 us in two sessions of rounds (+5 to +11 %), Redis CPU per publish 76
   vs 77 us. py-spy shows no new hot spot; the one middleware chain and the deadline's
   timer add a few us a publish. Steady 500/s p99 6.3 ms before (quiet) and 4.9 ms after.
+- Issue 38, fan-outs placed after their `202` (2026-11-29 evening, an AMD EPYC machine
+  with 2 cores; the rows at 5f8247b). A deferred fan-out now answers once its index is
+  written and its streams told, and its pending copies follow in the background
+  (services/fanouts.py); the 100k rows wait for its placement record to go (polled every
+  20 ms; reading the routing trace every 50-250 ms instead cost the hub enough to double
+  the steady row's p99). Alternating single runs of the starvation row, the code before
+  (973fa5a) against this work: before 2.27, 2.08, 4.14, 4.93, 2.72x (POSTs 0.69-1.14 s);
+  with a fixed 10 ms pause after every batch 13.9 (the trace polled every 250 ms), 3.59,
+  7.07 (a helper's tests beside them), then, on a quieter hour, 2.68, 1.43, 1.62, 2.10x
+  (POSTs 0.18-0.30 s), with batches of 500 1.32 and 2.53x (its copies written 4.1-4.2 s
+  after the POST, past the row's window), with no pause 2.36 and 2.27x. A fixed pause
+  makes a 100k fan-out's copies come 1.5 s after its POST on an idle hub (the `fan-out to
+  a 100k group` row holds 1 s), so the pause now follows only a batch after which the
+  loop had others' work waiting (a pass over 1 ms): the rows above, three runs, 2.33x
+  and 0.67 s. Single runs of other settings: batches of 1,000, 3.23x; a 20 ms pause,
+  1.64x with the idle p99 at 18.5 ms (a noisy hour). The POST's own work (resolving
+  100k members 110-150 ms, the index 117-119 ms, the trace 12-16 ms, timed in the hub)
+  is what the steady requests still queue behind.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
