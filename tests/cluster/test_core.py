@@ -36,6 +36,10 @@ from integration.test_fanout_doorbells import (
     log_reads,
     test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read,
 )
+from integration.test_fanouts import (
+    test_a_fan_out_is_placed_after_it_starts,
+    test_a_stopped_fan_out_is_resumed_after_its_last_batch,
+)
 from integration.test_inbox_api import (
     test_collapse_key_replaces_in_place,
     test_expired_notifications_vanish_at_once,
@@ -82,11 +86,13 @@ __all__ = [
     "test_a_copy_delivered_after_the_purge_stays_indexed",
     "test_a_deferred_broadcast_is_announced_by_the_streams_process",
     "test_a_deferred_post_is_sent_once",
+    "test_a_fan_out_is_placed_after_it_starts",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",
     "test_a_replica_shortfall_still_acknowledges",
     "test_a_resume_after_a_deferred_announcement_shows_it_once",
+    "test_a_stopped_fan_out_is_resumed_after_its_last_batch",
     "test_a_trace_names_what_a_full_inbox_evicted",
     "test_cancel_before_due_and_after_consume",
     "test_cleaner_removes_expired_copies_and_keeps_later_ones",

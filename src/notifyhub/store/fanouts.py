@@ -165,7 +165,8 @@ class FanoutRecords:
             return None
         raw, pull, trace, cursor = reply
         notification = Notification.model_validate_json(raw)
-        return Fanout(notification, pull == b"1", trace or None, cursor.decode(), token)
+        traced = trace.encode() if isinstance(trace, str) else trace
+        return Fanout(notification, _text(pull) == "1", traced or None, _text(cursor), token)
 
     async def scan(self, notification_id: str, cursor: str, count: int) -> tuple[str, list[str]]:
         """The next users (`T/U`) of the fan-out's recipient index from `cursor`, and the
