@@ -148,6 +148,8 @@ GOOD = BROWSER.subscription("https://push.example.test/send/abc")
         ({**GOOD, "endpoint": "https://push.example.test/" + "é" * 2000}, "endpoint"),
         ({**GOOD, "endpoint": "https://push.example.test:xx/x"}, "Port"),  # was a 500
         ({**GOOD, "endpoint": "https://push.example.test:99999/x"}, "Port"),
+        ({**GOOD, "endpoint": "https://user:pw@push.example.test/x"}, "user or password"),
+        ({**GOOD, "endpoint": "https://user@push.example.test/x"}, "user or password"),
         ({**GOOD, "expirationTime": "soon"}, "expirationTime"),
         ({**GOOD, "expirationTime": -1}, "expirationTime"),
         ({**GOOD, "user": "bob"}, "user"),

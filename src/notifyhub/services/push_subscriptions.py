@@ -9,6 +9,7 @@ service in tests). The guard judges again at every send (names may resolve elsew
 
 from __future__ import annotations
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 from ulid import ULID
 
@@ -37,6 +38,8 @@ class PushSubscriptions:
         host = sender_host("endpoint", endpoint)
         if not host:
             raise InvalidInput("endpoint: the URL names no host")
+        if httpx.URL(endpoint).userinfo:
+            raise InvalidInput("endpoint: a push service's URL carries no user or password")
         literal = literal_addresses(host)
         refusals = [
             why for a in literal or () if (why := self._guard.refusal(parse_address(a))) is not None

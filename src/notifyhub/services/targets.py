@@ -62,7 +62,8 @@ def sender_host(field: str, url: str) -> str:
     try:
         return httpcore.URL(url).host.decode("ascii")
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{field}: webhooks need an ASCII URL ({exc}){_spelled(url)}") from exc
+        fix = _spelled(url)
+        raise InvalidInput(f"{field}: not a URL the hub can send to ({exc}){fix}") from exc
 
 
 def _spelled(url: str) -> str:
