@@ -141,6 +141,38 @@ async def test_a_failed_publish_does_not_use_up_the_rows_dedupe_window(
     ]
 
 
+@pytest.mark.parametrize("durable", [False, True], ids=["redis", "durable"])
+async def test_a_redis_that_lost_its_data_notifies_rows_again_only_without_durable_claims(
+    hub: Any, admin_key: str, settings: Any, tmp_path: Path, redis: Any, durable: bool
+) -> None:
+    """In durable inbox mode the inboxes come back from PostgreSQL after Redis loses its
+    data, and so do the producers' claims: the rows are not notified a second time. In
+    Redis-only mode both went (the documented loss window): they are notified again."""
+    suffix = secrets.token_hex(3)
+    engine = await _stock_table(settings, suffix)
+    path = tmp_path / "producers.yaml"
+    path.write_text(
+        YAML.format(suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}")
+    )
+    [config] = load(path)
+    await hub.client.put(
+        f"/v1/admin/topics/restock-{suffix}",
+        json={"users": ["picker"]},
+        headers={"Authorization": f"Bearer {admin_key}"},
+    )
+    producer = hub_producer(hub, config, durable=durable)
+    try:
+        assert await producer.run_once() == 2
+        lost = [key async for key in redis.scan_iter(f"{settings.redis_prefix}producer:*")]
+        assert bool(lost) is not durable  # Redis-only mode keeps its claims there alone
+        if lost:
+            await redis.delete(*lost)  # what a Redis that lost its data no longer has
+        assert await producer.run_once() == (0 if durable else 2)
+    finally:
+        await producer.close()
+        await _drop(engine, suffix)
+
+
 async def test_a_dedupe_column_the_query_does_not_return_is_an_error(
     hub: Any, admin_key: str, settings: Any, tmp_path: Path
 ) -> None:

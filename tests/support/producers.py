@@ -7,7 +7,8 @@ from typing import Any
 from notifyhub.workers.producers import Producer, ProducerConfig
 
 
-def hub_producer(hub: Any, config: ProducerConfig) -> Producer:
+def hub_producer(hub: Any, config: ProducerConfig, *, durable: bool = False) -> Producer:
+    """`durable`: its dedupe claims in PostgreSQL (durable inbox mode)."""
     state = hub.app_state
     return Producer(
         config,
@@ -16,4 +17,5 @@ def hub_producer(hub: Any, config: ProducerConfig) -> Producer:
         redis=state["redis"],
         keys=state["store"]._keys,
         lock_ttl_ms=5000,
+        durable=durable,
     )

@@ -643,3 +643,16 @@ class EscalationDefault(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     category: Mapped[str] = mapped_column(String(64), primary_key=True)
     steps: Mapped[Any] = mapped_column(JSONB)
+
+
+class ProducerClaim(Base):
+    """A row a periodic producer notified, for its dedupe window (migration 0021), kept
+    here in durable inbox mode so a Redis that lost its data does not make every producer
+    send its rows again (workers/producers.py; in Redis otherwise)."""
+
+    __tablename__ = "producer_claims"
+
+    producer: Mapped[str] = mapped_column(String(100), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -121,6 +121,7 @@ def producers(
             redis=clients.redis,
             keys=clients.keys,
             lock_ttl_ms=settings.workers.lock_ttl_ms,
+            durable=settings.inbox_durability == "postgres",
         )
         for config in load(settings.producers_file)
     )

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from notifyhub.db.engine import create_engine
+from notifyhub.db.repositories import producer_claims as claims_repo
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.notification import Draft, Recipients, Severity
 from notifyhub.errors import InvalidInput
@@ -135,13 +137,18 @@ class Producer:
         redis: Redis,
         keys: Keys,
         lock_ttl_ms: int,
+        durable: bool = False,
     ) -> None:
         self.config = config
         self._ingest = ingest
         self._sessionmaker = sessionmaker
-        self._redis = redis
-        self._keys = keys
         self._lock = RedisLock(redis, keys.lock(f"producer:{config.name}"), lock_ttl_ms)
+        self._claims: RedisClaims | DatabaseClaims = (
+            DatabaseClaims(sessionmaker, config) if durable else RedisClaims(redis, keys, config)
+        )
+        """Where a notified row is claimed for the window: PostgreSQL in durable inbox
+        mode (the inboxes come back from there after Redis loses its data, so must these),
+        Redis otherwise."""
         self._engine: AsyncEngine | None = None
 
     async def run_once(self) -> int:
@@ -151,6 +158,7 @@ class Producer:
                 return 0
             rows = await self._query()
             self._check_columns(rows)
+            await self._claims.prune()
             sent = 0
             for row in rows:
                 sent += await self._notify(row)
@@ -187,13 +195,13 @@ class Producer:
         return rows
 
     async def _notify(self, row: dict[str, Any]) -> int:
-        key = self._dedupe_key(row)
-        if not await self._redis.set(key, "1", nx=True, ex=self.config.dedupe_window_s):
+        digest = self._digest(row)
+        if not await self._claims.claim(digest):
             return 0  # notified within the window
         try:
             return await self._send(row)
         except BaseException:
-            await self._redis.delete(key)  # not notified: the next run tries the row again
+            await self._claims.release(digest)  # not notified: the next run tries it again
             raise
 
     async def _send(self, row: dict[str, Any]) -> int:
@@ -241,11 +249,54 @@ class Producer:
             data=context["row"],
         )
 
-    def _dedupe_key(self, row: dict[str, Any]) -> str:
-        """The Redis key that claims the row for the window (its dedupe columns' values)."""
+    def _digest(self, row: dict[str, Any]) -> str:
+        """What claims the row for the window: a hash of its dedupe columns' values."""
         values = [str(row.get(column)) for column in self.config.dedupe_columns]
-        digest = hashlib.sha256("\x1f".join(values).encode()).hexdigest()
-        return self._keys.producer_seen(self.config.name, digest)
+        return hashlib.sha256("\x1f".join(values).encode()).hexdigest()
+
+
+class RedisClaims:
+    """A producer's notified rows as Redis keys that expire with its window."""
+
+    def __init__(self, redis: Redis, keys: Keys, config: ProducerConfig) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._config = config
+
+    async def claim(self, digest: str) -> bool:
+        key = self._keys.producer_seen(self._config.name, digest)
+        return bool(await self._redis.set(key, "1", nx=True, ex=self._config.dedupe_window_s))
+
+    async def release(self, digest: str) -> None:
+        await self._redis.delete(self._keys.producer_seen(self._config.name, digest))
+
+    async def prune(self) -> None:
+        """(Expired keys go by themselves.)"""
+
+
+class DatabaseClaims:
+    """A producer's notified rows in PostgreSQL (durable inbox mode), each until its
+    window ends; expired ones are pruned at each run."""
+
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], config: ProducerConfig
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._config = config
+
+    async def claim(self, digest: str) -> bool:
+        config = self._config
+        until = datetime.now(UTC) + timedelta(seconds=config.dedupe_window_s)
+        async with UnitOfWork(self._sessionmaker) as unit:
+            return await claims_repo.claim(unit.session, config.tenant, config.name, digest, until)
+
+    async def release(self, digest: str) -> None:
+        async with UnitOfWork(self._sessionmaker) as unit:
+            await claims_repo.release(unit.session, self._config.name, digest)
+
+    async def prune(self) -> None:
+        async with UnitOfWork(self._sessionmaker) as unit:
+            await claims_repo.prune(unit.session, self._config.name)
 
 
 def loops(producers: list[Producer], metrics: Metrics) -> list[Loop]:
