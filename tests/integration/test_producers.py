@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from notifyhub.db.engine import create_engine
 from notifyhub.errors import InvalidInput
-from notifyhub.workers.producers import load
+from notifyhub.workers.producers import ProducerConfig, load
 from support.producers import hub_producer
 
 YAML = """
@@ -100,6 +100,16 @@ async def _stock_table(settings: Any, suffix: str) -> Any:
     return engine
 
 
+def _stock_producer(tmp_path: Path, settings: Any, suffix: str) -> ProducerConfig:
+    """YAML's producer over table `stock_<suffix>`, as loaded from a file."""
+    path = tmp_path / "producers.yaml"
+    path.write_text(
+        YAML.format(suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}")
+    )
+    [config] = load(path)
+    return config
+
+
 async def _drop(engine: Any, suffix: str) -> None:
     async with engine.begin() as conn:
         await conn.execute(text(f"DROP TABLE stock_{suffix}"))
@@ -113,11 +123,7 @@ async def test_a_failed_publish_does_not_use_up_the_rows_dedupe_window(
     exists, every row is notified, not skipped as already notified for the window."""
     suffix = secrets.token_hex(3)
     engine = await _stock_table(settings, suffix)
-    path = tmp_path / "producers.yaml"
-    path.write_text(
-        YAML.format(suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}")
-    )
-    [config] = load(path)
+    config = _stock_producer(tmp_path, settings, suffix)
     producer = hub_producer(hub, config)
     try:
         for _ in range(2):
@@ -150,11 +156,7 @@ async def test_a_redis_that_lost_its_data_notifies_rows_again_only_without_durab
     Redis-only mode both went (the documented loss window): they are notified again."""
     suffix = secrets.token_hex(3)
     engine = await _stock_table(settings, suffix)
-    path = tmp_path / "producers.yaml"
-    path.write_text(
-        YAML.format(suffix=suffix, database_url=settings.database_url, table=f"stock_{suffix}")
-    )
-    [config] = load(path)
+    config = _stock_producer(tmp_path, settings, suffix)
     await hub.client.put(
         f"/v1/admin/topics/restock-{suffix}",
         json={"users": ["picker"]},
