@@ -668,6 +668,8 @@ async def _timed_post(
     tenant: str = "default",
     body: dict[str, object] | None = None,
 ) -> float:
+    """A POST's wall time until its copies are written: a deferred fan-out's come after
+    its 202 (`placed`), an immediate one's before."""
     headers = {"Authorization": f"Bearer {hub.publish_key}"}
     content = body or {"title": "to everyone", "body": "x" * 200}
     body = {"tenant": tenant, "recipients": recipients, **content}
@@ -778,9 +780,10 @@ class _Tenants:
     async def post(
         self, tenant: str, group: str, body: dict[str, object] | None = None
     ) -> tuple[float, float]:
-        """The POST's wall time, and Redis' main-thread CPU over it and over making its
-        copies (a 100k fan-out leaves them pending: the users' next reads make them, and
-        count their views, or join their threads, then)."""
+        """The POST's wall time until its pending copies are written (`_timed_post`), and
+        Redis' main-thread CPU over it and over making its copies (a 100k fan-out leaves
+        them pending: the users' next reads make them, and count their views, or join
+        their threads, then)."""
         cpu = await self.redis_cpu_s()
         recipients = {"groups": [group]}
         content = body or self.body
@@ -866,8 +869,9 @@ async def trace_fan_out(hub: BenchHub, size: int = 100_000, rounds: int = 3) -> 
     """A 100k fan-out with routing traces on (the default: a line for each of the first
     10,000 recipients, the rest counted) against the same with them off, in blocks of
     `rounds` POSTs: on, off, off, on (the hub restarts between blocks). Each POST's wall
-    time and Redis' main-thread CPU over it; the pending copies are made after each
-    (untimed), so every POST finds the inboxes alike."""
+    time until its pending copies are all written (after its 202 since 2026-11-29) and
+    Redis' main-thread CPU over that; the copies are made real after each (untimed), so
+    every POST finds the inboxes alike."""
     group = "gt-trace"
     await make_group(hub, group, size)
     await hub.vacuum()
