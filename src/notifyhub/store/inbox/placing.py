@@ -141,7 +141,7 @@ class Placing(InboxBase):
         several times faster. Returns the user's pending count in place of a seq then
         (lists longer than PENDING_PLACE_AT are placed right away, bounding them). The
         caller has written the recipient index first (`announce_deferred`), and rings the
-        users once every batch is written (`ring_deferred`).
+        batch's users once it is written (`ring_deferred`; services/fanouts.py).
 
         `trace` (a traceparent, when tracing is on) rides in the doorbell
         (store/doorbells.py `traced`). `views` (the tenant's, as the caller knows them):
@@ -207,11 +207,10 @@ class Placing(InboxBase):
         return Placement(seqs, reply.dropped, pushed_out)
 
     async def ring_deferred(self, members: Sequence[str], trace: bytes | None = None) -> None:
-        """Ring every user (`T/U`, as `announce_deferred` named them) of a deferred fan-out
-        once, after its last batch: their streams read (making the pending copy real) after
-        the writes, not amid them. The streams of a broadcast shown ahead of its copies
-        (`announce_deferred`) then get its counts; the others, which could not take the
-        announcement, the notification."""
+        """Ring the users (`T/U`) of a batch of a deferred fan-out once it is written
+        (services/fanouts.py): their streams read, making the pending copy real. The
+        streams of a broadcast shown ahead of its copies (`announce_deferred`) then get its
+        counts; the others, which could not take the announcement, the notification."""
         header = traced(b"", trace)
 
         async def rings() -> AsyncGenerator[Callable[[Any], None]]:  # a message each
