@@ -14,13 +14,18 @@ by contract (a worker's batch, the durable inbox's group commit) is given `Units
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, AsyncSessionTransaction, async_sessionmaker
 
 AfterCommit = Callable[[], Awaitable[object]]
+T = TypeVar("T")
+R = TypeVar("R")
+
+log = logging.getLogger(__name__)
 
 
 class Units(Protocol):
@@ -110,3 +115,27 @@ class UnitOfWork:
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             await callback()
+
+
+async def each_alone_on_failure(
+    unit: UnitOfWork,
+    items: Sequence[T],
+    work: Callable[[Sequence[T]], Awaitable[R]],
+    failed: Callable[[T], Awaitable[object]],
+) -> list[R]:
+    """`work` on a batch in a savepoint; when it raises, the batch is undone and `work`
+    runs on each item alone, so one item that cannot be done (a stored row that does not
+    read) holds back only itself: `failed(item)` is called for it, inside the `except`
+    (`log.exception` there shows why). The results of the calls that succeeded."""
+    try:
+        async with unit.savepoint():
+            return [await work(items)]
+    except Exception:  # someone's fault: find whose, item by item
+        if len(items) == 1:
+            await failed(items[0])
+            return []
+        log.warning("%d items failed together; done one by one", len(items))
+    done: list[R] = []
+    for item in items:
+        done += await each_alone_on_failure(unit, [item], work, failed)
+    return done

@@ -28,7 +28,7 @@ from ulid import ULID
 from notifyhub.db.models import ChannelSend
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.repositories import digests as repo
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import UnitOfWork, each_alone_on_failure
 from notifyhub.domain.digest import SLIDING_CAP, Digest, opening_due, zone
 from notifyhub.domain.notification import Severity
 from notifyhub.errors import NotFound
@@ -255,26 +255,25 @@ class DigestSender:
         digests: list[DigestRow],
         items: Mapping[str, repo.Gathered],
     ) -> Flushed:
-        """The deliveries of one tenant's digests (outcomes by digest id). Digests that
-        fail together are undone (a savepoint) and sent again one by one, so a digest
-        that cannot be sent (an item that does not read) holds back only itself: logged,
-        taking no more items, and tried again RETRY_S later."""
-        try:
-            async with unit.savepoint():
-                messages = [_message(d, items[d.id]) for d in digests]
-                sent = await self._rows.add(unit, tenant, messages)
-        except Exception:  # someone's fault: find whose, digest by digest
-            if len(digests) > 1:
-                log.warning("%d digests failed together; sent one by one", len(digests))
-                parts = [await self._send(unit, tenant, [d], items) for d in digests]
-                merged = {k: v for part in parts for k, v in part.outcomes.items()}
-                return Flushed(0, sum(part.added for part in parts), merged)
-            log.exception("digest %s not sent; again in %gs", digests[0].id, RETRY_S)
+        """The deliveries of one tenant's digests (outcomes by digest id). A digest that
+        cannot be sent (an item that does not read) holds back only itself
+        (`each_alone_on_failure`): logged, taking no more items, and tried again RETRY_S
+        later."""
+
+        async def send(batch: Sequence[DigestRow]) -> Flushed:
+            messages = [_message(d, items[d.id]) for d in batch]
+            sent = await self._rows.add(unit, tenant, messages)
+            outcomes = {d.id: outcome for d, outcome in zip(batch, sent.outcomes, strict=True)}
+            return Flushed(len(batch), sent.added, outcomes)
+
+        async def failed(digest: DigestRow) -> None:
+            log.exception("digest %s not sent; again in %gs", digest.id, RETRY_S)
             later = self._clock() + timedelta(seconds=RETRY_S)
-            await repo.postpone(unit.session, digests[0].id, later)
-            return Flushed(0, 0, {})
-        outcomes = {d.id: outcome for d, outcome in zip(digests, sent.outcomes, strict=True)}
-        return Flushed(len(digests), sent.added, outcomes)
+            await repo.postpone(unit.session, digest.id, later)
+
+        parts = await each_alone_on_failure(unit, digests, send, failed)
+        outcomes = {k: v for part in parts for k, v in part.outcomes.items()}
+        return Flushed(sum(p.closed for p in parts), sum(p.added for p in parts), outcomes)
 
 
 def _message(digest: DigestRow, gathered: repo.Gathered) -> DigestMessage:

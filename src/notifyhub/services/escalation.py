@@ -40,7 +40,7 @@ from ulid import ULID
 
 from notifyhub.db.models import Escalation
 from notifyhub.db.repositories import escalations as repo
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import UnitOfWork, each_alone_on_failure
 from notifyhub.domain.escalation import Step
 from notifyhub.domain.notification import Draft, Notification, to_rfc3339
 from notifyhub.errors import NotFound
@@ -289,27 +289,23 @@ class EscalationRunner:
         return verdicts
 
     async def _send(self, unit: UnitOfWork, rows: list[Escalation]) -> dict[str, tuple[str, str]]:
-        """The deliveries of the steps that send, (status, outcome) by row id. A batch
-        that fails is undone (a savepoint) and sent again one step at a time, so one
-        step that cannot be sent (its stored notification does not read) holds back only
-        itself: logged, and tried again later."""
+        """The deliveries of the steps that send, (status, outcome) by row id. A step that
+        cannot be sent (its stored notification does not read) holds back only itself
+        (`each_alone_on_failure`): logged, and tried again later."""
         if not rows:
             return {}
-        try:
-            async with unit.savepoint():
-                outcomes = await self._sender.send(unit, rows)
-        except Exception:  # someone's fault: find whose, step by step
-            if len(rows) == 1:
-                log.exception("escalation %s failed; again in %gs", rows[0].id, FAILED_RETRY_S)
-                await repo.postpone(unit.session, rows[0].id, self._later(FAILED_RETRY_S))
-                return {}
-            log.warning("%d escalation steps failed together; sent one by one", len(rows))
-            done: dict[str, tuple[str, str]] = {}
-            for row in rows:
-                done |= await self._send(unit, [row])
-            return done
+
+        async def send(batch: Sequence[Escalation]) -> dict[str, str]:
+            return await self._sender.send(unit, batch)
+
+        async def failed(row: Escalation) -> None:
+            log.exception("escalation %s failed; again in %gs", row.id, FAILED_RETRY_S)
+            await repo.postpone(unit.session, row.id, self._later(FAILED_RETRY_S))
+
+        parts = await each_alone_on_failure(unit, rows, send, failed)
         return {
             row_id: ("skipped" if outcome.startswith("skipped") else "sent", outcome)
+            for outcomes in parts
             for row_id, outcome in outcomes.items()
         }
 
