@@ -159,7 +159,7 @@ class Fanouts:
             try:
                 placed = await self._store.placement(
                     n,
-                    _users(n.tenant, members),
+                    TenantUsers.of_members(n.tenant, members),
                     pull=fanout.pull,
                     defer=True,
                     trace=fanout.trace,
@@ -188,9 +188,3 @@ async def _turn(pause_s: float) -> None:
     await asyncio.sleep(0)
     if pause_s and time.perf_counter() - started > BUSY_S:
         await asyncio.sleep(pause_s)
-
-
-def _users(tenant: str, members: list[str]) -> TenantUsers:
-    """The users of a fan-out's index members (`T/U`, all of `tenant`)."""
-    cut = len(tenant) + 1
-    return TenantUsers(tenant, [m[cut:] for m in members])

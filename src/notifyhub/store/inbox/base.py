@@ -55,6 +55,12 @@ class TenantUsers(Sequence[UserRef]):
         """Each user's `T/U` (keys.member), made in C."""
         return list(map(f"{self.tenant}/".__add__, self.ids))
 
+    @classmethod
+    def of_members(cls, tenant: str, members: Sequence[str]) -> TenantUsers:
+        """The users of `members` (`T/U`, all of `tenant`): `members`' inverse."""
+        cut = len(tenant) + 1
+        return cls(tenant, [m[cut:] for m in members])
+
 
 def user_members(users: Sequence[UserRef]) -> list[str]:
     """Each user's `T/U` (keys.member, without a call per user: a 100k fan-out's)."""
