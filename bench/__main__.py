@@ -2,21 +2,25 @@
 
 Uses the Redis/PostgreSQL named by NOTIFYHUB_BENCH_REDIS_URL / NOTIFYHUB_BENCH_DATABASE_URL,
 else this machine's defaults (redis://127.0.0.1:6379/0, postgres on 127.0.0.1:5432) with
-a fresh key prefix and a fresh database per run. `--only` runs the scenarios whose names
-contain any of the given words and keeps every other row of the report as it was.
+a fresh key prefix and a fresh database per run; `--embedded` starts the hub's embedded
+Valkey and PostgreSQL instead (a bigger machine with neither installed). `--only` runs
+the scenarios whose names contain any of the given words and keeps every other row of the
+report as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shlex
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvloop
@@ -27,7 +31,7 @@ from bench import deliveries as _deliveries  # noqa: F401 (registers its scenari
 from bench import delivery_targets as _delivery_targets  # noqa: F401 (registers its scenarios)
 from bench import digests as _digests  # noqa: F401 (registers its scenario)
 from bench import escalations as _escalations  # noqa: F401 (registers its scenario)
-from bench import fanin, plots, report, scenarios
+from bench import fanin, hubproc, plots, report, scenarios
 from bench import pushpin as _pushpin  # noqa: F401 (registers its scenarios)
 from bench.hubproc import BenchHub
 from bench.report import Measured, Row, Skipped
@@ -89,6 +93,27 @@ async def _once(name: str, scenario: scenarios.Scenario, hub: BenchHub) -> Measu
     return measured
 
 
+@contextlib.contextmanager
+def embedded_stores() -> Iterator[None]:
+    """Embedded Valkey and PostgreSQL (the `embedded` extra) in a scratch folder, as the
+    stores of every hub the run starts; Valkey without its AOF, like a Redis that keeps
+    nothing on disk (this machine's)."""
+    from redis import Redis
+
+    from notifyhub.embedded import EmbeddedServers
+
+    with tempfile.TemporaryDirectory(prefix="nhbench-stores-") as folder:
+        servers = EmbeddedServers.start(Path(folder), database="postgres")
+        try:
+            with Redis.from_url(servers.redis_url) as redis:
+                redis.config_set("appendonly", "no")
+            hubproc.use_stores(servers.redis_url, servers.database_url)
+            print(f"embedded Valkey at {servers.redis_url}, PostgreSQL in {folder}", flush=True)
+            yield
+        finally:
+            servers.stop()
+
+
 def write(out: Path, rows: dict[str, Row]) -> None:
     data = out.with_suffix(".json")
     report.save(data, rows)
@@ -118,6 +143,11 @@ def main() -> None:
         help="streams of the multi-process rows (10,000 for the broadcast, 2,000 for fan-in)",
     )
     parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start embedded Valkey and PostgreSQL for the run instead of this machine's",
+    )
+    parser.add_argument(
         "--render", action="store_true", help="rewrite the report and plots from the JSON only"
     )
     args = parser.parse_args()
@@ -138,7 +168,8 @@ def main() -> None:
         rows[name] = row
         write(args.out, rows)
 
-    uvloop.run(measure(chosen, args.repeats, command, done))
+    with embedded_stores() if args.embedded else contextlib.nullcontext():
+        uvloop.run(measure(chosen, args.repeats, command, done))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 from redis.asyncio import Redis
+from sqlalchemy.engine import make_url
 
 from notifyhub.db.engine import create_engine, create_sessionmaker
 from notifyhub.db.migrate import upgrade_head
@@ -27,6 +28,12 @@ REDIS_URL = os.environ.get("NOTIFYHUB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/
 SERVER_URL = os.environ.get(
     "NOTIFYHUB_BENCH_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+def use_stores(redis_url: str, server_url: str) -> None:
+    """Run every hub from now on against these stores (`python -m bench --embedded`)."""
+    global REDIS_URL, SERVER_URL
+    REDIS_URL, SERVER_URL = redis_url, server_url
 
 
 def rss_kib(pid: int) -> int:
@@ -79,14 +86,17 @@ class BenchHub:
     @classmethod
     @contextlib.asynccontextmanager
     async def start_many(
-        cls, prefix: str, *, redis_url: str = REDIS_URL, processes: int = 1
+        cls, prefix: str, *, redis_url: str | None = None, processes: int = 1
     ) -> AsyncIterator[list[BenchHub]]:
-        """`processes` hub processes on one database and one Redis (key prefix)."""
+        """`processes` hub processes on one database and one Redis (key prefix); the
+        bench's Redis unless `redis_url` names another."""
+        redis_url = redis_url or REDIS_URL
         db_name = f"notifyhub_bench_{secrets.token_hex(4)}"
         admin_dsn = SERVER_URL.replace("+asyncpg", "")
         conn = await asyncpg.connect(admin_dsn)
         await conn.execute(f'CREATE DATABASE "{db_name}"')
-        database_url = SERVER_URL.rsplit("/", 1)[0] + f"/{db_name}"
+        # (an embedded server's URL names its socket folder in the query: no string cuts)
+        database_url = make_url(SERVER_URL).set(database=db_name).render_as_string(False)
         settings = Settings(
             redis_url=redis_url,
             database_url=database_url,
@@ -166,9 +176,10 @@ class _Process:
         return self.proc.pid
 
     async def start(self) -> int:
-        cli = Path(sys.executable).parent / "notifyhub"
         port = self.base_url.rsplit(":", 1)[1]
-        self.proc = await asyncio.create_subprocess_exec(cli, "serve", "--port", port, env=self.env)
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "notifyhub", "serve", "--port", port, env=self.env
+        )
         await _wait_ready(self.base_url)
         return self.proc.pid
 
