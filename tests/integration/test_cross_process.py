@@ -96,3 +96,43 @@ async def test_stream_on_one_process_gets_post_to_other(
             assert response.status_code == 202
             event, _ = await events.until("notification")
             assert event.data["id"] == response.json()["id"]
+
+
+async def test_a_served_hub_ends_streams_whose_clients_leave_while_opening(
+    settings: Any, make_token: Any, tmp_path: Path
+) -> None:
+    """`notifyhub serve` runs on uvloop, whose closed socket refuses `setsockopt` with a
+    ValueError (asyncio's, with an OSError): a client gone before its stream's 200 was an
+    "unhandled error" with a traceback, and its stream stayed attached. Seen on a 16-core
+    machine when the bench's generators stopped mid-open."""
+    log_path = tmp_path / "hub.log"
+    leavers = 40
+    with hub_process(settings, log_path) as base_url:
+        await _wait_ready(base_url)
+        host, port = base_url.removeprefix("http://").split(":")
+        for n in range(leavers):
+            _, writer = await asyncio.open_connection(host, int(port))
+            token = make_token(f"served-leaver-{n}")
+            writer.write(
+                f"GET /v1/me/stream HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {token}"
+                "\r\n\r\n".encode()
+            )
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+        async with httpx.AsyncClient(base_url=base_url) as client, asyncio.timeout(10):
+            while True:
+                metrics = (await client.get("/metrics")).text
+                left = _sample(metrics, 'notifyhub_streams_dropped_total{reason="client_left"}')
+                if left == leavers and _sample(metrics, "notifyhub_streams_open") == 0:
+                    break
+                await asyncio.sleep(0.05)
+    assert "unhandled error" not in log_path.read_text()
+
+
+def _sample(metrics: str, name: str) -> float:
+    """One sample of the hub's `/metrics` (0 when absent)."""
+    for line in metrics.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -128,10 +128,11 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
 
     def bound_send_buffer(self, size_bytes: int) -> None:
         """Give the connection a kernel send buffer of `size_bytes` (SO_SNDBUF) instead of
-        the auto-tuned one; 0 leaves it."""
+        the auto-tuned one; 0 leaves it. A connection its client has closed keeps what it
+        has: uvloop's closed socket refuses with a ValueError, asyncio's with an OSError."""
         sock = self.transport.get_extra_info("socket")
-        if size_bytes and sock is not None:
-            with contextlib.suppress(OSError):
+        if size_bytes and sock is not None and not self.transport.is_closing():
+            with contextlib.suppress(OSError, ValueError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size_bytes)
 
     def on_message_begin(self) -> None:

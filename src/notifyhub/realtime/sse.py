@@ -206,18 +206,10 @@ class InboxStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:  # read before the 200: a Redis outage is still a 503 problem, not an empty 200
             cursor = await self._open()
+            watcher = self._watch(scope, receive)
         except BaseException:
             self._hub.detach(self._sub)
             raise
-        connection: Connection | None = scope.get(CONNECTION)
-        watcher = None
-        if connection is not None:
-            connection.bound_send_buffer(self._settings.send_buffer_bytes)
-            connection.on_close(self._left)
-            self._connection = connection
-            self._sub.announce_now = self._announce_now
-        else:
-            watcher = asyncio.create_task(self._watch_disconnect(receive))
         self._sub.task = asyncio.current_task()
         self._clock.add(self._sub)
         reason = StreamEnd.ERROR  # a bug: raised on
@@ -235,6 +227,19 @@ class InboxStream(Response):
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
             self._hub.detach(self._sub)
+
+    def _watch(self, scope: Scope, receive: Receive) -> asyncio.Task[None] | None:
+        """Learn when the client leaves: from the hub's protocol (the stream's `Connection`,
+        which also bounds its send buffer), else from a task awaiting `http.disconnect`
+        (returned). A client gone already ends the stream at its first wait."""
+        connection: Connection | None = scope.get(CONNECTION)
+        if connection is None:
+            return asyncio.create_task(self._watch_disconnect(receive))
+        connection.bound_send_buffer(self._settings.send_buffer_bytes)
+        connection.on_close(self._left)
+        self._connection = connection
+        self._sub.announce_now = self._announce_now
+        return None
 
     async def _open(self) -> int:
         """The first read; the seq the stream starts after. A new stream reads its
