@@ -64,7 +64,9 @@ async def measure(
 ) -> None:
     """Run each scenario `repeats` times; hand each finished row to `done` at once.
 
-    A scenario that fails is reported and left out (its old row, if any, stays)."""
+    A scenario that fails is reported and left out (its old row, if any, stays). A run
+    stopped (SIGTERM: `timeout`, a machine lent for minutes) keeps the runs its scenario
+    finished: the row says how many."""
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)  # cleans up
@@ -73,17 +75,28 @@ async def measure(
     async with BenchHub.start(prefix) as hub:
         print(f"hub pid {hub.pid} at {hub.base_url}", flush=True)
         for name, scenario in chosen:
+
+            def finish(runs: list[Measured], name: str = name) -> None:
+                date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+                done(name, Row.of(runs, date=date, commit=commit, command=command))
+
+            runs: list[Measured] = []
             try:
-                runs = [await _once(name, scenario, hub) for _ in range(repeats)]
+                for _ in range(repeats):
+                    runs.append(await _once(name, scenario, hub))
             except Skipped as why:
                 print(f"{name}: skipped ({why}), its row kept as it was", flush=True)
                 continue
+            except asyncio.CancelledError:
+                if runs:
+                    print(f"{name}: stopped after {len(runs)} of {repeats} runs", flush=True)
+                    finish(runs)
+                raise
             except Exception:
                 traceback.print_exc()
                 print(f"{name}: FAILED, no row written", flush=True)
                 continue
-            date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            done(name, Row.of(runs, date=date, commit=commit, command=command))
+            finish(runs)
 
 
 async def _once(name: str, scenario: scenarios.Scenario, hub: BenchHub) -> Measured:
