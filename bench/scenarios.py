@@ -313,6 +313,22 @@ NOTES = """\
   instead of 2,000 changed nothing measurable (one run each). The reconnect storm, two
   alternating runs each: 683 and 712 new streams/s at 776f164, 741 and 738 at 6219a82
   (the three-run row: 599; target 1,000, as on the earlier machines of this kind).
+- Issue 38 on a lent 16-core machine (2026-11-29 22:00 UTC; the machine line with 16
+  CPUs: Intel Xeon, 125 GiB, Python 3.12; 67c65d5; `python -m bench --embedded`: the
+  hub's own Valkey 9, AOF off, and PostgreSQL 18, as nothing else was installed).
+  `broadcast to 50k streams over 4 processes`: two runs finished before the script's
+  time limit stopped the third (each run about 90 s end to end): POST 0.46 and 0.59 s,
+  p50 604 and 697 ms, p99 1,335 and 1,211 ms, every one of the 50,000 streams got it.
+  The issue's table for the same shape at 2041072 (another 16-core Xeon, the machine's
+  Redis): POST 4.88 / 5.27 s, p99 5.3 / 5.5 s. The 0.5 s p99 target is not met. Each
+  process read 3.99x the doorbell bytes of its own streams in this row: a deferred
+  broadcast's announcement reaches every process (the fan-in row, 1.27x, counts it
+  with the single-user doorbells after it). Not measured there: `doorbell fan-in at 4
+  processes` with 50,000 streams and `broadcast to 100k streams over 8 processes`
+  (their streams had not all opened when the script's limits ran out), and the
+  single-hub rows. The stopped runs found a hub defect: a stream whose client left
+  before its 200 raised uvloop's `ValueError` in `bound_send_buffer` and stayed
+  attached (fixed in c783446).
 - The escalation row (2026-11-28, this session's machine: AMD EPYC, 2 cores, load under
   1.5 before each run). Before this session's work (92c4924), six runs here: 1,000
   publishes 50 at a time took 8.0-11.5 s, the worker decided a step 0.32-0.56 s after

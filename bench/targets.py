@@ -305,6 +305,13 @@ TARGETS = [
         )
         for n in sorted({PROCESSES, 4})
     ),
+    Target(
+        "on a 16-core machine, 4 processes x 12,500 streams: a broadcast to all 50,000 "
+        "within 0.5 s at p99 (a lent machine: its rows name it)",
+        "broadcast to 50k streams over 4 processes",
+        "p99 ms",
+        500,
+    ),
 ]
 
 
