@@ -49,6 +49,20 @@ async def test_group_lifecycle(hub: Any, admin_key: str) -> None:
     assert missing.status_code == 404
 
 
+async def test_a_user_both_added_and_removed_is_refused(hub: Any, admin_key: str) -> None:
+    """Which of the two would win is no one's guess: a 422 naming them, nothing changed."""
+    admin = _auth(admin_key)
+    await hub.client.put("/v1/admin/groups/bothways", headers=admin)
+    await hub.client.post("/v1/admin/groups/bothways/members", json={"add": ["a"]}, headers=admin)
+    change = {"add": ["a", "b"], "remove": ["a"]}
+    refused = await hub.client.post("/v1/admin/groups/bothways/members", json=change, headers=admin)
+    assert refused.status_code == 422
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert "both added and removed: a" in refused.text
+    page = await hub.client.get("/v1/admin/groups/bothways/members", headers=admin)
+    assert page.json()["members"] == ["a"]
+
+
 async def test_groups_are_per_tenant(hub: Any, admin_key: str, create_key: Any) -> None:
     admin = _auth(admin_key)
     await hub.client.put("/v1/admin/groups/ops?tenant=acme", headers=admin)

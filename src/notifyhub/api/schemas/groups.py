@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from notifyhub.api.schemas.common import Documented, Strict, UserId, examples
 
@@ -39,7 +39,15 @@ class MembersChange(Strict):
     add: list[UserId] = Field(default_factory=list, max_length=10_000)
     """User ids to add."""
     remove: list[UserId] = Field(default_factory=list, max_length=10_000)
-    """User ids to remove."""
+    """User ids to remove (not also in `add`: which would win is no one's guess)."""
+
+    @model_validator(mode="after")
+    def _each_user_one_way(self) -> MembersChange:
+        both = sorted(set(self.add) & set(self.remove))
+        if both:
+            shown = ", ".join(both[:5]) + (", …" if len(both) > 5 else "")
+            raise ValueError(f"users both added and removed: {shown}")
+        return self
 
 
 class MembersPage(Documented):
