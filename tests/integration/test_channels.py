@@ -316,6 +316,19 @@ async def test_rule_text_rendering_what_a_publish_may_not_send_is_made_printable
     assert emailed == [expected]
 
 
+async def test_empty_preference_defaults_create_nothing(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    """No categories on a tenant with none creates nothing: 200, not 201."""
+    t = await make_tenant()
+    url, params = "/v1/admin/preference-defaults", {"tenant": t.name}
+    empty = await hub.client.put(url, json={"categories": {}}, params=params, headers=t.admin)
+    assert empty.status_code == 200, empty.text
+    defaults = {"categories": {"digest": {"inbox": True, "push": False, "email": False}}}
+    created = await hub.client.put(url, json=defaults, params=params, headers=t.admin)
+    assert created.status_code == 201, created.text
+
+
 async def test_tenant_defaults_decide_for_users_without_a_row_and_critical_bypasses(
     hub: Any,
     make_tenant: Callable[[], Awaitable[Tenant]],

@@ -363,6 +363,23 @@ async def test_a_rule_escalates_its_notifications(
     assert (row.user_id, row.channel, row.status) == ("ann", "email", "sent")
 
 
+async def test_defaults_that_name_no_steps_create_nothing(
+    hub: Any, make_tenant: Callable[[], Awaitable[Tenant]]
+) -> None:
+    """A category with no steps is dropped: PUTting only such, on a tenant with none,
+    creates nothing (200, not 201); the first PUT with steps is the one that creates."""
+    t = await make_tenant()
+    url, params = "/v1/admin/escalation-defaults", {"tenant": t.name}
+    empty = await hub.client.put(
+        url, params=params, json={"categories": {"incident": []}}, headers=t.admin
+    )
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == {"tenant": t.name, "categories": {}}
+    body = {"categories": {"incident": [STEPS[1]]}}
+    created = await hub.client.put(url, params=params, json=body, headers=t.admin)
+    assert created.status_code == 201, created.text
+
+
 async def test_tenant_defaults_apply_per_category_and_stay_in_their_tenant(
     hub: Any,
     make_tenant: Callable[[], Awaitable[Tenant]],

@@ -192,8 +192,8 @@ class Escalations:
     async def put_defaults(
         self, unit: UnitOfWork, tenant: str, categories: Mapping[str, tuple[Step, ...]]
     ) -> bool:
-        """Replace the tenant's defaults (True: it had none); this process serves them
-        once committed, the others within DEFAULTS_TTL_S."""
+        """Replace the tenant's defaults (True: it had none, and has some now); this
+        process serves them once committed, the others within DEFAULTS_TTL_S."""
         wanted = {c: steps_json(s) for c, s in categories.items() if s}
         created = await repo.replace_defaults(unit.session, tenant, wanted)
 

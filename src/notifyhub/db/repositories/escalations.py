@@ -126,7 +126,8 @@ async def replace_defaults(
     session: AsyncSession, tenant: str, categories: Mapping[str, list[dict[str, Any]]]
 ) -> bool:
     """Make the tenant's defaults exactly `categories` (the last to commit wins whole, on
-    a transaction-scoped advisory lock); True when the tenant had none before."""
+    a transaction-scoped advisory lock); True when the tenant had none before and has
+    some now."""
     key = func.hashtextextended(f"escalation-defaults:{tenant}", 0)
     await session.execute(select(func.pg_advisory_xact_lock(key)))
     dropped = await session.execute(
@@ -138,4 +139,4 @@ async def replace_defaults(
     if categories:
         rows = [{"tenant": tenant, "category": c, "steps": s} for c, s in categories.items()]
         await session.execute(insert(EscalationDefault).values(rows))
-    return not had
+    return not had and bool(categories)

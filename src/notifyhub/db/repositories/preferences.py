@@ -59,7 +59,7 @@ async def replace_defaults(
 ) -> bool:
     """Make the tenant's defaults exactly `categories` (the last to commit wins whole:
     they take turns on a transaction-scoped advisory lock, as `replace` does); True when
-    the tenant had none before."""
+    the tenant had none before and has some now."""
     key = func.hashtextextended(f"preference-defaults:{tenant}", 0)
     await session.execute(select(func.pg_advisory_xact_lock(key)))
     dropped = await session.execute(
@@ -74,7 +74,7 @@ async def replace_defaults(
             for c, (i, p, e) in categories.items()
         ]
         await session.execute(insert(PreferenceDefault).values(rows))
-    return not had
+    return not had and bool(categories)
 
 
 async def replace(
