@@ -315,6 +315,8 @@ async def test_bad_input_is_refused_precisely_and_changes_nothing(
     await refused("PUT", "/v1/me/views/x", 422, "tags_any", json={"filter": {"tags_any": ["A B"]}})
     eleven = {"filter": {"tags_all": [f"t{i}" for i in range(11)]}}
     await refused("PUT", "/v1/me/views/x", 422, "tags_all", json=eleven)
+    twice = {"filter": {"categories": ["billing", "billing"]}}
+    await refused("PUT", "/v1/me/views/x", 422, "categories must be distinct", json=twice)
     await refused("DELETE", "/v1/me/views/x", 404, "no view x")
 
     for i in range(10):

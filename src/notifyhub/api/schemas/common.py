@@ -122,24 +122,24 @@ Tag = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0
 MAX_TAGS = 10
 
 
-def _distinct(tags: list[str]) -> list[str]:
-    if len(set(tags)) != len(tags):
-        raise ValueError("tags must be distinct")
-    return tags
+def _distinct(what: str) -> AfterValidator:
+    """A list's check that no item comes twice (`what` names the items in the error)."""
+
+    def check(items: list[str]) -> list[str]:
+        if len(set(items)) != len(items):
+            raise ValueError(f"{what} must be distinct")
+        return items
+
+    return AfterValidator(check)
 
 
-def _distinct_channels(channels: list[str]) -> list[str]:
-    if len(set(channels)) != len(channels):
-        raise ValueError("channels must be distinct")
-    return channels
-
-
-Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), _distinct("tags")]
+Categories = Annotated[list[Category], Field(max_length=MAX_TAGS), _distinct("categories")]
 ChannelName = Literal["inbox", "email", "push"]
 Channels = Annotated[
     list[ChannelName],
     Field(max_length=3, json_schema_extra={"uniqueItems": True}),
-    AfterValidator(_distinct_channels),
+    _distinct("channels"),
 ]
 """Where a notification reaches its users: every copy is in the inbox (`inbox` may be
 named or left out); `email` and `push` (Web Push) are the channels beyond it."""

@@ -8,9 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from notifyhub.api.schemas.common import (
-    MAX_TAGS,
     TIME_EXAMPLE,
-    Category,
+    Categories,
     Documented,
     Strict,
     Tags,
@@ -33,7 +32,7 @@ class ViewFilterIn(Strict):
         {"categories": ["billing", "invoices"], "severity_at_least": "warning"},
     )
 
-    categories: list[Category] = Field(default_factory=list, max_length=MAX_TAGS)
+    categories: Categories = Field(default_factory=list)
     """One of these categories (up to 10)."""
     tags_any: Tags = Field(default_factory=list)
     """At least one of these tags (up to 10)."""
