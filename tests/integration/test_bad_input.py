@@ -381,6 +381,25 @@ async def test_nul_and_control_characters_are_422(
     _assert_problem(response, 422)
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/admin/users/default/%FF",  # an admin read of user "\ufffd" before
+        "/v1/admin/users/default/ok%C3%28/inbox",
+        "/v1/admin/groups/g%FF",
+    ],
+)
+async def test_a_path_that_is_not_utf8_is_422(hub: Any, admin_key: str, path: str) -> None:
+    """A percent-escape that decodes to invalid UTF-8 is refused, not read as U+FFFD (two
+    different byte strings would name one user); a real U+FFFD, escaped, stays a name."""
+    response = await hub.client.get(path, headers=_auth(admin_key))
+    _assert_problem(response, 422)
+    assert "path: not UTF-8" in response.json()["detail"]
+    real = await hub.client.get("/v1/admin/users/default/%EF%BF%BD", headers=_auth(admin_key))
+    assert real.status_code == 200, real.text
+    assert real.json()["user"] == "\ufffd"
+
+
 async def test_line_breaks_and_tabs_are_fine_in_a_body(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:

@@ -1,4 +1,5 @@
-"""Request limits as pure ASGI middleware: body size (chunked too), JSON depth, UTF-8."""
+"""Request limits as pure ASGI middleware: body size (chunked too), JSON depth, UTF-8 (of
+the body and of the path)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from array import array
 from collections.abc import Awaitable
 from itertools import accumulate
+from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -67,6 +69,20 @@ def _is_text(content_type: str | None) -> bool:
     return _is_json(content_type) or (content_type or "").lower().startswith("text/")
 
 
+def _utf8_path(scope: Scope) -> bool:
+    """Whether the request's path, percent-escapes decoded, is UTF-8. The server decodes
+    it with U+FFFD for what is not (so only a path holding one is checked): two byte
+    strings would then name one user."""
+    raw = scope.get("raw_path")
+    if not raw:
+        return True
+    try:
+        unquote_to_bytes(raw).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class _Disconnected(Exception):
     """The client went away before sending its whole body."""
 
@@ -98,6 +114,11 @@ class RequestLimits:
         # middleware stays alive for the hours an event stream lasts.
         if scope["type"] != "http":
             return self.app(scope, receive, send)
+        if "\ufffd" in scope["path"] and not _utf8_path(scope):
+            problem = "path: not UTF-8 (a percent-escape decodes to bytes UTF-8 does not allow)"
+            return problem_response(InvalidInput.status, InvalidInput.title, problem)(
+                scope, receive, send
+            )
         headers = Headers(scope=scope)
         if scope["method"] in _BODYLESS_METHODS and not _declares_body(headers):
             return self.app(scope, receive, send)
