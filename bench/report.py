@@ -22,7 +22,9 @@ A partial rerun (`--only`) replaces only its own rows: each row keeps its own da
 
 - Hub: one `notifyhub serve` process (uvicorn, 1 worker) on the machine's Redis 7 and
   PostgreSQL 15, a fresh database and key prefix per run; the load generators are separate
-  Python processes (asyncio + uvloop, raw sockets) on the same cores.
+  Python processes (asyncio + uvloop, raw sockets) on the same cores. A machine with
+  neither store installed runs with `--embedded` (the hub's own Valkey, AOF off, and
+  PostgreSQL); its rows' commands say so.
 - Values: median over a row's runs (± half the range).
 """
 
