@@ -360,6 +360,20 @@ async def test_announcement_seqs_name_recipients_without_the_copy(
     assert named == {"default/s-pending": f"1-{epoch}", "default/s-fresh": "0-"}
 
 
+async def test_a_deferred_index_holds_every_user_named(settings: Settings, redis: Redis) -> None:
+    """index_add.lua takes a slice's users as lines of one argument and adds them 500 at a
+    time: more users than a slice and than a SADD, ids with spaces and non-ASCII letters,
+    each in the index exactly as named."""
+    keys = Keys(settings.redis_prefix)
+    store = InboxStore(redis, keys, Limits())
+    users = [("default", f"bulk-{i}") for i in range(4_501)]
+    users += [("default", "with space"), ("default", "ünïcode ✓"), ("acme", "bulk-0")]
+    notification = make_notification(title="to all")
+    await store.announce_deferred(notification, users)
+    index = await redis.smembers(keys.recipients(notification.id))
+    assert index == {f"{t}/{u}".encode() for t, u in users}
+
+
 async def test_an_announcement_reaches_only_its_tenants_users(
     hub: Any, publish_key: str, make_token: Any
 ) -> None:

@@ -100,9 +100,13 @@ async def pipelined(
 
 
 async def pipelined_each(
-    redis: Redis, builds: AsyncGenerator[Callable[[Any], None]], *, most: int = 2
+    redis: Redis,
+    builds: AsyncGenerator[Callable[[Any], None]],
+    *,
+    most: int = 2,
+    scripts: Sequence[AsyncScript] = (),
 ) -> None:
-    """`pipelined` (no scripts) for each of `builds` as it comes, at most `most` in flight:
+    """`pipelined` (of `scripts`) for each of `builds` as it comes, at most `most` in flight:
     the next is built and packed while Redis runs the ones before, instead of a round trip
     each in turn. The first error is raised once the others in flight are cancelled and
     ended, and none is started after it (`builds` is closed here, not left to the
@@ -116,7 +120,7 @@ async def pipelined_each(
                     done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
                     _raise_first(done)
                     request_deadline.renew()
-                in_flight.add(asyncio.ensure_future(pipelined(redis, build, [])))
+                in_flight.add(asyncio.ensure_future(pipelined(redis, build, list(scripts))))
         while in_flight:
             done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
             _raise_first(done)
@@ -198,4 +202,11 @@ class InboxScripts:
         self.topic_set = register_lua(redis, "topic_set")
         self.topic_get = register_lua(redis, "topic_get")
         self.announce = register_lua(redis, "announce")
-        self.all = [*loaded.values(), self.topic_set, self.topic_get, self.announce]
+        self.index_add = register_lua(redis, "index_add")
+        self.all = [
+            *loaded.values(),
+            self.topic_set,
+            self.topic_get,
+            self.announce,
+            self.index_add,
+        ]

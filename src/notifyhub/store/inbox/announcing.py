@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from redis.commands.core import AsyncScript
+
 from notifyhub.domain.notification import Notification
 from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
@@ -20,9 +22,9 @@ ANNOUNCE_BATCH = 1000
 """Users per announce.lua call: the first streams hear of a broadcast after one batch, and
 no call holds Redis for long."""
 INDEX_BATCH = SLICE_ITEMS
-"""Users per SADD of a deferred broadcast's recipient index, each in a pipeline of its own
-(two in flight): a bigger command holds the loop while it is packed, and Redis while it
-runs (docs/scaling.md, "Big fan-outs take turns")."""
+"""Users per index_add.lua call of a deferred broadcast's recipient index, each in a
+pipeline of its own (two in flight): a bigger call holds the loop while its lines are
+joined, and Redis while it runs (docs/scaling.md, "Big fan-outs take turns")."""
 
 
 class Announcing(InboxBase):
@@ -117,12 +119,14 @@ class Announcing(InboxBase):
             if ring and not self._cluster:  # after the index
                 self.doorbells.queue_deferred(pipe, payload)
 
+        add = self.scripts.index_add
+
         async def adds() -> AsyncGenerator[Callable[[Any], None]]:
             async for part in sliced(members, INDEX_BATCH):
-                yield partial(_add, recipients, part)
+                yield partial(_add, add, recipients, "\n".join(part))  # (joined in C)
 
-        async def index() -> None:  # a SADD per round trip, two in flight; then the tail
-            await pipelined_each(self._bulk, adds())
+        async def index() -> None:  # index_add.lua per round trip, two in flight; the tail
+            await pipelined_each(self._bulk, adds(), scripts=[add])
             await pipelined(self._bulk, tail, [])
 
         indexing = asyncio.ensure_future(index())  # the others wait
@@ -166,5 +170,5 @@ class Announcing(InboxBase):
         return [(member, at) for member, _, at in lines]
 
 
-def _add(key: str, members: Sequence[str], pipe: Any) -> None:
-    pipe.sadd(key, *members)
+def _add(script: AsyncScript, key: str, lines: str, pipe: Any) -> None:
+    queue_script(pipe, script, [key], [lines])
