@@ -81,6 +81,29 @@ async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_ke
     assert [m["id"] for m in taken] == [ids[9], ids[5], ids[1]]
 
 
+async def test_a_due_time_before_1970_is_refused(
+    hub: Any, publish_key: str, consume_key: str
+) -> None:
+    # Ready scores are (9 - priority) * 1e13 + due_ms: a due time centuries before the
+    # epoch (negative ms) fell into a higher priority's band, and a priority 0 message
+    # due in year 1 was served before priority 6 ones (was 201). Epoch ms below 0 were
+    # refused already; RFC 3339 times before 1970 now are too.
+    for due_at in ("0001-01-02T00:00:00Z", "1969-12-31T23:59:59.999Z", "1970-01-01T01:00:00+02:00"):
+        early = await hub.client.post(
+            "/v1/delayed",
+            json={"queue": "early", "body": 1, "due_at": due_at},
+            headers=_auth(publish_key),
+        )
+        assert early.status_code == 422, early.text
+        assert early.headers["content-type"] == "application/problem+json"
+        assert "1970" in early.json()["detail"]
+    epoch = await _push(hub, publish_key, queue="early", body=1, due_at="1970-01-01T00:00:00Z")
+    ahead = await _push(hub, publish_key, queue="early", body=2, delay_ms=0, priority=6)
+    await _move(hub)
+    taken = await _take(hub, consume_key, "early", max_=2)
+    assert [m["id"] for m in taken] == [ahead, epoch]
+
+
 async def test_cancel_before_due_and_after_consume(
     hub: Any, publish_key: str, consume_key: str
 ) -> None:

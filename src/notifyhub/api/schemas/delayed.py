@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from pydantic import Field, JsonValue, StrictInt, model_validator
+from pydantic import Field, JsonValue, StrictInt, field_validator, model_validator
 
 from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
@@ -24,6 +24,7 @@ from notifyhub.api.schemas.common import (
 )
 from notifyhub.services.delayed import Status as DelayedStatus
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MessageId = NotificationId
 """Delayed messages have ULID ids too."""
 
@@ -63,13 +64,22 @@ class DelayedIn(Strict):
     delay_ms: Annotated[StrictInt, Field(ge=0, le=366 * 24 * 3600 * 1000)] | None = None
     """Due after this many milliseconds; exactly one of `delay_ms` and `due_at`."""
     due_at: Time | None = None
-    """Due at this time (RFC 3339 or epoch milliseconds)."""
+    """Due at this time (RFC 3339 or epoch milliseconds), not before 1970."""
     priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
     """Higher first among messages equally due."""
     ttl_ms: Annotated[StrictInt, Field(ge=100, le=24 * 3600 * 1000)] | None = None
     """How long a consumer may hold it before it is offered again (default: configured)."""
     biz_key: Annotated[Line, Field(max_length=200)] | None = None
     """Your own reference (an order number), returned with the message."""
+
+    @field_validator("due_at")
+    @classmethod
+    def _not_before_epoch(cls, value: datetime | None) -> datetime | None:
+        """As epoch milliseconds below 0 are refused: ready scores hold the due time in
+        ms below each priority's band, so a time centuries back jumped the priorities."""
+        if value is not None and value < EPOCH:
+            raise ValueError("must not be before 1970-01-01T00:00:00Z (epoch milliseconds 0)")
+        return value
 
     @model_validator(mode="after")
     def _one_time(self) -> DelayedIn:
