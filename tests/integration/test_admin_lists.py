@@ -72,14 +72,21 @@ async def test_rules_whole_by_name(hub: Any, create_key: CreateKey, tenant: str)
             {"relationship": "watcher", "obtain": "pull", "title": "w"},
             {"relationship": "author", "title": "hi", "body": "b"},
         ],
+        # the list showed `digest: null` and `escalate: []` for these (unlike the GET)
+        "channels": ["inbox", "email"],
+        "digest": {"key": "doc-changes"},
+        "escalate": [{"after_s": 300, "unless": "seen", "channel": "push"}],
     }
     for name in ("r3", "r1", "r2"):
         url = f"/v1/admin/rules/{name}?tenant={tenant}"
         assert (await hub.client.put(url, json=rule, headers=_auth(key))).status_code == 201
     pages = await _all(hub, key, "/v1/admin/rules", "rules", tenant=tenant)
     assert [[r["name"] for r in p] for p in pages] == [["r1", "r2"], ["r3"]]
-    one = await hub.client.get(f"/v1/admin/rules/r1?tenant={tenant}", headers=_auth(key))
-    assert pages[0][0] == one.json()
+    for page in pages:
+        for listed in page:
+            url = f"/v1/admin/rules/{listed['name']}?tenant={tenant}"
+            one = await hub.client.get(url, headers=_auth(key))
+            assert listed == one.json()
 
 
 async def test_definitions_without_secrets(

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from notifyhub.db.repositories import listings as repo
 from notifyhub.db.repositories.listings import DeliveryFilter, TopicCounts
 from notifyhub.services.deliveries import definition_json, delivery_summary
-from notifyhub.services.rules import RecipientSpec, RuleDefinition
+from notifyhub.services.rules import RuleDefinition
 
 T = TypeVar("T")
 Page = tuple[list[T], str | None]
@@ -46,12 +46,7 @@ async def rules(
     session: AsyncSession, tenant: str, cursor: str | None, limit: int
 ) -> Page[RuleDefinition]:
     found = [
-        RuleDefinition(
-            rule.name,
-            rule.target_type,
-            [RecipientSpec.of(r) for r in recipients],
-            tuple(rule.channels),
-        )
+        RuleDefinition.of(rule, recipients)
         for rule, recipients in await repo.rules(session, tenant, cursor, limit + 1)
     ]
     return page(found, limit, lambda r: r.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -77,6 +78,18 @@ class RuleDefinition:
     escalate: tuple[Step, ...] = ()
     """Its notifications' escalation steps (services/escalation.py)."""
 
+    @classmethod
+    def of(cls, rule: Rule, recipients: Sequence[RuleRecipient]) -> RuleDefinition:
+        """The rule as stored: its row and its recipients' rows."""
+        return cls(
+            rule.name,
+            rule.target_type,
+            [RecipientSpec.of(r) for r in recipients],
+            tuple(rule.channels),
+            digest=Digest.model_validate(rule.digest) if rule.digest else None,
+            escalate=tuple(Step.model_validate(s) for s in rule.escalate),
+        )
+
     @property
     def channels_json(self) -> list[str]:
         """`channels` as the API shows them: the inbox first, always."""
@@ -145,17 +158,7 @@ class RuleService:
         rule = await repo.find(session, tenant, name)
         if rule is None:
             raise NotFound(f"no rule {name} in tenant {tenant}")
-        specs = [RecipientSpec.of(s) for s in await repo.recipients(session, rule.id)]
-        digest = Digest.model_validate(rule.digest) if rule.digest else None
-        escalate = tuple(Step.model_validate(s) for s in rule.escalate)
-        return RuleDefinition(
-            rule.name,
-            rule.target_type,
-            specs,
-            tuple(rule.channels),
-            digest=digest,
-            escalate=escalate,
-        )
+        return RuleDefinition.of(rule, await repo.recipients(session, rule.id))
 
     async def delete(self, session: AsyncSession, tenant: str, name: str) -> None:
         if not await repo.drop(session, tenant, name):

@@ -55,19 +55,7 @@ async def list_rules(
 ) -> RulePage:
     """The tenant's rules by name, each whole."""
     found, next_cursor = await listings.rules(unit.session, principal.own(tenant), cursor, limit)
-    rules = [
-        RuleOut.model_validate(
-            {
-                "name": r.name,
-                "tenant": tenant,
-                "target_type": r.target_type,
-                "recipients": [s.as_json() for s in r.recipients],
-                "channels": r.channels_json,
-            }
-        )
-        for r in found
-    ]
-    return RulePage(rules=rules, next_cursor=next_cursor)
+    return RulePage(rules=[RuleOut.of(r, tenant) for r in found], next_cursor=next_cursor)
 
 
 @router.get(

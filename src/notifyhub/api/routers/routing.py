@@ -7,7 +7,6 @@ from fastapi import APIRouter, Response, status
 from notifyhub.api.deps import Admin, AppState, Publisher, Session, Unit
 from notifyhub.api.openapi import NOT_FOUND, SERVICE
 from notifyhub.api.params import RulePath, TenantQuery, TopicPath
-from notifyhub.api.schemas.digests import DigestIn
 from notifyhub.api.schemas.escalation import steps_of
 from notifyhub.api.schemas.rules import (
     EventAccepted,
@@ -167,18 +166,7 @@ async def get_rule(
 ) -> RuleOut:
     """The rule."""
     found = await state["rules"].get(session, principal.own(tenant), rule)
-    recipients = [s.as_json() for s in found.recipients]
-    return RuleOut.model_validate(
-        {
-            "name": rule,
-            "tenant": tenant,
-            "target_type": found.target_type,
-            "recipients": recipients,
-            "channels": found.channels_json,
-            "digest": DigestIn.of(found.digest) if found.digest else None,
-            "escalate": [s.model_dump() for s in found.escalate],
-        }
-    )
+    return RuleOut.of(found, tenant)
 
 
 @router.delete(

@@ -26,6 +26,7 @@ from notifyhub.api.schemas.digests import DigestIn
 from notifyhub.api.schemas.escalation import Escalate
 from notifyhub.domain.notification import Actor, Ref
 from notifyhub.services.locales import LOCALE, MAX_TRANSLATIONS
+from notifyhub.services.rules import RuleDefinition
 
 Relationship = Annotated[str, Field(min_length=1, max_length=64, pattern=TOKEN)]
 Template = Annotated[str, Field(max_length=1000)]
@@ -131,6 +132,21 @@ class RuleOut(RuleIn):
     """The rule's name."""
     tenant: str
     """Its tenant."""
+
+    @classmethod
+    def of(cls, found: RuleDefinition, tenant: str) -> RuleOut:
+        """A stored rule as `GET /v1/admin/rules/{rule}` and the rules list show it."""
+        return cls.model_validate(
+            {
+                "name": found.name,
+                "tenant": tenant,
+                "target_type": found.target_type,
+                "recipients": [s.as_json() for s in found.recipients],
+                "channels": found.channels_json,
+                "digest": DigestIn.of(found.digest) if found.digest else None,
+                "escalate": [s.model_dump() for s in found.escalate],
+            }
+        )
 
 
 class RulePage(Documented):
