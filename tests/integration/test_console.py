@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import re
 import secrets
+from pathlib import Path
 from typing import Any
 
+from notifyhub.api.schemas.rules import RuleIn
+from notifyhub.api.schemas.topics import TopicMembersIn
+from notifyhub.api.schemas.views import ViewIn
 from support.sse import EventReader
 
 
@@ -149,3 +153,47 @@ async def test_a_rule_preview_renders_its_templates_and_stores_nothing(
     broken = {**body, "rule": {**RULE, "recipients": [{"relationship": "x", "title": "{{ a"}]}}
     refused = await hub.client.post("/v1/admin/rules/preview", json=broken, headers=admin)
     assert refused.status_code == 422 and "recipients.0.title" in refused.json()["detail"]
+
+
+CONSOLE_JS = Path(__file__).resolve().parents[2] / "src/notifyhub/static/console.js"
+
+
+def _editor_fields(path: str) -> list[str]:
+    """The fields the console's editor for `path` copies from a listed item into the
+    textarea that its Save PUTs back (console.js `editor`, `pick`)."""
+    found = re.search(rf'path: "{re.escape(path)}",\s*fields: \[([^\]]*)\]', CONSOLE_JS.read_text())
+    assert found, path
+    return re.findall(r'"([a-z_]+)"', found.group(1))
+
+
+def test_each_console_editor_saves_every_field_it_picked() -> None:
+    # The rules editor picked only target_type and recipients, so Save on a picked rule
+    # dropped its channels, digest and escalation steps.
+    for path, model in (
+        ("/v1/admin/rules", RuleIn),
+        ("/v1/admin/views", ViewIn),
+        ("/v1/admin/topics", TopicMembersIn),
+    ):
+        assert sorted(_editor_fields(path)) == sorted(model.model_fields), path
+
+
+async def test_a_rule_picked_from_the_list_and_saved_again_is_unchanged(
+    hub: Any, admin_key: str
+) -> None:
+    admin = _auth(admin_key)
+    name = f"whole-{secrets.token_hex(3)}"
+    rule = {
+        **RULE,
+        "target_type": name,  # no other test's subscriptions see it
+        "channels": ["inbox", "email"],
+        "digest": {"key": "posts", "window_s": 900},
+        "escalate": [{"after_s": 600, "unless": "read", "channel": "push"}],
+    }
+    url = f"/v1/admin/rules/{name}"
+    assert (await hub.client.put(url, json=rule, headers=admin)).status_code == 201
+    before = (await hub.client.get(url, headers=admin)).json()
+    listed = await hub.client.get("/v1/admin/rules", params={"limit": 1000}, headers=admin)
+    [item] = [r for r in listed.json()["rules"] if r["name"] == name]
+    picked = {f: item[f] for f in _editor_fields("/v1/admin/rules") if f in item}
+    assert (await hub.client.put(url, json=picked, headers=admin)).status_code == 200
+    assert (await hub.client.get(url, headers=admin)).json() == before

@@ -737,7 +737,7 @@ async function rules(screen) {
   await editor(screen, {
     list: async (t) => (await api("GET", `/v1/admin/rules?${q({ tenant: t, limit: 100 })}`)).rules,
     path: "/v1/admin/rules",
-    fields: ["target_type", "recipients"],
+    fields: ["target_type", "recipients", "channels", "digest", "escalate"],
     example: { target_type: "post", recipients: [{ relationship: "author", obtain: "push", title: "{{ actor.id }} commented" }] },
     rows: { headers: ["Rule", "Target type", "Recipients"], cells: (r) => [r.target_type, JSON.stringify(r.recipients)] },
     extra: rulePreview,
