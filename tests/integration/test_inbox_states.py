@@ -8,6 +8,10 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import func, select
+
+from notifyhub.db.models import DelayedMessage
+from notifyhub.services.snooze import SNOOZE_QUEUE
 from support.sse import Event, EventReader, open_stream
 
 BASE = "/v1/me/notifications"
@@ -509,3 +513,39 @@ async def test_bad_snoozes_are_422_and_change_nothing(
         f"{BASE}/{nid}", json={"snooze": 60}, headers=_auth(make_token("x"))
     )
     assert theirs.status_code == 404
+
+
+async def _wake_ups(hub: Any, user: str) -> int:
+    """The snooze wake-ups scheduled for `user` (rows of the delayed queue)."""
+    async with hub.app_state["sessionmaker"]() as session:
+        found = await session.scalar(
+            select(func.count()).where(
+                DelayedMessage.queue == SNOOZE_QUEUE, DelayedMessage.body["user"].astext == user
+            )
+        )
+    return int(found or 0)
+
+
+async def test_a_snooze_of_a_notification_the_user_lacks_schedules_no_wake_up(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """A 404 leaves nothing behind: no durable wake-up for a copy that is not there (each
+    was a delayed message kept until its time, up to 90 days, one per request)."""
+    me = _auth(make_token("nosuchsnooze"))
+    nid = await _publish(hub, publish_key, ["someone-else"])
+    for body in (
+        {"snooze": 3600},
+        {"snoozed_until": (datetime.now(UTC) + timedelta(days=1)).isoformat()},
+    ):
+        missing = await hub.client.patch(f"{BASE}/{nid}", json=body, headers=me)
+        assert missing.status_code == 404, missing.text
+        gone = await hub.client.patch(f"{BASE}/{'0' * 26}", json=body, headers=me)
+        assert gone.status_code == 404, gone.text
+    assert await _wake_ups(hub, "nosuchsnooze") == 0
+    # a bad time is still a 422 first, whether the copy is there or not
+    refused = await hub.client.patch(f"{BASE}/{nid}", json={"snoozed_until": 0}, headers=me)
+    assert refused.status_code == 422 and "in the future" in refused.text
+    mine = await _publish(hub, publish_key, ["nosuchsnooze"])
+    snoozed = await hub.client.patch(f"{BASE}/{mine}", json={"snooze": 3600}, headers=me)
+    assert snoozed.status_code == 200, snoozed.text
+    assert await _wake_ups(hub, "nosuchsnooze") == 1

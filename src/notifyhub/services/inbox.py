@@ -168,11 +168,13 @@ class InboxService:
 
     async def mark(self, me: UserPrincipal, notification_id: str, change: StateChange) -> InboxItem:
         """Apply one PATCH atomically: all of it, or (a pin over the limit) none of it. A
-        snooze's wake-up is durable in PostgreSQL before the copy is snoozed (one for a
-        copy that turns out to be missing finds nothing to do)."""
+        snooze's wake-up is durable in PostgreSQL before the copy is snoozed, and only for
+        a copy the user has (one for a copy deleted meanwhile finds nothing to do)."""
         read, seen, archived, pinned = change.read, change.seen, change.archived, change.pinned
         snooze = change.snooze_until_ms
         if snooze is not None:
+            self._check_snooze(snooze)
+            await self.get(me, notification_id)  # a 404 schedules no wake-up
             await self._schedule_wake_up(me, notification_id, snooze)
         elif change.unsnooze:
             snooze = UNSNOOZE
@@ -207,9 +209,8 @@ class InboxService:
         self._changed(me, op)
         return await self.get(me, notification_id)
 
-    async def _schedule_wake_up(
-        self, me: UserPrincipal, notification_id: str, until_ms: int
-    ) -> None:
+    def _check_snooze(self, until_ms: int) -> None:
+        """A snooze's end this hub can wake it at (422s)."""
         now_ms = to_ms(datetime.now(UTC))
         if until_ms <= now_ms:
             raise InvalidInput("snoozed_until: must be in the future")
@@ -217,6 +218,11 @@ class InboxService:
             raise InvalidInput(f"snoozed_until: at most {MAX_SNOOZE_S // 86400} days ahead")
         if self._snoozes is None:
             raise InvalidInput("snooze: this hub has no delayed queue to wake snoozes up")
+
+    async def _schedule_wake_up(
+        self, me: UserPrincipal, notification_id: str, until_ms: int
+    ) -> None:
+        assert self._snoozes is not None  # (_check_snooze)
         await self._snoozes.schedule(me.tenant, WakeUp(me.user, notification_id, until_ms))
 
     async def resurface(self, tenant: str, user: str, notification_id: str, until_ms: int) -> bool:
