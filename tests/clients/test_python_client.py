@@ -194,6 +194,29 @@ async def test_problems_are_typed_errors(hub: Any, publish_key: str, create_key:
             await client.notify("Elsewhere", users=["a"])
 
 
+async def test_a_bare_string_for_a_list_of_names_is_refused_not_split_into_letters(
+    hub: Any, publish_key: str, admin_key: str, make_token: Callable[..., str]
+) -> None:
+    # A str is a Sequence[str] to type checkers: `users="ab"` must not publish to "a" and "b".
+    letters = unique("x")
+    async with AsyncClient(hub.base_url, publish_key) as client:
+        with pytest.raises(TypeError, match="users"):
+            await client.notify("Hi", users=letters)
+        with pytest.raises(TypeError, match="tags"):
+            await client.notify("Hi", users=[letters], tags="billing")
+    async with AsyncClient(hub.base_url, admin_key) as admin:
+        group = unique("g")
+        await admin.put_group(group)
+        with pytest.raises(TypeError, match="add"):
+            await admin.change_group_members(group, add=letters)
+        with pytest.raises(TypeError, match="groups"):
+            await admin.put_topic(unique("topic"), users=[letters], groups=group)
+        assert (await admin.change_group_members(group)).members == 0
+    for letter in set(letters):
+        assert await inbox(hub, make_token(letter)) == []
+    assert await inbox(hub, make_token(letters)) == []
+
+
 async def test_the_blocking_client_has_the_same_operations(
     hub: Any, publish_key: str, make_token: Callable[..., str]
 ) -> None:

@@ -73,6 +73,14 @@ def operation(build: Callable[Concatenate[Any, P], Call[T]]) -> Operation[P, T]:
     return Operation(build)
 
 
+def _names(field: str, values: Sequence[T]) -> list[T]:
+    """A list parameter's items; a bare `str` (a `Sequence[str]` to type checkers too) is
+    refused rather than sent as its letters (`users="alice"`: users a, l, i, c, e)."""
+    if isinstance(values, str):
+        raise TypeError(f"{field}: give a list of names, not the string {values!r}")
+    return list(values)
+
+
 def _ref(value: RefLike | None) -> m.Ref | None:
     return None if value is None or isinstance(value, m.Ref) else m.Ref.model_validate(value)
 
@@ -141,7 +149,11 @@ class Operations:
         first response and reaches nobody twice."""
         request = m.PublishRequest(
             tenant=tenant or self.tenant,
-            recipients=m.Recipients(users=list(users), groups=list(groups), topics=list(topics)),
+            recipients=m.Recipients(
+                users=_names("users", users),
+                groups=_names("groups", groups),
+                topics=_names("topics", topics),
+            ),
             title=title,
             body=body,
             body_format=body_format,
@@ -156,11 +168,11 @@ class Operations:
             ttl=ttl,
             expires_at=expires_at,
             collapse_key=collapse_key,
-            tags=list(tags) or None,
+            tags=_names("tags", tags) or None,
             thread_key=thread_key,
             thread_window_s=thread_window_s,
             actions=list(actions) or None,
-            channels=list(channels) or None,
+            channels=_names("channels", channels) or None,
             deliver_at=deliver_at,
             delay=delay,
         )
@@ -360,7 +372,7 @@ class Operations:
         tenant: str | None = None,
     ) -> Call[m.Group]:
         path = f"/v1/admin/groups/{segment(name)}/members"
-        request = m.MembersChange(add=list(add), remove=list(remove))
+        request = m.MembersChange(add=_names("add", add), remove=_names("remove", remove))
         return Call(
             "POST", path, model(m.Group), params=self._tenant(tenant), json=request.to_json()
         )
@@ -376,7 +388,7 @@ class Operations:
     ) -> Call[m.Topic]:
         """Create or replace a topic's subscribers."""
         path = f"/v1/admin/topics/{segment(name)}"
-        request = m.TopicMembers(users=list(users), groups=list(groups))
+        request = m.TopicMembers(users=_names("users", users), groups=_names("groups", groups))
         return Call(
             "PUT", path, model(m.Topic), params=self._tenant(tenant), json=request.to_json()
         )
@@ -395,7 +407,9 @@ class Operations:
         notifications reach `channels` beyond the inbox (`email`, `push`)."""
         path = f"/v1/admin/rules/{segment(name)}"
         request = m.RuleRequest(
-            target_type=target_type, recipients=list(recipients), channels=list(channels) or None
+            target_type=target_type,
+            recipients=list(recipients),
+            channels=_names("channels", channels) or None,
         )
         return Call("PUT", path, model(m.Rule), params=self._tenant(tenant), json=request.to_json())
 
