@@ -23,10 +23,12 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+import notifyhub_client as client
 from notifyhub.api.app import create_app
 from notifyhub.settings import Settings
+from notifyhub_client import _operations
 from notifyhub_client import models as m
-from notifyhub_client._operations import QUEUE_MESSAGES_PATH
+from notifyhub_client._operations import QUEUE_MESSAGES_PATH, Operation, Operations
 
 # (method, path, "request" | status | "event:<name>", property names to descend into)
 Where = tuple[str, str, str, tuple[str, ...]]
@@ -222,6 +224,28 @@ def test_every_public_model_is_mirrored_or_declared() -> None:
         and value not in (m.Request, m.Response)
     }
     assert public - set(MIRRORS) - LIVE_CHECKED == set()
+
+
+def _models_in(annotation: Any) -> set[type[BaseModel]]:
+    found = (
+        {annotation}
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        else set()
+    )
+    return found.union(*(_models_in(arg) for arg in typing.get_args(annotation)))
+
+
+def test_every_model_an_operation_takes_or_answers_is_exported() -> None:
+    """`put_delivery_definition(email=EmailTarget(...))`: a caller imports the parameter's
+    type from `notifyhub_client`, as it does `RuleRecipient` and `Alert`."""
+    used: set[type[BaseModel]] = set()
+    for value in vars(Operations).values():
+        if isinstance(value, Operation):
+            hints = typing.get_type_hints(value.build, vars(m) | vars(_operations))
+            used |= {model for hint in hints.values() for model in _models_in(hint)}
+    assert used, "no operation found"
+    missing = sorted(model.__name__ for model in used if model.__name__ not in client.__all__)
+    assert missing == []
 
 
 def test_each_client_only_field_is_in_a_schema_its_model_mirrors() -> None:
