@@ -167,6 +167,25 @@ async def test_retries_are_bounded_and_unsafe_calls_are_not_repeated(
     assert proxy.refused == 1
 
 
+async def test_a_secret_rotation_is_not_repeated_after_a_dropped_connection(
+    hub: Any, proxy: CuttableProxy, admin_key: str
+) -> None:
+    # A repeat of a rotation that landed rotates again: the secret receivers still verify
+    # with (the one before the first rotation) would be dropped at once, not after a grace.
+    name, url = unique("rot"), "https://receiver.example/h"
+    async with AsyncClient(hub.base_url, admin_key) as client:
+        assert (await client.put_delivery_definition(name, url=url)).secret is not None
+    proxy.cut(hold=True)
+    async with AsyncClient(proxy.url, admin_key, retry=FAST) as client:
+        with pytest.raises(HubUnreachable):
+            await client.put_delivery_definition(name, url=url, rotate_secret=True)
+        assert proxy.refused == 1
+        # A plain PUT (the same definition again) is safe to repeat, and is.
+        with pytest.raises(HubUnreachable):
+            await client.put_delivery_definition(name, url=url)
+        assert proxy.refused > 2
+
+
 # --- Errors ------------------------------------------------------------------------
 
 

@@ -433,7 +433,7 @@ class Operations:
     ) -> Call[m.DeliveryDefinition]:
         """Create or replace where a kind of delivery goes: a webhook `url`, an `email`
         or a `rabbitmq` target (exactly one); the answer's `secret` is set on creation
-        and rotation only."""
+        and rotation only. A rotation is not repeated after the hub may have acted on it."""
         path = f"/v1/admin/delivery-definitions/{segment(name)}"
         kind = "email" if email else "rabbitmq" if rabbitmq else None
         request = m.DefinitionRequest(
@@ -451,4 +451,11 @@ class Operations:
             rotate_secret=rotate_secret,
             drop_previous_secret=drop_previous_secret,
         )
-        return Call("PUT", path, model(m.DeliveryDefinition), json=request.to_json())
+        return Call(
+            "PUT",
+            path,
+            model(m.DeliveryDefinition),
+            json=request.to_json(),
+            # A repeated rotation rotates again, dropping the secret receivers still use.
+            idempotent=not rotate_secret,
+        )
