@@ -74,6 +74,8 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
   const limit = options.limit ?? 20;
   const [state, setState] = useState<ListState>(EMPTY);
   const session = useRef<ListSession | null>(null);
+  const shown = useRef<InboxItem[]>(EMPTY.items);
+  shown.current = state.items;
 
   useEffect(() => {
     setState(EMPTY);
@@ -154,17 +156,28 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
           return;
         }
         apply((items) => updated(items, update, filter));
-        // Marked unread elsewhere while this lists unread ones (or the reverse): fetch it.
-        if (filter.status !== "all" && update.status === filter.status) {
-          if (!placed) {
-            void load(true);
-            return;
-          }
-          client.get(update.id).then(
-            (item) => apply((items) => upsert(items, item, filter)),
-            () => {}, // deleted meanwhile: nothing to show
-          );
+        // A copy not shown may have come into the list (unarchived, unsnoozed, or marked
+        // unread elsewhere while this lists unread ones, or the reverse): fetch it, unless
+        // it is older than every loaded one while older pages are unloaded (they bring it).
+        const loaded = shown.current;
+        if (
+          update.thread !== undefined || // the whole item: placed above
+          loaded.some((item) => item.id === update.id) ||
+          update.archived === true ||
+          (update.snoozed_until ?? null) !== null ||
+          (filter.status !== "all" && update.status !== filter.status) ||
+          (cursor !== null && loaded.every((item) => item.id > update.id))
+        ) {
+          return;
         }
+        if (!placed) {
+          if (filter.status !== "all") void load(true);
+          return;
+        }
+        client.get(update.id).then(
+          (item) => apply((items) => upsert(items, item, filter)),
+          () => {}, // deleted meanwhile: nothing to show
+        );
       }),
       client.on("delete", ({ id }) => apply((items) => without(items, id))),
       client.on("reset", () => void load(true)),
@@ -244,7 +257,11 @@ export interface NotificationResult {
   deleted: boolean;
 }
 
-/** One notification by id, its read state kept current by the stream. */
+/**
+ * One notification by id, kept current by the stream: its state (read, seen, archived,
+ * pinned, snoozed, a completed action), a thread's whole item when an activity joins it,
+ * and a snoozed copy coming back.
+ */
 export function useNotification(id: string): NotificationResult {
   const { client } = useNotifyHub();
   const [result, setResult] = useState<NotificationResult>({
@@ -264,17 +281,16 @@ export function useNotification(id: string): NotificationResult {
     const offs = [
       client.on("update", (update) => {
         if (update.id !== id) return;
-        set((r) =>
-          r.notification === null
-            ? r
-            : { ...r, notification: { ...r.notification, status: update.status, seen: update.seen, read_at: update.read_at } },
-        );
+        // The state fields, or with `thread` set the whole item: both replace what they carry.
+        set((r) => (r.notification === null ? r : { ...r, notification: { ...r.notification, ...update } }));
       }),
       client.on("delete", (event) => {
         if (event.id === id) set(() => ({ notification: null, loading: false, error: null, deleted: true }));
       }),
       client.on("notification", (event) => {
         if (event.replaces === id) set(() => ({ notification: null, loading: false, error: null, deleted: true }));
+        // A snoozed copy whose time came: unread again, no longer snoozed.
+        else if (event.id === id) set(() => ({ notification: event, loading: false, error: null, deleted: false }));
       }),
     ];
     client.get(id).then(
