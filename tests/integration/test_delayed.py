@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -71,13 +72,17 @@ async def test_not_before_due_then_promptly(hub: Any, publish_key: str, consume_
 
 
 async def test_priority_among_equally_due(hub: Any, publish_key: str, consume_key: str) -> None:
+    # A queue of its own: the suites share a database, and a hub on a fresh key prefix
+    # restores what an earlier hub's log left unfinished (this test's own messages, from
+    # the integration run, reappeared in the cluster run's queue ahead of its own).
+    queue = f"prio-{secrets.token_hex(4)}"
     due = datetime.now(UTC).isoformat()
     ids = {
-        p: await _push(hub, publish_key, queue="prio", body=p, due_at=due, priority=p)
+        p: await _push(hub, publish_key, queue=queue, body=p, due_at=due, priority=p)
         for p in (1, 9, 5)
     }
     await _move(hub)  # every one of them is ready now
-    taken = await _take(hub, consume_key, "prio", max_=3)
+    taken = await _take(hub, consume_key, queue, max_=3)
     assert [m["id"] for m in taken] == [ids[9], ids[5], ids[1]]
 
 
@@ -128,6 +133,39 @@ async def test_cancel_before_due_and_after_consume(
         "/v1/delayed/01ARZ3NDEKTSV4RRFFQ69G5FAV", headers=_auth(publish_key)
     )
     assert unknown.status_code == 404
+
+
+async def test_a_finished_message_keeps_only_its_state_in_redis(
+    hub: Any, publish_key: str, consume_key: str, admin_key: str, redis: Redis
+) -> None:
+    """An acked or cancelled message's body, priority and ttl leave Redis (each snooze and
+    scheduled notification is a message: kept whole, they stayed for good); its state
+    still answers a status read, a second ack or cancel (409) and a restore (not queued
+    again)."""
+    store = hub.app_state["delayed"]._store
+    acked = await _push(hub, publish_key, queue="fin", body={"big": "x" * 1000}, delay_ms=0)
+    cancelled = await _push(hub, publish_key, queue="fin", body=2, delay_ms=60_000)
+    [message] = await _take(hub, consume_key, "fin", wait=2)
+    ack = {"receipt": message["receipt"]}
+    url = f"/v1/queues/fin/messages/{acked}/ack"
+    assert (await hub.client.post(url, json=ack, headers=_auth(consume_key))).status_code == 204
+    deleted = await hub.client.delete(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))
+    assert deleted.status_code == 204
+    for message_id, status in ((acked, "consumed"), (cancelled, "cancelled")):
+        keys = store._set(message_id)
+        assert await redis.hget(keys.msg, message_id) is None
+        fields = [message_id, f"{message_id}:p", f"{message_id}:t", f"{message_id}:q"]
+        kept = await redis.hmget(keys.state, fields)
+        assert kept[0].decode().startswith(status) and kept[1:3] == [None, None] and kept[3]
+        got = await hub.client.get(f"/v1/delayed/{message_id}", headers=_auth(publish_key))
+        assert got.json()["status"] == status
+    again = await hub.client.post(url, json=ack, headers=_auth(consume_key))
+    assert again.status_code == 409
+    late = await hub.client.delete(f"/v1/delayed/{cancelled}", headers=_auth(publish_key))
+    assert late.status_code == 409
+    restored = await hub.client.post("/v1/delayed/restore", headers=_auth(admin_key))
+    assert restored.status_code == 200, restored.text
+    assert await _take(hub, consume_key, "fin") == []
 
 
 async def test_unacked_is_offered_again_after_ttl(

@@ -193,9 +193,10 @@ class DelayedStore:
 
     async def finish(self, message_id: str, queue: Queue, action: str, receipt: str = "") -> int:
         """1 done, 0 wrong state, -1 unknown (in this queue), -2 reserved under another
-        receipt (a stale one, or one never issued)."""
+        receipt (a stale one, or one never issued). A finished message keeps only its
+        state in Redis (dq_finish.lua)."""
         k, name = self._set(message_id), queue.key
-        keys = [k.due(name), k.ready(name), k.reserved(name), k.state]
+        keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.msg]
         args = [action, message_id, receipt, name]
         return int(await self._scripts["dq_finish"](keys=keys, args=args))
 

@@ -1,6 +1,10 @@
--- Ack (consume) or cancel one message. KEYS: due, ready, reserved, state.
+-- Ack (consume) or cancel one message. KEYS: due, ready, reserved, state, msg.
 -- ARGV: action ('ack' | 'cancel'), id, receipt (ack only), queue
 -- Returns 1 done, 0 wrong state (409), -1 unknown id in this queue (404), -2 stale receipt.
+-- A finished message keeps only its state and queue (what a second ack or cancel, a
+-- status read and a restore's push ask about): its body (up to 64 KiB), priority and
+-- ttl go, as nothing reads them again. Kept, every snooze's and scheduled notification's
+-- message stayed in Redis whole for good.
 local action, id = ARGV[1], ARGV[2]
 local raw = state_in(KEYS[4], id, ARGV[4])
 if not raw then return -1 end
@@ -10,6 +14,8 @@ if action == 'ack' then
   if receipt ~= ARGV[3] then return -2 end
   redis.call('ZREM', KEYS[3], id)
   redis.call('HSET', KEYS[4], id, state('consumed', '', n))
+  redis.call('HDEL', KEYS[4], id .. ':p', id .. ':t')
+  redis.call('HDEL', KEYS[5], id)
   return 1
 end
 if not waiting(status) then return 0 end
@@ -18,4 +24,6 @@ if not waiting(status) then return 0 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[4], id, state('cancelled', '', n))
+redis.call('HDEL', KEYS[4], id .. ':p', id .. ':t')
+redis.call('HDEL', KEYS[5], id)
 return 1
