@@ -387,9 +387,9 @@ class IngestService:
         if not holders:
             await self._cancel_scheduled(unit, tenant, notification_id)
             return 0
-        removed = 0
-        for user_tenant, user in holders:
-            removed += await self._store.recall(user_tenant, user, notification_id)
+        removed = await self._store.recall_many(
+            tenant, [user for _, user in holders], notification_id
+        )
         await self._store.forget(notification_id)
         if self.durable is not None:
             self.durable.changed(tenant, "", RecallOp(id=notification_id))

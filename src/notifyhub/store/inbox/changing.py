@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
+from notifyhub import deadline as request_deadline
 from notifyhub.store.codecs import (
     ActArgs,
     Acted,
@@ -132,6 +134,35 @@ class Changing(InboxBase):
         )
         await self._publish([(member(tenant, user), recalled.seq)])
         return recalled.dropped
+
+    async def recall_many(self, tenant: str, users: Sequence[str], notification_id: str) -> int:
+        """`recall` from many users of one tenant: `limits.fanout_batch` of them per
+        pipelined round trip, then their doorbells in one more, each batch renewing the
+        request's deadline (a recall from a big fan-out's inboxes is working, not stuck on
+        Redis: a round trip or two per user took a 25,000-user one past it). Returns how
+        many inboxes changed."""
+        script = self.scripts.recall
+        raw = RemoveArgs(self._limits.change_log_max, ids=[notification_id]).to_args()
+        batch, removed = self._limits.fanout_batch, 0
+        for start in range(0, len(users), batch):
+            part = users[start : start + batch]
+
+            def build(pipe: Any, part: Sequence[str] = part) -> None:
+                for user in part:
+                    queue_script(pipe, script, self._keys.inbox_list(tenant, user), raw)
+
+            replies = await pipelined(self._bulk, build, self.scripts.all)
+            recalled = [Dropped.from_reply(reply) for reply in replies]
+            changed = [
+                (member(tenant, user), done.seq)
+                for user, done in zip(part, recalled, strict=True)
+                if done.seq
+            ]
+            if changed:
+                await pipelined(self._bulk, partial(self.doorbells.queue, changed=changed), [])
+            removed += sum(done.dropped for done in recalled)
+            request_deadline.renew()
+        return removed
 
     async def purge(self, tenant: str, user: str) -> tuple[int, int | None]:
         """Drop the user's expired items; returns (purged, next expiry ms or None)."""
