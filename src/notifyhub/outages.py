@@ -4,9 +4,10 @@ One classification for the API's 503s (api/errors.py) and for the parts that deg
 instead of failing (the API key cache serves known keys through a PostgreSQL outage;
 the rate limiter admits while Redis is down).
 
-Outages are: refused or lost connections, connect and command timeouts, pool checkout
-timeouts, a server shutting down or refusing new clients, and PostgreSQL's statement
-timeout. A failed constraint or a syntax error is a bug or a conflict, never an outage.
+Outages are: refused or lost connections (uvloop's refusal to write to a connection its
+peer reset included), connect and command timeouts, pool checkout timeouts, a server
+shutting down or refusing new clients, and PostgreSQL's statement timeout. A failed
+constraint or a syntax error is a bug or a conflict, never an outage.
 
 PostgreSQL's errors are told apart by SQLSTATE, never by message text: the classes that
 mean "not now" (`NOT_NOW_CLASSES`: connection exceptions, insufficient resources such as
@@ -65,7 +66,7 @@ _DRIVERS: dict[str, Dependency] = {
 
 def outage_of(exc: BaseException) -> Dependency | None:
     """The store `exc` says is unavailable, or None when it is not an outage."""
-    if isinstance(exc, REDIS_OUTAGES):
+    if isinstance(exc, REDIS_OUTAGES) or _closed_under_redis(exc):
         return "redis"
     if isinstance(exc, POSTGRES_OUTAGES) or _not_now(exc):
         return "postgres"
@@ -74,6 +75,15 @@ def outage_of(exc: BaseException) -> Dependency | None:
     if isinstance(exc, OSError):  # TimeoutError too: asyncpg's connect and command timeouts
         return _raised_by(exc)
     return None
+
+
+def _closed_under_redis(exc: BaseException) -> bool:
+    """A command written to a Redis connection that the event loop had already closed,
+    its peer having reset it (a master killed under load, a proxy dropping idle
+    connections): uvloop refuses the write with a RuntimeError ("... the handler is
+    closed") where asyncio's own loop raises an OSError, the one redis-py turns into a
+    ConnectionError (it drops the connection either way)."""
+    return isinstance(exc, RuntimeError) and "closed" in str(exc) and _raised_by(exc) == "redis"
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
