@@ -128,6 +128,7 @@ def embedded_stores() -> Iterator[None]:
 
 
 def write(out: Path, rows: dict[str, Row]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
     data = out.with_suffix(".json")
     report.save(data, rows)
     drawn = plots.draw(rows, out.parent)

@@ -329,6 +329,19 @@ NOTES = """\
   single-hub rows. The stopped runs found a hub defect: a stream whose client left
   before its 200 raised uvloop's `ValueError` in `bound_send_buffer` and stayed
   attached (fixed in c783446).
+- Issue 38, the evening of 2026-11-29 (an AMD EPYC machine with 2 cores, a quieter hour
+  than the rows before: the idle steady p99 2.4-4.6 ms). A deferred fan-out's recipient
+  index now goes in as lines of one argument (`index_add.lua`): the POST's index step
+  97-131 ms instead of 228-287 in probed runs beside helpers' tests. Three alternating
+  single runs of the starvation row, 7e03d76 then 6f7869e: during p99 8.6 / 6.7, 10.7 /
+  7.6, 7.1 / 6.4 ms; copies placed 0.79-0.80 / 0.66-0.70 s after the POST; the ratios
+  2.45 / 3.14, 2.32 / 2.60, 2.04 / 2.25 (the later commit's idle p99 was lower in each
+  pair). `limits.defer_batch` 500 instead of 2,000 (docs/scaling.md): the ratio's median
+  1.60 in seven single runs against 2.73 in five; the three-run row at the new default
+  above: 2.28, 2.94, 1.60 (median 2.28), still not the 2x. `group of 5k vs group of 50k`
+  (whose broadcast is announced before its 202, so the batch size does not reach it):
+  1.37, 1.27, 1.48 in one three-run pass, 1.30, 1.17, 1.28 in the next (the row above):
+  at its 1.3x within this machine's swing.
 - The escalation row (2026-11-28, this session's machine: AMD EPYC, 2 cores, load under
   1.5 before each run). Before this session's work (92c4924), six runs here: 1,000
   publishes 50 at a time took 8.0-11.5 s, the worker decided a step 0.32-0.56 s after

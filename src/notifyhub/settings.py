@@ -29,9 +29,12 @@ class Limits(BaseModel):
     least this many users, and fewer than `defer_fanout_at`, is announced to their streams
     before its copies are written, so a broadcast's streams do not wait for every copy
     (store/inbox/announcing.py); 0: never."""
-    defer_batch: int = Field(2000, ge=1, le=20_000)
-    """Users per Lua call of a deferred fan-out: a pending copy costs Redis a fraction of
-    a copy, so 2,000 hold Redis for less time than `fanout_batch` copies."""
+    defer_batch: int = Field(500, ge=1, le=20_000)
+    """Users per batch (one Lua call) of a deferred fan-out's placement after its 202:
+    each batch holds Redis and the hub's loop for its users, and between two batches the
+    placement takes turns with other work (`defer_pause_ms`), so smaller batches keep
+    others' latency (the bench's starvation row: 500 against 2,000, docs/scaling.md) at
+    the price of more round trips on an idle hub."""
     defer_pause_ms: int = Field(10, ge=0, le=1000)
     """A deferred fan-out's copies are written after its 202, batch by batch; the pause
     after a batch when other work waited for the hub meanwhile, in which everyone else's
