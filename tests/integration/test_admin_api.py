@@ -63,6 +63,18 @@ async def test_a_user_both_added_and_removed_is_refused(hub: Any, admin_key: str
     assert page.json()["members"] == ["a"]
 
 
+async def test_the_key_list_takes_a_tenant(hub: Any, admin_key: str, create_key: Any) -> None:
+    """`?tenant=` lists that tenant's keys alone (the hub-wide key sees every tenant's)."""
+    await create_key("acme-lister", "publish", "acme")
+    await create_key("other-lister", "publish", "other")
+    admin = _auth(admin_key)
+    everyone = (await hub.client.get("/v1/admin/api-keys", headers=admin)).json()["keys"]
+    assert {"acme", "other", None} <= {k["tenant"] for k in everyone}
+    acme = await hub.client.get("/v1/admin/api-keys?tenant=acme", headers=admin)
+    assert acme.status_code == 200
+    assert {k["tenant"] for k in acme.json()["keys"]} == {"acme"}
+
+
 async def test_groups_are_per_tenant(hub: Any, admin_key: str, create_key: Any) -> None:
     admin = _auth(admin_key)
     await hub.client.put("/v1/admin/groups/ops?tenant=acme", headers=admin)

@@ -394,6 +394,10 @@ async def probe_api_keys(t: Tenants) -> None:
     assert tenants_in(await t.client.get("/v1/admin/api-keys", headers=t.key(t.b, "admin"))) == {
         t.b
     }
+    own = await t.client.get(f"/v1/admin/api-keys?tenant={t.a}", headers=t.key(t.a, "admin"))
+    assert tenants_in(own) == {t.a}
+    url = f"/v1/admin/api-keys?tenant={t.b}"
+    _refused(await t.client.get(url, headers=t.key(t.a, "admin")), 403)
 
 
 async def probe_api_key_create(t: Tenants) -> None:

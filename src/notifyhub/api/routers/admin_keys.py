@@ -29,11 +29,22 @@ def _out(info: apikeys.ApiKeyInfo) -> ApiKeyOut:
     )
 
 
+ListTenantQuery = Annotated[
+    Tenant | None,
+    Query(
+        description="Only this tenant's keys (a key bound to another tenant: 403); "
+        "omitted, every key the caller may see.",
+        examples=["acme"],
+    ),
+]
+
+
 @router.get("/api-keys", response_model=ApiKeyList)
-async def list_api_keys(principal: Admin, unit: Unit) -> ApiKeyList:
-    """The API keys (a key bound to a tenant sees its tenant's only)."""
+async def list_api_keys(principal: Admin, unit: Unit, tenant: ListTenantQuery = None) -> ApiKeyList:
+    """The API keys (a key bound to a tenant sees its tenant's only), or one tenant's."""
+    only = principal.tenant if tenant is None else principal.own(tenant)
     keys = await apikeys.list_keys(unit.session)
-    visible = [k for k in keys if principal.tenant is None or k.tenant == principal.tenant]
+    visible = [k for k in keys if only is None or k.tenant == only]
     return ApiKeyList(keys=[_out(k) for k in visible])
 
 
