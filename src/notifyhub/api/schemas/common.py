@@ -45,6 +45,7 @@ def multi_line(value: str) -> str:
     return _clean(value, CONTROL_BUT_WHITESPACE)
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _NUMBER_LIKE = re.compile(r"^\s*[-+]?[\d_.]+(?:[eE][-+]?\d+)?\s*$|^\s*(?:nan|inf)", re.I)
 """What float() would read as a number (Unicode digits too): not a time string."""
 
@@ -52,14 +53,17 @@ _NUMBER_LIKE = re.compile(r"^\s*[-+]?[\d_.]+(?:[eE][-+]?\d+)?\s*$|^\s*(?:nan|inf
 def _to_time(value: Any) -> Any:
     """Times are RFC 3339 strings or epoch milliseconds; naive times are UTC."""
     if isinstance(value, str):
-        # ASCII digits in a string (query parameters are strings) are epoch ms too, as the
-        # schema says; anything else is RFC 3339 or refused (not float()'s "1_000", "1e3",
-        # " 12" or full-width digits, which a client cannot have meant as a time).
-        if not (value.isascii() and value.isdigit()):
-            if _NUMBER_LIKE.match(value):
-                raise ValueError("epoch milliseconds must be ASCII digits only")
+        # A number in a string (query parameters are strings) is epoch ms too, as the
+        # schema says: ASCII digits, or a JSON number (a query's `number`); anything else
+        # is RFC 3339 or refused (not float()'s "1_000", "+5", " 12" or full-width digits).
+        if value.isascii() and value.isdigit():
+            value = int(value)
+        elif _JSON_NUMBER.fullmatch(value):
+            value = float(value)
+        elif _NUMBER_LIKE.match(value):
+            raise ValueError("epoch milliseconds must be ASCII digits or a JSON number")
+        else:
             return value  # RFC 3339, parsed by pydantic
-        value = int(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not 0 <= value <= MAX_EPOCH_MS:  # also keeps fromtimestamp from overflowing
             raise ValueError(f"epoch milliseconds must be within 0..{MAX_EPOCH_MS}")
