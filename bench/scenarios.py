@@ -341,7 +341,11 @@ NOTES = """\
   above: 2.28, 2.94, 1.60 (median 2.28), still not the 2x. `group of 5k vs group of 50k`
   (whose broadcast is announced before its 202, so the batch size does not reach it):
   1.37, 1.27, 1.48 in one three-run pass, 1.30, 1.17, 1.28 in the next (the row above):
-  at its 1.3x within this machine's swing.
+  at its 1.3x within this machine's swing. The rows issue 38 says must keep their
+  targets, at c17f282 on the same machine: the reconnect storm 1,650, 1,770 and 1,679 new
+  streams/s (its 1,000 met here; the 816 before was another machine's), every stream
+  caught up, nothing doubled, `/healthz` at worst 34-46 ms; steady 500/s p99 3.1-4.1 ms;
+  ingest 0.90-0.93x the minimal floor.
 - The escalation row (2026-11-28, this session's machine: AMD EPYC, 2 cores, load under
   1.5 before each run). Before this session's work (92c4924), six runs here: 1,000
   publishes 50 at a time took 8.0-11.5 s, the worker decided a step 0.32-0.56 s after
