@@ -3,6 +3,8 @@ counts say, and what is refused (precise problem+json, nothing changed)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -405,6 +407,16 @@ async def test_a_snooze_hides_it_then_it_resurfaces_unread_live(
     assert await _ids(hub, me, "?status=snoozed") == []
 
 
+async def _next_millisecond() -> None:
+    """Return in a later millisecond than the call's: a resurfaced copy sorts by the ms
+    it came back in, a new one by its id's, and two in one ms tie, ordered by their ids'
+    random parts (a clean-clone CI run resurfaced and published in one ms, and the
+    order came out the other way)."""
+    now_ms = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 <= now_ms:
+        await asyncio.sleep(0.0005)
+
+
 async def _paged(hub: Any, me: dict[str, str], query: str, pages: int = 5) -> list[str]:
     """The ids of up to `pages` pages of the list, following each page's cursor."""
     ids: list[str] = []
@@ -428,6 +440,7 @@ async def test_a_resurfaced_notification_lists_and_pages_at_the_top(
     paged by the same cursors, polled again by `since`, read by a read-all before now."""
     me = _auth(make_token("phoenix"))
     oldest, middle, newest = [await _publish(hub, publish_key, ["phoenix"]) for _ in range(3)]
+    await _next_millisecond()  # a resurface in `newest`'s ms would tie with it
     before_wake = datetime.now(UTC)
     patched = await hub.client.patch(f"{BASE}/{oldest}", json={"snooze": 3600}, headers=me)
     until = datetime.fromisoformat(patched.json()["snoozed_until"])
@@ -458,6 +471,7 @@ async def test_a_resurfaced_notification_pages_once_oldest_first(
     until = datetime.fromisoformat(patched.json()["snoozed_until"])
     inbox = hub.app_state["inbox"]
     assert await inbox.resurface("default", "phoenix-asc", oldest, int(until.timestamp() * 1000))
+    await _next_millisecond()  # published in the resurface's ms, the two would tie
     newer = await _publish(hub, publish_key, ["phoenix-asc"])
     assert await _paged(hub, me, "?since=0&limit=1") == [middle, oldest, newer]
 
