@@ -654,6 +654,27 @@ NOTES = """\
   1.64x with the idle p99 at 18.5 ms (a noisy hour). The POST's own work (resolving
   100k members 110-150 ms, the index 117-119 ms, the trace 12-16 ms, timed in the hub)
   is what the steady requests still queue behind.
+- The starvation row on 2026-11-30 (machine 4's platform line, AMD EPYC, 2 cores; the
+  row above at b4cfd68: 2.44x and 2.72x, the idle p99 9.5 ms against 3.2 on machine 2).
+  Probes, none committed: each slow steady POST's send time against the 100k POST's
+  (over 14 ms: 15-120 of the 400 sent during the 0.23-0.46 s POST, a dozen in the 1.3-2.4
+  s of its placement); a loop probe in the hub (a task ticking every 1 ms, a thread
+  sampling the loop's stack while it was over 4 ms late) found no hold over 6 ms in the
+  POST; `/proc` sampled every 20 ms put the hub at about 90% of a core, PostgreSQL at
+  about 45% for the members' first 100 ms and Redis at 90-100% for the index's next 150
+  ms: the two cores are full, the steady requests wait for CPU, not for the loop. Redis'
+  slow log (over 2 ms): 32 of the 50 `index_add.lua` calls (79 ms), and in the placement
+  83 `ZADD ... LT` of the expiry index (500 users each, 2.4 ms on a 100k set, 196 ms) and
+  68 `defer.lua` calls (180 ms). Tried, alternating single runs, not kept: turns that
+  hand the loop back until a pass runs nothing or another slice has passed (up to half
+  the loop for others), five pairs, ratio 2.06, 1.61, 1.73, 1.96, 1.64 before against
+  0.78, 1.87, 1.73, 1.59, 2.15 with it, and the 5k-group broadcast's p99 up 120-150 ->
+  140-205 ms in four pairs until the dispatch kept one pass; `defer_batch` 250, four
+  pairs, 0.67, 3.30, 2.04, 1.93 (500) against 1.50, 2.14, 2.01, 0.72 (250). The idle
+  p99 of single runs went 5.5-18 ms within the hour, so single runs cannot tell changes
+  of this size apart. What would cut the work itself: a broadcast's expiry-index entry
+  per notification instead of per user (its users found through its recipient index)
+  would take about half the placement's Redis time; not tried.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
