@@ -5,6 +5,8 @@ also checks the change entries it appended against its row in store/operations.p
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -151,6 +153,36 @@ async def test_defer_then_place_pending(redis: Redis, settings: Settings) -> Non
     assert await u.appended(Operation.PLACE_PENDING) == [ChangeType.NOTIFICATION]
     found = Found.from_reply(await u.call("get", GetArgs(LOG_MAX, note.id).to_args()))
     assert found == Found(note.content, FRESH)
+
+
+async def test_a_scheduled_copy_is_indexed_by_its_arrival(redis: Redis, settings: Settings) -> None:
+    """`arrived_ms` (a scheduled notification's delivery, later than its id's time), as
+    place.lua's ARGV and as a pending entry's header: the copy is indexed as a moved one
+    (lua/common.lua `sort_key`), its state says when (`r<ms>`), and another offer of its
+    id, arriving later again, writes nothing."""
+    u = User(redis, settings, "layout-arrived")
+    inbox = u.keys.inbox("default", "layout-arrived")
+    accepted_ms = int(time.time() * 1000) - 60_000
+    placed, deferred = (
+        replace(
+            copy_args(),
+            id=str(ULID.from_timestamp(accepted_ms / 1000)),
+            arrived_ms=accepted_ms + 60_000 + k,
+        )
+        for k in (0, 1)
+    )
+    assert Placed.from_reply(await u.call("place", placed.place_args())).firsts == [1]
+    await u.scripts.defer(keys=[inbox.pend], args=deferred.defer_args())
+    assert await u.call("place_pending", []) == 0
+    again = replace(placed, arrived_ms=placed.arrived_ms + 5)
+    assert Placed.from_reply(await u.call("place", again.place_args())).firsts == [0]
+
+    members = [m.decode() for m in await redis.zrange(inbox.time, 0, -1)]
+    arrivals = [str(ULID.from_timestamp(n.arrived_ms / 1000))[:10] for n in (placed, deferred)]
+    assert [(m[:10], len(m)) for m in members] == [(t, 36) for t in arrivals]
+    for note in (placed, deferred):
+        found = Found.from_reply(await u.call("get", GetArgs(LOG_MAX, note.id).to_args()))
+        assert found == Found(note.content, FRESH + b"\x1fr%d" % note.arrived_ms)
 
 
 async def test_read_and_change_scripts(redis: Redis, settings: Settings) -> None:

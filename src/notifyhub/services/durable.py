@@ -23,7 +23,7 @@ import orjson
 from notifyhub.db.repositories import inbox_log
 from notifyhub.db.unit import Units
 from notifyhub.domain.notification import Notification
-from notifyhub.store.inbox import InboxStore, UserRef
+from notifyhub.store.inbox import InboxStore, UserRef, arrival_ms
 from notifyhub.store.operations import LoggedOp, decode_logged
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,12 @@ class DurableInbox:
                 users = await inbox_log.recipients_of(lookup.session, [row.id for row in batch])
                 for row in batch:
                     notification = Notification.model_validate_json(row.content)
-                    await self._store.place(notification, users.get(row.id, []), pull=row.pull)
+                    reached = users.get(row.id, [])
+                    # a scheduled one's copies sort by its delivery, as when first placed
+                    arrived = arrival_ms(notification)
+                    await self._store.place(
+                        notification, reached, pull=row.pull, arrived_ms=arrived
+                    )
                 replayed += len(batch)
         return replayed
 

@@ -72,11 +72,21 @@ class Fanouts:
         """This process's fan-outs being placed, by notification id."""
 
     async def start(
-        self, notification: Notification, users: int, *, pull: bool, trace: bytes | None
+        self,
+        notification: Notification,
+        users: int,
+        *,
+        pull: bool,
+        trace: bytes | None,
+        arrived_ms: int = 0,
     ) -> None:
         """Place a deferred fan-out whose recipient index is written (`announce_deferred`):
-        its record made, its batches written from now on in the background."""
-        fanout = await self._records.create(notification, users, pull=pull, trace=trace)
+        its record made, its batches written from now on in the background. `arrived_ms`:
+        a scheduled notification's delivery, which its copies sort by
+        (`InboxStore.placement`)."""
+        fanout = await self._records.create(
+            notification, users, pull=pull, trace=trace, arrived_ms=arrived_ms
+        )
         self._spawn(fanout)
 
     async def resume_once(self) -> int:
@@ -165,6 +175,7 @@ class Fanouts:
                     trace=fanout.trace,
                     views=views,
                     step=step if in_script else None,
+                    arrived_ms=fanout.arrived_ms,
                 )
             except ResponseError as exc:
                 if lost(exc):

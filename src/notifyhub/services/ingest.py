@@ -35,7 +35,7 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.codecs import PushedOut
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
-from notifyhub.store.inbox import InboxStore, Placement, TenantUsers
+from notifyhub.store.inbox import InboxStore, Placement, TenantUsers, arrival_ms
 from notifyhub.store.operations import RecallOp
 from notifyhub.store.traces import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
@@ -284,7 +284,15 @@ class IngestService:
 
     async def publish_scheduled(self, session: AsyncSession, message: Reserved) -> Published:
         """Publish a scheduled notification now; its id is the queue message's id, so a
-        second offer of the same message writes no second copy."""
+        second offer of the same message writes no second copy (nor moves the first).
+
+        Its id was made at its acceptance (the 202 returned it), but it is created now:
+        `created_at` is its delivery, when it arrives in the inboxes, and its copies sort
+        by that ms (`arrival_ms`), as a copy back from a snooze sorts by its return. So a
+        `since` poller that polled between the acceptance and now, and moved its `since`
+        past the id's time, still gets it, once, where it arrived (oldest first, after
+        what came before it); lists, cursors and `created_after`/`created_before` agree,
+        and the item's `created_at` is the time a poller's next `since` takes."""
         scheduled = _Scheduled.model_validate(message.message.body)
         draft = scheduled.draft.model_copy(update={"deliver_at": None})
         users, sources = await self._resolve(session, draft.tenant, scheduled.recipients)
@@ -293,7 +301,8 @@ class IngestService:
         route = Route.of(scheduled.recipients, sources)
         notification = self._build(draft, record)
         await self._beyond_inbox(session, notification, draft, users)
-        return await self._send(notification, users, pull=False, route=route)
+        arrived = arrival_ms(notification)
+        return await self._send(notification, users, pull=False, route=route, arrived_ms=arrived)
 
     async def publish_internal(
         self,
@@ -504,13 +513,22 @@ class IngestService:
         return lives
 
     async def _send(
-        self, notification: Notification, users: TenantUsers, *, pull: bool, route: Route
+        self,
+        notification: Notification,
+        users: TenantUsers,
+        *,
+        pull: bool,
+        route: Route,
+        arrived_ms: int = 0,
     ) -> Published:
         """`_place`, then its routing recorded (store/traces/writer.py); tracing on, as a
         `notifyhub.publish` span whose context the doorbells carry to the streams
-        (store/doorbells.py)."""
+        (store/doorbells.py). `arrived_ms`: a scheduled notification's delivery, which its
+        copies sort by (`publish_scheduled`)."""
         if not self._tracing.enabled:
-            return await self._place(notification, users, pull=pull, trace=None, route=route)
+            return await self._place(
+                notification, users, pull=pull, trace=None, route=route, arrived_ms=arrived_ms
+            )
         attributes: Attributes = {
             "notifyhub.tenant": notification.tenant,
             "notifyhub.notification.id": notification.id,
@@ -519,7 +537,9 @@ class IngestService:
         tracing = self._tracing
         with tracing.span("notifyhub.publish", attributes, kind="producer") as span:
             trace = tracing.traceparent()
-            published = await self._place(notification, users, pull=pull, trace=trace, route=route)
+            published = await self._place(
+                notification, users, pull=pull, trace=trace, route=route, arrived_ms=arrived_ms
+            )
             span.set_attribute("notifyhub.recipients", published.recipients)
         return published
 
@@ -531,6 +551,7 @@ class IngestService:
         pull: bool,
         trace: bytes | None,
         route: Route,
+        arrived_ms: int = 0,
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
@@ -547,14 +568,16 @@ class IngestService:
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
         if 0 < limits.defer_fanout_at <= len(users) and self.fanouts is not None:
-            return await self._defer(notification, users, pull=pull, trace=trace, route=route)
+            return await self._defer(
+                notification, users, pull=pull, trace=trace, route=route, arrived_ms=arrived_ms
+            )
         if 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
             await self._store.announce(notification, users, pull=pull)
         batch = limits.fanout_batch
         views = self._views.known(notification.tenant) if self._views is not None else None
         if len(users) <= batch:  # the common case: one round trip, no tasks
             placement = await self._store.placement(
-                notification, users, pull=pull, trace=trace, views=views
+                notification, users, pull=pull, trace=trace, views=views, arrived_ms=arrived_ms
             )
         else:
             in_flight = asyncio.Semaphore(2)
@@ -562,7 +585,12 @@ class IngestService:
             async def place(chunk: TenantUsers) -> Placement:
                 async with in_flight:
                     placed = await self._store.placement(
-                        notification, chunk, pull=pull, trace=trace, views=views
+                        notification,
+                        chunk,
+                        pull=pull,
+                        trace=trace,
+                        views=views,
+                        arrived_ms=arrived_ms,
                     )
                 request_deadline.renew()
                 return placed
@@ -585,6 +613,7 @@ class IngestService:
         pull: bool,
         trace: bytes | None,
         route: Route,
+        arrived_ms: int = 0,
     ) -> Published:
         """A deferred fan-out: its recipient index and its streams' announcement
         (store/inbox/announcing.py `announce_deferred`; the other processes announce it to
@@ -597,7 +626,9 @@ class IngestService:
         self._metrics.notifications_ingested_total.inc()
         pending = Placement([1] * len(users), [0] * len(users))
         await self._record_route(notification, route, users, pending, deferred=True)
-        await self.fanouts.start(notification, len(users), pull=pull, trace=trace)
+        await self.fanouts.start(
+            notification, len(users), pull=pull, trace=trace, arrived_ms=arrived_ms
+        )
         return Published(id=notification.id, recipients=len(users))
 
     async def _record_route(

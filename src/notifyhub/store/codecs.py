@@ -96,6 +96,10 @@ class CopyArgs:
     """Which of the tenant's views (at that version) the notification is in."""
     thread: ThreadArgs | None = None
     """Set when it has a thread key (lua/common.lua `join`)."""
+    arrived_ms: int = 0
+    """When its copies arrive, if later than its id's time: a scheduled notification's
+    delivery (its id was made at its acceptance). They sort by it, as a copy back from a
+    snooze sorts by its return (lua/common.lua `sort_key`); 0: by their id."""
 
     def place_args(self, tail: PlaceTail | None = None) -> Args:
         args: Args = [self.id, self.content, self.category, self.collapse_key, self.expires_ms]
@@ -104,6 +108,7 @@ class CopyArgs:
         args += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         t = self.thread
         args += ["", 0, 0, ""] if t is None else [t.key, t.window_ms, t.created_ms, t.actor]
+        args.append(self.arrived_ms)
         if tail is not None:
             args += [_flag(tail.indexed), _flag(bool(tail.channels)), tail.header, *tail.members]
             args += tail.channels
@@ -118,6 +123,10 @@ class CopyArgs:
         header += [self.severity, ",".join(self.tags), version, self.tenant_mask]
         if (t := self.thread) is not None:
             header += [t.key, t.window_ms, t.created_ms, t.actor.decode()]
+        if self.arrived_ms:  # after the thread's four (absent from most entries)
+            if t is None:
+                header += ["", 0, 0, ""]
+            header.append(self.arrived_ms)
         entry = orjson.dumps(header) + b"\n" + self.content
         return [entry, self.category, _flag(self.critical)]
 

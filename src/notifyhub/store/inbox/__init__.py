@@ -5,6 +5,7 @@ from __future__ import annotations
 from notifyhub.store.inbox.announcing import Announcing
 from notifyhub.store.inbox.base import TenantUsers, UserRef
 from notifyhub.store.inbox.changing import Changing
+from notifyhub.store.inbox.copies import arrival_ms
 from notifyhub.store.inbox.placing import (
     INLINE_MIN_USERS,
     PENDING_PLACE_AT,
@@ -34,6 +35,7 @@ __all__ = [
     "Position",
     "TenantUsers",
     "UserRef",
+    "arrival_ms",
 ]
 
 

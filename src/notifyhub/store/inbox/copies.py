@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import orjson
+from ulid import ULID
 
-from notifyhub.domain.notification import DEFAULT_THREAD_WINDOW_S, Notification
+from notifyhub.domain.notification import DEFAULT_THREAD_WINDOW_S, Notification, to_ms
 from notifyhub.store.codecs import ThreadArgs
 from notifyhub.store.items import item_json
 
@@ -39,3 +40,16 @@ def fresh_item(content: bytes) -> bytes:
     """A fresh copy's item JSON, as the doorbells of a placement or an announcement carry
     it after their mark (store/doorbells.py)."""
     return item_json(content, FRESH_STATE)
+
+
+def arrival_ms(notification: Notification) -> int:
+    """When the copies of a notification the hub made (services/ingest.py) arrive, as
+    `Placing.placement` takes it: its `created_at`, when in a later ms than its id's time.
+    That is a scheduled one's (its id was made at its acceptance, it is created at its
+    delivery); any other's id is made of its creation's ms: 0, its copies sort by the id."""
+    try:
+        id_ms = ULID.from_str(notification.id).milliseconds
+    except ValueError:  # not a ULID: sorted by its id, as it always was
+        return 0
+    created_ms = to_ms(notification.created_at)
+    return created_ms if created_ms > id_ms else 0

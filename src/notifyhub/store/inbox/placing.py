@@ -102,10 +102,17 @@ class Placing(InboxBase):
         defer: bool = False,
         trace: bytes | None = None,
         views: ViewSet | None = None,
+        arrived_ms: int = 0,
     ) -> list[int]:
         """`placement`'s seqs."""
         placed = await self.placement(
-            notification, users, pull=pull, defer=defer, trace=trace, views=views
+            notification,
+            users,
+            pull=pull,
+            defer=defer,
+            trace=trace,
+            views=views,
+            arrived_ms=arrived_ms,
         )
         return placed.seqs
 
@@ -119,6 +126,7 @@ class Placing(InboxBase):
         trace: bytes | None = None,
         views: ViewSet | None = None,
         step: FanoutStep | None = None,
+        arrived_ms: int = 0,
     ) -> Placement:
         """Store one copy per user (skipping users who have it) and ring their doorbells.
 
@@ -152,6 +160,10 @@ class Placing(InboxBase):
         moves its placement record on in the same script (store/fanouts.py); a
         `ResponseError` that `fanouts.lost` recognises when the record is no longer its
         writer's (nothing written then).
+
+        `arrived_ms`: a scheduled notification's delivery (its id was made at its
+        acceptance, earlier): its copies sort by it in lists, cursors and `since` polls, as
+        a copy back from a snooze sorts by its return (`CopyArgs.arrived_ms`); 0: by the id.
         """
         if not users:
             return Placement([], [])
@@ -164,7 +176,13 @@ class Placing(InboxBase):
         rings_inline = inlinable and self._cluster and len(users) >= INLINE_MIN_USERS
         tail = self._place_tail(content, members, trace, inlinable=inlinable, defer=defer)
         copy = self._copy_args(
-            notification, content, expires_ms, pull=pull, views=views, thread=thread
+            notification,
+            content,
+            expires_ms,
+            pull=pull,
+            views=views,
+            thread=thread,
+            arrived_ms=arrived_ms,
         )
         step = step if defer and not self._cluster else None
         script, args, fields = self._script_call(copy, tail, defer=defer, step=step)
@@ -263,6 +281,7 @@ class Placing(InboxBase):
         pull: bool,
         views: ViewSet | None = None,
         thread: ThreadArgs | None = None,
+        arrived_ms: int = 0,
     ) -> CopyArgs:
         n = notification
         mask = views.mask(n.category, n.severity, n.tags) if views is not None else 0
@@ -281,6 +300,7 @@ class Placing(InboxBase):
             tenant_views=views.version if views is not None else None,
             tenant_mask=mask,
             thread=thread,
+            arrived_ms=arrived_ms,
         )
 
     def _script_call(

@@ -282,8 +282,9 @@ local function append(u, entry, log_max, c)
 end
 
 -- The time index orders copies by creation: its members are their ids (ULIDs), all
--- scored 0. A moved copy (resurfaced, or a thread an activity joined) sorts by when it
--- moved instead: its member is then a sort key that starts like a ULID, the move's ms in
+-- scored 0. A moved copy (resurfaced, a thread an activity joined, or a scheduled
+-- notification's, which arrived after its id's time) sorts by when it moved (arrived)
+-- instead: its member is then a sort key that starts like a ULID, the move's ms in
 -- place of the id's, then the id's random part (as unique as the id), then the id's own
 -- time (MOVED_LEN characters: the id is in it, so nothing maps the key back). Lists page
 -- over members, and a cursor is a member's first ULID_LEN characters, so a moved copy
@@ -525,11 +526,15 @@ end
 -- A notification as `copy` takes it: {id, content, category, ck, expires_ms, log_max,
 -- critical, pull, cap (0: no cap), severity (rank), tags (a set), tver and tmask (the
 -- version of the tenant's views the fan-out evaluated, and the copy's bits of them; nil:
--- unknown), thread ('' none), window_ms, created_ms and actor ('' none)}; a threaded
--- notification's content is its activity's own: `copy` puts the thread's summary before it.
+-- unknown), thread ('' none), window_ms, created_ms, actor ('' none) and arrived_ms (0:
+-- none)}; a threaded notification's content is its activity's own: `copy` puts the
+-- thread's summary before it. `arrived_ms` is a scheduled notification's delivery, later
+-- than its id's time (made at its acceptance): its copy is a moved one from the start,
+-- sorted by it (`sort_key`), so a `since` poller that got past its id's time meanwhile
+-- still gets it.
 local function fresh_state(n)
   return {read_at = 0, seen = false, category = n.category, ck = n.ck,
-          thread = (n.thread or '') ~= ''}
+          thread = (n.thread or '') ~= '', resurfaced = n.arrived_ms or 0}
 end
 
 -- Which of the user's views a copy of `n` is in (nil: the user has none).
@@ -659,7 +664,7 @@ local function copy(u, n)
     redis.call('HSET', u.ck, n.ck, n.id)
   end
   redis.call('HSET', u.items, unpack(fields))
-  redis.call('ZADD', u.time, 0, n.id)
+  redis.call('ZADD', u.time, 0, sort_key(n.id, fresh))  -- a scheduled copy: by its arrival
   redis.call('ZADD', u.exp, n.expires_ms, n.id)
   local c = count_change(u, nil, fresh)
   local seq = append(u, entry, n.log_max, c)
@@ -675,9 +680,10 @@ end
 -- those that expired meanwhile are skipped. An entry is "<header>\n<content>", the header
 -- a JSON array [id, category, collapse_key, expires_ms, log_max, critical, pull, cap,
 -- severity rank, tags (comma-separated), tenant views' version (-1: unknown), their mask,
--- thread key, window ms, created ms, actor line]
--- (the last eight absent in entries older than views, the last four in those older than
--- threads)
+-- thread key, window ms, created ms, actor line, arrived ms]
+-- (the last nine absent in entries older than views, the last five in those older than
+-- threads; the last one absent but for a scheduled notification's: the four before it
+-- are then '', 0, 0, '' when it has no thread)
 -- (store/inbox/placing.py place). `now` (ms) may be nil. Returns how many oldest notifications
 -- full inboxes dropped.
 local function place_pending(u, now)
@@ -694,7 +700,7 @@ local function place_pending(u, now)
         log_max = h[5], critical = h[6] == 1, pull = h[7] == 1, cap = h[8],
         severity = h[9], tags = tag_set(h[10] or ''), tver = h[11] ~= -1 and h[11] or nil,
         tmask = h[12], thread = h[13] or '', window_ms = h[14], created_ms = h[15],
-        actor = h[16] or '', content = string.sub(raw, nl + 1)})
+        actor = h[16] or '', arrived_ms = h[17] or 0, content = string.sub(raw, nl + 1)})
       evicted = evicted + e
     end
   end

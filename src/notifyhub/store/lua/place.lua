@@ -6,7 +6,8 @@
 --       user's views the copy is in), the version of the tenant's views the caller
 --       evaluated ('' none) and the copy's mask of them, its thread key ('' none), the
 --       thread window (ms), its creation (ms) and its actor line ("<id>\t<JSON>", '' none)
---       (lua/common.lua `join`),
+--       (lua/common.lua `join`), the ms its copies arrive at when later than its id's time
+--       (a scheduled notification's delivery: they sort by it; 0 none),
 --       then optionally (standalone Redis only: on a Cluster these keys and the channels
 --       may live on other nodes) a tail: '1' when the last two KEYS are the
 --       notification's recipient index and the expiry index ('' not), '1' to ring ('' not),
@@ -53,14 +54,15 @@ local n = {id = ARGV[1], content = ARGV[2], category = ARGV[3], ck = ARGV[4],
            critical = ARGV[7] == '1', pull = ARGV[8] == '1', cap = tonumber(ARGV[9]),
            severity = tonumber(ARGV[10]), tags = tag_set(ARGV[11]), tver = tonumber(ARGV[12]),
            tmask = tonumber(ARGV[13]), thread = ARGV[14], window_ms = tonumber(ARGV[15]),
-           created_ms = tonumber(ARGV[16]), actor = ARGV[17]}
+           created_ms = tonumber(ARGV[16]), actor = ARGV[17],
+           arrived_ms = tonumber(ARGV[18])}
 n.state = format_state(fresh_state(n))
 
-local WHO = 21  -- ARGV of the first user's `tenant/user`, when there is a tail
-local indexed = ARGV[18] == '1'
+local WHO = 22  -- ARGV of the first user's `tenant/user`, when there is a tail
+local indexed = ARGV[19] == '1'
 local per_user = #KEYS - (indexed and 2 or 0)
 if indexed then index_recipients(KEYS[per_user + 1], KEYS[per_user + 2], WHO, per_user / 10) end
-local ring = ARGV[19] == '1' and {}
+local ring = ARGV[20] == '1' and {}
 local users = per_user / 10
 
 -- Add `line` to the doorbell of the channel of the user at `o` (one message per channel,
@@ -69,7 +71,7 @@ local function rung(o, line)
   local channel = ARGV[WHO + users + o / 10]
   local lines = ring[channel]
   if not lines then
-    lines = {ARGV[20]}
+    lines = {ARGV[21]}
     ring[channel] = lines
     ring[#ring + 1] = channel
   end
