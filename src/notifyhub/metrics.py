@@ -120,6 +120,8 @@ class Metrics:
     """Label: set (the delayed set's index). Messages still waiting to be moved to ready."""
     delayed_oldest_due_age_seconds: Gauge
     delayed_moved_total: Counter
+    delayed_removed_total: Counter
+    """Finished delayed messages removed by the retention sweep (`delayed.retention_s`)."""
     redis_data_loss_total: Counter
     """Label: sign (marker_missing, marker_changed, restarted): Redis lost (or may have
     lost) data, as the epoch watch saw it (services/caches.py)."""
@@ -246,6 +248,11 @@ class Metrics:
         )
         self.delayed_moved_total = Counter(
             "notifyhub_delayed_moved_total", "Delayed messages moved to ready", registry=r
+        )
+        self.delayed_removed_total = Counter(
+            "notifyhub_delayed_removed_total",
+            "Finished delayed messages removed after their retention",
+            registry=r,
         )
         self.redis_data_loss_total = Counter(
             "notifyhub_redis_data_loss_total", "Redis data losses detected", ["sign"], registry=r

@@ -107,7 +107,8 @@ class WorkerSettings(BaseModel):
 
 
 class DelayedSettings(BaseModel):
-    """The delayed queue: N sets keep each sorted set short; the mover's tick."""
+    """The delayed queue: N sets keep each sorted set short; the mover's tick; how long
+    finished messages are kept."""
 
     sets: int = Field(4, ge=1, le=1024)
     mover_interval_s: float = Field(0.02, gt=0)
@@ -122,6 +123,14 @@ class DelayedSettings(BaseModel):
     move_batch: int = Field(1000, ge=1)
     default_ttl_ms: int = Field(30_000, ge=100)
     log_flush_interval_s: float = Field(0.1, gt=0)
+    retention_s: float = Field(7 * 86400.0, ge=0)
+    """A finished message (consumed or cancelled) is removed this long after it finished:
+    its state from Redis, its row and transitions from PostgreSQL. 0 keeps them forever."""
+    retention_batch: int = Field(500, ge=1, le=10_000)
+    """Messages one retention pass removes (one transaction): a backlog goes in batches."""
+    retention_interval_s: float = Field(60.0, gt=0)
+    """The retention loop's pause after a pass that was not full (after a full one it
+    passes again within a second)."""
 
 
 class DeliverySettings(BaseModel):

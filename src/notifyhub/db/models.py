@@ -306,6 +306,17 @@ class DelayedMessage(Base):
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     status: Mapped[str] = mapped_column(String(16), index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """When it was consumed or cancelled; NULL while not finished. The retention sweep
+    removes the message `delayed.retention_s` after it (partial index: finished rows only)."""
+
+    __table_args__ = (
+        Index(
+            "ix_delayed_messages_finished_at",
+            "finished_at",
+            postgresql_where=text("finished_at IS NOT NULL"),
+        ),
+    )
 
 
 class DelayedTransition(Base):

@@ -1,11 +1,12 @@
-"""Builder for the delayed queue: its store, service, transition log and mover plan."""
+"""Builder for the delayed queue: its store, service, transition log and mover plan, and
+its loops (mover, log flusher, scheduled consumer, retention sweep)."""
 
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from notifyhub.db.unit import units
+from notifyhub.db.unit import Units, units
 from notifyhub.features.clients import Database, RedisClients
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, TransitionLog
@@ -21,6 +22,8 @@ class DelayedQueue:
     service: DelayedService
     plan: MoverPlan
     """When this process's mover passes next (what it queues wakes the mover)."""
+    units: Units
+    """Transactions of the queue's own loops (the transition log, the retention sweep)."""
 
 
 def delayed_queue(
@@ -32,11 +35,12 @@ def delayed_queue(
 ) -> DelayedQueue:
     """The queue; transitions still buffered are written when the stack closes."""
     plan = MoverPlan(settings.delayed)
-    transitions = TransitionLog(units(database.sessionmaker))
+    own_units = units(database.sessionmaker)
+    transitions = TransitionLog(own_units)
     stack.push_async_callback(transitions.flush)
     store = DelayedStore(clients.redis, clients.keys, settings.delayed.sets)
     service = DelayedService(store, transitions, on_queued=plan.queued, tracing=tracing)
-    return DelayedQueue(service, plan)
+    return DelayedQueue(service, plan, own_units)
 
 
 def mover_loops(
@@ -46,8 +50,15 @@ def mover_loops(
     metrics: Metrics,
     tracing: Tracing | None = None,
 ) -> list[Loop]:
-    """The mover, the transition-log flusher and the scheduled-notification consumer
-    (which needs ingest, itself made with the queue: hence a step of its own)."""
+    """The mover, the transition-log flusher, the scheduled-notification consumer (which
+    needs ingest, itself made with the queue: hence a step of its own) and the retention
+    sweep."""
     return delayed_loops(
-        queue.service, scheduled, queue.plan, settings.delayed, metrics, tracing or Tracing()
+        queue.service,
+        scheduled,
+        queue.plan,
+        settings.delayed,
+        metrics,
+        queue.units,
+        tracing or Tracing(),
     )

@@ -434,6 +434,23 @@ class DelayedService:
             raise NotFound(f"no restorable delayed message {message_id}")
         return restored
 
+    async def forget_finished(self, session: AsyncSession, age_s: float, limit: int) -> int:
+        """Remove up to `limit` messages of any tenant finished more than `age_s` ago,
+        oldest first; how many went. Each is removed from its own (tenant, queue) in Redis
+        first, while its row is locked in `session`, then its row and transitions: a
+        crash between the two leaves the row, and the next pass finishes the job (nothing
+        left in Redis that no row would ever remove). A push naming a removed id is then
+        a new message. One Redis holds unfinished (it lost the finish) is kept and its
+        retention counted again from now, so it never blocks the passes behind it."""
+        rows = await repo.finished_before(session, age_s, limit)
+        kept = await self._store.forget([(row.id, Queue(row.tenant, row.queue)) for row in rows])
+        if kept:
+            log.warning(
+                "delayed retention: %d finished messages are unfinished in Redis", len(kept)
+            )
+            await repo.postpone(session, sorted(kept))
+        return await repo.remove(session, [row.id for row in rows if row.id not in kept])
+
     async def _requeue(self, batches: AsyncIterator[Sequence[DelayedMessage]]) -> int:
         restored = 0
         async for batch in batches:
@@ -451,7 +468,7 @@ class DelayedService:
 
     async def _finish(self, unit: UnitOfWork, message_id: str, status: str) -> None:
         """The row's status now, its transition logged once that commits."""
-        await repo.set_status(unit.session, message_id, status)
+        await repo.finish(unit.session, message_id, status)
 
         async def log_transition() -> None:
             self.transitions.add([Transition(message_id, status)])

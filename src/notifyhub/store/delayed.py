@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -15,7 +16,15 @@ from redis.commands.core import AsyncScript
 from notifyhub.store.keys import DelayedKeys, Keys, Queue
 from notifyhub.store.scripts import pipelined, queue_script
 
-DQ_SCRIPTS = ("dq_push", "dq_move", "dq_reserve", "dq_finish", "dq_status", "dq_stats")
+DQ_SCRIPTS = (
+    "dq_push",
+    "dq_move",
+    "dq_reserve",
+    "dq_finish",
+    "dq_status",
+    "dq_stats",
+    "dq_forget",
+)
 
 
 def _source(name: str) -> str:
@@ -199,6 +208,23 @@ class DelayedStore:
         keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.msg]
         args = [action, message_id, receipt, name]
         return int(await self._scripts["dq_finish"](keys=keys, args=args))
+
+    async def forget(self, messages: Sequence[tuple[str, Queue]]) -> set[str]:
+        """Remove what Redis keeps of these finished messages (id, queue): one script per
+        set, pipelined in one round trip. Returns the ids it kept because Redis holds them
+        unfinished in their queue (dq_forget.lua)."""
+        by_set: dict[int, list[str]] = {}
+        for message_id, queue in messages:
+            index = self._keys.delayed_set(message_id, self.sets)
+            by_set.setdefault(index, []).extend((message_id, queue.key))
+
+        def build(pipe: Any) -> None:
+            for index, args in by_set.items():
+                k = self._keys.delayed(index)
+                queue_script(pipe, self._scripts["dq_forget"], [k.state, k.msg], args)
+
+        raw = await pipelined(self._redis, build, self._scripts.values()) if by_set else []
+        return {_text(message_id) for kept in raw for message_id in kept}
 
     async def status(self, message_id: str, queue: Queue) -> str | None:
         """delayed, ready, reserved, consumed or cancelled; None when Redis has no record

@@ -1,5 +1,5 @@
-"""Delayed-queue workers: the mover, the transition-log flusher, and the consumer that
-publishes scheduled notifications when they fall due."""
+"""Delayed-queue workers: the mover, the transition-log flusher, the consumer that
+publishes scheduled notifications when they fall due, and the retention sweep."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from notifyhub.db.unit import UnitOfWork
+from notifyhub.db.unit import UnitOfWork, Units
 from notifyhub.errors import InvalidInput
 from notifyhub.metrics import Metrics
 from notifyhub.services.delayed import DelayedService, Reserved
@@ -30,6 +30,8 @@ SCHEDULED_BATCH = 50
 Handle = Callable[[Queue, Reserved], Awaitable[None]]
 WAKE_MARGIN_S = 0.001
 """Past a due instant, so Redis' millisecond clock has reached it."""
+BACKLOG_PAUSE_S = 1.0
+"""The retention sweep's pause after a full batch (as the outbox archives: one a second)."""
 
 
 class ScheduledNotifications:
@@ -202,12 +204,61 @@ class DelayedMover:
         self._metrics.observe_delayed(backlog, max(oldest_ms, 0) / 1000, moved)
 
 
+class DelayedRetention:
+    """Removes finished messages `retention_s` after they finished, from Redis and
+    PostgreSQL (`DelayedService.forget_finished`): one batch, one transaction per pass.
+
+    No lock: the batch's rows are claimed `FOR UPDATE SKIP LOCKED` and the Redis step is
+    idempotent, so every hub may run it. After a full batch the next pass comes after
+    `BACKLOG_PAUSE_S` (a backlog, such as the first pass after an upgrade finds, goes
+    batch by batch without holding PostgreSQL busy); otherwise after
+    `retention_interval_s`."""
+
+    def __init__(
+        self,
+        delayed: DelayedService,
+        units: Units,
+        settings: DelayedSettings,
+        metrics: Metrics,
+    ) -> None:
+        self._delayed = delayed
+        self._units = units
+        self._settings = settings
+        self._metrics = metrics
+        self._full = False
+        self.loop = Loop(
+            "delayed-retention",
+            settings.retention_interval_s,
+            self.run_once,
+            metrics,
+            pause_s=self.pause_s,
+        )
+
+    async def run_once(self) -> int:
+        """One batch of at most `retention_batch`; the number removed (0 when
+        `retention_s` is 0: kept forever)."""
+        if not self._settings.retention_s:
+            return 0
+        async with self._units() as unit:
+            removed = await self._delayed.forget_finished(
+                unit.session, self._settings.retention_s, self._settings.retention_batch
+            )
+        self._full = removed >= self._settings.retention_batch
+        self._metrics.delayed_removed_total.inc(removed)
+        return removed
+
+    def pause_s(self) -> float:
+        interval_s = self._settings.retention_interval_s
+        return min(BACKLOG_PAUSE_S, interval_s) if self._full else interval_s
+
+
 def delayed_loops(
     delayed: DelayedService,
     scheduled: ScheduledNotifications,
     plan: MoverPlan,
     settings: DelayedSettings,
     metrics: Metrics,
+    units: Units,
     tracing: Tracing | None = None,
 ) -> list[Loop]:
     # Scheduled notifications are consumed when this process's mover makes one ready
@@ -228,4 +279,5 @@ def delayed_loops(
             metrics,
         ),
         consumer,
+        DelayedRetention(delayed, units, settings, metrics).loop,
     ]

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect, select, update
+from sqlalchemy import ScalarSelect, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db import driver
 from notifyhub.db.models import DelayedMessage, DelayedTransition
 
 FINISHED = ("consumed", "cancelled")
-"""Statuses a restore never re-queues."""
+"""Statuses a restore never re-queues (and the retention sweep removes, once old)."""
 TRANSITION_COLUMNS = ["message_id", "status", "set_index", "worker", "host"]
 
 
@@ -25,10 +26,70 @@ async def find(session: AsyncSession, message_id: str) -> DelayedMessage | None:
     return await session.get(DelayedMessage, message_id)
 
 
-async def set_status(session: AsyncSession, message_id: str, status: str) -> None:
+async def finish(session: AsyncSession, message_id: str, status: str) -> None:
+    """The row's final status (one of FINISHED), and when: the retention counts from it."""
     await session.execute(
-        update(DelayedMessage).where(DelayedMessage.id == message_id).values(status=status)
+        update(DelayedMessage)
+        .where(DelayedMessage.id == message_id)
+        .values(status=status, finished_at=func.now())
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A finished message the retention sweep removes: its id and its queue's tenant and name."""
+
+    id: str
+    tenant: str
+    queue: str
+
+
+_FINISHED_BEFORE = text("""
+SELECT id, tenant, topic FROM delayed_messages
+WHERE finished_at < clock_timestamp() - make_interval(secs => :age_s)
+  AND status = ANY(:finished)
+ORDER BY finished_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED
+""")
+"""Oldest first, through the partial index on finished_at; rows another pass holds are
+skipped, so any number of hubs sweep at once."""
+
+
+async def finished_before(session: AsyncSession, age_s: float, limit: int) -> list[Finished]:
+    """Up to `limit` messages of every tenant finished more than `age_s` ago (PostgreSQL's
+    clock), locked until the caller's transaction ends."""
+    params = {"age_s": age_s, "limit": limit, "finished": list(FINISHED)}
+    rows = await session.execute(_FINISHED_BEFORE, params)
+    return [Finished(*row) for row in rows]
+
+
+async def postpone(session: AsyncSession, ids: Sequence[str]) -> None:
+    """Count these finished rows' retention from now again."""
+    if ids:
+        await session.execute(
+            update(DelayedMessage)
+            .where(DelayedMessage.id.in_(ids))
+            .values(finished_at=func.clock_timestamp())
+        )
+
+
+async def remove(session: AsyncSession, ids: Sequence[str]) -> int:
+    """Delete these finished messages and their transitions; how many messages went (an
+    unfinished id is never deleted)."""
+    if not ids:
+        return 0
+    gone = await session.scalars(
+        delete(DelayedMessage)
+        .where(DelayedMessage.id.in_(ids), DelayedMessage.status.in_(FINISHED))
+        .returning(DelayedMessage.id)
+    )
+    removed = list(gone)
+    if removed:
+        await session.execute(
+            delete(DelayedTransition).where(DelayedTransition.message_id.in_(removed))
+        )
+    return len(removed)
 
 
 async def unfinished(
