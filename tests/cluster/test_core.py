@@ -1,7 +1,7 @@
-"""The core scenarios (ingest, stream, resume, expiry, delayed, cross-process delivery,
-topic and preference caches, deferred copies, doorbells carrying events) against the
-local Redis Cluster: the integration suite's own tests, collected here again so they
-resolve this directory's fixtures (see conftest.py)."""
+"""The core scenarios (ingest, stream, resume, expiry, delayed and its retention,
+cross-process delivery, topic and preference caches, deferred copies, doorbells carrying
+events) against the local Redis Cluster: the integration suite's own tests, collected
+here again so they resolve this directory's fixtures (see conftest.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ from integration.test_delayed import (
     test_scheduled_notification_arrives_on_time,
     test_two_movers_never_duplicate_or_lose,
     test_unacked_is_offered_again_after_ttl,
+)
+from integration.test_delayed_retention import (
+    test_a_pass_removes_one_batch_oldest_first,
+    test_finished_messages_past_retention_leave_redis_and_postgresql,
+    test_one_redis_holds_unfinished_is_kept_and_its_retention_starts_again,
 )
 from integration.test_fanout_doorbells import (
     log_reads,
@@ -88,6 +93,7 @@ __all__ = [
     "test_a_deferred_post_is_sent_once",
     "test_a_fan_out_is_placed_after_it_starts",
     "test_a_full_inbox_drops_its_oldest",
+    "test_a_pass_removes_one_batch_oldest_first",
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",
     "test_a_replica_shortfall_still_acknowledges",
@@ -100,12 +106,14 @@ __all__ = [
     "test_defer_then_place_pending",
     "test_deliver_answers_its_width_per_user",
     "test_expired_notifications_vanish_at_once",
+    "test_finished_messages_past_retention_leave_redis_and_postgresql",
     "test_gap_older_than_log_gets_reset",
     "test_groups_fan_out_one_copy_each",
     "test_idempotency_key",
     "test_live_notification_update_delete",
     "test_not_before_due_then_promptly",
     "test_one_flush_counts_the_streams_of_many_notifications",
+    "test_one_redis_holds_unfinished_is_kept_and_its_retention_starts_again",
     "test_paging_with_cursor",
     "test_pending_copies_keep_delivery_order",
     "test_per_user_stream_cap",
