@@ -293,6 +293,29 @@ async def test_a_user_nobody_wrote_to_gets_views_on_first_read(
     assert await t.views("new") == {"every": (1, 1, 1)}
 
 
+async def test_a_new_users_first_stream_counts_carry_the_tenants_views(
+    hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    """A user with no inbox yet opens a stream: its first `counts` names the tenant's
+    views, each at zero (exact: nothing is in any view of an empty inbox), as an existing
+    user's carry theirs, and as GET counts says."""
+    t = await _tenant(hub, admin_key, publish_key, make_token)
+    await t.publish(["old"], tags=["ops"])
+    await t.define("ops", filter={"tags_any": ["ops"]})
+    await t.define("alarms", filter={"severity_at_least": "error"})
+    await hub.app_state["views"].settled()
+    zero = {"unread": 0, "unseen": 0, "total": 0}
+    async with open_stream(hub.client, t.token("old")) as stream:  # reached by the sweep
+        event, _ = await stream.until("counts")
+        one = {"unread": 1, "unseen": 1, "total": 1}
+        assert event.data["views"] == {"ops": one, "alarms": zero}
+    async with open_stream(hub.client, t.token("newcomer")) as stream:
+        event, _ = await stream.until("counts")
+        assert (event.data["unread"], event.data["total"]) == (0, 0)
+        assert event.data["views"] == {"ops": zero, "alarms": zero}
+    assert await t.views("newcomer") == {"ops": (0, 0, 0), "alarms": (0, 0, 0)}  # as REST says
+
+
 async def test_bad_input_is_refused_precisely_and_changes_nothing(
     hub: Any, admin_key: str, publish_key: str, make_token: Any
 ) -> None:
