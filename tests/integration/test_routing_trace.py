@@ -344,3 +344,33 @@ async def test_no_counts_for_a_notification_without_a_trace(
         tally = streams.app_state["hub"].streamed
         assert tally is not None and await tally.flush() == 0
     assert not await redis.exists(Keys(settings.redis_prefix).routing_trace(nid))
+
+
+async def test_a_deferred_fan_out_traces_what_preferences_dropped_once_placed(
+    settings: Settings, start_hub: Any, admin_key: str, publish_key: str, make_token: Any
+) -> None:
+    """A deferred fan-out's trace says `pending` for every user at its 202 (preferences
+    apply as each batch is written); once bob's batch is placed his line and the counts
+    say what the immediate path says of him: `dropped_by_preference` (no copy was made),
+    and the others stay `pending` (their copies are made by their next read)."""
+    limits = settings.limits.model_copy(update={"defer_fanout_at": 2, "defer_batch": 1})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        tenant, nid = await _setup(hub, admin_key, publish_key, make_token)
+        await hub.app_state["fanouts"].drain()
+        url = f"/v1/admin/notifications/{nid}/trace?tenant={tenant}"
+        trace = (await hub.client.get(url, headers=_auth(admin_key))).json()
+        bob = (await hub.client.get(f"{url}&user=bob", headers=_auth(admin_key))).json()
+    assert trace["outcomes"] == {
+        "delivered": 0,
+        "pending": 2,
+        "already_held": 0,
+        "dropped_by_preference": 1,
+    }
+    outcomes = {line["user"]: (line["source"], line["outcome"]) for line in trace["lines"]}
+    assert outcomes == {
+        "alice": ("user", "pending"),
+        "bob": ("group:g", "dropped_by_preference"),
+        "carol": ("group:g", "pending"),
+    }
+    assert [line["outcome"] for line in bob["lines"]] == ["dropped_by_preference"]
+    assert bob["now"]["in_inbox"] is False

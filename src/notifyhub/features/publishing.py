@@ -77,7 +77,7 @@ def publishing(
         bulk=clients.bulk,
     )
     records = FanoutRecords(clients.redis, clients.keys, lease_ms=LEASE_MS)
-    fanouts = Fanouts(store, records, settings.limits, metrics, views)
+    fanouts = Fanouts(store, records, settings.limits, metrics, views, traces)
     ingest = IngestService(
         store,
         idempotency,

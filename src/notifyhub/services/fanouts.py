@@ -33,6 +33,7 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Limits
 from notifyhub.store.fanouts import Fanout, FanoutRecords, Progress, lost
 from notifyhub.store.inbox import InboxStore, TenantUsers
+from notifyhub.store.traces import RoutingTraces
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,15 @@ class Fanouts:
         limits: Limits,
         metrics: Metrics,
         views: Views | None = None,
+        traces: RoutingTraces | None = None,
     ) -> None:
         self._store = store
         self._records = records
         self._limits = limits
         self._metrics = metrics
         self._views = views
+        self._traces = traces
+        """Where each batch notes the users its preferences dropped (None: traces off)."""
         self._placing: dict[str, asyncio.Task[None]] = {}
         """This process's fan-outs being placed, by notification id."""
 
@@ -188,6 +192,20 @@ class Fanouts:
         fanout.cursor = step.end
         if members:
             await self._store.ring_deferred(members, fanout.trace)
+            await self._trace_dropped(n, members, seqs)
+
+    async def _trace_dropped(self, n: Notification, members: list[str], seqs: list[int]) -> None:
+        """The batch's users whose preferences dropped the notification (-1), in its
+        routing trace as such: it said `pending` for everyone at the 202. A failure is
+        logged, never the fan-out's (a trace explains deliveries, it is not one)."""
+        if self._traces is None or -1 not in seqs:
+            return
+        users = TenantUsers.of_members(n.tenant, members)
+        dropped = [user for user, seq in zip(users.ids, seqs, strict=True) if seq == -1]
+        try:
+            await self._traces.dropped(n.id, dropped)
+        except RedisError as exc:
+            log.warning("routing trace of %s: its dropped users not noted: %s", n.id, exc)
 
 
 async def _turn(pause_s: float) -> None:

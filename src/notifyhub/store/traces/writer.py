@@ -83,6 +83,7 @@ class RoutingTraces:
         self._writing = asyncio.Lock()
         """One write at a time: a read's write waits for the writer's, so it sees it."""
         self._write = register_lua(self._bulk, "trace_write")
+        self._dropped = register_lua(self._redis, "trace_dropped")
         self._cluster = is_cluster(self._bulk)
 
     @property
@@ -206,6 +207,21 @@ class RoutingTraces:
                 pipe.hset(key, escalation_field(user, step), outcome)
                 pipe.expire(key, self._ttl_s, nx=True)
             await pipe.execute()
+
+    async def dropped(self, notification_id: str, users: Sequence[str]) -> int:
+        """A deferred fan-out's batch is placed and its `users` had their preferences
+        drop it (no copy made): their lines, written `pending` at the publish, say
+        `dropped_by_preference` as the immediate path's would, and the counts move with
+        them (trace_dropped.lua). This process's queued traces are written first (the
+        fan-out's own may still be queued); returns how many lines moved."""
+        if not self.enabled or not users:
+            return 0
+        await self.flush()
+        args: list[str | int] = [len(users)]
+        for user in users:
+            args += (bucket_of(user), user)
+        key = self._keys.routing_trace(notification_id)
+        return int(await self._dropped(keys=[key], args=args))
 
     async def recalled(self, notification_id: str, at_ms: int) -> None:
         """Note a recall in the notification's trace (if it still has one)."""
