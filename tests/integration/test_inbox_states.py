@@ -563,3 +563,103 @@ async def test_a_snooze_of_a_notification_the_user_lacks_schedules_no_wake_up(
     snoozed = await hub.client.patch(f"{BASE}/{mine}", json={"snooze": 3600}, headers=me)
     assert snoozed.status_code == 200, snoozed.text
     assert await _wake_ups(hub, "nosuchsnooze") == 1
+
+
+async def _wake_up_rows(hub: Any, user: str) -> list[tuple[str, str, int]]:
+    """Each snooze wake-up row of `user`: (message id, copy id, until_ms)."""
+    async with hub.app_state["sessionmaker"]() as session:
+        rows = await session.scalars(
+            select(DelayedMessage).where(
+                DelayedMessage.queue == SNOOZE_QUEUE, DelayedMessage.body["user"].astext == user
+            )
+        )
+        return sorted((r.id, r.body["id"], r.body["until_ms"]) for r in rows)
+
+
+async def _queued(hub: Any) -> int:
+    """Snooze wake-ups the delayed queue holds in Redis (default tenant), waiting."""
+    stats, _ = await hub.app_state["delayed"].queue_stats("default", None, 100, internal=True)
+    return sum(s.delayed + s.ready for s in stats if s.queue.name == SNOOZE_QUEUE)
+
+
+def _ms(stamp: str) -> int:
+    return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+
+
+async def test_a_re_snooze_leaves_one_wake_up_the_new_one(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """Snoozed again (another time, or the same), the copy has one wake-up, at its new
+    time: the old one's row and its Redis entry go (each stayed until its time, up to 90
+    days, a no-op then, and its row for good)."""
+    me = _auth(make_token("twice"))
+    nid = await _publish(hub, publish_key, ["twice"])
+    queued = await _queued(hub)
+    await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 3600}, headers=me)
+    again = await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 7200}, headers=me)
+    until = _ms(again.json()["snoozed_until"])
+    rows = await _wake_up_rows(hub, "twice")
+    assert [(copy, at) for _id, copy, at in rows] == [(nid, until)]
+    assert await _queued(hub) == queued + 1
+    same = await hub.client.patch(
+        f"{BASE}/{nid}", json={"snoozed_until": again.json()["snoozed_until"]}, headers=me
+    )
+    assert same.status_code == 200 and _ms(same.json()["snoozed_until"]) == until
+    assert [(c, at) for _id, c, at in await _wake_up_rows(hub, "twice")] == [(nid, until)]
+    assert await _queued(hub) == queued + 1
+    # the one left resurfaces it
+    assert await hub.app_state["inbox"].resurface("default", "twice", nid, until) is True
+
+
+async def test_a_refused_pin_with_a_snooze_leaves_no_wake_up(
+    hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """A PATCH pinning past the limit is refused whole: its snooze's wake-up goes with it
+    (no row, nothing queued), and a wake-up the copy had stays."""
+    me = _auth(make_token("pinsnooze"))
+    ids = [await _publish(hub, publish_key, ["pinsnooze"], title=f"n{i}") for i in range(22)]
+    for nid in ids[:20]:
+        pinned = await hub.client.patch(f"{BASE}/{nid}", json={"pinned": True}, headers=me)
+        assert pinned.status_code == 200
+    queued = await _queued(hub)
+    refused = await hub.client.patch(
+        f"{BASE}/{ids[20]}", json={"pinned": True, "snooze": 3600}, headers=me
+    )
+    assert refused.status_code == 409, refused.text
+    assert await _wake_up_rows(hub, "pinsnooze") == [] and await _queued(hub) == queued
+    item = (await hub.client.get(f"{BASE}/{ids[20]}", headers=me)).json()
+    assert item["snoozed_until"] is None and item["pinned"] is False
+    # a snoozed copy refused a pin and a new snooze keeps its snooze and its wake-up
+    snoozed = await hub.client.patch(f"{BASE}/{ids[21]}", json={"snooze": 3600}, headers=me)
+    until = _ms(snoozed.json()["snoozed_until"])
+    refused = await hub.client.patch(
+        f"{BASE}/{ids[21]}", json={"pinned": True, "snooze": 7200}, headers=me
+    )
+    assert refused.status_code == 409
+    assert [(c, at) for _id, c, at in await _wake_up_rows(hub, "pinsnooze")] == [(ids[21], until)]
+    assert await _queued(hub) == queued + 1
+
+
+async def test_unsnooze_delete_and_recall_take_the_wake_up_with_them(
+    hub: Any, publish_key: str, admin_key: str, make_token: Any
+) -> None:
+    """A snooze ended early, a snoozed copy deleted (alone or in a bulk delete) or
+    recalled: its wake-up goes too. Archiving a snoozed copy keeps it (the snooze still
+    ends then, the copy stays archived)."""
+    me = _auth(make_token("ends"))
+    ids = [await _publish(hub, publish_key, ["ends"], title=f"n{i}") for i in range(5)]
+    for nid in ids:
+        snoozed = await hub.client.patch(f"{BASE}/{nid}", json={"snooze": 3600}, headers=me)
+        assert snoozed.status_code == 200
+    queued = await _queued(hub)
+    back = await hub.client.patch(f"{BASE}/{ids[0]}", json={"snoozed_until": None}, headers=me)
+    assert back.status_code == 200
+    assert (await hub.client.delete(f"{BASE}/{ids[1]}", headers=me)).status_code == 204
+    bulk = {"ids": [ids[2]], "delete": True}
+    assert (await hub.client.post(f"{BASE}/bulk", json=bulk, headers=me)).status_code == 200
+    recall = f"/v1/notifications/{ids[3]}"
+    assert (await hub.client.delete(recall, headers=_auth(publish_key))).status_code == 204
+    archived = await hub.client.patch(f"{BASE}/{ids[4]}", json={"archived": True}, headers=me)
+    assert archived.json()["snoozed_until"] is not None
+    assert [c for _id, c, _at in await _wake_up_rows(hub, "ends")] == [ids[4]]
+    assert await _queued(hub) == queued - 4

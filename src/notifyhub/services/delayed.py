@@ -311,6 +311,23 @@ class DelayedService:
             raise Conflict("the message is already reserved, consumed or cancelled")
         await self._finish(unit, message_id, "cancelled")
 
+    async def discard(
+        self, session: AsyncSession, rows: Sequence[DelayedMessage], *, keep: str | None = None
+    ) -> int:
+        """Remove whole, from Redis and their rows (in `session`, which read them), the waiting
+        messages among `rows` but `keep`: messages made moot before their time (a
+        snooze's wake-up once the snooze changed), which would otherwise stay rows for
+        good. One a consumer holds is left to its ack. Returns how many went."""
+        gone = []
+        for row in rows:
+            if row.id == keep:
+                continue
+            # -1: Redis lost it (a restore would bring back a row left behind)
+            if await self._store.finish(row.id, _queue_of(row), "drop") in (1, -1):
+                gone.append(row.id)
+        await repo.remove_moot(session, gone)
+        return len(gone)
+
     async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:
         """Ack a message `queue` offered; an id of another queue is unknown (404). A receipt
         that is not the current reservation's (stale, or never issued: Redis keeps only

@@ -3,10 +3,11 @@ in durable inbox mode each change is logged as its `LoggedOp` (store/operations.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, NoReturn
 
 from ulid import ULID
 
@@ -21,12 +22,15 @@ from notifyhub.domain.notification import (
     to_ms,
 )
 from notifyhub.errors import InvalidInput, LimitReached, NotFound
+from notifyhub.outages import outage_of
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.snooze import MAX_SNOOZE_S, Snoozes, WakeUp
 from notifyhub.services.views import Views
 from notifyhub.store.codecs import UNSNOOZE
 from notifyhub.store.inbox import PIN_CURSOR, InboxStore, ListStatus, PageQuery
 from notifyhub.store.operations import LoggedOp, MarkAllOp, MarkOp, RemoveOp, ResurfaceOp
+
+log = logging.getLogger(__name__)
 
 NOTIFICATION_FIELDS = set(Notification.model_fields)
 
@@ -169,13 +173,15 @@ class InboxService:
     async def mark(self, me: UserPrincipal, notification_id: str, change: StateChange) -> InboxItem:
         """Apply one PATCH atomically: all of it, or (a pin over the limit) none of it. A
         snooze's wake-up is durable in PostgreSQL before the copy is snoozed, and only for
-        a copy the user has (one for a copy deleted meanwhile finds nothing to do)."""
+        a copy the user has; once the change is made the copy's other wake-ups go (a
+        re-snooze, an unsnooze), and a refused change takes its own back (services/
+        snooze.py)."""
         read, seen, archived, pinned = change.read, change.seen, change.archived, change.pinned
-        snooze = change.snooze_until_ms
+        snooze, wake_up = change.snooze_until_ms, None
         if snooze is not None:
             self._check_snooze(snooze)
             await self.get(me, notification_id)  # a 404 schedules no wake-up
-            await self._schedule_wake_up(me, notification_id, snooze)
+            wake_up = await self._schedule_wake_up(me, notification_id, snooze)
         elif change.unsnooze:
             snooze = UNSNOOZE
         result = await self._store.mark(
@@ -188,16 +194,12 @@ class InboxService:
             pinned=pinned,
             snooze_until_ms=snooze,
         )
-        if result.codes == [0]:
-            raise NotFound(f"no notification {notification_id}")
-        if result.codes == [3]:
-            limit = self._store.limits.pinned_per_user
-            raise LimitReached(
-                f"pinned: you already have {limit} pinned notifications, the most allowed "
-                f"(archived and snoozed ones count: ?pinned=true&status=archived lists the "
-                f"archived); unpin one first",
-                limit=limit,
-            )
+        if result.codes in ([0], [3]):
+            if wake_up is not None:  # a refused change leaves nothing behind
+                await self._snoozes_().unschedule(me.tenant, wake_up)
+            self._refuse(notification_id, result.codes[0])
+        if wake_up is not None or change.unsnooze:  # the copy's other wake-ups are moot
+            await self._forget_wake_ups(me, [notification_id], keep=wake_up)
         op = MarkOp(
             ids=[notification_id],
             read=read,
@@ -208,6 +210,38 @@ class InboxService:
         )
         self._changed(me, op)
         return await self.get(me, notification_id)
+
+    def _refuse(self, notification_id: str, code: int) -> NoReturn:
+        """The problem of a PATCH the store refused (`Marked.codes`: 0 missing, 3 a pin
+        past the limit)."""
+        if code == 0:
+            raise NotFound(f"no notification {notification_id}")
+        limit = self._store.limits.pinned_per_user
+        raise LimitReached(
+            f"pinned: you already have {limit} pinned notifications, the most allowed "
+            f"(archived and snoozed ones count: ?pinned=true&status=archived lists the "
+            f"archived); unpin one first",
+            limit=limit,
+        )
+
+    def _snoozes_(self) -> Snoozes:
+        assert self._snoozes is not None  # (a wake-up was scheduled: _check_snooze)
+        return self._snoozes
+
+    async def _forget_wake_ups(
+        self, me: UserPrincipal, ids: Sequence[str], *, keep: str | None = None
+    ) -> None:
+        """Remove the wake-ups of the user's copies `ids` but `keep`: their snooze
+        changed, ended, or went with the copy (each would stay a row for good). Best
+        effort when PostgreSQL is out: a wake-up left behind does nothing at its time."""
+        if self._snoozes is None:
+            return
+        try:
+            await self._snoozes.forget(me.tenant, me.user, ids, keep=keep)
+        except Exception as exc:
+            if outage_of(exc) is None:
+                raise
+            log.warning("snooze wake-ups of %s not removed: %s", me.user, exc)
 
     def _check_snooze(self, until_ms: int) -> None:
         """A snooze's end this hub can wake it at (422s)."""
@@ -221,9 +255,9 @@ class InboxService:
 
     async def _schedule_wake_up(
         self, me: UserPrincipal, notification_id: str, until_ms: int
-    ) -> None:
-        assert self._snoozes is not None  # (_check_snooze)
-        await self._snoozes.schedule(me.tenant, WakeUp(me.user, notification_id, until_ms))
+    ) -> str:
+        wake_up = WakeUp(me.user, notification_id, until_ms)
+        return await self._snoozes_().schedule(me.tenant, wake_up)
 
     async def resurface(self, tenant: str, user: str, notification_id: str, until_ms: int) -> bool:
         """A snooze's wake-up fell due (workers/delayed.py): the copy is back, unread.
@@ -237,6 +271,7 @@ class InboxService:
         if not await self._store.remove(me.tenant, me.user, [notification_id]):
             raise NotFound(f"no notification {notification_id}")
         self._changed(me, RemoveOp(ids=[notification_id]))
+        await self._forget_wake_ups(me, [notification_id])
 
     async def read_all(
         self,
@@ -270,6 +305,8 @@ class InboxService:
         if delete:
             removed = await self._store.remove(me.tenant, me.user, ids)
             self._changed(me, RemoveOp(ids=list(ids)))
+            if removed:
+                await self._forget_wake_ups(me, ids)
             return removed
         result = await self._store.mark(
             me.tenant, me.user, ids, read=read, seen=seen, archived=archived

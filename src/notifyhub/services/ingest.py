@@ -30,6 +30,7 @@ from notifyhub.services.delayed import DelayedService, NewMessage, Reserved
 from notifyhub.services.durable import DurableInbox
 from notifyhub.services.escalation import Escalations
 from notifyhub.services.fanouts import Fanouts
+from notifyhub.services.snooze import forget_in
 from notifyhub.services.topics import TopicService
 from notifyhub.services.views import Views
 from notifyhub.settings import Settings
@@ -400,6 +401,7 @@ class IngestService:
             tenant, [user for _, user in holders], notification_id
         )
         await self._store.forget(notification_id)
+        await forget_in(unit.session, self._delayed, tenant, [notification_id])  # snoozes
         if self.durable is not None:
             self.durable.changed(tenant, "", RecallOp(id=notification_id))
         if self._routing is not None:

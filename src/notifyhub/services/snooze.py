@@ -3,15 +3,22 @@ tenant's internal `notifyhub.snoozed` queue, due at the snooze's end, logged in 
 like every delayed message (so `notifyhub restore` brings it back after a Redis loss).
 
 A wake-up names the snooze it ends (`until_ms`): one scheduled for a snooze that was
-changed, ended early or deleted since finds nothing to do (lua/resurface.lua). The queue
-is consumed by `ScheduledNotifications` (workers/delayed.py), which resurfaces the copy.
+changed, ended early or deleted since finds nothing to do (lua/resurface.lua). Such a
+wake-up is removed too, row and all, once the change is made (`forget`): a copy has one
+wake-up, its snooze's, and a change refused (a pin past the limit) leaves none of its
+own. One left by a crash between the two steps is still a no-op. The queue is consumed
+by `ScheduledNotifications` (workers/delayed.py), which resurfaces the copy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from notifyhub.db.repositories import delayed as repo
 from notifyhub.db.unit import Units
 from notifyhub.services.delayed import DelayedService, NewMessage
 
@@ -44,8 +51,39 @@ class Snoozes:
         self._delayed = delayed
         self._units = units
 
-    async def schedule(self, tenant: str, wake_up: WakeUp) -> None:
-        """Durable once this returns (queued in Redis after the commit)."""
+    async def schedule(self, tenant: str, wake_up: WakeUp) -> str:
+        """Durable once this returns (queued in Redis after the commit); returns its id."""
         new = NewMessage(tenant, SNOOZE_QUEUE, wake_up.to_json(), wake_up.until_ms)
         async with self._units() as unit:
-            await self._delayed.push(unit, new)
+            message_id, _due_at = await self._delayed.push(unit, new)
+        return message_id
+
+    async def forget(
+        self, tenant: str, user: str, ids: Sequence[str], *, keep: str | None = None
+    ) -> int:
+        """Remove the wake-ups of the user's copies `ids` but `keep` (the one a snooze just
+        scheduled): their snooze changed, ended or went with the copy. Returns how many."""
+        async with self._units() as unit:
+            return await forget_in(unit.session, self._delayed, tenant, ids, user=user, keep=keep)
+
+    async def unschedule(self, tenant: str, wake_up_id: str) -> None:
+        """Remove a wake-up `schedule` made, whose change was then refused."""
+        async with self._units() as unit:
+            row = await repo.find(unit.session, wake_up_id)
+            if row is not None and row.tenant == tenant:
+                await self._delayed.discard(unit.session, [row])
+
+
+async def forget_in(
+    session: AsyncSession,
+    delayed: DelayedService,
+    tenant: str,
+    ids: Sequence[str],
+    *,
+    user: str | None = None,
+    keep: str | None = None,
+) -> int:
+    """`Snoozes.forget` in `session`; without `user`, every user's (a recall)."""
+    match = {"user": user} if user is not None else {}
+    rows = await repo.unfinished_naming(session, tenant, SNOOZE_QUEUE, "id", ids, match)
+    return await delayed.discard(session, rows, keep=keep)

@@ -92,6 +92,38 @@ async def remove(session: AsyncSession, ids: Sequence[str]) -> int:
     return len(removed)
 
 
+async def unfinished_naming(
+    session: AsyncSession,
+    tenant: str,
+    queue: str,
+    field: str,
+    values: Sequence[str],
+    match: dict[str, str],
+) -> Sequence[DelayedMessage]:
+    """`tenant`'s rows of `queue` not consumed or cancelled whose body's `field` is one of
+    `values` and that hold `match` (JSONB containment): the messages about some objects,
+    such as the snooze wake-ups of some copies."""
+    query = select(DelayedMessage).where(
+        DelayedMessage.tenant == tenant,
+        DelayedMessage.queue == queue,
+        DelayedMessage.status.not_in(FINISHED),
+        DelayedMessage.body[field].astext.in_(values),
+    )
+    if match:
+        query = query.where(DelayedMessage.body.contains(match))
+    return (await session.scalars(query)).all()
+
+
+async def remove_moot(session: AsyncSession, message_ids: Sequence[str]) -> None:
+    """Delete rows whole, unfinished ones too, with their transitions (messages that
+    turned out moot before they were due)."""
+    if message_ids:
+        await session.execute(delete(DelayedMessage).where(DelayedMessage.id.in_(message_ids)))
+        await session.execute(
+            delete(DelayedTransition).where(DelayedTransition.message_id.in_(message_ids))
+        )
+
+
 async def unfinished(
     session: AsyncSession,
     *,

@@ -1,5 +1,7 @@
--- Ack (consume) or cancel one message. KEYS: due, ready, reserved, state, msg.
--- ARGV: action ('ack' | 'cancel'), id, receipt (ack only), queue
+-- Ack (consume), cancel or drop one message. KEYS: due, ready, reserved, state, msg.
+-- ARGV: action ('ack' | 'cancel' | 'drop'), id, receipt (ack only), queue
+-- A drop removes a waiting message whole, state included, as if never queued (a message
+-- made moot before its time whose row goes too: a snooze's wake-up whose snooze changed).
 -- Returns 1 done, 0 wrong state (409), -1 unknown id in this queue (404), -2 stale receipt.
 -- A finished message keeps only its state and queue (what a second ack or cancel, a
 -- status read and a restore's push ask about): its body (up to 64 KiB), priority and
@@ -23,7 +25,11 @@ if not waiting(status) then return 0 end
 -- never take a cancelled id (a layout 1 due entry is checked when it is converted).
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
-redis.call('HSET', KEYS[4], id, state('cancelled', '', n))
-redis.call('HDEL', KEYS[4], id .. ':p', id .. ':t')
+if action == 'drop' then
+  redis.call('HDEL', KEYS[4], id, id .. ':p', id .. ':t', id .. ':q')
+else
+  redis.call('HSET', KEYS[4], id, state('cancelled', '', n))
+  redis.call('HDEL', KEYS[4], id .. ':p', id .. ':t')
+end
 redis.call('HDEL', KEYS[5], id)
 return 1
