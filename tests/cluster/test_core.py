@@ -55,6 +55,11 @@ from integration.test_inbox_api import (
     test_read_all_and_bulk,
     test_recall_removes_from_every_inbox,
 )
+from integration.test_inbox_states import (
+    test_a_re_snooze_leaves_one_wake_up_the_new_one,
+    test_a_refused_pin_with_a_snooze_leaves_no_wake_up,
+    test_unsnooze_delete_and_recall_take_the_wake_up_with_them,
+)
 from integration.test_inbox_store import (
     test_a_full_inbox_drops_its_oldest,
     test_a_replica_shortfall_still_acknowledges,
@@ -66,6 +71,7 @@ from integration.test_routing import (
     test_topic_cache_equals_postgres_after_random_changes,
 )
 from integration.test_routing_trace import (
+    test_a_deferred_fan_out_traces_what_preferences_dropped_once_placed,
     test_a_trace_names_what_a_full_inbox_evicted,
     test_one_flush_counts_the_streams_of_many_notifications,
     test_traces_written_together_each_read_back_whole,
@@ -90,12 +96,15 @@ __all__ = [
     "test_a_caught_up_stream_gets_a_fan_out_copy_without_a_log_read",
     "test_a_copy_delivered_after_the_purge_stays_indexed",
     "test_a_deferred_broadcast_is_announced_by_the_streams_process",
+    "test_a_deferred_fan_out_traces_what_preferences_dropped_once_placed",
     "test_a_deferred_post_is_sent_once",
     "test_a_fan_out_is_placed_after_it_starts",
     "test_a_full_inbox_drops_its_oldest",
     "test_a_pass_removes_one_batch_oldest_first",
     "test_a_pass_takes_at_most_one_batch",
     "test_a_pending_copy_reads_as_delivered",
+    "test_a_re_snooze_leaves_one_wake_up_the_new_one",
+    "test_a_refused_pin_with_a_snooze_leaves_no_wake_up",
     "test_a_replica_shortfall_still_acknowledges",
     "test_a_resume_after_a_deferred_announcement_shows_it_once",
     "test_a_stopped_fan_out_is_resumed_after_its_last_batch",
@@ -135,4 +144,5 @@ __all__ = [
     "test_traces_written_together_each_read_back_whole",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",
+    "test_unsnooze_delete_and_recall_take_the_wake_up_with_them",
 ]
