@@ -271,7 +271,6 @@ class InboxService:
         if not await self._store.remove(me.tenant, me.user, [notification_id]):
             raise NotFound(f"no notification {notification_id}")
         self._changed(me, RemoveOp(ids=[notification_id]))
-        await self._forget_wake_ups(me, [notification_id])
 
     async def read_all(
         self,
@@ -305,8 +304,6 @@ class InboxService:
         if delete:
             removed = await self._store.remove(me.tenant, me.user, ids)
             self._changed(me, RemoveOp(ids=list(ids)))
-            if removed:
-                await self._forget_wake_ups(me, ids)
             return removed
         result = await self._store.mark(
             me.tenant, me.user, ids, read=read, seen=seen, archived=archived

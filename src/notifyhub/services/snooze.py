@@ -4,9 +4,11 @@ like every delayed message (so `notifyhub restore` brings it back after a Redis 
 
 A wake-up names the snooze it ends (`until_ms`): one scheduled for a snooze that was
 changed, ended early or deleted since finds nothing to do (lua/resurface.lua). Such a
-wake-up is removed too, row and all, once the change is made (`forget`): a copy has one
-wake-up, its snooze's, and a change refused (a pin past the limit) leaves none of its
-own. One left by a crash between the two steps is still a no-op. The queue is consumed
+wake-up is removed too, row and all, once the change is made (`forget`: a re-snooze, an
+unsnooze, a recall): a copy has one wake-up, its snooze's, and a change refused (a pin
+past the limit) leaves none of its own. A deleted copy's stays (a DELETE does not ask
+PostgreSQL), as does one left by a crash between the two steps: a no-op at its time,
+then removed by the delayed queue's retention like any finished message. The queue is consumed
 by `ScheduledNotifications` (workers/delayed.py), which resurfaces the copy.
 """
 
