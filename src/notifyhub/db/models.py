@@ -316,6 +316,8 @@ class DelayedMessage(Base):
             "finished_at",
             postgresql_where=text("finished_at IS NOT NULL"),
         ),
+        # the messages about one object (a copy's snooze wake-ups): repositories/delayed.py
+        Index("ix_delayed_messages_body_id", "tenant", "topic", text("(body ->> 'id')")),
     )
 
 

@@ -87,5 +87,5 @@ async def forget_in(
 ) -> int:
     """`Snoozes.forget` in `session`; without `user`, every user's (a recall)."""
     match = {"user": user} if user is not None else {}
-    rows = await repo.unfinished_naming(session, tenant, SNOOZE_QUEUE, "id", ids, match)
+    rows = await repo.unfinished_naming(session, tenant, SNOOZE_QUEUE, ids, match)
     return await delayed.discard(session, rows, keep=keep)

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect, delete, func, select, text, update
+from sqlalchemy import ScalarSelect, delete, func, literal_column, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db import driver
@@ -92,22 +92,25 @@ async def remove(session: AsyncSession, ids: Sequence[str]) -> int:
     return len(removed)
 
 
+BODY_ID = literal_column("body ->> 'id'")
+"""The object a message's body names (a snooze wake-up's copy), as its index has it."""
+
+
 async def unfinished_naming(
     session: AsyncSession,
     tenant: str,
     queue: str,
-    field: str,
-    values: Sequence[str],
+    ids: Sequence[str],
     match: dict[str, str],
 ) -> Sequence[DelayedMessage]:
-    """`tenant`'s rows of `queue` not consumed or cancelled whose body's `field` is one of
-    `values` and that hold `match` (JSONB containment): the messages about some objects,
-    such as the snooze wake-ups of some copies."""
+    """`tenant`'s rows of `queue` not consumed or cancelled whose body's `id` is one of
+    `ids` and that hold `match` (JSONB containment): the messages about some objects,
+    such as the snooze wake-ups of some copies (index `ix_delayed_messages_body_id`)."""
     query = select(DelayedMessage).where(
         DelayedMessage.tenant == tenant,
         DelayedMessage.queue == queue,
+        BODY_ID.in_(ids),
         DelayedMessage.status.not_in(FINISHED),
-        DelayedMessage.body[field].astext.in_(values),
     )
     if match:
         query = query.where(DelayedMessage.body.contains(match))
