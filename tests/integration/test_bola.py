@@ -128,7 +128,8 @@ async def test_bola_foreign_subscription_cannot_be_cancelled(
     listed = (await hub.client.get("/v1/me/subscriptions", headers=owner)).json()
     assert [s["rule"] for s in listed["subscriptions"]] == [rule]
     assert (await hub.client.get("/v1/me/subscriptions", headers=intruder)).json() == {
-        "subscriptions": []
+        "subscriptions": [],
+        "next_cursor": None,
     }
 
 

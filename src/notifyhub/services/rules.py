@@ -14,6 +14,7 @@ from ulid import ULID
 
 from notifyhub.db.models import Relationship, Rule, RuleRecipient
 from notifyhub.db.repositories import rules as repo
+from notifyhub.db.repositories.rules import SubscriptionKey
 from notifyhub.domain.auth import UserPrincipal
 from notifyhub.domain.digest import Digest
 from notifyhub.domain.digest import thread_key as digest_thread_key
@@ -249,8 +250,16 @@ class RuleService:
             data=event.data,
         )
 
-    async def subscriptions(self, session: AsyncSession, me: UserPrincipal) -> list[Subscription]:
-        rows = await repo.subscriptions(session, me.tenant, me.user)
+    async def subscriptions(
+        self,
+        session: AsyncSession,
+        me: UserPrincipal,
+        after: SubscriptionKey | None = None,
+        limit: int | None = None,
+    ) -> list[Subscription]:
+        """The user's subscriptions by (rule, target id, relationship): the first `limit`
+        after `after` (None: from the first, all)."""
+        rows = await repo.subscriptions(session, me.tenant, me.user, after, limit)
         return [
             Subscription(rule, Ref(type=tt, id=ti), rel, obtain)
             for rule, tt, ti, rel, obtain in rows

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
 
 from notifyhub.api.deps import AppState, CurrentUser, Session
 from notifyhub.api.openapi import NOT_FOUND, USER
+from notifyhub.api.paging import LimitQuery
 from notifyhub.api.schemas.preferences import CategoryPreferenceIn, PreferencesIn
 from notifyhub.api.schemas.rules import SubscriptionCancel, SubscriptionList, SubscriptionOut
+from notifyhub.services import subscriptions
 from notifyhub.services.preferences import CategoryPreference
 
 router = APIRouter(prefix="/v1/me", tags=["inbox"], responses=USER)
+
+SubscriptionCursor = Annotated[
+    str | None,
+    Query(
+        max_length=subscriptions.MAX_CURSOR,  # a target id alone may be 200 characters
+        pattern=subscriptions.CURSOR,  # what the list gives: the schema says its shape
+        description="The previous page's `next_cursor`; omit for the first page.",
+        examples=["comment_created_post/p-981/follower"],
+    ),
+]
 
 
 def _out(prefs: dict[str, CategoryPreference], locale: str | None) -> PreferencesIn:
@@ -51,17 +65,23 @@ async def put_preferences(
 
 @router.get("/subscriptions", response_model=SubscriptionList)
 async def list_subscriptions(
-    me: CurrentUser, state: AppState, session: Session
+    me: CurrentUser,
+    state: AppState,
+    session: Session,
+    cursor: SubscriptionCursor = None,
+    limit: LimitQuery = 100,
 ) -> SubscriptionList:
-    """The user's rule subscriptions (Design 3)."""
-    found = await state["rules"].subscriptions(session, me)
+    """The user's rule subscriptions (Design 3) by rule, target id and relationship, a page
+    at a time (as every list: `cursor` from the previous page's `next_cursor`)."""
+    found, next_cursor = await subscriptions.read(state["rules"], session, me, cursor, limit)
     return SubscriptionList(
         subscriptions=[
             SubscriptionOut(
                 rule=s.rule, target=s.target, relationship=s.relationship, obtain=s.obtain
             )
             for s in found
-        ]
+        ],
+        next_cursor=next_cursor,
     )
 
 

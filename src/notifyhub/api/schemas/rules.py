@@ -309,7 +309,7 @@ class SubscriptionOut(Documented):
 
 
 class SubscriptionList(Documented):
-    """The user's rule subscriptions."""
+    """A page of the user's rule subscriptions, by rule, target id and relationship."""
 
     model_config = examples(
         {
@@ -320,12 +320,16 @@ class SubscriptionList(Documented):
                     "relationship": "follower",
                     "obtain": "pull",
                 }
-            ]
+            ],
+            "next_cursor": "comment_created_post/p-981/follower",
         }
     )
 
     subscriptions: list[SubscriptionOut]
-    """Every subscription, one per (rule, target)."""
+    """Subscriptions, one per (rule, target, relationship), by rule, target id and
+    relationship."""
+    next_cursor: str | None
+    """Pass as `?cursor=` for the next page; null on the last page."""
 
 
 class SubscriptionCancel(Strict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, select, text
+from sqlalchemy import and_, delete, select, text, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -122,16 +122,26 @@ async def clear_opt_outs(session: AsyncSession, row: Relationship) -> None:
     )
 
 
+SubscriptionKey = tuple[str, str, str]
+"""(rule name, target id, relationship): one subscription of a user, and their order."""
+
+
 async def subscriptions(
-    session: AsyncSession, tenant: str, user: str
+    session: AsyncSession,
+    tenant: str,
+    user: str,
+    after: SubscriptionKey | None = None,
+    limit: int | None = None,
 ) -> list[tuple[str, str, str, str, str]]:
-    """(rule, target type, target id, relationship, obtain) the user is subscribed to."""
+    """(rule, target type, target id, relationship, obtain) the user is subscribed to, in
+    key order: the first `limit` after the key `after` (None: from the first, all)."""
     opt_out = and_(
         SubscriptionOptOut.tenant == tenant,
         SubscriptionOptOut.user_id == user,
         SubscriptionOptOut.rule_id == Rule.id,
         SubscriptionOptOut.target_id == Relationship.target_id,
     )
+    key = (Rule.name, Relationship.target_id, Relationship.relationship)
     query = (
         select(
             Rule.name,
@@ -157,8 +167,11 @@ async def subscriptions(
             Relationship.user_id == user,
             SubscriptionOptOut.user_id.is_(None),
         )
-        .order_by(Rule.name, Relationship.target_id)
+        .order_by(*key)
+        .limit(limit)
     )
+    if after is not None:  # a keyset: rows added or removed before it move no page
+        query = query.where(tuple_(*key) > tuple_(*after))
     return [(r, tt, ti, rel, ob) for r, tt, ti, rel, ob in await session.execute(query)]
 
 
