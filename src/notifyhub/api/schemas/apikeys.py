@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Name, Strict, Tenant, examples
+from notifyhub.api.schemas.common import (
+    TIME_EXAMPLE,
+    Documented,
+    Instant,
+    Name,
+    Strict,
+    Tenant,
+    examples,
+)
 from notifyhub.domain.auth import Scope
 
 _KEY_OUT = {
@@ -49,9 +55,9 @@ class ApiKeyOut(Documented):
     """`publish`, `consume` or `admin`."""
     tenant: str | None
     """The tenant it is bound to; null for a key of every tenant."""
-    created_at: datetime
+    created_at: Instant
     """When it was created."""
-    revoked_at: datetime | None
+    revoked_at: Instant | None
     """When it was revoked; null while it is valid."""
 
 

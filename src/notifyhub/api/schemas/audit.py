@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, examples
+from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Instant, examples
 
 
 class AuditEntryOut(Documented):
@@ -26,7 +24,7 @@ class AuditEntryOut(Documented):
 
     id: int
     """The entry's number (entries are numbered as they are written)."""
-    at: datetime
+    at: Instant
     """When the action ended."""
     tenant: str
     """The tenant acted on; `*` for an action of no one tenant (by an unbound key)."""

@@ -14,10 +14,11 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PlainSerializer,
     WithJsonSchema,
 )
 
-from notifyhub.domain.notification import CONTROL, CONTROL_BUT_WHITESPACE
+from notifyhub.domain.notification import CONTROL, CONTROL_BUT_WHITESPACE, to_rfc3339
 
 MAX_DATA_BYTES = 16 * 1024
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -183,8 +184,15 @@ ULID_EXAMPLE = "01JD3Q4M6T9W2Z8K5N7R1C0B3X"
 TIME_EXAMPLE = "2026-11-20T09:15:02.113Z"
 
 
-Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+DATE_TIME: dict[str, Any] = {"type": "string", "format": "date-time"}
+Timestamp = Annotated[str, WithJsonSchema(DATE_TIME)]
 """A time as responses write it: RFC 3339, UTC, millisecond precision, with a `Z`."""
+Instant = Annotated[
+    datetime, PlainSerializer(to_rfc3339, return_type=str), WithJsonSchema(DATE_TIME)
+]
+"""A response's time held as a datetime, written as `Timestamp` (`to_rfc3339`): a bare
+`datetime` field would write microseconds, or none at all when they are 0
+(tests/unit/test_response_times.py walks every response for one)."""
 
 
 def examples(*values: dict[str, Any]) -> ConfigDict:

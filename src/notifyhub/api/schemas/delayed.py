@@ -12,6 +12,7 @@ from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
     ULID_EXAMPLE,
     Documented,
+    Instant,
     Line,
     Name,
     NotificationId,
@@ -113,7 +114,7 @@ class DelayedAccepted(Documented):
     """The message's ULID."""
     tenant: str
     """Its tenant."""
-    due_at: datetime
+    due_at: Instant
     """When it becomes ready for consumers."""
 
 

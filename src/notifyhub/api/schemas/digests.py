@@ -3,12 +3,11 @@ user's open digests as the admin API lists them."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from notifyhub.api.schemas.common import Documented, Strict, examples
+from notifyhub.api.schemas.common import Documented, Instant, Strict, examples
 from notifyhub.domain.digest import Digest
 
 DigestKey = Annotated[str, Field(min_length=1, max_length=190, pattern=r"^[A-Za-z0-9._:/@-]+$")]
@@ -69,8 +68,8 @@ class DigestOut(Documented):
     """`full`: `max_items` reached, sent on the worker's next pass."""
     items: int
     first_sent: bool
-    opened_at: datetime
-    due_at: datetime
+    opened_at: Instant
+    due_at: Instant
     """When it is sent (the worker sends it within a few seconds after)."""
     spec: DigestIn
 
@@ -81,8 +80,8 @@ DIGEST_EXAMPLE: dict[str, Any] = {
     "state": "open",
     "items": 3,
     "first_sent": False,
-    "opened_at": "2026-03-02T09:00:00Z",
-    "due_at": "2026-03-02T09:10:00Z",
+    "opened_at": "2026-03-02T09:00:00.000Z",
+    "due_at": "2026-03-02T09:10:00.000Z",
     "spec": {"key": "post:p1:comments", "window_s": 600, "max_items": 50, "mode": "fixed"},
 }
 

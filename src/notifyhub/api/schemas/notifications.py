@@ -15,6 +15,7 @@ from notifyhub.api.schemas.common import (
     Category,
     Channels,
     Documented,
+    Instant,
     Line,
     Name,
     SmallJson,
@@ -227,7 +228,7 @@ class PublishAccepted(Documented):
     """The notification's ULID (recall it with `DELETE /v1/notifications/{id}`)."""
     recipients: int
     """Users who got a copy (0 while it is scheduled)."""
-    scheduled_for: datetime | None = None
+    scheduled_for: Instant | None = None
     """When a scheduled notification will be delivered; null when delivered now."""
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, StrictFloat, StrictInt
@@ -12,6 +11,7 @@ from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
     ULID_EXAMPLE,
     Documented,
+    Instant,
     Line,
     Strict,
     examples,
@@ -108,9 +108,9 @@ class PushSubscriptionOut(Documented):
     """Its id (`DELETE /v1/me/push-subscriptions/{id}`)."""
     endpoint: str
     """The push service's URL for the browser."""
-    created_at: datetime
+    created_at: Instant
     """When it was first registered."""
-    expiration_time: datetime | None = None
+    expiration_time: Instant | None = None
     """When the push service ends it (null: never said)."""
     user_agent: str | None = None
     """The `User-Agent` of the request that registered it last (up to 300 characters)."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import functools
 import zoneinfo
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from notifyhub.api.schemas.common import Documented, Strict, examples
+from notifyhub.api.schemas.common import Documented, Instant, Strict, examples
 from notifyhub.services import quiet
 
 SCHEDULE_EXAMPLE = {"mon-fri": ["22:00", "07:00"], "sat-sun": ["23:00", "09:00"]}
@@ -106,5 +105,5 @@ class QuietOut(Documented):
     """The zone it is read in: the user's, else the default's, else UTC."""
     quiet_now: bool
     """Whether the user is in quiet hours now (their e-mails and pushes wait)."""
-    until: datetime | None
+    until: Instant | None
     """When the current quiet period ends (null: not quiet now)."""

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from notifyhub.api.schemas.common import TIME_EXAMPLE, ULID_EXAMPLE, Documented, Timestamp, examples
+from notifyhub.api.schemas.common import (
+    TIME_EXAMPLE,
+    ULID_EXAMPLE,
+    Documented,
+    Instant,
+    Timestamp,
+    examples,
+)
 from notifyhub.domain.notification import ITEM_EXAMPLE, Completed, InboxItem
 
 
@@ -26,7 +32,7 @@ class StreamToken(Documented):
 
     token: str
     """Valid for the stream only, and only until `expires_at`."""
-    expires_at: datetime
+    expires_at: Instant
     """When it stops being accepted (60 s after minting by default)."""
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
-from notifyhub.api.schemas.common import Documented, examples
+from notifyhub.api.schemas.common import Documented, Instant, examples
 
 
 class TraceLineOut(Documented):
@@ -62,7 +61,7 @@ class TraceNow(Documented):
     expired, evicted or replaced)."""
     status: Literal["unread", "read"] | None
     archived: bool | None
-    snoozed_until: datetime | None
+    snoozed_until: Instant | None
     expired: bool
     """The notification's expiry has passed."""
     streams_open: int
@@ -87,8 +86,8 @@ class TraceOut(Documented):
         {
             "id": "01JD3Q4M6T9W2Z8K5N7R1C0B3X",
             "tenant": "default",
-            "created_at": "2026-11-20T09:15:02.113000+00:00",
-            "expires_at": "2026-12-20T09:15:02.113000+00:00",
+            "created_at": "2026-11-20T09:15:02.113Z",
+            "expires_at": "2026-12-20T09:15:02.113Z",
             "category": "restock",
             "origin": "publish",
             "named": {"users": 1, "groups": ["replenishers"], "topics": []},
@@ -116,8 +115,8 @@ class TraceOut(Documented):
 
     id: str
     tenant: str
-    created_at: datetime
-    expires_at: datetime
+    created_at: Instant
+    expires_at: Instant
     category: str | None
     origin: str
     """`publish`, or the rule or producer that resolved the users (`rule:<name>`,
@@ -130,7 +129,7 @@ class TraceOut(Documented):
     """Recipients per outcome."""
     recorded: int
     """Recipients with a line of their own (the first `routing_trace_users`)."""
-    recalled_at: datetime | None
+    recalled_at: Instant | None
     placing: TracePlacing | None = None
     """A deferred fan-out whose copies are still being written; null once every batch is
     (its lines say `pending` either way)."""

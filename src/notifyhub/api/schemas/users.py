@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from notifyhub.api.schemas.common import TIME_EXAMPLE, Documented, Strict, examples, single_line
+from notifyhub.api.schemas.common import (
+    TIME_EXAMPLE,
+    Documented,
+    Instant,
+    Strict,
+    examples,
+    single_line,
+)
 from notifyhub.api.schemas.deliveries import Email
 from notifyhub.api.schemas.preferences import PreferencesIn
 from notifyhub.api.schemas.quiet import QuietOut, QuietSchedule, TimeZone
@@ -32,7 +38,7 @@ class TokensRevoked(Documented):
     """The user's tenant."""
     user: str
     """The user id."""
-    not_before: datetime
+    not_before: Instant
     """The user's tokens issued (`iat`) at or before this second, and tokens without
     `iat`, are refused (401); their streams opened with such tokens have ended, in every
     hub process. A later revocation moves it on, never back."""

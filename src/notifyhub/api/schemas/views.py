@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -11,6 +10,7 @@ from notifyhub.api.schemas.common import (
     TIME_EXAMPLE,
     Categories,
     Documented,
+    Instant,
     Strict,
     Tags,
     examples,
@@ -79,7 +79,7 @@ class ViewOut(Documented):
     """Its filter (`ViewFilterIn`), only what is set."""
     scope: Literal["tenant", "personal"]
     """`tenant`: an admin defined it for every user of the tenant; `personal`: the user's own."""
-    updated_at: datetime | None
+    updated_at: Instant | None
     """When it was last created or changed."""
 
 
