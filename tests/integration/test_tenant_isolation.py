@@ -175,7 +175,15 @@ async def probe_read_all(t: Tenants) -> None:
     url = "/v1/me/notifications/read-all"
     assert _ok(await t.client.post(url, json={}, headers=t.me(t.a))).json() == {"updated": 0}
     assert (await _item(t, t.b, nid))["status"] == "unread"
-    assert _ok(await t.client.post(url, json={}, headers=t.me(t.b))).json() == {"updated": 1}
+    # a view of b's user is no view of a's (the same name, another tenant): refused
+    mine = await t.client.put("/v1/me/views/mine", json={"filter": {}}, headers=t.me(t.b))
+    assert mine.status_code == 201, mine.text
+    refused = await t.client.post(url, json={"view": "mine"}, headers=t.me(t.a))
+    assert refused.status_code == 422
+    assert (await _item(t, t.b, nid))["status"] == "unread"
+    assert _ok(await t.client.post(url, json={"view": "mine"}, headers=t.me(t.b))).json() == {
+        "updated": 1
+    }
 
 
 async def probe_archive_all(t: Tenants) -> None:

@@ -196,6 +196,10 @@ def test_logged_operations_keep_their_json() -> None:
         ({"kind": "mark", "ids": ["a"], "read": None, "seen": False, "snooze_until_ms": 0}, MarkOp),
         ({"kind": "resurface", "id": "n1", "until_ms": 1_700_000_000_123}, ResurfaceOp),
         ({"kind": "act", "id": "n1", "index": 2, "action": "no", "at_ms": 1}, ActOp),
+        (
+            {"kind": "mark_all", "category": None, "before_id": "01J0", "view_line": "o\t\t0\to\t"},
+            MarkAllOp,
+        ),
     ]
     for raw, cls in logged:
         op = decode_logged(raw)

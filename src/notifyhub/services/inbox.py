@@ -279,17 +279,26 @@ class InboxService:
         category: str | None,
         before: datetime | None,
         action: Literal["read", "archive"] = "read",
+        view: str | None = None,
     ) -> int:
         """Mark every unread item read, or archive every item (`action`), optionally only
-        a category or older ones; returns how many changed."""
+        a category, older ones, or those in one of the user's views (what `?view=` lists:
+        a view the user does not have is refused, as there); returns how many changed."""
+        if view is not None:
+            await self._check_view(me, view)
         before_id = ulid_at(to_ms(before)) if before is not None else None
-        updated = await self._store.mark_all(
-            me.tenant, me.user, category=category, before_id=before_id, action=action
+        marked = await self._store.mark_all(
+            me.tenant, me.user, category=category, before_id=before_id, action=action, view=view
         )
-        # Replayed later, "everything" must still mean everything up to now.
+        if view is not None and not marked.view_line:  # deleted since the check: none marked
+            raise InvalidInput(f"view: you have no view {view!r}")
+        # Replayed later, "everything" must still mean everything up to now, and a view
+        # what it was now.
         bound = before_id or ulid_at(to_ms(datetime.now(UTC)) + 1)
-        self._changed(me, MarkAllOp(category=category, before_id=bound, action=action))
-        return updated
+        line = marked.view_line or None
+        op = MarkAllOp(category=category, before_id=bound, action=action, view_line=line)
+        self._changed(me, op)
+        return marked.updated
 
     async def bulk(
         self,

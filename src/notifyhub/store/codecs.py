@@ -331,25 +331,33 @@ class Marked:
 
 @dataclass(frozen=True, slots=True)
 class MarkAllArgs:
-    """mark_all.lua's ARGV ('' for no category, no bound)."""
+    """mark_all.lua's ARGV ('' for no category, no bound, no view)."""
 
     log_max: int
     category: str | None
     before_id: str | None
     action: Literal["read", "archive"] = "read"
+    view: str | None = None
+    """Only the copies in this view of the user's (by their view bits, as its list)."""
+    view_line: str | None = None
+    """Only the copies this view definition holds (a replay: evaluated on content)."""
 
     def to_args(self) -> Args:
-        return [self.log_max, self.category or "", self.before_id or "", self.action]
+        view, line = self.view or "", self.view_line or ""
+        return [self.log_max, self.category or "", self.before_id or "", self.action, view, line]
 
 
 @dataclass(frozen=True, slots=True)
 class MarkedAll:
     seq: int
     updated: int
+    view_line: str = ""
+    """The named view's definition line as the user had it ('' none named, or unknown)."""
 
     @classmethod
     def from_reply(cls, raw: list[Any]) -> MarkedAll:
-        return cls(int(raw[0]), int(raw[1]))
+        line = raw[2] if len(raw) > 2 else b""
+        return cls(int(raw[0]), int(raw[1]), line.decode() if isinstance(line, bytes) else line)
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,11 +102,20 @@ class MarkAllOp(LoggedOp):
     before_id: str | None
     """Logged with a bound even for "everything": replayed later, it means up to then."""
     action: Literal["read", "archive"] = "read"
-    added_later: ClassVar[frozenset[str]] = frozenset({"action"})
+    view_line: str | None = None
+    """Only a view's copies: its definition as the user had it then (lua/common.lua's line,
+    its name first), replayed on content, since after a Redis loss the copies' view bits
+    are not synced yet and the view may have changed since."""
+    added_later: ClassVar[frozenset[str]] = frozenset({"action", "view_line"})
 
     async def replay(self, store: InboxStore, tenant: str, user: str) -> None:
         await store.mark_all(
-            tenant, user, category=self.category, before_id=self.before_id, action=self.action
+            tenant,
+            user,
+            category=self.category,
+            before_id=self.before_id,
+            action=self.action,
+            view_line=self.view_line,
         )
 
 

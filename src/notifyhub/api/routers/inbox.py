@@ -170,9 +170,13 @@ async def counts(me: CurrentUser, state: AppState) -> Counts:
 
 @router.post("/read-all", response_model=Updated)
 async def read_all(me: CurrentUser, state: AppState, body: ReadAllRequest | None = None) -> Updated:
-    """Mark every unread notification read (optionally of a category, or older ones)."""
+    """Mark every unread notification read (optionally of a category, older ones, or
+    those in a view: what the view's list shows; given together, all must hold). Archived
+    and snoozed ones are marked too. Every stream of the user gets an `update` per
+    notification marked, and the counts (the views' included) follow."""
     body = body or ReadAllRequest()
-    updated = await state["inbox"].read_all(me, category=body.category, before=body.before)
+    inbox = state["inbox"]
+    updated = await inbox.read_all(me, category=body.category, before=body.before, view=body.view)
     return Updated(updated=updated)
 
 
@@ -180,11 +184,13 @@ async def read_all(me: CurrentUser, state: AppState, body: ReadAllRequest | None
 async def archive_all(
     me: CurrentUser, state: AppState, body: ReadAllRequest | None = None
 ) -> Updated:
-    """Archive every notification not archived yet (optionally of a category, or older
-    ones): they leave the default list and the counts."""
+    """Archive every notification not archived yet (optionally of a category, older
+    ones, or those in a view, as for read-all): they leave the default list and the
+    counts."""
     body = body or ReadAllRequest()
-    inbox = state["inbox"]
-    updated = await inbox.read_all(me, category=body.category, before=body.before, action="archive")
+    updated = await state["inbox"].read_all(
+        me, category=body.category, before=body.before, view=body.view, action="archive"
+    )
     return Updated(updated=updated)
 
 

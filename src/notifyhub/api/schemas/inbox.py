@@ -17,6 +17,7 @@ from notifyhub.api.schemas.common import (
     Time,
     examples,
 )
+from notifyhub.api.schemas.views import ViewName
 from notifyhub.domain.notification import to_ms
 
 
@@ -79,14 +80,22 @@ class PatchRequest(Strict):
 
 
 class ReadAllRequest(Strict):
-    """Mark every unread notification read, optionally only a category or older ones."""
+    """Mark every unread notification read, optionally only a category, older ones or
+    those in one view (tab); what is given combines (all must hold)."""
 
-    model_config = examples({}, {"category": "restock", "before": TIME_EXAMPLE})
+    model_config = examples(
+        {}, {"category": "restock", "before": TIME_EXAMPLE}, {"view": "mentions"}
+    )
 
     category: Category | None = None
     """Only notifications of this category."""
     before: Time | None = None
-    """Only notifications created before this time (RFC 3339 or epoch milliseconds)."""
+    """Only notifications created before this time (RFC 3339 or epoch milliseconds; a
+    notification back from a snooze as of when it came back, as the list sorts it)."""
+    view: ViewName | None = None
+    """Only the notifications in this view (tab), the ones `GET /v1/me/notifications?view=`
+    lists: the tenant's or the user's own (`GET /v1/me/views`). A view the user does not
+    have (another tenant's included) is a 422, as for the list."""
 
 
 class BulkRequest(Strict):

@@ -107,14 +107,19 @@ class Changing(InboxBase):
         category: str | None,
         before_id: str | None,
         action: Literal["read", "archive"] = "read",
-    ) -> int:
-        """Mark every unread item read, or archive every item (`action`); returns how
-        many changed."""
-        args = MarkAllArgs(self._limits.change_log_max, category, before_id, action)
+        view: str | None = None,
+        view_line: str | None = None,
+    ) -> MarkedAll:
+        """Mark every unread item read, or archive every item (`action`), optionally only
+        those in one of the user's views (`view`, by name: what its list shows) or that a
+        view definition holds (`view_line`, a replay); says how many changed and the named
+        view's definition line ('' when the user has no such view: nothing changed)."""
+        limit = self._limits.change_log_max
+        args = MarkAllArgs(limit, category, before_id, action, view, view_line)
         raw = await self._call(self.scripts.mark_all, tenant, user, args.to_args())
         marked = MarkedAll.from_reply(raw)
         await self._publish([(member(tenant, user), marked.seq)])
-        return marked.updated
+        return marked
 
     async def remove(self, tenant: str, user: str, ids: Sequence[str]) -> int:
         args = RemoveArgs(self._limits.change_log_max, ids=ids)
