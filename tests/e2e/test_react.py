@@ -1,7 +1,8 @@
 """@notifyhub/react in headless Chromium: the sample app (clients/react/sample, bundled with
 esbuild) renders <Inbox> under <NotifyHubProvider> in React's StrictMode, lists what was
 there, receives a live notification, marks it read on a click and shows the counts change;
-listing one view (tab), it adds a live notification only if the view holds it.
+listing one view (tab), it adds a live notification only if the view holds it, and its
+"Mark all read" marks only the view's.
 
 Twice: served from another origin than the hub (the usual deployment: CORS, one stream per
 tab since a SharedWorker must be same-origin), and from the hub's origin (one SharedWorker)."""
@@ -309,6 +310,41 @@ async def test_view_list_adds_live_notifications_of_its_view_only(
     assert await listed(sample) == [inside, earlier]
     await sample.wait_badge("4")  # the badge counts the whole inbox, not the view
     assert elsewhere not in await listed(sample)
+    assert sample.problems == []
+
+
+async def test_mark_all_read_in_a_view_marks_only_the_views_items(
+    sample_page: tuple[Any, str, str], origin: str, publish_key: str, make_token: Any
+) -> None:
+    """<Inbox view=...>'s "Mark all read" sends the view (read-all `{"view": ...}`): the
+    view's copies are read, the others stay unread, and the button is then disabled (the
+    view has none unread) while the badge still counts the inbox."""
+    context, url, hub_url = sample_page
+    user = f"react-viewread-{origin}-{uuid.uuid4().hex[:8]}"
+    token = make_token(user)
+    await put_view(hub_url, token, "billing", {"tags_any": ["billing"]})
+    inside = await publish(hub_url, publish_key, user, "Invoice 1 paid", ("billing",))
+    outside = await publish(hub_url, publish_key, user, "Restock A-12")
+
+    sample = Sample(await context.new_page())
+    bodies: list[Any] = []
+    sample.page.on(
+        "request",
+        lambda r: r.url.endswith("/read-all") and bodies.append(r.post_data_json),
+    )
+    await open_view(sample, url, hub_url, token, "billing")
+    await sample.item(inside).wait_for()
+    await sample.wait_badge("2")
+    await sample.page.locator("[data-nh=mark-all]:enabled").click()
+    await sample.page.locator(f'[data-nh=item][data-id="{inside}"][data-status=read]').wait_for()
+    await sample.wait_badge("1")
+    await sample.page.locator("[data-nh=mark-all]:disabled").wait_for()
+    assert bodies == [{"view": "billing"}]
+    async with httpx.AsyncClient(base_url=hub_url) as client:
+        unread = await client.get(
+            "/v1/me/notifications?status=unread", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert [item["id"] for item in unread.json()["items"]] == [outside]
     assert sample.problems == []
 
 

@@ -50,13 +50,17 @@ function DefaultItem({ item }: { item: InboxItem }): ReactNode {
 /**
  * An unstyled inbox: the unread count, the list newest first (a click marks an item
  * read), "Mark all read" and "Load more". Style it through the `data-nh` attributes;
- * items carry `data-id` and `data-status` ("unread" | "read").
+ * items carry `data-id` and `data-status` ("unread" | "read"). With a `view`, the list and
+ * "Mark all read" are the view's (the hub marks only the view's copies, and the button is
+ * disabled once the view has none unread); the badge counts the whole inbox.
  */
 export function Inbox({ view, renderItem, onItemClick, empty, className, ...options }: InboxProps): ReactNode {
   const { status } = useNotifyHub();
   const counts = useCounts();
   const list = useNotifications(view, options);
   const unread = counts?.unread ?? 0;
+  // A hub before views sends no `views`: the inbox's count is then the best known.
+  const markable = view === undefined ? unread : (counts?.views?.[view]?.unread ?? unread);
 
   return (
     <section data-nh="inbox" data-connection={status} className={className}>
@@ -64,7 +68,7 @@ export function Inbox({ view, renderItem, onItemClick, empty, className, ...opti
         <span data-nh="badge" data-count={unread} aria-label={`${unread} unread`}>
           {unread}
         </span>
-        <button type="button" data-nh="mark-all" disabled={unread === 0} onClick={() => void list.markAllRead().catch(() => {})}>
+        <button type="button" data-nh="mark-all" disabled={markable === 0} onClick={() => void list.markAllRead().catch(() => {})}>
           Mark all read
         </button>
       </header>

@@ -9,7 +9,7 @@ import {
   type ListFilter,
   type StatusFilter,
 } from "./list.js";
-import type { Counts, InboxItem, NotifyHubClient } from "./notifyhub.js";
+import type { Counts, InboxItem, NotifyHubClient, ReadAllFilter } from "./notifyhub.js";
 import { useNotifyHub } from "./provider.js";
 
 function asError(failure: unknown): Error {
@@ -36,7 +36,10 @@ export interface NotificationsResult {
   refresh(): Promise<void>;
   markRead(id: string): Promise<void>;
   markUnread(id: string): Promise<void>;
-  /** Every unread copy (of `options.category`, if given); the stream updates the list. */
+  /**
+   * Every unread copy of this list: of its view (only the copies the view holds), and of
+   * `options.category`, if given; the stream updates the list and the counts.
+   */
   markAllRead(): Promise<void>;
   remove(id: string): Promise<void>;
 }
@@ -51,6 +54,8 @@ interface ListState {
 /** What the effect that owns one list hands to the callbacks below. */
 interface ListSession {
   client: NotifyHubClient;
+  /** The hub's filter of "mark all read": the list's view and category. */
+  readAll: ReadAllFilter;
   filter: ListFilter;
   load(reset: boolean): Promise<void>;
   apply(change: (items: InboxItem[]) => InboxItem[]): void;
@@ -182,7 +187,11 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
       client.on("delete", ({ id }) => apply((items) => without(items, id))),
       client.on("reset", () => void load(true)),
     ];
-    session.current = { client, filter, load, apply };
+    const readAll: ReadAllFilter = {
+      ...(view === undefined ? {} : { view }),
+      ...(category === null ? {} : { category }),
+    };
+    session.current = { client, readAll, filter, load, apply };
     void load(true);
     return () => {
       closed = true;
@@ -203,7 +212,7 @@ export function useNotifications(view?: string, options: NotificationsOptions = 
   const markUnread = useCallback((id: string) => mark(id, false), [mark]);
   const markAllRead = useCallback(async () => {
     const s = session.current;
-    if (s !== null) await s.client.markAllRead(s.filter.category === null ? {} : { category: s.filter.category });
+    if (s !== null) await s.client.markAllRead(s.readAll);
   }, []);
   const remove = useCallback(async (id: string) => {
     const s = session.current;

@@ -320,10 +320,13 @@ export type SnoozeWhen = number | Date | Timestamp | SnoozePreset;
 /** The PATCH body `snooze()` sends. */
 export type SnoozeBody = { snooze: number } | { snoozed_until: Timestamp };
 
+/** What read-all and archive-all change; what is given combines (all must hold). */
 export interface ReadAllFilter {
   category?: string;
   /** Only copies created before this time (RFC 3339, or epoch milliseconds). */
   before?: string | number;
+  /** Only the copies in this view (tab) of the user's, as `list({view})` lists them. */
+  view?: string;
 }
 
 /** RFC 9457 problem details, as the hub sends them for errors. */
