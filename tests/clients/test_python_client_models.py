@@ -13,6 +13,7 @@ compared here automatically.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import types
 import typing
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 from pydantic import BaseModel
 
@@ -55,6 +57,7 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     m.Completed: [("GET", "/v1/me/notifications/{notification_id}", "200", ("completed",))],
     m.Thread: [("GET", "/v1/me/notifications/{notification_id}", "200", ("thread",))],
     m.EventRequest: [("POST", "/v1/events", "request", ())],
+    m.ReadAllRequest: [("POST", "/v1/me/notifications/read-all", "request", ())],
     m.RelationshipRequest: [
         ("POST", "/v1/relationships", "request", ()),
         ("DELETE", "/v1/relationships", "request", ()),
@@ -76,6 +79,7 @@ MIRRORS: dict[type[BaseModel], list[Where]] = {
     # answers
     m.Accepted: [(*PUBLISH, "202", ())],
     m.EventAccepted: [("POST", "/v1/events", "202", ())],
+    m.Updated: [("POST", "/v1/me/notifications/read-all", "200", ())],
     m.Notification: [
         ("GET", "/v1/me/notifications/{notification_id}", "200", ()),
         (*STREAM, "event:notification", ()),
@@ -313,6 +317,123 @@ def test_the_drift_check_sees_a_drift() -> None:
         "severity: the hub allows ['critical', 'error', 'info', 'success', 'warning'], "
         "the client ['info', 'loud']",
     ]
+
+
+# --- Answers from a newer hub: unknown fields are ignored, at every depth ------------
+
+
+def _refusing(annotation: Any, known: bool = False) -> list[str]:
+    """The models under `annotation` that would refuse an unknown field in an answer: a
+    model forbidding extras not marked `Known[...]`; answer models are walked into."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        inner, *marks = typing.get_args(annotation)
+        return _refusing(inner, known or any(isinstance(x, m.IgnoreUnknown) for x in marks))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        forbids = annotation.model_config.get("extra") == "forbid"
+        return [annotation.__name__] if forbids and not known else []
+    return [found for arg in typing.get_args(annotation) for found in _refusing(arg, known)]
+
+
+def test_no_answer_refuses_a_field_a_newer_hub_adds() -> None:
+    """Every answer model, and every model in it at any depth (`Actor` in a thread's
+    `actors`, `RuleRecipient` in a rule, ...), ignores unknown fields; request models
+    refuse them (a typo fails before anything is sent)."""
+    answers = [
+        value
+        for value in vars(m).values()
+        if isinstance(value, type) and issubclass(value, m.Response) and value is not m.Response
+    ]
+    refusing = {
+        f"{model.__name__}.{name}": found
+        for model in answers
+        for name, hint in typing.get_type_hints(model, vars(m), include_extras=True).items()
+        if name in model.model_fields and (found := _refusing(hint))
+    }
+    assert refusing == {}
+    assert all(
+        model.model_config.get("extra") == "forbid"
+        for model in vars(m).values()
+        if isinstance(model, type) and issubclass(model, m.Request)
+    )
+
+
+NEWER = {"added_later": {"nested": True}}
+"""A field this client does not know, as a newer hub might add it anywhere."""
+WHEN = "2026-11-20T09:15:02.113Z"
+
+
+def _json(value: Any) -> bytes:
+    """JSON as the hub sends it (`model_validate_json` takes the path answers take)."""
+    return json.dumps(value).encode()
+
+
+def test_answers_with_unknown_fields_in_every_part_are_read() -> None:
+    actor = {"id": "ana", "name": "Ana", **NEWER}
+    notification = m.Notification.model_validate(
+        {
+            "id": "n1",
+            "tenant": "default",
+            "title": "Hi",
+            "created_at": WHEN,
+            "expires_at": WHEN,
+            "actor": actor,
+            "target": {"type": "order", "id": "42", **NEWER},
+            "actions": [{"id": "ok", "label": "OK", **NEWER}],
+            "completed": {"action": "ok", "completed_at": WHEN, **NEWER},
+            "thread": {
+                "key": "k",
+                "latest_id": "n1",
+                "activity_count": 1,
+                "actors": [actor],
+                "first_at": WHEN,
+                "last_at": WHEN,
+                **NEWER,
+            },
+            **NEWER,
+        }
+    )
+    assert notification.actor == m.Actor(id="ana", name="Ana")
+    assert notification.thread is not None and notification.thread.actors == [notification.actor]
+    assert notification.target == m.Ref(type="order", id="42")
+    assert [a.id for a in notification.actions] == ["ok"]
+    update = m.InboxUpdate.model_validate(
+        {"id": "n1", "status": "read", "seen": True, "read_at": WHEN, "actor": actor, **NEWER}
+    )
+    assert update.actor == notification.actor
+    recipient = {"relationship": "owner", "title": "t", **NEWER}
+    rule = m.Rule.model_validate(
+        {"name": "r", "tenant": "t", "target_type": "order", "recipients": [recipient], **NEWER}
+    )
+    assert rule.recipients == [m.RuleRecipient(relationship="owner", title="t")]
+    definition = m.DeliveryDefinition.model_validate_json(
+        _json(
+            {
+                "tenant": "t",
+                "name": "d",
+                "kind": "email",
+                "url": None,
+                "email": {"subject": "s", "text": "x", **NEWER},
+                "rabbitmq": {"exchange": "e", **NEWER},
+                "timeout_s": 5,
+                "retry_intervals": "5s",
+                "max_retries": 3,
+                "alert": {"trigger": "never", **NEWER},
+                "need_confirm": False,
+                "max_confirm_delay_s": 60,
+                "disabled": False,
+                "rotating": False,
+                **NEWER,
+            }
+        )
+    )
+    assert definition.email == m.EmailTarget(subject="s", text="x")
+    assert definition.alert.trigger == "never"
+
+    # Built by a caller, the same parts still refuse a typo.
+    with pytest.raises(pydantic.ValidationError, match="nmae"):
+        m.Actor.model_validate({"id": "ana", "nmae": "Ana"})
+    with pytest.raises(pydantic.ValidationError, match="added_later"):
+        m.RuleRecipient.model_validate(recipient)
 
 
 # --- Answers the OpenAPI document leaves untyped, compared with a real hub's --------

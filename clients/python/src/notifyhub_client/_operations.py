@@ -16,10 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
+import httpx
+import pydantic
 from pydantic import JsonValue
 
 from notifyhub_client import models as m
 from notifyhub_client._http import Call, model, model_list, nothing, segment
+from notifyhub_client.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from notifyhub_client.aio import AsyncClient
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 QUEUE_MESSAGES_PATH = "/v1/queues/{queue}/messages"
 """A delayed queue's consume path; its ack is `{this}/{id}/ack` (the one place naming it;
@@ -63,7 +67,11 @@ class Operation(Generic[P, T]):
 
         @functools.wraps(build)
         def bound(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return run(build(instance, *args, **kwargs))
+            try:
+                call = build(instance, *args, **kwargs)
+            except pydantic.ValidationError as error:  # the caller's argument, not the hub
+                raise InvalidArgument.of(error) from error
+            return run(call)
 
         bound.__signature__ = self.signature  # type: ignore[attr-defined]
         return bound
@@ -81,12 +89,20 @@ def _names(field: str, values: Sequence[T]) -> list[T]:
     return list(values)
 
 
+def _part(cls: type[M], value: Mapping[str, str], argument: str) -> M:
+    """A mapping argument as its model; refused naming the argument (`actor.nmae`)."""
+    try:
+        return cls.model_validate(value)
+    except pydantic.ValidationError as error:
+        raise InvalidArgument.of(error, argument) from error
+
+
 def _ref(value: RefLike | None) -> m.Ref | None:
-    return None if value is None or isinstance(value, m.Ref) else m.Ref.model_validate(value)
+    return None if value is None else _required_ref(value)
 
 
 def _required_ref(value: RefLike) -> m.Ref:
-    return value if isinstance(value, m.Ref) else m.Ref.model_validate(value)
+    return value if isinstance(value, m.Ref) else _part(m.Ref, value, "target")
 
 
 def _actor(value: ActorLike | None) -> m.Actor | None:
@@ -98,7 +114,11 @@ def _required_actor(value: ActorLike) -> m.Actor:
         return value
     if isinstance(value, m.Ref):
         return m.Actor(type=value.type, id=value.id)
-    return m.Actor.model_validate(value)
+    return _part(m.Actor, value, "actor")
+
+
+def _updated(response: httpx.Response) -> int:
+    return m.Updated.model_validate_json(response.content).updated
 
 
 class Operations:
@@ -238,6 +258,30 @@ class Operations:
             target=_required_ref(target),
         )
         return Call(method, "/v1/relationships", nothing, json=request.to_json())
+
+    # --- A user's inbox (the user's token) -------------------------------------------
+
+    @operation
+    def read_all(
+        self,
+        token: str,
+        *,
+        category: str | None = None,
+        before: datetime | None = None,
+        view: str | None = None,
+    ) -> Call[int]:
+        """Mark the user's unread notifications read (`POST /v1/me/notifications/read-all`
+        with the user's JWT as `token`); returns how many. `category`, `before` (an aware
+        datetime) and `view` (one of the user's views: only what its list shows; one they
+        do not have is the hub's 422) narrow it, all of them holding."""
+        request = m.ReadAllRequest(category=category, before=before, view=view)
+        return Call(
+            "POST",
+            "/v1/me/notifications/read-all",
+            _updated,
+            json=request.to_json(),
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
     # --- Delayed queue ---------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 NotifyhubError                 any failure of a call
 ├── BadRequest                 400, 413 and other 4xx without a class of their own
 │   └── ValidationError        422, with `errors` (field, message, type)
+│       └── InvalidArgument    refused by the client before sending (status 0): a wrong
+│                              type, an unknown field, a naive datetime
 ├── Unauthorized               401  missing, expired or wrong credentials
 ├── Forbidden                  403  wrong scope or tenant
 ├── NotFound                   404
@@ -57,6 +59,32 @@ class BadRequest(NotifyhubError):
 
 class ValidationError(BadRequest):
     """422: the hub names each failing field in `errors`."""
+
+
+class InvalidArgument(ValidationError):
+    """An operation's argument the client refused before sending anything (`status` 0):
+    `errors` names each failing field as the hub's 422 does, and the pydantic error is
+    chained (`__cause__`). A `ValidationError`, so one `except` takes invalid input
+    whichever side found it."""
+
+    @classmethod
+    def of(cls, error: pydantic.ValidationError, within: str | None = None) -> InvalidArgument:
+        """`error` as the client's, its fields named as the caller's argument `within`."""
+        errors = [_worded(e, within) for e in error.errors(include_url=False)]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        title = "Invalid argument"
+        return cls(Problem(type=BLANK, title=title, status=0, detail=detail, errors=errors))
+
+
+NAIVE = "a naive datetime: give its timezone (datetime.now(UTC)); the client does not guess one"
+
+
+def _worded(error: Any, within: str | None) -> dict[str, str]:
+    """One pydantic error as the hub words a field's (`field`, `message`, `type`)."""
+    loc = (within, *error["loc"]) if within else error["loc"]
+    field = ".".join(str(part) for part in loc) or "(arguments)"
+    message = NAIVE if error["type"] == "timezone_aware" else str(error["msg"])
+    return {"field": field, "message": message, "type": str(error["type"])}
 
 
 class Unauthorized(NotifyhubError):

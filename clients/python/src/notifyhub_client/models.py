@@ -1,17 +1,21 @@
 """Typed bodies of the notifyhub API, mirroring the hub's OpenAPI schemas.
 
-Requests refuse unknown fields (a typo fails here, not at the hub); responses ignore
-fields a newer hub adds. The hub's test suite compares every model below with the
-OpenAPI document (tests/clients/test_python_client_models.py), so a drift fails there.
+Requests refuse unknown fields (a typo fails here, not at the hub) and naive datetimes
+(the client does not guess a timezone); responses ignore fields a newer hub adds, in the
+parts they share with requests too (`Known[...]`: an `Actor` built by a caller refuses a
+typo, an `Actor` in an answer takes a field it does not know). The hub's test suite
+compares every model below with the OpenAPI document
+(tests/clients/test_python_client_models.py), so a drift fails there.
 Constraints (lengths, patterns) are left to the hub: its 422 names the field.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, JsonValue
+from pydantic_core import CoreSchema, core_schema
 
 Severity = Literal["info", "success", "warning", "error", "critical"]
 Display = Literal["inbox", "toast", "both"]
@@ -37,30 +41,52 @@ class Response(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Ref(Response):
-    """An actor or a target: `{"type": "user", "id": "u-7"}`."""
+class IgnoreUnknown:
+    """Marks a request part (it refuses unknown fields when built) inside an answer: there
+    the fields it does not know are dropped before it is validated, as a `Response` drops
+    them, so a newer hub adding one breaks no older client."""
 
-    model_config = ConfigDict(extra="forbid")
+    def __get_pydantic_core_schema__(
+        self, source: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        known = {f.alias or name for name, f in source.model_fields.items()} | set(
+            source.model_fields
+        )
+
+        def drop_unknown(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {key: item for key, item in value.items() if key in known}
+            return value
+
+        return core_schema.no_info_before_validator_function(drop_unknown, handler(source))
+
+
+P = TypeVar("P", bound=BaseModel)
+Known = Annotated[P, IgnoreUnknown()]
+"""A request part as an answer's field: `Known[Actor]`."""
+
+
+class Ref(Request):
+    """An actor or a target: `{"type": "user", "id": "u-7"}` (in answers: `Known[Ref]`)."""
+
     type: str
     id: str
 
 
-class Actor(Response):
+class Actor(Request):
     """Who caused it: `{"id": "ana", "name": "Ana Lima", "avatar_url": "https://..."}`
-    (`type` is `user` unless given)."""
+    (`type` is `user` unless given; in answers: `Known[Actor]`)."""
 
-    model_config = ConfigDict(extra="forbid")
     type: str = "user"
     id: str
     name: str | None = None
     avatar_url: str | None = None
 
 
-class Action(Response):
+class Action(Request):
     """A button on a notification: `{"id": "approve", "label": "Approve"}`; the user
-    completes one of a notification's actions once."""
+    completes one of a notification's actions once (in answers: `Known[Action]`)."""
 
-    model_config = ConfigDict(extra="forbid")
     id: str
     label: str
     url: str | None = None
@@ -76,7 +102,7 @@ class Thread(Response):
     latest_id: str
     """The id of the activity the item shows."""
     activity_count: int
-    actors: list[Actor]
+    actors: list[Known[Actor]]
     first_at: datetime
     last_at: datetime
 
@@ -112,7 +138,7 @@ class PublishRequest(Request):
     actor: Actor | None = None
     target: Ref | None = None
     ttl: int | None = None
-    expires_at: datetime | None = None
+    expires_at: AwareDatetime | None = None
     collapse_key: str | None = None
     tags: list[str] | None = None
     thread_key: str | None = None
@@ -123,7 +149,7 @@ class PublishRequest(Request):
     """`{"key", "window_s", "max_items", "mode", "first", "at"}` (docs/attention.md)."""
     escalate: list[dict[str, JsonValue]] | None = None
     """Steps `{"after_s", "unless", "channel"}` (docs/attention.md)."""
-    deliver_at: datetime | None = None
+    deliver_at: AwareDatetime | None = None
     delay: int | None = None
 
 
@@ -149,10 +175,19 @@ class DelayedRequest(Request):
     """Deprecated spelling of `queue` (the hub takes one of the two)."""
     body: JsonValue = None
     delay_ms: int | None = None
-    due_at: datetime | None = None
+    due_at: AwareDatetime | None = None
     priority: int | None = None
     ttl_ms: int | None = None
     biz_key: str | None = None
+
+
+class ReadAllRequest(Request):
+    """Mark a user's unread notifications read: all, or those matching every filter given."""
+
+    category: str | None = None
+    before: AwareDatetime | None = None
+    view: str | None = None
+    """One of the user's views (tabs): only what its list (`?view=`) shows."""
 
 
 class AckRequest(Request):
@@ -273,8 +308,8 @@ class Notification(Response):
     display: Display = "both"
     data: dict[str, JsonValue] = Field(default_factory=dict)
     action_url: str | None = None
-    actor: Actor | None = None
-    target: Ref | None = None
+    actor: Known[Actor] | None = None
+    target: Known[Ref] | None = None
     created_at: datetime
     expires_at: datetime
     collapse_key: str | None = None
@@ -287,7 +322,7 @@ class Notification(Response):
     archived: bool = False
     pinned: bool = False
     snoozed_until: datetime | None = None
-    actions: list[Action] = Field(default_factory=list)
+    actions: list[Known[Action]] = Field(default_factory=list)
     completed: Completed | None = None
     """The action this user completed; null before."""
     thread: Thread | None = None
@@ -296,6 +331,12 @@ class Notification(Response):
     """Stream only: the id of the notification this one replaced (same `collapse_key`)."""
     resurfaced: bool = False
     """Stream only: a snoozed copy whose time came (unread again, on top), not a new one."""
+
+
+class Updated(Response):
+    """How many notifications a bulk change (read-all) changed."""
+
+    updated: int
 
 
 class ViewCount(Response):
@@ -345,15 +386,15 @@ class InboxUpdate(Response):
     display: Display | None = None
     data: dict[str, JsonValue] | None = None
     action_url: str | None = None
-    actor: Actor | None = None
-    target: Ref | None = None
+    actor: Known[Actor] | None = None
+    target: Known[Ref] | None = None
     created_at: datetime | None = None
     expires_at: datetime | None = None
     collapse_key: str | None = None
     tags: list[str] | None = None
     thread_key: str | None = None
     thread_window_s: int | None = None
-    actions: list[Action] | None = None
+    actions: list[Known[Action]] | None = None
 
     @property
     def item(self) -> Notification | None:
@@ -391,7 +432,7 @@ class Rule(Response):
     name: str
     tenant: str
     target_type: str
-    recipients: list[RuleRecipient]
+    recipients: list[Known[RuleRecipient]]
     channels: list[Channel] = Field(default_factory=_inbox_only)
     digest: dict[str, JsonValue] | None = None
     escalate: list[dict[str, JsonValue]] = Field(default_factory=list)
@@ -470,12 +511,12 @@ class DeliveryDefinition(Response):
     name: str
     kind: str
     url: str | None
-    email: EmailTarget | None
-    rabbitmq: RabbitTarget | None
+    email: Known[EmailTarget] | None
+    rabbitmq: Known[RabbitTarget] | None
     timeout_s: float
     retry_intervals: str
     max_retries: int
-    alert: Alert
+    alert: Known[Alert]
     need_confirm: bool
     max_confirm_delay_s: int
     disabled: bool

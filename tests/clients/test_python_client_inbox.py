@@ -1,0 +1,51 @@
+"""notifyhub-client's user-token operations against a real hub: `read_all` marks the
+user's unread notifications read, or only a view's (tab's), or a category's; a view the
+user does not have is the hub's 422, as a `ValidationError`."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from notifyhub_client import AsyncClient, ValidationError
+
+BASE = "/v1/me/notifications"
+
+
+async def _unread(hub: Any, token: str) -> set[str]:
+    page = await hub.client.get(
+        f"{BASE}?status=unread", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert page.status_code == 200, page.text
+    return {item["id"] for item in page.json()["items"]}
+
+
+async def test_read_all_marks_a_views_notifications_only(
+    hub: Any, publish_key: str, make_token: Callable[..., str]
+) -> None:
+    user = f"py-read-{secrets.token_hex(4)}"
+    token = make_token(user)
+    own = await hub.client.put(
+        "/v1/me/views/ops",
+        json={"filter": {"tags_any": ["ops"]}},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert own.status_code == 201, own.text
+    async with AsyncClient(hub.base_url, publish_key) as client:
+        ops = (await client.notify("Disk full", users=[user], tags=["ops"])).id
+        billing = (await client.notify("Invoice", users=[user], category="billing")).id
+        chat = (await client.notify("Hello", users=[user])).id
+
+        with pytest.raises(ValidationError) as unknown:
+            await client.read_all(token, view="nope")
+        assert unknown.value.status == 422 and "nope" in unknown.value.detail
+        assert await _unread(hub, token) == {ops, billing, chat}
+
+        assert await client.read_all(token, view="ops") == 1
+        assert await _unread(hub, token) == {billing, chat}
+        assert await client.read_all(token, category="billing") == 1
+        assert await client.read_all(token) == 1
+    assert await _unread(hub, token) == set()
