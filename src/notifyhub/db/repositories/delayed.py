@@ -6,7 +6,16 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect, delete, func, literal_column, select, text, update
+from sqlalchemy import (
+    ColumnClause,
+    ScalarSelect,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from notifyhub.db import driver
@@ -92,7 +101,7 @@ async def remove(session: AsyncSession, ids: Sequence[str]) -> int:
     return len(removed)
 
 
-BODY_ID = literal_column("body ->> 'id'")
+BODY_ID: ColumnClause[str] = literal_column("body ->> 'id'")
 """The object a message's body names (a snooze wake-up's copy), as its index has it."""
 
 
