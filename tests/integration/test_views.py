@@ -176,18 +176,17 @@ async def _waiting_for(watch: asyncpg.Connection, table: str) -> None:
             await asyncio.sleep(0.01)
 
 
-async def test_a_stream_marks_a_view_inexact_until_the_recount_reaches_its_user(
+async def test_a_stream_opened_on_an_old_copy_of_the_views_syncs_it_first(
     hub: Any, admin_key: str, publish_key: str, make_token: Any
 ) -> None:
     """A stream opened while the user's copy of the tenant's views is older than the
     tenant's (the sweep has not reached them: made here by setting the copy's version and
-    definitions back) says so as GET /v1/me/counts would: the view's counts `exact:
-    false`, on the first counts and on every counts after, until the recount reaches the
-    user (here the REST read that syncs them: its `views` change brings counts without
-    `exact`, meaning exact). A copy only behind in version (a sync finds the same
-    definitions and logs nothing) is found current at the stream's next change."""
+    definitions back) syncs the copy before its first counts, as GET /v1/me/counts does:
+    the view's counts are its definition's now, exact (no `exact: false`), and each copy
+    after is counted by it. A copy only behind in version is synced alike."""
     t = await _tenant(hub, admin_key, publish_key, make_token)
     await t.publish(["ana"], tags=["ops"])
+    await t.publish(["ana"], tags=["foo"])
     await t.define("ops", filter={"tags_any": ["ops"]})
     views = hub.app_state["views"]
     await views.settled()
@@ -195,31 +194,25 @@ async def test_a_stream_marks_a_view_inexact_until_the_recount_reaches_its_user(
     assert views.known(t.name) is not None and version > 0
     cnt = Keys(hub.app_state["settings"].redis_prefix).inbox(t.name, "ana").cnt
     redis = hub.app_state["redis"]
-    await redis.hset(cnt, mapping={"vt": version - 1, "vdefs": "ops\t\t0\tfoo\t"})  # as before
+    # as before the view was redefined: a filter by the tag foo, counting nothing
+    await redis.hset(cnt, mapping={"vt": version - 1, "vdefs": "ops\t\t0\tfoo\t"})
 
     async with open_stream(hub.client, t.token("ana")) as stream:
-        inexact = {"exact": False}
         event, _ = await stream.until("counts")
-        assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1, **inexact}}
+        assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1}}
         await t.publish(["ana"], tags=["ops"])
         event, before = await stream.until("counts")
-        assert [e.event for e in before] == ["notification"]  # counted by the old filter:
-        assert event.data["views"] == {"ops": {"unread": 1, "unseen": 1, "total": 1, **inexact}}
-        assert (await t.counts("ana"))["views"]["ops"]["exact"] is True  # synced it
-        event, _ = await stream.until("counts")
+        assert [e.event for e in before] == ["notification"]
         assert event.data["views"] == {"ops": {"unread": 2, "unseen": 2, "total": 2}}
-        await t.publish(["ana"], tags=["ops"])
-        event, _ = await stream.until("counts")
-        assert event.data["views"] == {"ops": {"unread": 3, "unseen": 3, "total": 3}}
 
     await redis.hset(cnt, "vt", version - 1)  # behind in version only
     async with open_stream(hub.client, t.token("ana")) as stream:
         event, _ = await stream.until("counts")
-        assert event.data["views"] == {"ops": {"unread": 3, "unseen": 3, "total": 3, **inexact}}
-        assert (await t.counts("ana"))["views"]["ops"]["exact"] is True  # synced, unlogged
+        assert event.data["views"] == {"ops": {"unread": 2, "unseen": 2, "total": 2}}
+        assert int(await redis.hget(cnt, "vt")) == version  # synced
         await t.publish(["ana"], tags=["ops"])
         event, _ = await stream.until("counts")
-        assert event.data["views"] == {"ops": {"unread": 4, "unseen": 4, "total": 4}}
+        assert event.data["views"] == {"ops": {"unread": 3, "unseen": 3, "total": 3}}
 
 
 async def test_a_redefined_view_is_inexact_until_recounted_while_postgresql_stalls(
@@ -313,7 +306,14 @@ async def test_a_new_users_first_stream_counts_carry_the_tenants_views(
         event, _ = await stream.until("counts")
         assert (event.data["unread"], event.data["total"]) == (0, 0)
         assert event.data["views"] == {"ops": zero, "alarms": zero}
-    assert await t.views("newcomer") == {"ops": (0, 0, 0), "alarms": (0, 0, 0)}  # as REST says
+        # their first copy's counts still name the tabs, its view counted (the stream
+        # synced their copy of the views at its opening: no REST read in between)
+        await t.publish(["newcomer"], tags=["ops"])
+        event, before_it = await stream.until("counts")
+        assert [e.event for e in before_it] == ["notification"]
+        one = {"unread": 1, "unseen": 1, "total": 1}
+        assert event.data["views"] == {"ops": one, "alarms": zero}
+    assert await t.views("newcomer") == {"ops": (1, 1, 1), "alarms": (0, 0, 0)}  # as REST says
 
 
 async def test_bad_input_is_refused_precisely_and_changes_nothing(

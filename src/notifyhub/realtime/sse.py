@@ -42,7 +42,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import Protocol
 
@@ -169,6 +169,7 @@ class InboxStream(Response):
         user: str,
         last_event_id: EventId | None,
         tenant_views: Callable[[str], ViewSet | None] | None = None,
+        synced_position: Callable[[str, str], Awaitable[Position]] | None = None,
         quiet: QuietFlag | None = None,
     ) -> None:
         self._store, self._reader, self._hub, self._sub = store, reader, hub, sub
@@ -176,6 +177,9 @@ class InboxStream(Response):
         """Whether the user is in quiet hours (their `notification` events say so)."""
         self._tenant_views = tenant_views
         """The tenant's views as this process last knew them (services/views.py `known`)."""
+        self._synced_position = synced_position
+        """The user's position, their copy of the views synced first (services/views.py
+        `position_of`), for `_position`."""
         self._inexact: frozenset[str] = EXACT
         """The views whose counts this stream sends marked `exact: false`: the tenant's, when
         the user's copy of them was older than theirs at the opening (or a reset), until
@@ -252,7 +256,7 @@ class InboxStream(Response):
         a change after the read rings it."""
         await self._hub.subscribe_for(self._sub)
         if self._cursor is None:
-            opening = self._mark(await self._store.position(self._tenant, self._user))
+            opening = self._mark(await self._position())
             self._epoch = opening.epoch
             data = position_data(opening, self._inexact)
             self._opening = frame("counts", opening.seq, opening.epoch, data)
@@ -480,7 +484,7 @@ class InboxStream(Response):
 
     async def _reset(self, send: Send, reason: str) -> int:
         """Send a `reset` with the current counts; the stream goes on from their seq."""
-        position = self._mark(await self._store.position(self._tenant, self._user))
+        position = self._mark(await self._position())
         seq, self._epoch = position.seq, position.epoch
         self._ahead = ()  # the client reloads its list
         self._sub.restart(seq)
@@ -489,6 +493,22 @@ class InboxStream(Response):
         self._metrics.stream_events_sent_total.labels(type="reset").inc()
         self._metrics.streams_reset_total.labels(reason=reason).inc()
         return seq
+
+    async def _position(self) -> Position:
+        """The user's position for an opening or a reset. Where the tenant has views and
+        the user's copy of them is missing (a new user) or older than the tenant's, the
+        copy is synced first, as a REST read of counts does: place.lua counts a copy in
+        the views the user's copy names, so without it their counts would name no tab
+        from their first notification on."""
+        position = await self._store.position(self._tenant, self._user)
+        if self._synced_position is None or self._tenant_views is None:
+            return position
+        known = self._tenant_views(self._tenant)
+        if known is None or not known.names():
+            return position
+        if position.personal_views >= 0 and position.tenant_views >= known.version:
+            return position
+        return await self._synced_position(self._tenant, self._user)
 
     def _mark(self, position: Position) -> Position:
         """Note which of `position`'s view counts are not exact (as GET /v1/me/counts

@@ -172,16 +172,20 @@ class Views:
         A read of counts needs Redis only: PostgreSQL is asked for the views for at most
         CATALOG_WAIT_S; when it does not answer, the counts are the user's copy's, their
         tenant views `exact: false` unless the last known views say they are current."""
-        tenant = await self._catalog(me.tenant)
-        position = await self._store.position(me.tenant, me.user)
+        return await self.position_of(me.tenant, me.user)
+
+    async def position_of(self, tenant_id: str, user: str) -> Position:
+        """`position` by the user's tenant and id (a stream's opening: realtime/sse.py)."""
+        tenant = await self._catalog(tenant_id)
+        position = await self._store.position(tenant_id, user)
         if tenant is None:
             return _inexact(position, set(position.counts.views))
         if position.tenant_views < tenant.version or position.personal_views < 0:
             own = ViewSet(KEEP)
             if position.personal_views < 0:
-                own = await self._own(me) or own
-            await self._store.sync_views(me.tenant, me.user, _args(self._store, tenant, own))
-            position = await self._store.position(me.tenant, me.user)
+                own = await self._own(tenant_id, user) or own
+            await self._store.sync_views(tenant_id, user, _args(self._store, tenant, own))
+            position = await self._store.position(tenant_id, user)
         if position.tenant_views < tenant.version:  # a newer sync by another process raced
             return _inexact(position, tenant.names())
         return position
@@ -198,13 +202,12 @@ class Views:
             cached = self._cache.get(tenant)
             return cached[1] if cached is not None else None
 
-    async def _own(self, me: UserPrincipal) -> ViewSet | None:
+    async def _own(self, tenant: str, user: str) -> ViewSet | None:
         """The user's own views, if PostgreSQL answers within CATALOG_WAIT_S."""
 
         async def load() -> ViewSet:
             async with self._units() as unit:
-                session = unit.session
-                return await repo.view_set(session, me.tenant, me.user)
+                return await repo.view_set(unit.session, tenant, user)
 
         try:
             return await asyncio.wait_for(load(), CATALOG_WAIT_S)

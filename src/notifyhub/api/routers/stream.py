@@ -158,6 +158,7 @@ def open_stream(
         user=user,
         last_event_id=cursor,
         tenant_views=state["views"].known,
+        synced_position=state["views"].position_of,
         quiet=state["quiet_streams"].flag(tenant, user),
     )
 
