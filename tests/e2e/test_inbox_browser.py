@@ -296,6 +296,34 @@ async def test_archive_in_one_tab_removes_it_from_the_other(
     assert [error for tab in tabs for error in tab.errors] == []
 
 
+@pytest.mark.parametrize("mode", ["shared-worker"])
+async def test_mark_all_read_in_a_view_tab_reads_only_the_view(
+    context: Any,
+    mode: str,
+    browser_hub: Any,
+    hub: Any,
+    publish_key: str,
+    define_view: Any,
+    make_token: Any,
+) -> None:
+    """In a view's tab "Mark all read" sends the view: the view's copies are read, the
+    others stay unread; its button follows the tab's own unread count."""
+    token = make_token("vic")
+    await define_view("urgent", filter={"severity_at_least": "error"}, label="Urgent")
+    urgent = await publish(hub, publish_key, "vic", title="Freezer F-2", severity="error")
+    other = await publish(hub, publish_key, "vic", title="Restock A-12")
+    tab = await open_tab(context, browser_hub.base_url, token, "?tab=view:urgent")
+    await tab.item(urgent).wait_for()
+    await tab.page.locator("[data-testid=mark-all]:enabled").click()
+    await tab.page.locator(f'[data-id="{urgent}"][data-status=read]').wait_for()
+    await tab.page.locator("[data-testid=mark-all]:disabled").wait_for()  # the view's: 0
+    listed = (await me(browser_hub, token, "GET", "/v1/me/notifications"))["items"]
+    assert {item["id"]: item["status"] for item in listed} == {urgent: "read", other: "unread"}
+    await tab.page.locator('[data-testid=tab][data-tab="all"]').click()
+    await tab.page.locator("[data-testid=mark-all]:enabled").wait_for()  # the inbox's: 1
+    assert tab.errors == []
+
+
 TAGS = ["billing", "ops", "db", "mention"]
 SEVERITIES = ["info", "success", "warning", "error", "critical"]
 

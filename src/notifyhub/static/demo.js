@@ -479,6 +479,14 @@
     node.dataset.exact = String(!counts || counts.exact !== false);
   }
 
+  /** What "Mark all read" acts on: the view's unread in a view tab, else the inbox's. */
+  function tabUnread(counts) {
+    const name = viewName();
+    if (name === null) return counts.unread;
+    const view = (counts.views || {})[name];
+    return view ? view.unread : 0;
+  }
+
   function renderCounts(counts) {
     if (!counts) return;
     const badge = $("[data-testid=badge]");
@@ -487,7 +495,7 @@
     const summary = counts.total === 1 ? "summary.one" : "summary.other";
     $("[data-testid=summary]").textContent = t(summary, { unread: counts.unread, total: counts.total });
     document.title = counts.unread ? `(${counts.unread}) notifyhub inbox` : "notifyhub inbox";
-    $("[data-testid=mark-all]").disabled = counts.unread === 0;
+    $("[data-testid=mark-all]").disabled = tabUnread(counts) === 0;
     $("[data-testid=archive-all]").disabled = counts.total === 0;
     const views = counts.views || {};
     for (const tab of document.querySelectorAll("[data-testid=tab]")) {
@@ -854,6 +862,9 @@
     }
     $("[data-testid=filters]").hidden = !inboxTab();
     $("[data-testid=archive-all]").hidden = tab !== "all";
+    if (demo.client && demo.client.counts) {
+      $("[data-testid=mark-all]").disabled = tabUnread(demo.client.counts) === 0;
+    }
     $("[data-testid=delete-view]").hidden = !personalView();
     const help = { archived: t("empty.archived"), snoozed: t("empty.snoozed") };
     $(".empty-title").textContent = help[tab] || t("empty.all");
@@ -927,7 +938,10 @@
       if (tab) setTab(tab.dataset.tab);
     });
     $("[data-testid=more]").addEventListener("click", () => loadPage(false));
-    $("[data-testid=mark-all]").addEventListener("click", () => demo.client.markAllRead());
+    $("[data-testid=mark-all]").addEventListener("click", () => {
+      const name = viewName(); // in a view's tab, only the view's copies
+      demo.client.markAllRead(name === null ? {} : { view: name });
+    });
     $("[data-testid=archive-all]").addEventListener("click", () => demo.client.archiveAll());
     $("[data-testid=bell]").addEventListener("click", () => {
       window.scrollTo({ top: 0, behavior: "smooth" });
