@@ -6,6 +6,7 @@ window); e-mails reach a local SMTP server, pushes a local push service."""
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -197,6 +198,8 @@ async def test_twenty_notifications_make_one_email_with_twenty_items_and_one_thr
     assert [i["title"] for i in digest["items"]] == [f"Comment {n}" for n in reversed(range(20))]
     assert sorted(a["id"] for a in digest["actors"]) == ["actor0", "actor1", "actor2"]
     assert email.payload["notification"]["title"] == "20 new: Comment 19"
+    opened = email.payload["notification"]["created_at"]  # as every time the hub writes
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", opened), opened
     assert await workers.run() == 0  # closed: nothing sent twice
 
     await wait_status(hub.client, t.publish["Authorization"][7:], email.id, "sent", tenant=t.name)

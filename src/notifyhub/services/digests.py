@@ -30,7 +30,7 @@ from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.repositories import digests as repo
 from notifyhub.db.unit import UnitOfWork, each_alone_on_failure
 from notifyhub.domain.digest import SLIDING_CAP, Digest, opening_due, zone
-from notifyhub.domain.notification import Severity
+from notifyhub.domain.notification import Severity, to_rfc3339
 from notifyhub.errors import NotFound
 from notifyhub.services.channel_rows import (
     EMAIL,
@@ -160,7 +160,7 @@ def summary(digest: DigestRow, shown: Sequence[dict[str, Any]]) -> dict[str, Any
         "category": latest.get("category"),
         "action_url": latest.get("action_url"),
         "thread_key": f"digest:{digest.key}",
-        "created_at": digest.opened_at.isoformat(),
+        "created_at": to_rfc3339(digest.opened_at),  # as every time the hub writes
     }
     digest_fields = {"key": digest.key, "count": count, "items": shown, "actors": _actors(shown)}
     return {"notification": notification, "digest": digest_fields}
