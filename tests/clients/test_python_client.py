@@ -19,6 +19,7 @@ import pytest
 
 from notifyhub.settings import DeliverySettings, RateLimits, Settings
 from notifyhub_client import (
+    NO_RETRIES,
     AsyncClient,
     Client,
     Conflict,
@@ -28,15 +29,17 @@ from notifyhub_client import (
     HubUnreachable,
     NotFound,
     NotificationEvent,
+    NotifyhubError,
     RetryPolicy,
     RuleRecipient,
     StreamEvent,
     Unauthorized,
+    UnexpectedAnswer,
     UpdateEvent,
     ValidationError,
 )
 from support.proxy import CuttableProxy
-from support.receiver import Receiver
+from support.receiver import Receiver, Reply, receiver
 
 MakeKey = Callable[..., Awaitable[str]]
 FAST = RetryPolicy(max_attempts=8, max_total_s=10, backoff_s=0.05, max_backoff_s=0.3)
@@ -211,6 +214,25 @@ async def test_problems_are_typed_errors(hub: Any, publish_key: str, create_key:
     async with AsyncClient(hub.base_url, bound, tenant="other") as client:
         with pytest.raises(Forbidden):
             await client.notify("Elsewhere", users=["a"])
+
+
+async def test_a_success_the_client_cannot_read_is_its_own_error() -> None:
+    """Something answering 2xx with a body that is not the answer (not JSON, or not its
+    shape: a hub of another version, a proxy's page) raises `UnexpectedAnswer`, a
+    NotifyhubError with the HTTP status and the parsing error chained, not pydantic's."""
+    path = "/v1/notifications"
+    async with receiver() as fake:
+        fake.plan(path, Reply(202, body=b"<html>accepted</html>"), Reply(202, body=b'{"id": 7}'))
+        async with AsyncClient(fake.url(""), "nh_key", retry=NO_RETRIES) as client:
+            with pytest.raises(UnexpectedAnswer) as not_json:
+                await client.notify("Hi", users=["a"])
+            with pytest.raises(UnexpectedAnswer) as wrong_shape:
+                await client.notify("Hi", users=["a"])
+    assert isinstance(not_json.value, NotifyhubError) and not_json.value.status == 202
+    assert isinstance(not_json.value.__cause__, ValueError)
+    assert wrong_shape.value.status == 202 and wrong_shape.value.response is not None
+    fields = {e["field"] for e in wrong_shape.value.errors}
+    assert {"id", "recipients"} <= fields, wrong_shape.value.errors
 
 
 async def test_a_bare_string_for_a_list_of_names_is_refused_not_split_into_letters(

@@ -36,6 +36,7 @@ from notifyhub_client.errors import (
     ServerError,
     Unauthorized,
     Unavailable,
+    UnexpectedAnswer,
     ValidationError,
 )
 from notifyhub_client.models import (
@@ -118,6 +119,7 @@ __all__ = [
     "Topic",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
     "UpdateEvent",
     "ValidationError",
     "ViewCount",

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from notifyhub_client.errors import HubUnreachable, error_for, retry_after
+from notifyhub_client.errors import HubUnreachable, UnexpectedAnswer, error_for, retry_after
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -168,7 +168,7 @@ def exchange(
             delay = attempts.after_response(outcome)
             if delay is None:
                 if outcome.is_success:
-                    return call.parse(outcome)
+                    return _parsed(call, outcome)
                 raise error_for(outcome)
         else:
             assert outcome is not None
@@ -176,6 +176,14 @@ def exchange(
             if delay is None:
                 raise HubUnreachable(outcome) from outcome
         yield delay
+
+
+def _parsed(call: Call[T], response: httpx.Response) -> T:
+    """A success's answer; one the client cannot read raises `UnexpectedAnswer`."""
+    try:
+        return call.parse(response)
+    except (ValueError, KeyError, TypeError) as error:  # pydantic's errors are ValueErrors
+        raise UnexpectedAnswer.of(error, response) from error
 
 
 def run_sync(steps: Generator[Step, Outcome, T], http: httpx.Client) -> T:

@@ -115,6 +115,26 @@ class ServerError(NotifyhubError):
     pass
 
 
+class UnexpectedAnswer(NotifyhubError):
+    """A success the client could not read (not JSON, or not the answer's shape: a hub of
+    another version, or something else on its address); `status` is the HTTP status, the
+    parsing error is chained (`__cause__`) and `response` kept. The call may have taken
+    effect."""
+
+    @classmethod
+    def of(cls, error: Exception, response: httpx.Response) -> UnexpectedAnswer:
+        if isinstance(error, pydantic.ValidationError):
+            errors = [_worded(e, None) for e in error.errors(include_url=False)]
+            detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        else:
+            errors, detail = [], f"{type(error).__name__}: {error}"
+        title = "Unexpected answer"
+        problem = Problem(
+            type=BLANK, title=title, status=response.status_code, detail=detail, errors=errors
+        )
+        return cls(problem, response=response)
+
+
 class HubUnreachable(NotifyhubError):
     """No HTTP answer (refused, reset, timed out), after the retries the call allowed."""
 
