@@ -58,7 +58,7 @@ from integration.test_inbox_api import (
 from integration.test_inbox_states import (
     test_a_re_snooze_leaves_one_wake_up_the_new_one,
     test_a_refused_pin_with_a_snooze_leaves_no_wake_up,
-    test_unsnooze_delete_and_recall_take_the_wake_up_with_them,
+    test_unsnooze_and_recall_take_the_wake_up_with_them,
 )
 from integration.test_inbox_store import (
     test_a_full_inbox_drops_its_oldest,
@@ -144,5 +144,5 @@ __all__ = [
     "test_traces_written_together_each_read_back_whole",
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",
-    "test_unsnooze_delete_and_recall_take_the_wake_up_with_them",
+    "test_unsnooze_and_recall_take_the_wake_up_with_them",
 ]
