@@ -109,7 +109,13 @@ async def test_a_push_in_quiet_hours_is_held_until_the_end_then_sent(
     assert await _trace(hub, t, nid) == {
         "ann": {"push": f"pushed to 1 browser, held for quiet hours until {until}"}
     }
-    assert await _dispatch(hub) == 0
+    await _dispatch(hub)  # what else is due in the database goes (other tests'); not this one
+    [still] = await _deliveries(sessionmaker, nid)
+    assert (still.status, still.attempt, still.next_attempt_at) == (
+        held.status,
+        held.attempt,
+        held.next_attempt_at,
+    )
     assert push.of(sid) == []
 
     # The night passes: the delivery falls due, and the dispatcher's next pass sends it.
@@ -119,7 +125,7 @@ async def test_a_push_in_quiet_hours_is_held_until_the_end_then_sent(
             .where(Delivery.id == held.id)
             .values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1))
         )
-    assert await _dispatch(hub) == 1
+    assert await _dispatch(hub) >= 1
     [pushed] = await push.wait_for(sid, 1)
     assert pushed.status == 201 and pushed.message["id"] == nid
 
