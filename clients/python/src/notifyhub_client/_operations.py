@@ -283,6 +283,26 @@ class Operations:
             headers={"Authorization": f"Bearer {token}"},
         )
 
+    @operation
+    def archive_all(
+        self,
+        token: str,
+        *,
+        category: str | None = None,
+        before: datetime | None = None,
+        view: str | None = None,
+    ) -> Call[int]:
+        """Archive the user's notifications (`POST /v1/me/notifications/archive-all` with
+        the user's JWT as `token`); returns how many. Narrowed as `read_all` is."""
+        request = m.ReadAllRequest(category=category, before=before, view=view)
+        return Call(
+            "POST",
+            "/v1/me/notifications/archive-all",
+            _updated,
+            json=request.to_json(),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
     # --- Delayed queue ---------------------------------------------------------------
 
     @operation
