@@ -24,10 +24,8 @@ async def _unread(hub: Any, token: str, status: str = "unread") -> set[str]:
     return {item["id"] for item in page.json()["items"]}
 
 
-async def test_read_all_marks_a_views_notifications_only(
-    hub: Any, publish_key: str, make_token: Callable[..., str]
-) -> None:
-    user = f"py-read-{secrets.token_hex(4)}"
+async def _with_ops_view(hub: Any, make_token: Callable[..., str], user: str) -> str:
+    """The user's token, the user given a view `ops` (tag ops)."""
     token = make_token(user)
     own = await hub.client.put(
         "/v1/me/views/ops",
@@ -35,6 +33,14 @@ async def test_read_all_marks_a_views_notifications_only(
         headers={"Authorization": f"Bearer {token}"},
     )
     assert own.status_code == 201, own.text
+    return token
+
+
+async def test_read_all_marks_a_views_notifications_only(
+    hub: Any, publish_key: str, make_token: Callable[..., str]
+) -> None:
+    user = f"py-read-{secrets.token_hex(4)}"
+    token = await _with_ops_view(hub, make_token, user)
     async with AsyncClient(hub.base_url, publish_key) as client:
         ops = (await client.notify("Disk full", users=[user], tags=["ops"])).id
         billing = (await client.notify("Invoice", users=[user], category="billing")).id
@@ -56,13 +62,7 @@ async def test_archive_all_archives_a_views_notifications_only(
     hub: Any, publish_key: str, make_token: Callable[..., str]
 ) -> None:
     user = f"py-archive-{secrets.token_hex(4)}"
-    token = make_token(user)
-    own = await hub.client.put(
-        "/v1/me/views/ops",
-        json={"filter": {"tags_any": ["ops"]}},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert own.status_code == 201, own.text
+    token = await _with_ops_view(hub, make_token, user)
     async with AsyncClient(hub.base_url, publish_key) as client:
         ops = (await client.notify("Disk full", users=[user], tags=["ops"])).id
         chat = (await client.notify("Hello", users=[user])).id

@@ -121,6 +121,14 @@ def _updated(response: httpx.Response) -> int:
     return m.Updated.model_validate_json(response.content).updated
 
 
+def _every(token: str, action: str, request: m.ReadAllRequest) -> Call[int]:
+    """`POST /v1/me/notifications/<action>` (read-all, archive-all) with the user's JWT:
+    how many changed."""
+    path = f"/v1/me/notifications/{action}"
+    headers = {"Authorization": f"Bearer {token}"}
+    return Call("POST", path, _updated, json=request.to_json(), headers=headers)
+
+
 class Operations:
     """The API, shared by `Client` and `AsyncClient`. `tenant` defaults to the client's."""
 
@@ -275,13 +283,7 @@ class Operations:
         datetime) and `view` (one of the user's views: only what its list shows; one they
         do not have is the hub's 422) narrow it, all of them holding."""
         request = m.ReadAllRequest(category=category, before=before, view=view)
-        return Call(
-            "POST",
-            "/v1/me/notifications/read-all",
-            _updated,
-            json=request.to_json(),
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        return _every(token, "read-all", request)
 
     @operation
     def archive_all(
@@ -295,13 +297,7 @@ class Operations:
         """Archive the user's notifications (`POST /v1/me/notifications/archive-all` with
         the user's JWT as `token`); returns how many. Narrowed as `read_all` is."""
         request = m.ReadAllRequest(category=category, before=before, view=view)
-        return Call(
-            "POST",
-            "/v1/me/notifications/archive-all",
-            _updated,
-            json=request.to_json(),
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        return _every(token, "archive-all", request)
 
     # --- Delayed queue ---------------------------------------------------------------
 
