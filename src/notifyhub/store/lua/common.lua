@@ -152,6 +152,23 @@ local function views_of(u)
   return v
 end
 
+-- One of the user's views by name, as `?view=` lists and read-all by view take it: its
+-- bit in a copy's state mask (0: the user has no view of that name) and its definition
+-- line (nil then).
+local function named_view(u, name)
+  local k = 0
+  for line in string.gmatch(redis.call('HGET', u.cnt, 'vdefs') or '', '[^\n]+') do
+    k = k + 1
+    if string.match(line, '^[^\t]*') == name then return 2 ^ (k - 1), line end
+  end
+  return 0, nil
+end
+
+-- Whether a copy's state has the view of this bit (0: a view the user lacks: none has).
+local function has_view(st, bit)
+  return bit > 0 and math.floor(st.views / bit) % 2 == 1
+end
+
 -- The views (of `defs`) a copy with this category, severity rank and tag set is in.
 local function view_mask(defs, category, severity, tags)
   local mask, bit = 0, 1

@@ -21,20 +21,13 @@ local view_bit, view_def = nil, nil  -- the named view's bit; or the given line'
 if view_line ~= '' then
   view_def = parse_defs(view_line)
 elseif view ~= '' then
-  view_bit = 0
-  local k = 0
-  for line in string.gmatch(redis.call('HGET', u.cnt, 'vdefs') or '', '[^\n]+') do
-    k = k + 1
-    if string.match(line, '^[^\t]*') == view then
-      view_bit, view_line = 2 ^ (k - 1), line
-      break
-    end
-  end
+  view_bit, view_line = named_view(u, view)
+  view_line = view_line or ''
 end
 
 local function in_view(id, st)
   if view_def then return content_mask(view_def, st.category, shown_content(u, id)) == 1 end
-  return not view_bit or (view_bit > 0 and math.floor(st.views / view_bit) % 2 == 1)
+  return not view_bit or has_view(st, view_bit)
 end
 
 local upper = (before ~= '') and ('(' .. before) or '+'

@@ -26,14 +26,7 @@ local tags_any, tags_all, severity_min, actor = ARGV[10], ARGV[11], tonumber(ARG
 local view, pin_after = ARGV[14] or '', ARGV[15] or ''
 purge(u, now_ms(), log_max)
 
-local view_bit = nil  -- the view's bit in a state's mask; 0: a view the user lacks
-if view ~= '' then
-  view_bit = 0
-  local v = views_of(u)
-  for k, name in ipairs(v and split(v.names, ';') or {}) do
-    if name == view then view_bit = 2 ^ (k - 1) end
-  end
-end
+local view_bit = view ~= '' and named_view(u, view) or nil  -- 0: a view the user lacks
 
 local any, all = split(tags_any, ','), split(tags_all, ',')
 local by_content = #any > 0 or #all > 0 or severity_min > 0 or actor ~= ''
@@ -56,9 +49,7 @@ local function matches(st)
   if category ~= '' and st.category ~= category then return false end
   if pinned == 'only' and not st.pinned then return false end
   if pinned == 'none' and st.pinned then return false end
-  if view_bit and (view_bit == 0 or math.floor(st.views / view_bit) % 2 == 0) then
-    return false
-  end
+  if view_bit and not has_view(st, view_bit) then return false end
   if status == 'unread' then return st.read_at == 0 end
   if status == 'read' then return st.read_at ~= 0 end
   return true
