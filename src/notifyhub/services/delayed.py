@@ -325,7 +325,7 @@ class DelayedService:
             # -1: Redis lost it (a restore would bring back a row left behind)
             if await self._store.finish(row.id, _queue_of(row), "drop") in (1, -1):
                 gone.append(row.id)
-        await repo.remove_moot(session, gone)
+        await repo.remove(session, gone, unfinished_too=True)
         return len(gone)
 
     async def ack(self, unit: UnitOfWork, queue: Queue, message_id: str, receipt: str) -> None:

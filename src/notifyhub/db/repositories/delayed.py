@@ -83,17 +83,16 @@ async def postpone(session: AsyncSession, ids: Sequence[str]) -> None:
         )
 
 
-async def remove(session: AsyncSession, ids: Sequence[str]) -> int:
-    """Delete these finished messages and their transitions; how many messages went (an
-    unfinished id is never deleted)."""
+async def remove(session: AsyncSession, ids: Sequence[str], *, unfinished_too: bool = False) -> int:
+    """Delete these messages and their transitions; how many messages went. Only finished
+    ones (the retention sweep) unless `unfinished_too` (messages made moot before their
+    time: a snooze's wake-up once its snooze changed)."""
     if not ids:
         return 0
-    gone = await session.scalars(
-        delete(DelayedMessage)
-        .where(DelayedMessage.id.in_(ids), DelayedMessage.status.in_(FINISHED))
-        .returning(DelayedMessage.id)
-    )
-    removed = list(gone)
+    query = delete(DelayedMessage).where(DelayedMessage.id.in_(ids))
+    if not unfinished_too:
+        query = query.where(DelayedMessage.status.in_(FINISHED))
+    removed = list(await session.scalars(query.returning(DelayedMessage.id)))
     if removed:
         await session.execute(
             delete(DelayedTransition).where(DelayedTransition.message_id.in_(removed))
@@ -124,16 +123,6 @@ async def unfinished_naming(
     if match:
         query = query.where(DelayedMessage.body.contains(match))
     return (await session.scalars(query)).all()
-
-
-async def remove_moot(session: AsyncSession, message_ids: Sequence[str]) -> None:
-    """Delete rows whole, unfinished ones too, with their transitions (messages that
-    turned out moot before they were due)."""
-    if message_ids:
-        await session.execute(delete(DelayedMessage).where(DelayedMessage.id.in_(message_ids)))
-        await session.execute(
-            delete(DelayedTransition).where(DelayedTransition.message_id.in_(message_ids))
-        )
 
 
 async def unfinished(
