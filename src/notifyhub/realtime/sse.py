@@ -43,7 +43,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import replace
 from typing import Protocol
 
 from prometheus_client import Counter
@@ -52,7 +51,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from ulid import ULID
 
-from notifyhub.domain.notification import ViewCount
 from notifyhub.domain.views import ViewSet
 from notifyhub.metrics import Metrics, StreamEnd
 from notifyhub.realtime.clock import StreamClock
@@ -513,14 +511,13 @@ class InboxStream(Response):
     def _mark(self, position: Position) -> Position:
         """Note which of `position`'s view counts are not exact (as GET /v1/me/counts
         says: the tenant's views, when the user's copy of them is older than the last
-        known); without the tenant's views known here, none. An empty inbox (a new
-        user's: no copy of the views yet) gets the tenant's views at zero (`_zeroed`)."""
+        known); without the tenant's views known here, none."""
         known = self._tenant_views(self._tenant) if self._tenant_views is not None else None
         inexact = None
         if known is not None and position.tenant_views < known.version:
             inexact = known.names() & position.counts.views.keys()
         self._inexact = frozenset(inexact) if inexact else EXACT
-        return _zeroed(position, known) if known is not None else position
+        return position
 
     async def _write(self, send: Send, body: bytes) -> None:
         """Send one chunk; the clock cancels a send that outlives the send timeout."""
@@ -567,21 +564,6 @@ class InboxStream(Response):
                 and not entry.resurfaced
             ):
                 streamed.sent(entry.id, self._user)
-
-
-def _zeroed(position: Position, known: ViewSet) -> Position:
-    """`position` with the tenant's views it lacks at zero, when its inbox counts nothing
-    (a new user's: views.lua wrote no copy of the views yet, so the store counts none).
-    Exact, whatever their definitions: no view holds a copy the counts do not count. An
-    inbox counting something keeps what its copy of the views says (the sweep, or the
-    user's next read of counts, syncs it)."""
-    counts = position.counts
-    missing = known.names() - counts.views.keys()
-    if counts.total or not missing:
-        return position
-    zero = ViewCount(unread=0, unseen=0, total=0)
-    views = {**counts.views, **dict.fromkeys(sorted(missing), zero)}
-    return replace(position, counts=counts.model_copy(update={"views": views}))
 
 
 def position_data(position: Position, inexact: Collection[str] = ()) -> dict[str, object]:
