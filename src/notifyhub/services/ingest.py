@@ -445,6 +445,8 @@ class IngestService:
         if not (recipients.users or recipients.groups or recipients.topics):
             raise InvalidInput("recipients: name at least one user, group or topic")
         cap = self._settings.limits.max_recipients
+        if session is not None and _one_group(recipients):
+            return await self._group_members(session, tenant, recipients.groups[0], cap)
         users: dict[str, None] = dict.fromkeys(recipients.users)
         sources: list[tuple[int, str]] = [(len(users), "user")] if users else []
         # Without a session only users are named (publish opens one for groups/topics).
@@ -461,6 +463,19 @@ class IngestService:
                 elif not sources or len(users) > sources[-1][0]:
                     sources.append((len(users), source))
         return TenantUsers(tenant, list(users)), tuple(sources)
+
+    async def _group_members(
+        self, session: AsyncSession, tenant: str, group: str, cap: int
+    ) -> tuple[TenantUsers, Sources]:
+        """`_resolve` of one group alone, the everyday broadcast: its members are unique
+        (the table's key), so its pages are joined as they come, not deduped (20 ms of
+        the hub's loop for 100,000 members, docs/scaling.md)."""
+        ids: list[str] = []
+        async for _name, page in group_service.iter_members(session, tenant, [group], MEMBER_PAGE):
+            ids += page
+            if len(ids) > cap:
+                raise InvalidInput(f"recipients: more than {cap} users (the configured cap)")
+        return TenantUsers(tenant, ids), ((len(ids), f"group:{group}"),) if ids else ()
 
     def _sources(
         self, session: AsyncSession, tenant: str, recipients: Recipients
@@ -663,6 +678,11 @@ def _joined(results: list[Placement], batch: int) -> Placement:
         dropped += result.dropped
         pushed_out.update({start + i: out for i, out in result.pushed_out.items()})
     return Placement(seqs, dropped, pushed_out)
+
+
+def _one_group(recipients: Recipients) -> bool:
+    """Whether `recipients` names one group and nothing else."""
+    return len(recipients.groups) == 1 and not (recipients.users or recipients.topics)
 
 
 def _check_tenant(principal: ServicePrincipal, tenant: str) -> None:
