@@ -38,7 +38,9 @@ class Limits(BaseModel):
     defer_pause_ms: int = Field(10, ge=0, le=1000)
     """A deferred fan-out's copies are written after its 202, batch by batch; the pause
     after a batch when other work waited for the hub meanwhile, in which everyone else's
-    requests have Redis and the hub to themselves (services/fanouts.py); 0: none."""
+    requests have Redis and the hub to themselves (services/fanouts.py). Its POST's
+    recipient index rests as long between its slices (store/inbox/announcing.py);
+    0: none."""
     streams_per_user: int = Field(10, ge=1)
     change_log_max: int = Field(1000, ge=10)
     stream_read_bytes: int = Field(32 * 1024, ge=1024)

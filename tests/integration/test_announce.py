@@ -361,9 +361,8 @@ async def test_announcement_seqs_name_recipients_without_the_copy(
 
 
 async def test_a_deferred_index_holds_every_user_named(settings: Settings, redis: Redis) -> None:
-    """index_add.lua takes a slice's users as lines of one argument and adds them 500 at a
-    time: more users than a slice and than a SADD, ids with spaces and non-ASCII letters,
-    each in the index exactly as named."""
+    """The index goes in a SADD per slice of users: more users than a slice, ids with
+    spaces and non-ASCII letters, each in the index exactly as named."""
     keys = Keys(settings.redis_prefix)
     store = InboxStore(redis, keys, Limits())
     users = [("default", f"bulk-{i}") for i in range(4_501)]

@@ -1,12 +1,13 @@
 """Long work takes turns on the event loop (notifyhub/turns.py): it hands the loop back
-once its slice has passed, and not before."""
+once its slice has passed, and not before; resting work also rests when others waited."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from itertools import pairwise
 
-from notifyhub.turns import SLICE_ITEMS, Turns, sliced
+from notifyhub.turns import BUSY_S, SLICE_ITEMS, Turns, sliced
 
 
 def _other(ran: list[str]) -> asyncio.Task[None]:
@@ -66,3 +67,44 @@ async def test_sliced_hands_the_loop_back_between_slices_not_before_the_first() 
     marks = [at for _, at in seen]
     assert marks[0] == 1
     assert all(b > a for a, b in pairwise(marks))
+
+
+async def _passes_during(turns: Turns, busy_s: float) -> int:
+    """The passes a ticker makes while `turns.take()` runs, after a task that holds the
+    loop `busy_s` (blocking) was made ready before it."""
+    passes = 0
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def busy() -> None:  # others' work keeping the loop (no await in it)
+        ends = time.perf_counter() + busy_s
+        while time.perf_counter() < ends:
+            pass
+
+    tick = asyncio.get_running_loop().create_task(ticker())
+    await asyncio.sleep(0)  # the ticker's first pass
+    held = asyncio.get_running_loop().create_task(busy())
+    before = passes
+    try:
+        async with asyncio.timeout(30):
+            await turns.take()
+    finally:
+        tick.cancel()
+        await held
+    return passes - before
+
+
+async def test_a_resting_turn_rests_when_others_kept_the_loop() -> None:
+    """The pass held past BUSY_S: the work rests, and the ticker passes many times in it
+    (one pass, without a rest)."""
+    assert await _passes_during(Turns(slice_s=0.0, rest_s=0.05), busy_s=5 * BUSY_S) > 1
+    assert await _passes_during(Turns(slice_s=0.0), busy_s=5 * BUSY_S) == 1
+
+
+async def test_a_resting_turn_on_an_idle_loop_does_not_rest() -> None:
+    """Nothing else waiting: a rest of an hour is not taken (the take would time out)."""
+    assert await _passes_during(Turns(slice_s=0.0, rest_s=3600.0), busy_s=0.0) == 1

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -34,6 +33,7 @@ from notifyhub.settings import Limits
 from notifyhub.store.fanouts import Fanout, FanoutRecords, Progress, lost
 from notifyhub.store.inbox import InboxStore, TenantUsers
 from notifyhub.store.traces import RoutingTraces
+from notifyhub.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,6 @@ LEASE_MS = 5_000
 past it, another process may take it over."""
 RESUME_INTERVAL_S = 1.0
 """How often each process looks for fan-outs whose holder's lease ran out."""
-BUSY_S = 0.001
-"""A pass of the event loop longer than this between two batches: others are waiting."""
 DONE = "done"
 """The record's cursor once its last batch is written (SSCAN's last cursor is its first,
 "0": a holder dying before it deletes the record must not start again)."""
@@ -145,11 +143,12 @@ class Fanouts:
         stops it here: the lease then runs out and a `resume_once` carries on."""
         nid = fanout.notification.id
         pause_s = self._limits.defer_pause_ms / 1000
+        turns = Turns(0, pause_s)  # a turn after every batch, resting when others wait
         try:
             await asyncio.sleep(pause_s)  # the 202 on its way first
             while fanout.cursor != DONE:
                 await self._batch(fanout)
-                await _turn(pause_s)
+                await turns.take()
             await self._records.finish(fanout)
         except _Taken:
             log.info("fan-out %s: recalled or taken over; this process stops placing it", nid)
@@ -206,14 +205,3 @@ class Fanouts:
             await self._traces.dropped(n.id, dropped)
         except RedisError as exc:
             log.warning("routing trace of %s: its dropped users not noted: %s", n.id, exc)
-
-
-async def _turn(pause_s: float) -> None:
-    """Between two batches: one pass of the event loop for whatever waited meanwhile and,
-    when something did (the pass took over BUSY_S), a pause of `pause_s` for the rest of
-    it. A hub with nothing else to do places a fan-out at full speed; one serving others
-    gives them turns."""
-    started = time.perf_counter()
-    await asyncio.sleep(0)
-    if pause_s and time.perf_counter() - started > BUSY_S:
-        await asyncio.sleep(pause_s)

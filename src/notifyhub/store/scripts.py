@@ -202,11 +202,9 @@ class InboxScripts:
         self.topic_set = register_lua(redis, "topic_set")
         self.topic_get = register_lua(redis, "topic_get")
         self.announce = register_lua(redis, "announce")
-        self.index_add = register_lua(redis, "index_add")
         self.all = [
             *loaded.values(),
             self.topic_set,
             self.topic_get,
             self.announce,
-            self.index_add,
         ]
