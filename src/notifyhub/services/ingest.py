@@ -619,7 +619,7 @@ class IngestService:
         dropped = seqs.count(-1)  # (counted in C: a 100k fan-out's seqs)
         self._metrics.notifications_ingested_total.inc()
         self._metrics.notification_copies_total.inc(len(seqs) - dropped - seqs.count(0))
-        await self._record_route(notification, route, users, placement, deferred=False)
+        await self._record_route(notification, route, users, placement)
         return Published(id=notification.id, recipients=len(seqs) - dropped)
 
     async def _defer(
@@ -641,8 +641,7 @@ class IngestService:
         assert self.fanouts is not None
         await self._store.announce_deferred(notification, users, pull=pull)
         self._metrics.notifications_ingested_total.inc()
-        pending = Placement([1] * len(users), [0] * len(users))
-        await self._record_route(notification, route, users, pending, deferred=True)
+        await self._record_route(notification, route, users, None)  # all pending
         await self.fanouts.start(
             notification, len(users), pull=pull, trace=trace, arrived_ms=arrived_ms
         )
@@ -653,16 +652,15 @@ class IngestService:
         notification: Notification,
         route: Route,
         users: TenantUsers,
-        placement: Placement,
-        *,
-        deferred: bool,
+        placement: Placement | None,
     ) -> None:
-        """The routing trace, after the copies: a failure to write it is logged, never
-        the publish's (its copies are stored; a retry would publish it twice)."""
+        """The routing trace, after the copies (`placement` None: a deferred fan-out's, its
+        users all pending): a failure to write it is logged, never the publish's (its
+        copies are stored; a retry would publish it twice)."""
         if self._routing is None:
             return
         try:
-            await self._routing.record(notification, route, users, placement, deferred=deferred)
+            await self._routing.record(notification, route, users, placement)
         except RedisError as exc:
             log.warning("routing trace of %s not recorded: %s", notification.id, exc)
 

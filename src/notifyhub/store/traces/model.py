@@ -134,18 +134,23 @@ def bucket_of(user: str) -> str:
     return f"b:{zlib.crc32(user.encode()) % BUCKETS}"
 
 
-def counted(seqs: list[int], *, deferred: bool) -> dict[str, int]:
-    """How many recipients had each outcome (`outcome_of` of every seq, counted in C:
-    a 100k fan-out's trace spent most of its time in a Python loop over the seqs), by
-    outcome value."""
+def counted(seqs: list[int]) -> dict[str, int]:
+    """How many recipients of a placement had each outcome (`outcome_of` of every seq,
+    counted in C: a 100k fan-out's trace spent most of its time in a Python loop over the
+    seqs), by outcome value."""
     dropped, held = seqs.count(-1), seqs.count(0)
-    placed = len(seqs) - dropped - held
     return {
-        DELIVERED: 0 if deferred else placed,
-        PENDING: placed if deferred else 0,
+        DELIVERED: len(seqs) - dropped - held,
+        PENDING: 0,
         ALREADY_HELD: held,
         DROPPED: dropped,
     }
+
+
+def all_pending(users: int) -> dict[str, int]:
+    """The outcomes of a deferred fan-out at its publish: every user pending until their
+    batch is placed (trace_dropped.lua moves those their preferences drop)."""
+    return {DELIVERED: 0, PENDING: users, ALREADY_HELD: 0, DROPPED: 0}
 
 
 PUSHED_OUT = "x"

@@ -25,6 +25,7 @@ from notifyhub.store.traces.model import (
     PUSHED_OUT,
     Route,
     RoutingTrace,
+    all_pending,
     bucket_of,
     counted,
     escalation_field,
@@ -95,14 +96,20 @@ class RoutingTraces:
         notification: Notification,
         route: Route,
         users: Sequence[tuple[str, str]],
-        placement: Placement,
-        *,
-        deferred: bool,
+        placement: Placement | None,
     ) -> None:
-        """One trace for a publish: the outcome of every recipient (`placement`'s answer),
-        lines for the first `users` of them."""
+        """One trace for a publish: the outcome of every recipient (`placement`'s answer;
+        None for a deferred fan-out, whose users are all pending until their batch is
+        placed), lines for the first `users` of them."""
         if not self.enabled:
             return
+        recorded = min(len(users), self._users)
+        deferred = placement is None
+        if placement is None:  # (no list of 100,000 ones to count)
+            placement = Placement([1] * recorded, [0] * recorded)
+            outcomes = all_pending(len(users))
+        else:
+            outcomes = counted(placement.seqs)
         seqs = placement.seqs
         meta = {
             "tenant": notification.tenant,
@@ -116,8 +123,8 @@ class RoutingTraces:
                 "topics": list(route.topics),
             },
             "resolved": len(users),
-            "outcomes": counted(seqs, deferred=deferred),
-            "recorded": min(len(users), self._users),
+            "outcomes": outcomes,
+            "recorded": recorded,
         }
         lined = users[: self._users]
         buckets = await _lines(lined, seqs, route.sources_of(len(lined)), deferred=deferred)
