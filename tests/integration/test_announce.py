@@ -218,7 +218,8 @@ async def test_a_deferred_broadcast_published_here_is_announced_without_its_inde
     (`Hub.announce_here`: it knows the recipients, so one round trip): the stream shows it
     with no index in Redis yet. When the `%` doorbell comes, this process leaves it (the
     stream shows it once), and the copy brings its counts alone. A process with no stream
-    of the recipients has nothing to run."""
+    of the recipients (of the same names in another tenant, or once its stream closed) has
+    nothing to run."""
     users = ["here-0", "here-1", "here-2"]
     notification = make_notification(title="from here")
     refs = [("default", u) for u in users]
@@ -231,9 +232,9 @@ async def test_a_deferred_broadcast_published_here_is_announced_without_its_inde
             await stream.next()
             await waiting_at(hub, "here-0", 0)
             body = fresh_item(copy_content(notification)[0])
-            members = [f"default/{u}" for u in users]
-            assert realtime.announce_here(notification.id, body, members[1:]) is None
-            announcing = realtime.announce_here(notification.id, body, members)
+            assert realtime.announce_here(notification.id, body, "default", users[1:]) is None
+            assert realtime.announce_here(notification.id, body, "globex", users) is None
+            announcing = realtime.announce_here(notification.id, body, "default", users)
             assert announcing is not None
             await announcing
             shown = await stream.next()
@@ -247,6 +248,10 @@ async def test_a_deferred_broadcast_published_here_is_announced_without_its_inde
             counted = await stream.next()
             with pytest.raises(TimeoutError):
                 await stream.next(timeout=0.3)
+        async with asyncio.timeout(5):  # the stream gone, its user has none here
+            while realtime.local_streams():
+                await asyncio.sleep(0.01)
+        assert realtime.announce_here(notification.id, body, "default", users) is None
         listed = await _get(hub, token, "/v1/me/notifications")
     assert shown.event == "notification" and shown.id == f"0.{notification.id}"
     assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []

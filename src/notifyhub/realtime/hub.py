@@ -85,7 +85,7 @@ from notifyhub.store.doorbells import (
     TRACE_MARK,
     Doorbells,
 )
-from notifyhub.store.keys import member
+from notifyhub.store.keys import member, split_member
 from notifyhub.store.revocations import REVOKE_MARK, Revocation
 from notifyhub.tracing import Tracing
 from notifyhub.turns import SLICE_S, Turns
@@ -147,6 +147,10 @@ class Hub:
         the user's streams ends, so what the caller asks (at least the 1 s the header
         can say)."""
         self._subs: dict[str, set[Subscriber]] = {}
+        self._users_here: dict[str, set[str]] = {}
+        """The ids of the users with a stream here, by tenant (`_subs`' keys, split): a
+        deferred broadcast's 100,000 ids are matched against them as they are, in C,
+        instead of each named `T/U` first (`announce_here`)."""
         self.shards = Shards(doorbells, self._ring_users)
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
@@ -222,6 +226,8 @@ class Hub:
                 retry_after_s=self._cap_retry_after_s,
             )
         sub = Subscriber(key, key_id=key_id, issued_at=issued_at)
+        if not local:
+            self._users_here.setdefault(tenant, set()).add(user)
         local.add(sub)
         self.shards.added(key)
         self._metrics.streams_open.inc()
@@ -240,6 +246,12 @@ class Hub:
         self.traced.pop(sub, None)
         if not local:
             del self._subs[sub.member]
+            tenant, user = split_member(sub.member)
+            users = self._users_here.get(tenant)
+            if users is not None:
+                users.discard(user)
+                if not users:
+                    del self._users_here[tenant]
         self.shards.removed(sub.member)
         self._metrics.streams_open.dec()
 
@@ -357,15 +369,19 @@ class Hub:
             return
         self._announce_chunks(nid, body, members, known=False)
 
-    def announce_here(self, nid: str, body: bytes, recipients: list[str]) -> Awaitable[Any] | None:
+    def announce_here(
+        self, nid: str, body: bytes, tenant: str, ids: Sequence[str]
+    ) -> Awaitable[Any] | None:
         """A deferred broadcast being published through this process (store/inbox/
-        announcing.py `announce_deferred`): None when none of `recipients` has a stream
-        here; else its announcement to those streams, under way (`_announce_chunks`, the
-        recipients known: no index to ask, no doorbell to wait for) while the caller
-        writes the index and the `%` doorbell, which this process will then leave."""
-        if self._announce_seqs is None or not self._subs:  # no scan of the recipients
+        announcing.py `announce_deferred`) to users `ids` of `tenant`: None when none of
+        them has a stream here; else its announcement to those streams, under way
+        (`_announce_chunks`, the recipients known: no index to ask, no doorbell to wait
+        for) while the caller writes the index and the `%` doorbell, which this process
+        will then leave."""
+        here = self._users_here.get(tenant)
+        if self._announce_seqs is None or not here:  # no scan of the recipients
             return None
-        local = list(filter(self._subs.__contains__, recipients))  # (in C: a 100k group)
+        local = [member(tenant, user) for user in filter(here.__contains__, ids)]  # (C)
         if not local:
             return None
         self._announced_here[nid] = None
@@ -393,10 +409,11 @@ class Hub:
         if body[:7] != ID_FIELD:
             return []
         try:
-            prefix = orjson.loads(body)["tenant"] + "/"
+            tenant = orjson.loads(body)["tenant"]
+            users = self._users_here.get(tenant, ())
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return []
-        return [m for m in self._subs if m.startswith(prefix)]
+        return [member(tenant, user) for user in users]
 
     async def _announce_deferred(
         self, nid: str, body: bytes, members: list[str], known: bool

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
 from notifyhub.domain.notification import Notification
 from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
-from notifyhub.store.inbox.base import InboxBase, UserRef, keys_of, slot_users, user_members
+from notifyhub.store.inbox.base import (
+    InboxBase,
+    TenantUsers,
+    UserRef,
+    keys_of,
+    slot_users,
+    user_members,
+)
 from notifyhub.store.inbox.copies import copy_content, fresh_item, is_inlinable
 from notifyhub.store.scripts import pipelined, pipelined_each, queue_script, slot_node
 from notifyhub.turns import SLICE_ITEMS, sliced
@@ -102,17 +109,17 @@ class Announcing(InboxBase):
         it in time that grows with their number, not the group's. This process announces it
         to its own streams while the index is written (`announce_here`: it knows the
         recipients, so no index to ask and no doorbell to wait for), and returns once they
-        are written. On a Cluster the index is written (on its own slot) before the
+        are written. The users are named (`T/U`) for the index slice by slice as it is
+        written, and that writing rests when others waited (their streams are being told
+        by then). On a Cluster the index is written (on its own slot) before the
         doorbells are sent, in a second round trip: a Cluster pipeline runs on several
         nodes at once. Returns the recipients as `T/U`, for `ring_deferred`."""
         n = notification
-        members: list[str] = []
-        async for part in sliced(users):
-            members += user_members(part)
         recipients = self._keys.recipients(n.id)
         expires_s = int(n.expires_at.timestamp()) + 1
         ring = is_inlinable(n, pull=pull)
         payload = DEFERRED_MARK + fresh_item(copy_content(n)[0])
+        members: list[str] = []
 
         def tail(pipe: Any) -> None:
             pipe.expireat(recipients, expires_s)
@@ -121,21 +128,40 @@ class Announcing(InboxBase):
 
         rest_s = self._limits.defer_pause_ms / 1000
 
-        async def adds() -> AsyncGenerator[Callable[[Any], None]]:  # resting: streams are told
-            async for part in sliced(members, INDEX_BATCH, rest_s=rest_s):
-                yield partial(_add, recipients, part)
+        async def adds() -> AsyncGenerator[Callable[[Any], None]]:
+            async for part in sliced(users, INDEX_BATCH, rest_s=rest_s):
+                named = user_members(part)
+                members.extend(named)
+                yield partial(_add, recipients, named)
 
         async def index() -> None:  # one SADD per round trip, two in flight; the tail
             await pipelined_each(self._bulk, adds())
             await pipelined(self._bulk, tail, [])
 
         indexing = asyncio.ensure_future(index())  # the others wait
-        here = self.announce_here if ring else None
-        announcing = here(n.id, payload[1:], members) if here is not None else None
-        await (indexing if announcing is None else asyncio.gather(indexing, announcing))
+        announcing = self._announce_here(n.id, payload[1:], users) if ring else []
+        await asyncio.gather(indexing, *announcing)
         if ring and self._cluster:
             await pipelined(self._bulk, lambda p: self.doorbells.queue_deferred(p, payload), [])
         return members
+
+    def _announce_here(
+        self, nid: str, body: bytes, users: Sequence[UserRef]
+    ) -> list[Awaitable[Any]]:
+        """`announce_here` of `users` (a `TenantUsers`' ids as they are; other refs by
+        tenant), under way; none when this process has no hub."""
+        here = self.announce_here
+        if here is None:
+            return []
+        if isinstance(users, TenantUsers):
+            groups: list[tuple[str, Sequence[str]]] = [(users.tenant, users.ids)]
+        else:
+            by_tenant: dict[str, list[str]] = {}
+            for tenant, user in users:
+                by_tenant.setdefault(tenant, []).append(user)
+            groups = list(by_tenant.items())
+        under_way = (here(nid, body, tenant, ids) for tenant, ids in groups)
+        return [announcing for announcing in under_way if announcing is not None]
 
     async def announcement_seqs(
         self, nid: str, members: Sequence[str], known: bool = False

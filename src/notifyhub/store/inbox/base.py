@@ -83,8 +83,8 @@ def keys_of(keys: list[str], stride: int, users: list[int]) -> list[str]:
     return [k for user in users for k in keys[user * stride : (user + 1) * stride]]
 
 
-AnnounceHere = Callable[[str, bytes, list[str]], Awaitable[Any] | None]
-"""(notification id, item JSON, recipients `T/U`) -> the announcement, under way, of a
+AnnounceHere = Callable[[str, bytes, str, Sequence[str]], Awaitable[Any] | None]
+"""(notification id, item JSON, tenant, recipients' ids) -> the announcement, under way, of a
 deferred broadcast to this process's streams of those recipients; None when it has none
 (realtime/hub.py `Hub.announce_here`)."""
 
