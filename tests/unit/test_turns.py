@@ -44,25 +44,35 @@ async def test_sliced_gives_every_item_once_in_order_in_slices_of_the_size() -> 
     assert [p async for p in sliced([])] == []
 
 
+class _Ticker:
+    """A task counting the passes of the loop (it yields on every one), from its first."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        await asyncio.sleep(0)  # the ticker's first pass
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            self.passes += 1
+            await asyncio.sleep(0)
+
+
 async def test_sliced_hands_the_loop_back_between_slices_not_before_the_first() -> None:
     """With every slice due (`slice_s` 0), a task yielding on every pass of the loop
     runs between any two slices, and not before the first."""
-    passes = 0
-
-    async def ticker() -> None:
-        nonlocal passes
-        while True:
-            passes += 1
-            await asyncio.sleep(0)
-
-    tick = asyncio.get_running_loop().create_task(ticker())
-    await asyncio.sleep(0)  # the ticker's first pass
     seen = []
-    try:
+    async with _Ticker() as ticker:
         async for part in sliced(list(range(40)), size=10, slice_s=0.0):
-            seen.append((len(part), passes))
-    finally:
-        tick.cancel()
+            seen.append((len(part), ticker.passes))
     assert [n for n, _ in seen] == [10, 10, 10, 10]
     marks = [at for _, at in seen]
     assert marks[0] == 1
@@ -72,30 +82,21 @@ async def test_sliced_hands_the_loop_back_between_slices_not_before_the_first() 
 async def _passes_during(turns: Turns, busy_s: float) -> int:
     """The passes a ticker makes while `turns.take()` runs, after a task that holds the
     loop `busy_s` (blocking) was made ready before it."""
-    passes = 0
-
-    async def ticker() -> None:
-        nonlocal passes
-        while True:
-            passes += 1
-            await asyncio.sleep(0)
 
     async def busy() -> None:  # others' work keeping the loop (no await in it)
         ends = time.perf_counter() + busy_s
         while time.perf_counter() < ends:
             pass
 
-    tick = asyncio.get_running_loop().create_task(ticker())
-    await asyncio.sleep(0)  # the ticker's first pass
-    held = asyncio.get_running_loop().create_task(busy())
-    before = passes
-    try:
-        async with asyncio.timeout(30):
-            await turns.take()
-    finally:
-        tick.cancel()
-        await held
-    return passes - before
+    async with _Ticker() as ticker:
+        held = asyncio.get_running_loop().create_task(busy())
+        before = ticker.passes
+        try:
+            async with asyncio.timeout(30):
+                await turns.take()
+        finally:
+            await held
+        return ticker.passes - before
 
 
 async def test_a_resting_turn_rests_when_others_kept_the_loop() -> None:
