@@ -71,7 +71,7 @@ async def test_an_email_held_for_quiet_hours_arrives_within_60_s_after_the_windo
     listed = (await hub.client.get("/v1/me/notifications", headers=me)).json()
     assert [n["id"] for n in listed["items"]] == [nid]  # the inbox is not held
 
-    until = end.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    until = end.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     held = f"e-mailed, held for quiet hours until {until}"
     async with asyncio.timeout(10):  # the channel worker, woken by the publish
         while (await _trace(hub, t, nid)).get("nora", {}).get("email") != held:

@@ -34,7 +34,7 @@ from notifyhub.db.repositories import deliveries as deliveries_repo
 from notifyhub.db.repositories import profiles, push_subscriptions
 from notifyhub.db.unit import UnitOfWork
 from notifyhub.domain.delivery import AlertTrigger
-from notifyhub.domain.notification import Channel, Severity
+from notifyhub.domain.notification import Channel, Severity, to_rfc3339
 from notifyhub.services import signing
 from notifyhub.services.deliveries import Kicker, enqueue_many_once
 from notifyhub.services.quiet_hours import QuietHours
@@ -126,7 +126,7 @@ def held_for_quiet(outcome: str, until: datetime | None) -> str:
     """The outcome, noting a delivery held for quiet hours until `until` (if any)."""
     if until is None:
         return outcome
-    return f"{outcome}, held for quiet hours until {until.isoformat().replace('+00:00', 'Z')}"
+    return f"{outcome}, held for quiet hours until {to_rfc3339(until)}"
 
 
 def pushed_to(browsers: int) -> str:
