@@ -681,13 +681,15 @@ NOTES = """\
   p99 in the POST's 0.3 s (15-30 events over 20 ms), not in the placement (p99 7-10 ms,
   idle 6-9); the hub's loop, at 56-63% of a core for the steady load alone, was at 83-87%
   in it. Three-run rows of the starvation row, before the work (015e219): 1.84, 2.40,
-  2.67x; after it (one group read without dedupe, the index as plain SADDs named and
+  2.67x; during it (one group read without dedupe, the index as plain SADDs named and
   written slice by slice, resting when others waited, the deferred trace without its
-  100k placement): 1.37, 1.24, 1.58, 1.17, 2.86 (inside a four-row run), 1.75, 1.63x, and
-  the row above (1.22x, POSTs 1.15x). `group of 5k vs group of 50k` swings across the
-  1.3x line on this machine: 1.18-1.57 in seven three-run rows at the commits of this
-  work, both broadcasts faster than before (the 5k group's p99 128-179 ms against
-  176-190 earlier in the day, the 50k group's 167-235 against 234-248); in alternating
+  100k placement), with the probe on (a file write per event in the stream generators):
+  1.37, 1.24, 1.58, 1.17, 1.97, 1.81, 1.02, 1.13x; without it, 2.86 (inside a four-row
+  run), 1.75, 1.63x at 4793c57, and the row above at the head (1.22x, POSTs 1.15x).
+  `group of 5k vs group of 50k` swings across the 1.3x line on this machine: 1.18-1.57
+  in seven three-run rows at the commits of this work, both broadcasts faster than
+  before (the 5k group's p99 128-179 ms against 176-190 earlier in the day, the 50k
+  group's 167-235 against 234-248); in alternating
   rows at fc0b058 and at its successor 1.26 / 1.37 and 1.49 / 1.49. `ingest vs the minimal
   floor` read 0.768 in the run above, under its 0.80; alternating rows of 015e219 (before
   this work) and of the head: 0.746 / 0.761, 0.791 / 0.804, so this machine's, not the
