@@ -607,7 +607,7 @@ async def test_a_digest_closing_in_quiet_hours_is_held_until_they_end_then_sent_
     [held] = await _digest_emails(sessionmaker, quiet_t, "ann")
     [sent] = await _digest_emails(sessionmaker, plain_t, "ann")
     assert held.payload["digest"]["count"] == sent.payload["digest"]["count"] == 3
-    until = end.isoformat().replace("+00:00", "Z")
+    until = end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     assert flushed.outcomes[held.payload["notification"]["id"]] == {
         "email": f"e-mailed, held for quiet hours until {until}"
     }

@@ -276,7 +276,7 @@ async def test_a_step_due_in_quiet_hours_is_held_until_they_end_but_critical_is_
     plain = await _publish(hub, plain_t, ["ann"], escalate=steps)
 
     assert await run(301) == 4
-    until = end.isoformat().replace("+00:00", "Z")
+    until = end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     outcomes = (await _trace(hub, quiet_t, held))["ann"]
     assert outcomes["escalate 1"].endswith(
         f": pushed to 1 browser, held for quiet hours until {until}"
