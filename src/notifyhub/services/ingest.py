@@ -468,8 +468,8 @@ class IngestService:
         self, session: AsyncSession, tenant: str, group: str, cap: int
     ) -> tuple[TenantUsers, Sources]:
         """`_resolve` of one group alone, the everyday broadcast: its members are unique
-        (the table's key), so its pages are joined as they come, not deduped (20 ms of
-        the hub's loop for 100,000 members, docs/scaling.md)."""
+        (the table's key), so its pages are joined as they come, not deduped
+        (docs/scaling.md, "The POST rests too")."""
         ids: list[str] = []
         async for _name, page in group_service.iter_members(session, tenant, [group], MEMBER_PAGE):
             ids += page

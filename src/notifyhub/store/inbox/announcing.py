@@ -30,8 +30,8 @@ INDEX_BATCH = SLICE_ITEMS
 """Users per SADD of a deferred broadcast's recipient index, each in a pipeline of its own
 (two in flight): a bigger one holds the loop while it is packed, and Redis while it runs
 (docs/scaling.md, "Big fan-outs take turns"). A plain SADD, packed by hiredis in C
-(store/client.py): a Lua script taking the users as the lines of one argument cost Redis
-2.5x the time (splitting and unpacking them) and held it 2.6 ms a call, not 1.0."""
+(store/client.py): a Lua script splitting the users out of one argument held Redis
+longer (docs/scaling.md, "The POST rests too")."""
 
 
 class Announcing(InboxBase):
