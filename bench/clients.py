@@ -118,15 +118,17 @@ PLACED_POLL_S = 0.02
 """How often a row asks whether a deferred fan-out's copies are all written."""
 
 
-async def placed(hub: BenchHub, nid: str) -> None:
+async def placed(hub: BenchHub, nid: str | None = None) -> None:
     """Until a deferred fan-out's copies are all written (after its 202, services/
     fanouts.py): its placement record gone from Redis (what the routing trace's `placing`
     reports; the trace itself costs the hub more a read than a row should add). At once
-    for a fan-out that was not deferred."""
+    for a fan-out that was not deferred. Without `nid`, until every fan-out's are: the
+    directory of records (`fanouts`) is empty, so streams opened next do not get an
+    earlier broadcast's late copies as new events."""
     keys = Keys(hub.settings.redis_prefix)
     redis = Redis.from_url(str(hub.settings.redis_url))
     try:
-        while await redis.exists(keys.fanout(nid)):
+        while await (redis.exists(keys.fanout(nid)) if nid else redis.scard(keys.fanouts)):
             await asyncio.sleep(PLACED_POLL_S)
     finally:
         await redis.aclose()
