@@ -696,6 +696,23 @@ NOTES = """\
   change's (0.907 on the machine before). At 2 processes and 20,000 streams (a deferred
   broadcast announced by the `%` doorbell to the second process), 015e219 against the
   resting index, two runs each: p99 1,140 / 952 ms, p50 393 / 419 ms.
+- Issue 38, 2026-11-30 (AMD EPYC, 2 cores, a slow day: the minimal floor's `wrk` rate
+  1,074-1,154/s against 2,847 the day before, the steady row's p99 56-100 ms). `group of
+  5k vs group of 50k` counted a run's late events: its 50k broadcast's copies were still
+  being placed when the next run's streams opened, which took the copies as new
+  notifications (5,118 and 5,200 events for 5,000 streams, the 5k group's p99 3.1 and
+  4.1 s, the ratio 0.13 and 0.10). The row now waits for every fan-out to be placed
+  before its streams close (`placed(hub)`). Where a 50k group's POST spends its time
+  before its first stream is told (a probe in the hub, not committed): the members'
+  read 44-56 ms (a 5k group's 8 ms), then its own streams' announcement 227-327 ms
+  more while the index is written beside it. Reading a group's page as an `ARRAY` of the
+  index scan instead of an `array_agg` that sorted it again: 50,000 members in 29 ms
+  instead of 40 ms of asyncpg wall time (median of 6, pages of 20,000), 100,000 in 57
+  instead of 74; the hub's resolution of the 50k group in four alternating runs each,
+  43-88 ms (median 60) before, 31-52 ms (median 47) after; the row's ratio moved within
+  its swing (0.72-1.19 before, 1.06-1.36 after, two-run rows). Asking PostgreSQL only for
+  the streams' users (`user_id = ANY(5,000 ids)`, index probes) took 21-31 ms, as long as
+  reading all 50,000, so a process's streams are not announced before the group is read.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.

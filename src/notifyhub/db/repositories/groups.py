@@ -89,12 +89,12 @@ def unknown(names: Sequence[str], found: Sequence[tuple[str, int]]) -> list[str]
 
 
 _MEMBER_IDS = (
-    "SELECT array_agg(user_id ORDER BY user_id) FROM (SELECT user_id "
-    f"FROM {GroupMember.__tablename__} WHERE group_id = $1 AND user_id > $2 "
-    "ORDER BY user_id LIMIT $3) page"
+    f"SELECT ARRAY(SELECT user_id FROM {GroupMember.__tablename__} "
+    "WHERE group_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3)"
 )
 """One page of member ids as one array: asyncpg decodes it into a list of str in C, where a
-row per member cost the hub a Record each (docs/scaling.md)."""
+row per member cost the hub a Record each. An ARRAY of the ordered index scan, not an
+`array_agg(... ORDER BY ...)`, which sorted the page again (docs/scaling.md)."""
 
 
 async def members_page(session: AsyncSession, gid: int, after: str | None, limit: int) -> list[str]:
