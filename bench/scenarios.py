@@ -713,6 +713,27 @@ NOTES = """\
   its swing (0.72-1.19 before, 1.06-1.36 after, two-run rows). Asking PostgreSQL only for
   the streams' users (`user_id = ANY(5,000 ids)`, index probes) took 21-31 ms, as long as
   reading all 50,000, so a process's streams are not announced before the group is read.
+  The rows above of issue 38's acceptance, one run at abca83a (`--processes 4 --repeats
+  3`, the rows named in the command): `group of 5k vs group of 50k` 1.00, 1.03, 1.26x;
+  the 100k group's POST 0.35-0.43 s, placed 3.0-3.1 s after, no user wrong of 1,000;
+  the starvation row 2.27, 1.33, 1.14x (idle p99 41-79 ms on this machine), no Redis
+  failure; fan-in at 4 processes 1.27-1.29; ingest 0.80-0.84x the floor; broadcast
+  p99 0.87x and 0.88x Pushpin's at 5k and 10k streams. Missed, as on the slow machine of
+  2026-11-29 above: the steady row's p99 50-61 ms (target 25; 3-8 ms on the faster
+  machines) and the reconnect storm's 281-305 new streams/s, 394-997 of the 10,000 refused
+  or failed (counted as not caught up). The floor's rate says how much slower this
+  machine was; what those two rows run has not changed since af9072d, where they held
+  (05:51 UTC the same day, on the machine before).
+  Tried and not kept: the publishing process announcing to its own streams after the
+  recipient index, not while it is written (its announcement made the index rest,
+  `Turns(rest_s=)`, and so held back the `%` doorbell the other processes wait for).
+  Two alternating rounds of two runs each at abca83a, as is against that order: `broadcast
+  to 20k streams over 2 processes` (`--processes 2 --streams 20000`) p99 1,752-3,018 ms
+  (p50 658-875) against 1,348-1,697 (p50 660-832), POST 0.76-1.04 s against 0.91-1.19;
+  `group of 5k vs group of 50k` 1.11, 1.32, 1.62, 1.25x against 2.07, 1.27, 1.35, 1.34x
+  (the 50k group's p99 284-430 ms against 371-467). Better where other processes hold
+  most streams, worse for one process's own, which is this machine's acceptance row; the
+  16-core rows, where it would count, had no machine this session.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
