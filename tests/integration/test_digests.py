@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from notifyhub.db.models import Delivery, DigestItem
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.unit import UnitOfWork, units
+from notifyhub.domain.notification import to_rfc3339
 from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.channels import ChannelExpander
 from notifyhub.services.digests import DigestBook, DigestSender, Flushed
@@ -607,7 +608,7 @@ async def test_a_digest_closing_in_quiet_hours_is_held_until_they_end_then_sent_
     [held] = await _digest_emails(sessionmaker, quiet_t, "ann")
     [sent] = await _digest_emails(sessionmaker, plain_t, "ann")
     assert held.payload["digest"]["count"] == sent.payload["digest"]["count"] == 3
-    until = end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    until = to_rfc3339(end)
     assert flushed.outcomes[held.payload["notification"]["id"]] == {
         "email": f"e-mailed, held for quiet hours until {until}"
     }

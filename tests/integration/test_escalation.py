@@ -18,7 +18,7 @@ from notifyhub.db.models import AuditEntry, Delivery, Escalation, EscalationDefa
 from notifyhub.db.unit import UnitOfWork, units
 from notifyhub.domain.auth import Scope, ServicePrincipal
 from notifyhub.domain.escalation import Step
-from notifyhub.domain.notification import Draft, Recipients
+from notifyhub.domain.notification import Draft, Recipients, to_rfc3339
 from notifyhub.services.channel_rows import ChannelRows
 from notifyhub.services.escalation import EscalationDefaults, EscalationRunner
 from notifyhub.services.escalation_sends import StepSender
@@ -276,7 +276,7 @@ async def test_a_step_due_in_quiet_hours_is_held_until_they_end_but_critical_is_
     plain = await _publish(hub, plain_t, ["ann"], escalate=steps)
 
     assert await run(301) == 4
-    until = end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    until = to_rfc3339(end)
     outcomes = (await _trace(hub, quiet_t, held))["ann"]
     assert outcomes["escalate 1"].endswith(
         f": pushed to 1 browser, held for quiet hours until {until}"

@@ -32,6 +32,7 @@ from notifyhub.db.models import Delivery, Escalation
 from notifyhub.db.models import Digest as DigestRow
 from notifyhub.db.models import QuietHours as QuietHoursRow
 from notifyhub.db.unit import UnitOfWork
+from notifyhub.domain.notification import to_rfc3339
 from notifyhub.services.quiet_hours import LOAD_WAIT_S
 from notifyhub.settings import Settings
 from support.pushservice import PushService
@@ -105,7 +106,7 @@ async def test_a_push_in_quiet_hours_is_held_until_the_end_then_sent(
 
     [held] = await _deliveries(sessionmaker, nid)
     assert held.next_attempt_at == end.astimezone(UTC)
-    until = end.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    until = to_rfc3339(end)
     assert await _trace(hub, t, nid) == {
         "ann": {"push": f"pushed to 1 browser, held for quiet hours until {until}"}
     }
@@ -310,7 +311,7 @@ async def test_the_hubs_digests_and_escalation_steps_are_held_as_its_channel_sen
     assert kinds[False] == stepped
     assert [d.next_attempt_at for d in emails] == [end, end]
     assert (await _trace(hub, t, stepped))["ann"]["escalate 1"].endswith(
-        f"held for quiet hours until {end.isoformat(timespec='milliseconds')[:-6]}Z"
+        f"held for quiet hours until {to_rfc3339(end)}"
     )
 
 
@@ -436,7 +437,7 @@ async def test_a_stored_schedule_that_does_not_read_holds_back_nobody(
     end = _night_clock(hub)
     nid = await _publish(hub, t, ["ann", "bob"], channels=["email"])
     await _run(hub)
-    until = end.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    until = to_rfc3339(end)
     assert await _trace(hub, t, nid) == {
         "ann": {"email": "e-mailed"},
         "bob": {"email": f"e-mailed, held for quiet hours until {until}"},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -22,6 +22,7 @@ import pytest
 from test_channels import Tenant, _auth, _publish, _trace
 from test_quiet import make_tenant  # noqa: F401 (a fixture)
 
+from notifyhub.domain.notification import to_rfc3339
 from notifyhub.settings import Settings
 from support.smtp import Smtp, smtp_settings
 
@@ -71,7 +72,7 @@ async def test_an_email_held_for_quiet_hours_arrives_within_60_s_after_the_windo
     listed = (await hub.client.get("/v1/me/notifications", headers=me)).json()
     assert [n["id"] for n in listed["items"]] == [nid]  # the inbox is not held
 
-    until = end.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    until = to_rfc3339(end)
     held = f"e-mailed, held for quiet hours until {until}"
     async with asyncio.timeout(10):  # the channel worker, woken by the publish
         while (await _trace(hub, t, nid)).get("nora", {}).get("email") != held:
