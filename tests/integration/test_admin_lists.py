@@ -139,6 +139,59 @@ async def test_queues_count_delayed_ready_and_in_flight(
     assert elsewhere.status_code == 403
 
 
+async def test_an_emptied_queue_leaves_the_list_until_a_push(
+    hub: Any, create_key: CreateKey, tenant: str
+) -> None:
+    """The queue-name lists the mover walks grew with every name ever pushed to: the
+    mover now drops a queue it finds with nothing delayed, ready or in flight, that
+    tenant's only (another tenant's queue of the same name stays)."""
+    other = f"tl-{secrets.token_hex(3)}"
+    admin, publish, consume = (
+        await create_key("tl", "admin", tenant),
+        await create_key("tp", "publish", tenant),
+        await create_key("tc", "consume", tenant),
+    )
+    other_admin, other_publish = (
+        await create_key("ol", "admin", other),
+        await create_key("op", "publish", other),
+    )
+    mover = hub.app_state["delayed"]
+
+    async def push(key: str, owner: str) -> str:
+        body = {"tenant": owner, "queue": "jobs", "body": {}, "delay_ms": 0}
+        answer = await hub.client.post("/v1/delayed", json=body, headers=_auth(key))
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["id"])
+
+    async def listed(key: str, owner: str) -> list[tuple[str, int, int]]:
+        answer = await hub.client.get(f"/v1/admin/queues?tenant={owner}", headers=_auth(key))
+        return [(q["name"], q["depth"], q["in_flight"]) for q in answer.json()["queues"]]
+
+    done = await push(publish, tenant)
+    await push(other_publish, other)
+    await mover.move()
+    url = f"/v1/queues/jobs/messages?tenant={tenant}&max=1"
+    [taken] = (await hub.client.get(url, headers=_auth(consume))).json()["messages"]
+    await mover.move()
+    assert await listed(admin, tenant) == [("jobs", 0, 1)]  # in flight: kept
+    acked = await hub.client.post(
+        f"/v1/queues/jobs/messages/{done}/ack",
+        params={"tenant": tenant},
+        json={"receipt": taken["receipt"]},
+        headers=_auth(consume),
+    )
+    assert acked.status_code == 204, acked.text
+    await mover.move()  # (the hub's own mover may have passed already)
+    assert await listed(admin, tenant) == []
+    assert await listed(other_admin, other) == [("jobs", 1, 0)]
+    record = await hub.client.get(  # the message's own record is not the list's
+        f"/v1/delayed/{done}", params={"tenant": tenant}, headers=_auth(publish)
+    )
+    assert record.json()["status"] == "consumed"
+    await push(publish, tenant)
+    assert await listed(admin, tenant) == [("jobs", 1, 0)]
+
+
 async def test_internal_queues_are_listed_only_when_asked(
     hub: Any, create_key: CreateKey, tenant: str
 ) -> None:

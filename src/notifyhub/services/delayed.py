@@ -372,9 +372,10 @@ class DelayedService:
     async def queue_stats(
         self, tenant: str, after: str | None, limit: int, *, internal: bool = False
     ) -> tuple[list[QueueStats], str | None]:
-        """`tenant`'s queues by name after `after` (those Redis has held a message of),
-        with their counts; and the next page's cursor (None: the last page). The hub's
-        internal queues (`notifyhub.*`) only with `internal`."""
+        """`tenant`'s queues by name after `after` (those holding a message in Redis; one
+        emptied stays until the mover's next pass), with their counts; and the next page's
+        cursor (None: the last page). The hub's internal queues (`notifyhub.*`) only with
+        `internal`."""
         names = [
             q
             for q in await self._store.all_queues()

@@ -107,21 +107,22 @@ class DelayedStore:
 
     async def move(self, set_index: int, queue: Queue, limit: int) -> Moved:
         k, name = self._keys.delayed(set_index), queue.key
-        keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.due_v1(name)]
-        raw = await self._scripts["dq_move"](keys=keys, args=[limit])
+        keys = [k.due(name), k.ready(name), k.reserved(name), k.state, k.due_v1(name), k.queues]
+        raw = await self._scripts["dq_move"](keys=keys, args=[limit, name])
         oldest, backlog, next_due_ms, n_moved = (int(v) for v in raw[:4])
         next_due_at = time.monotonic() + next_due_ms / 1000 if next_due_ms >= 0 else None
         ids: list[str] = list(map(_text, raw[4:]))
         return Moved(set_index, queue, oldest, backlog, next_due_at, ids[:n_moved], ids[n_moved:])
 
     async def queues(self, set_index: int) -> list[Queue]:
-        """The queues with messages in one set, every tenant's (the mover's work list)."""
+        """The queues with messages in one set, every tenant's (the mover's work list; the
+        mover drops a queue it leaves empty)."""
         members = await self._redis.smembers(self._keys.delayed(set_index).queues)
         return [Queue.from_key(_text(key)) for key in sorted(members)]
 
     async def all_queues(self) -> list[Queue]:
-        """Every tenant's queues that ever held a message in Redis: one pipelined round
-        trip over the sets' work lists."""
+        """Every tenant's queues holding a message in Redis, or emptied since the mover's
+        last pass: one pipelined round trip over the sets' work lists."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for index in range(self.sets):
                 pipe.smembers(self._keys.delayed(index).queues)

@@ -61,7 +61,8 @@ are still published to their own tenant: the message carries it).
                                   id:q <q> (absent for layout 2 messages)
                                   (status "delayed": waiting; ready once out of pdue)
     <p>dq{i}:topics         set   <q> of queues with messages in this set (the mover's work
-                                  list; layout 2 members are bare names: tenant "default")
+                                  list; it drops a queue it leaves empty, a push adds it
+                                  back; layout 2 members are bare names: tenant "default")
     <p>dq{i}:pdue:<q>       zset  id -> due_ms * 10 + (9 - priority); only waiting ids
     <p>dq{i}:ready:<q>      zset  id -> (9 - priority) * 1e13 + due_ms
     <p>dq{i}:reserved:<q>   zset  id -> visibility deadline ms

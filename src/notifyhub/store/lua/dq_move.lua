@@ -1,6 +1,9 @@
 -- The mover for one (set, queue): due ids -> ready, atomically (nothing popped and
 -- lost, nothing pushed twice). Also re-offers reservations whose visibility expired.
--- KEYS: due, ready, reserved, state, due_v1. ARGV: limit
+-- KEYS: due, ready, reserved, state, due_v1, queues. ARGV: limit, queue
+-- A queue left with nothing delayed, ready or in flight in this set leaves the set's
+-- `queues` list (push adds it back), so the mover's work and the queue listing follow
+-- the queues in use, not every name ever pushed to.
 -- Returns {oldest_due_age_ms or -1, backlog (still delayed), next_due_in_ms or -1,
 -- n_moved, moved ids..., reoffered ids...}.
 -- Only ids still waiting are ever in the due zset (push adds them, cancel removes them
@@ -78,4 +81,7 @@ if head[2] then
   out[3] = math.max(head_due - now, 0)
 end
 out[2] = redis.call('ZCARD', KEYS[1])
+if out[2] == 0 and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) == 0 then
+  redis.call('SREM', KEYS[6], ARGV[2])
+end
 return out
