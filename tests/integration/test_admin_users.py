@@ -10,7 +10,9 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+import pytest
 
+from notifyhub.db.repositories import memberships
 from notifyhub.settings import Settings
 from notifyhub.store.keys import Keys
 from notifyhub.store.presence import REPORT_SLICE, StreamPresence
@@ -47,7 +49,10 @@ async def _lookup(hub: Any, key: str, tenant: str, user: str) -> dict[str, Any]:
 
 
 async def test_the_user_as_the_hub_holds_them(
-    hub: Any, create_key: CreateKey, make_token: Callable[..., str]
+    hub: Any,
+    create_key: CreateKey,
+    make_token: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tenant = f"tu-{secrets.token_hex(3)}"
     admin = await create_key("tu", "admin", tenant)
@@ -97,6 +102,13 @@ async def test_the_user_as_the_hub_holds_them(
     ]
     assert found["groups"] == ["pickers"]
     assert found["topics"] == ["direct", "via-group"]
+
+    monkeypatch.setattr(memberships, "LIMIT", 1)  # a user of thousands: the first of each
+    relate["target"] = {"type": "doc", "id": "d0"}
+    assert (await hub.client.post("/v1/relationships", json=relate, headers=h)).status_code == 204
+    first = await _lookup(hub, admin, tenant, "alice")
+    assert [s["target"]["id"] for s in first["subscriptions"]] == ["d0"]
+    assert (first["groups"], first["topics"]) == (["pickers"], ["direct"])
 
     nobody = await _lookup(hub, admin, tenant, "nobody")
     assert nobody["counts"]["total"] == 0 and nobody["groups"] == [] and nobody["topics"] == []

@@ -53,7 +53,8 @@ class UserLookup:
 
     async def lookup(self, session: AsyncSession, tenant: str, user: str) -> UserReport:
         """The user `user` of `tenant` (a user nobody has written to has empty answers:
-        user ids are the calling application's, not a list the hub keeps)."""
+        user ids are the calling application's, not a list the hub keeps). Subscriptions,
+        groups and topics: the first `memberships.LIMIT` of each, in order."""
         who = UserPrincipal(tenant, user)
         counts, seq = await self._store.counts(tenant, user)
         groups = await memberships.groups_of(session, tenant, user)
@@ -65,7 +66,7 @@ class UserLookup:
             seq,
             await self._presence.count(member(tenant, user)),
             await self._preferences.get(session, who),
-            await self._rules.subscriptions(session, who),
+            await self._rules.subscriptions(session, who, limit=memberships.LIMIT),
             groups,
             await memberships.topics_of(session, tenant, user, groups),
             await self._preferences.locale(session, who),

@@ -78,7 +78,7 @@ class UserOut(Documented):
     preferences: PreferencesIn
     """Their per-category preferences (categories not named get the defaults)."""
     subscriptions: list[SubscriptionOut]
-    """Their rule subscriptions."""
+    """Their rule subscriptions by rule, target id and relationship (the first 1000)."""
     groups: list[str]
     """The groups holding them, by name (the first 1000)."""
     topics: list[str]
