@@ -5,6 +5,7 @@ second `notification` event, live or after a resume from the id it was given."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -256,6 +257,58 @@ async def test_a_deferred_broadcast_published_here_is_announced_without_its_inde
     assert shown.event == "notification" and shown.id == f"0.{notification.id}"
     assert counted.event == "counts" and counted.seq == 1 and counted.ahead == []
     assert [n["id"] for n in listed["items"]] == [notification.id]
+
+
+async def test_with_another_process_listening_the_publisher_hears_its_own_doorbell(
+    deferred: Settings, start_hub: Any, make_token: Any
+) -> None:
+    """Announcing to its own streams while the index is written shares the publishing
+    process's loop with the index, which every other process's streams wait for: while
+    another hub process listens, the publisher announces nothing ahead and takes its own
+    `%` like the others, and both processes' streams show the broadcast once, then its
+    counts. Alone again, it announces to its own streams as it writes the index."""
+    refs = [("default", u) for u in ("pair-0", "pair-1", "pair-2")]
+    first, second = make_notification(title="to all"), make_notification(title="again")
+    asked: list[str] = []
+    async with start_hub(deferred) as hub:
+        store: InboxStore = hub.app_state["store"]
+        announce_here = store.announce_here
+        assert announce_here is not None
+
+        def recorded(nid: str, body: bytes, tenant: str, ids: Sequence[str]) -> Any:
+            asked.append(nid)
+            return announce_here(nid, body, tenant, ids)
+
+        store.announce_here = recorded
+        async with (
+            start_hub(deferred) as other,
+            open_stream(hub, make_token("pair-0")) as mine,
+            open_stream(other, make_token("pair-1")) as theirs,
+        ):
+            for stream in (mine, theirs):
+                await stream.next()
+            await waiting_at(hub, "pair-0", 0)
+            await waiting_at(other, "pair-1", 0)
+            named = await store.announce_deferred(first, refs)
+            shown = [await mine.next(), await theirs.next()]
+            await store.place(first, refs, defer=True)
+            await store.ring_deferred(named)
+            counted = [await mine.next(), await theirs.next()]
+        assert asked == []
+        assert [(e.event, e.id) for e in shown] == [("notification", f"0.{first.id}")] * 2
+        assert [(c.event, c.seq, c.ahead) for c in counted] == [("counts", 1, [])] * 2
+
+        async with asyncio.timeout(5):  # the other process's subscriptions gone with it
+            while await store._heard_elsewhere():
+                await asyncio.sleep(0.01)
+        async with open_stream(hub, make_token("pair-0")) as stream:
+            await stream.next()
+            await waiting_at(hub, "pair-0", 1)
+            await store.announce_deferred(second, refs)
+            shown_here = await stream.next()
+    assert asked == [second.id]
+    shown_at = f"1-{shown_here.epoch}.{second.id}"  # after the first's copy, seq 1
+    assert (shown_here.event, shown_here.id) == ("notification", shown_at)
 
 
 async def test_a_deferred_post_is_sent_once(

@@ -106,12 +106,15 @@ class Announcing(InboxBase):
         (store/doorbells.py). Naming 20,000 users or more would cost as much as deferring
         their copies; instead each process that hears it asks `announcement_seqs` about its
         own streams' users and announces it to them (realtime/hub.py), so open streams show
-        it in time that grows with their number, not the group's. This process announces it
-        to its own streams while the index is written (`announce_here`: it knows the
-        recipients, so no index to ask and no doorbell to wait for), and returns once they
-        are written. The users are named (`T/U`) for the index slice by slice as it is
-        written, and that writing rests when others waited (their streams are being told
-        by then). On a Cluster the index is written (on its own slot) before the
+        it in time that grows with their number, not the group's. When no other process
+        hears the doorbell (`_heard_elsewhere`), this process announces it to its own
+        streams while the index is written (`announce_here`: it knows the recipients, so no
+        index to ask and no doorbell to wait for). When others do, it takes its own `%`
+        like them: announcing here meanwhile would share this process's loop with the
+        index, and every other process's streams would wait for both. Returns once the
+        index, the doorbell and any announcement here are written. The users are named
+        (`T/U`) for the index slice by slice as it is written, and that writing rests when
+        others waited. On a Cluster the index is written (on its own slot) before the
         doorbells are sent, in a second round trip: a Cluster pipeline runs on several
         nodes at once. Returns the recipients as `T/U`, for `ring_deferred`."""
         n = notification
@@ -138,12 +141,23 @@ class Announcing(InboxBase):
             await pipelined_each(self._bulk, adds())
             await pipelined(self._bulk, tail, [])
 
+        here = ring and self.announce_here is not None and not await self._heard_elsewhere()
         indexing = asyncio.ensure_future(index())  # the others wait
-        announcing = self._announce_here(n.id, payload[1:], users) if ring else []
+        announcing = self._announce_here(n.id, payload[1:], users) if here else []
         await asyncio.gather(indexing, *announcing)
         if ring and self._cluster:
             await pipelined(self._bulk, lambda p: self.doorbells.queue_deferred(p, payload), [])
         return members
+
+    async def _heard_elsewhere(self) -> bool:
+        """Whether a hub process besides this one listens on the common channel (every
+        process does: the `%` doorbell's), as Redis counts its subscribers now."""
+        common = self.doorbells.common
+        if self.doorbells.sharded:
+            counted = await self._redis.pubsub_shardnumsub(common)
+        else:
+            counted = await self._redis.pubsub_numsub(common)
+        return sum(int(n) for _channel, n in counted) > 1
 
     def _announce_here(
         self, nid: str, body: bytes, users: Sequence[UserRef]

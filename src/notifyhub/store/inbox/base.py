@@ -104,7 +104,8 @@ class InboxBase:
         self.doorbells = Doorbells(keys, sharded=self._cluster)
         self.announce_here: AnnounceHere | None = None
         """This process's hub's (set when it is made): a deferred broadcast published here
-        is announced to the streams here while its index and doorbell are written."""
+        is announced to the streams here while its index and doorbell are written, when no
+        other process listens for the doorbell (`Announcing.announce_deferred`)."""
 
     @property
     def limits(self) -> Limits:
