@@ -734,6 +734,16 @@ NOTES = """\
   (the 50k group's p99 284-430 ms against 371-467). Better where other processes hold
   most streams, worse for one process's own, which is this machine's acceptance row; the
   16-core rows, where it would count, had no machine this session.
+- Issue 38, 2026-11-30, a later session (AMD EPYC, 2 cores, a fast machine: the minimal
+  floor's `wrk` rate 3,087-3,455/s). The acceptance rows in one run at
+  32d8936 (`--processes 4 --repeats 3`) all held except the starvation row: 1.25, 5.07,
+  2.05x (idle p99 6-21 ms); two more runs 2.18 and 3.26x. Redis' slow log (over 3 ms) in
+  two runs: 22 `defer.lua` calls up to 7 ms, 7 `trace_add.lua` up to 5 ms. The publisher
+  now announces to its own streams during the index only when no other process listens
+  (`PUBSUB NUMSUB`): `broadcast to 20k streams over 2 processes`, four alternating single
+  runs, p99 990, 981, 1,029, 1,099 ms as was against 507, 678, 602, 619 with the check;
+  `group of 5k vs group of 50k` (one process: the same path) 1.47, 1.28x against 0.90,
+  1.79x in two alternating pairs.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
