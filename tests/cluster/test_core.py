@@ -10,6 +10,7 @@ from integration.test_announce import (
     test_a_deferred_broadcast_is_announced_by_the_streams_process,
     test_a_deferred_post_is_sent_once,
     test_a_resume_after_a_deferred_announcement_shows_it_once,
+    test_with_another_process_listening_the_publisher_hears_its_own_doorbell,
 )
 from integration.test_cleaner import (
     test_a_copy_delivered_after_the_purge_stays_indexed,
@@ -145,4 +146,5 @@ __all__ = [
     "test_two_movers_never_duplicate_or_lose",
     "test_unacked_is_offered_again_after_ttl",
     "test_unsnooze_and_recall_take_the_wake_up_with_them",
+    "test_with_another_process_listening_the_publisher_hears_its_own_doorbell",
 ]

@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from redis.crc import key_slot
+
 from notifyhub.domain.notification import Notification
 from notifyhub.store.doorbells import ANNOUNCE_MARK, DEFERRED_MARK
 from notifyhub.store.inbox.base import (
@@ -153,8 +155,10 @@ class Announcing(InboxBase):
         """Whether a hub process besides this one listens on the common channel (every
         process does: the `%` doorbell's), as Redis counts its subscribers now."""
         common = self.doorbells.common
-        if self.doorbells.sharded:
-            counted = await self._redis.pubsub_shardnumsub(common)
+        if self.doorbells.sharded:  # asked of the master serving the channel's slot
+            node = slot_node(self._redis, key_slot(common.encode()))
+            route = {"target_nodes": node} if node is not None else {}
+            counted = await self._redis.pubsub_shardnumsub(common, **route)
         else:
             counted = await self._redis.pubsub_numsub(common)
         return sum(int(n) for _channel, n in counted) > 1
