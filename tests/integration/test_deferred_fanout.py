@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from integration.test_inbox_store import make_notification
+from integration.test_scheduled_since import _next_millisecond
 from integration.test_stream import open_stream
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import NotificationChange
@@ -147,3 +148,50 @@ async def test_a_deferred_publish_reaches_streams_and_lists(
         "/v1/me/notifications", headers={"Authorization": f"Bearer {make_token('eli')}"}
     )
     assert [i["id"] for i in listing.json()["items"]] == [sent]
+
+
+async def test_a_since_poller_past_its_time_before_its_batch_gets_it_once(
+    hub: Any, publish_key: str, make_token: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poller that got a newer notification, and so moved its `since` past a deferred
+    broadcast's time, before the broadcast's batch was written: its copies sorted by the
+    id, and no `since` poll ever returned it. They are created as their batch is written:
+    the next poll gets it, once, and shows that time as its `created_at` (a later ms
+    than the one before it, which the list and the poll agree on)."""
+    fanouts = hub.app_state["fanouts"]
+    place, written = fanouts._place, asyncio.Event()
+
+    async def after_the_poll(fanout: Any) -> None:  # the batch waits for the first poll
+        await written.wait()
+        await place(fanout)
+
+    monkeypatch.setattr(fanouts, "_place", after_the_poll)
+    publisher, me = (
+        {"Authorization": f"Bearer {publish_key}"},
+        {"Authorization": f"Bearer {make_token('poller')}"},
+    )
+
+    async def publish(users: list[str], title: str) -> str:
+        body = {"recipients": {"users": users}, "title": title}
+        response = await hub.client.post("/v1/notifications", json=body, headers=publisher)
+        assert response.status_code == 202, response.text
+        return str(response.json()["id"])
+
+    async def poll(since: str) -> list[dict[str, Any]]:
+        page = await hub.client.get(f"/v1/me/notifications?since={since}", headers=me)
+        assert page.status_code == 200, page.text
+        return list(page.json()["items"])
+
+    broadcast = await publish(["poller", "other"], "everyone")
+    newer = await publish(["poller"], "just you")
+    [first] = await poll("0")
+    assert first["id"] == newer
+    await _next_millisecond()  # (a batch in the ms of `first`'s is a tie no poll breaks)
+    written.set()
+    await fanouts.drain()
+    [arrived] = await poll(first["created_at"])
+    assert arrived["id"] == broadcast
+    assert arrived["created_at"] > first["created_at"]
+    assert await poll(arrived["created_at"]) == []
+    listed = await hub.client.get("/v1/me/notifications", headers=me)
+    assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]

@@ -16,7 +16,9 @@ in the same script as its writes. A process that dies, or loses Redis, halfway s
 renewing the record's lease; every process looks for such records every
 RESUME_INTERVAL_S (`resume_once`) and carries on from the batch after the last one written.
 Until a user's batch is written, a read of their inbox does not show the notification yet
-(their open stream already did, if it was caught up).
+(their open stream already did, if it was caught up); the copies a batch writes are
+created then, as a scheduled notification's are at its delivery: they sort by the batch's
+time and show it as their `created_at`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from notifyhub.metrics import Metrics
 from notifyhub.services.views import Views
 from notifyhub.settings import Limits
 from notifyhub.store.fanouts import Fanout, FanoutRecords, Progress, lost
-from notifyhub.store.inbox import InboxStore, TenantUsers
+from notifyhub.store.inbox import InboxStore, TenantUsers, arrival_ms, arriving_now
 from notifyhub.store.traces import RoutingTraces
 from notifyhub.turns import Turns
 
@@ -80,15 +82,10 @@ class Fanouts:
         *,
         pull: bool,
         trace: bytes | None,
-        arrived_ms: int = 0,
     ) -> None:
         """Place a deferred fan-out whose recipient index is written (`announce_deferred`):
-        its record made, its batches written from now on in the background. `arrived_ms`:
-        a scheduled notification's delivery, which its copies sort by
-        (`InboxStore.placement`)."""
-        fanout = await self._records.create(
-            notification, users, pull=pull, trace=trace, arrived_ms=arrived_ms
-        )
+        its record made, its batches written from now on in the background."""
+        fanout = await self._records.create(notification, users, pull=pull, trace=trace)
         self._spawn(fanout)
 
     async def resume_once(self) -> int:
@@ -162,7 +159,9 @@ class Fanouts:
     async def _batch(self, fanout: Fanout) -> None:
         """The next batch: its users' pending copies and the record's cursor in one script
         (on a Cluster, or for a batch of no users, the record right after), then their
-        doorbells."""
+        doorbells. The copies are created now (`arriving_now`): they sort by this batch's
+        time and show it as their `created_at`, so a `since` poller that moved past the
+        notification's time before its batch was written still gets it, once."""
         n = fanout.notification
         after, members = await self._records.scan(n.id, fanout.cursor, self._limits.defer_batch)
         step = self._records.step(fanout, DONE if after == "0" else after)
@@ -170,15 +169,16 @@ class Fanouts:
         if members:
             views = self._views.known(n.tenant) if self._views is not None else None
             try:
+                arriving = arriving_now(n)
                 placed = await self._store.placement(
-                    n,
+                    arriving,
                     TenantUsers.of_members(n.tenant, members),
                     pull=fanout.pull,
                     defer=True,
                     trace=fanout.trace,
                     views=views,
                     step=step if in_script else None,
-                    arrived_ms=fanout.arrived_ms,
+                    arrived_ms=arrival_ms(arriving),
                 )
             except ResponseError as exc:
                 if lost(exc):

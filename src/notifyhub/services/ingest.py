@@ -585,9 +585,7 @@ class IngestService:
             await self.durable.write(notification, users, pull=pull)
         limits = self._settings.limits
         if 0 < limits.defer_fanout_at <= len(users) and self.fanouts is not None:
-            return await self._defer(
-                notification, users, pull=pull, trace=trace, route=route, arrived_ms=arrived_ms
-            )
+            return await self._defer(notification, users, pull=pull, trace=trace, route=route)
         if 0 < limits.announce_at <= len(users):  # streams hear of it before every copy
             await self._store.announce(notification, users, pull=pull)
         batch = limits.fanout_batch
@@ -630,21 +628,19 @@ class IngestService:
         pull: bool,
         trace: bytes | None,
         route: Route,
-        arrived_ms: int = 0,
     ) -> Published:
         """A deferred fan-out: its recipient index and its streams' announcement
         (store/inbox/announcing.py `announce_deferred`; the other processes announce it to
         their own streams), its routing trace (`pending` for every user: their preferences
         apply as their batch is written), its placement record, then the answer; its
         pending copies are written after, paced (services/fanouts.py), the first batch
-        once the answer is on its way."""
+        once the answer is on its way, each batch's copies created as it is written (a
+        scheduled one's too: it is written after the delivery)."""
         assert self.fanouts is not None
         await self._store.announce_deferred(notification, users, pull=pull)
         self._metrics.notifications_ingested_total.inc()
         await self._record_route(notification, route, users, None)  # all pending
-        await self.fanouts.start(
-            notification, len(users), pull=pull, trace=trace, arrived_ms=arrived_ms
-        )
+        await self.fanouts.start(notification, len(users), pull=pull, trace=trace)
         return Published(id=notification.id, recipients=len(users))
 
     async def _record_route(

@@ -10,7 +10,6 @@ when the one placing it dies:
     cursor   the index's SSCAN cursor the next batch starts at ("0" before the first)
     users    recipients in all                placed        users whose batch is written
     token    its holder's                     lease         ms (Redis' clock) it is held until
-    arrived  a scheduled notification's delivery (ms), which its copies sort by (absent: by id)
 
 A batch moves the cursor in the same script as its pushes, checking the holder's token and
 the cursor it started at (lua/defer.lua); on a Cluster (the users' slots are not the
@@ -35,16 +34,16 @@ from notifyhub.domain.notification import Notification
 from notifyhub.store.keys import Keys
 
 _CLAIM = """
-local f = redis.call('HMGET', KEYS[1], 'lease', 'n', 'pull', 'trace', 'cursor', 'arrived')
+local f = redis.call('HMGET', KEYS[1], 'lease', 'n', 'pull', 'trace', 'cursor')
 if not f[2] then return false end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if tonumber(f[1]) > now then return 0 end
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'lease', now + tonumber(ARGV[2]))
-return {f[2], f[3], f[4], f[5], f[6] or '0'}
+return {f[2], f[3], f[4], f[5]}
 """
 """Take record KEYS[1] over when its lease has run out: a new token and lease, and
-(notification, pull, trace, cursor, arrived); 0 while it is held, nil when it is gone."""
+(notification, pull, trace, cursor); 0 while it is held, nil when it is gone."""
 
 _ADVANCE = """
 local held = redis.call('HMGET', KEYS[1], 'token', 'cursor')
@@ -90,8 +89,6 @@ class Fanout:
     trace: bytes | None
     cursor: str
     token: str
-    arrived_ms: int = 0
-    """A scheduled notification's delivery, which its copies sort by; 0: by its id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +126,6 @@ class FanoutRecords:
         *,
         pull: bool,
         trace: bytes | None,
-        arrived_ms: int = 0,
     ) -> Fanout:
         """The record of a fan-out about to be placed by this process (held for a lease),
         listed for the others. A publish retried with its Idempotency-Key after a crash
@@ -145,8 +141,6 @@ class FanoutRecords:
             "users": users,
             "placed": 0,
         }
-        if arrived_ms:
-            fields["arrived"] = arrived_ms
         lease = await self._now_ms() + self.lease_ms
         await self._redis.sadd(self._keys.fanouts, notification.id)  # first: a record
         # without its entry would never be resumed; an entry without a record leaves
@@ -155,9 +149,9 @@ class FanoutRecords:
                 pipe.hsetnx(record, name, value)
             pipe.hset(record, mapping={"token": token, "lease": lease})
             pipe.expireat(record, int(notification.expires_at.timestamp()) + 1)
-            pipe.hmget(record, "cursor", "arrived")  # a retry's: as the first wrote them
-            cursor, arrived = (await pipe.execute())[-1]
-        return Fanout(notification, pull, trace, _text(cursor), token, int(arrived or 0))
+            pipe.hget(record, "cursor")  # a retry's: as the first wrote it
+            cursor = (await pipe.execute())[-1]
+        return Fanout(notification, pull, trace, _text(cursor), token)
 
     async def listed(self) -> list[str]:
         """The ids of the fan-outs being placed, by any process."""
@@ -174,11 +168,11 @@ class FanoutRecords:
             return None
         if not isinstance(reply, list):
             return None
-        raw, pull, trace, cursor, arrived = reply
+        raw, pull, trace, cursor = reply
         notification = Notification.model_validate_json(raw)
         traced = trace.encode() if isinstance(trace, str) else trace
         pulled = _text(pull) == "1"
-        return Fanout(notification, pulled, traced or None, _text(cursor), token, int(arrived))
+        return Fanout(notification, pulled, traced or None, _text(cursor), token)
 
     async def scan(self, notification_id: str, cursor: str, count: int) -> tuple[str, list[str]]:
         """The next users (`T/U`) of the fan-out's recipient index from `cursor`, and the

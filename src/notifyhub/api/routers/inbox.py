@@ -141,7 +141,9 @@ async def list_notifications(
     `since`, `created_after` and `created_before` take it) as of when it came back: at
     the top. A scheduled one (`delay`/`deliver_at`) sorts as of its delivery, which its
     `created_at` shows (its id was made at the publish): a `since` poll gets it once,
-    after what arrived before it. Filters combine (all must hold). A page looks at no more than
+    after what arrived before it; so does a broadcast's copy written after its `202`
+    (`NOTIFYHUB_LIMITS__DEFER_FANOUT_AT` users or more), as of when it was written.
+    Filters combine (all must hold). A page looks at no more than
     `NOTIFYHUB_LIMITS__LIST_SCAN_BUDGET` notifications (2,000): with filters few match,
     it may hold fewer than `limit`, even none, and still have a `next_cursor` to follow."""
     request = ListRequest(

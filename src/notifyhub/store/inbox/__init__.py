@@ -5,7 +5,7 @@ from __future__ import annotations
 from notifyhub.store.inbox.announcing import Announcing
 from notifyhub.store.inbox.base import TenantUsers, UserRef
 from notifyhub.store.inbox.changing import Changing
-from notifyhub.store.inbox.copies import arrival_ms
+from notifyhub.store.inbox.copies import arrival_ms, arriving_now
 from notifyhub.store.inbox.placing import (
     INLINE_MIN_USERS,
     PENDING_PLACE_AT,
@@ -36,6 +36,7 @@ __all__ = [
     "TenantUsers",
     "UserRef",
     "arrival_ms",
+    "arriving_now",
 ]
 
 

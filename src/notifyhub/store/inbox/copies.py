@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import orjson
 from ulid import ULID
 
@@ -53,3 +55,15 @@ def arrival_ms(notification: Notification) -> int:
         return 0
     created_ms = to_ms(notification.created_at)
     return created_ms if created_ms > id_ms else 0
+
+
+def arriving_now(notification: Notification) -> Notification:
+    """`notification` created now, when now is a later ms than its `created_at`: as a
+    deferred fan-out's batch writes its copies, seconds after the 202 (services/
+    fanouts.py). Its copies then sort by that ms (`arrival_ms`) and show it as their
+    `created_at`, so a `since` poller that moved past the notification's time before
+    the batch was written gets it, once: its next `since`, that `created_at`, leaves it."""
+    now = datetime.now(UTC)
+    if to_ms(now) <= to_ms(notification.created_at):
+        return notification
+    return notification.model_copy(update={"created_at": now})
