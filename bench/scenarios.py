@@ -748,7 +748,13 @@ NOTES = """\
   users, POST 0.10 s; `fan-out to a 100k group` 0.99, then 1.49, 1.11, 0.89 s (target
   1.0 s; the committed row, 1.07 s at af9072d, misses too); with a probe counting the
   placement's rests (`Turns`), 0.95 and 0.86 s and 2 rests in all: a batch of 500 costs
-  about 4 ms of round trips and scripts, and 200 of them are the placement's time.
+  about 4 ms of round trips and scripts, and 200 of them are the placement's time. The
+  acceptance rows again at 9ea3121, the same command, an hour later (now the tables' rows):
+  starvation 1.18, 1.32, 3.57x (held, 1.32), but `group of 5k vs group of 50k` 1.40,
+  1.02, 1.34x (1.34, over its 1.3) and ingest vs the floor 0.794, 0.782, 0.810 (0.794,
+  under its 0.80); every other row held. The run at 32d8936 before it held those two
+  (1.18x, 0.827) and missed the starvation row (2.05x): on this machine three rows swing
+  across their lines from run to run, and no single run has held all of them.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
