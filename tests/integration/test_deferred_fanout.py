@@ -9,8 +9,8 @@ import pytest
 from redis.asyncio import Redis
 
 from integration.test_inbox_store import make_notification
-from integration.test_scheduled_since import _next_millisecond
-from integration.test_stream import open_stream
+from integration.test_scheduled_since import _next_millisecond, _poll
+from integration.test_stream import open_stream, send
 from notifyhub.settings import Limits, Settings
 from notifyhub.store.changes import NotificationChange
 from notifyhub.store.inbox import PENDING_PLACE_AT, InboxStore, PageQuery
@@ -166,32 +166,18 @@ async def test_a_since_poller_past_its_time_before_its_batch_gets_it_once(
         await place(fanout)
 
     monkeypatch.setattr(fanouts, "_place", after_the_poll)
-    publisher, me = (
-        {"Authorization": f"Bearer {publish_key}"},
-        {"Authorization": f"Bearer {make_token('poller')}"},
-    )
+    me = {"Authorization": f"Bearer {make_token('poller')}"}
 
-    async def publish(users: list[str], title: str) -> str:
-        body = {"recipients": {"users": users}, "title": title}
-        response = await hub.client.post("/v1/notifications", json=body, headers=publisher)
-        assert response.status_code == 202, response.text
-        return str(response.json()["id"])
-
-    async def poll(since: str) -> list[dict[str, Any]]:
-        page = await hub.client.get(f"/v1/me/notifications?since={since}", headers=me)
-        assert page.status_code == 200, page.text
-        return list(page.json()["items"])
-
-    broadcast = await publish(["poller", "other"], "everyone")
-    newer = await publish(["poller"], "just you")
-    [first] = await poll("0")
+    broadcast = await send(hub, publish_key, ["poller", "other"], title="everyone")
+    newer = await send(hub, publish_key, ["poller"], title="just you")
+    [first] = await _poll(hub, me, "0")
     assert first["id"] == newer
     await _next_millisecond()  # (a batch in the ms of `first`'s is a tie no poll breaks)
     written.set()
     await fanouts.drain()
-    [arrived] = await poll(first["created_at"])
+    [arrived] = await _poll(hub, me, first["created_at"])
     assert arrived["id"] == broadcast
     assert arrived["created_at"] > first["created_at"]
-    assert await poll(arrived["created_at"]) == []
+    assert await _poll(hub, me, arrived["created_at"]) == []
     listed = await hub.client.get("/v1/me/notifications", headers=me)
     assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]
