@@ -181,3 +181,41 @@ async def test_a_since_poller_past_its_time_before_its_batch_gets_it_once(
     assert await _poll(hub, me, arrived["created_at"]) == []
     listed = await hub.client.get("/v1/me/notifications", headers=me)
     assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]
+
+
+async def test_a_since_poller_past_its_time_before_its_post_batch_gets_it_once(
+    settings: Settings, start_hub: Any, publish_key: str, make_token: Any
+) -> None:
+    """The same gap in a fan-out written inside its POST (not deferred), in batches: the
+    poller's batch waits behind the first two (two in flight), and a newer notification
+    reaches the poller meanwhile. That batch's copy is created as it is written, after
+    the newer one: the next poll gets it, once."""
+    limits = settings.limits.model_copy(update={"defer_fanout_at": 0, "fanout_batch": 1})
+    async with start_hub(settings.model_copy(update={"limits": limits})) as hub:
+        store = hub.app_state["store"]
+        placement, started, written = store.placement, asyncio.Semaphore(0), asyncio.Event()
+
+        async def held(notification: Any, users: Any, **kwargs: Any) -> Any:
+            if notification.title == "everyone" and ("default", "poller") not in users:
+                started.release()
+                await written.wait()  # the poller's batch waits for a slot meanwhile
+            return await placement(notification, users, **kwargs)
+
+        store.placement = held
+        me = {"Authorization": f"Bearer {make_token('poller')}"}
+        everyone = ["crowd-a", "crowd-b", "poller"]  # (the poller's batch is the third)
+        posting = asyncio.ensure_future(send(hub, publish_key, everyone, title="everyone"))
+        for _ in range(2):
+            await started.acquire()
+        newer = await send(hub, publish_key, ["poller"], title="just you")
+        [first] = await _poll(hub, me, "0")
+        assert first["id"] == newer
+        await _next_millisecond()
+        written.set()
+        broadcast = await posting
+        [arrived] = await _poll(hub, me, first["created_at"])
+        assert arrived["id"] == broadcast
+        assert arrived["created_at"] > first["created_at"]
+        assert await _poll(hub, me, arrived["created_at"]) == []
+        listed = await hub.client.get("/v1/me/notifications", headers=me)
+        assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]

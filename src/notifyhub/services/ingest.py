@@ -36,7 +36,7 @@ from notifyhub.services.views import Views
 from notifyhub.settings import Settings
 from notifyhub.store.codecs import PushedOut
 from notifyhub.store.idempotency import IdempotencyRecord, IdempotencyStore
-from notifyhub.store.inbox import InboxStore, Placement, TenantUsers, arrival_ms
+from notifyhub.store.inbox import InboxStore, Placement, TenantUsers, arrival_ms, arriving_now
 from notifyhub.store.operations import RecallOp
 from notifyhub.store.traces import Route, RoutingTraces, Sources
 from notifyhub.tracing import Attributes, Tracing
@@ -572,7 +572,10 @@ class IngestService:
     ) -> Published:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
-        (store/inbox/announcing.py `announce`). Each batch written renews the request's
+        (store/inbox/announcing.py `announce`). Each batch's copies are created as it is
+        written (`arriving_now`), as a deferred fan-out's are: a `since` poller that got a
+        newer notification while earlier batches were written, and moved past this one's
+        time, still gets it, once. Each batch written renews the request's
         deadline: a fan-out longer than the deadline is not cut short while its round
         trips keep ending (notifyhub/deadline.py). A deferred one (`limits.defer_fanout_at`
         users or more) answers once its recipient index is written and its streams told;
@@ -599,13 +602,14 @@ class IngestService:
 
             async def place(chunk: TenantUsers) -> Placement:
                 async with in_flight:
+                    arriving = arriving_now(notification)
                     placed = await self._store.placement(
-                        notification,
+                        arriving,
                         chunk,
                         pull=pull,
                         trace=trace,
                         views=views,
-                        arrived_ms=arrived_ms,
+                        arrived_ms=arrival_ms(arriving),
                     )
                 request_deadline.renew()
                 return placed

@@ -48,7 +48,8 @@ def arrival_ms(notification: Notification) -> int:
     """When the copies of a notification the hub made (services/ingest.py) arrive, as
     `Placing.placement` takes it: its `created_at`, when in a later ms than its id's time.
     That is a scheduled one's (its id was made at its acceptance, it is created at its
-    delivery); any other's id is made of its creation's ms: 0, its copies sort by the id."""
+    delivery) and a fan-out batch's written after the notification's ms (`arriving_now`);
+    any other's id is made of its creation's ms: 0, its copies sort by the id."""
     try:
         id_ms = ULID.from_str(notification.id).milliseconds
     except ValueError:  # not a ULID: sorted by its id, as it always was
@@ -60,9 +61,10 @@ def arrival_ms(notification: Notification) -> int:
 def arriving_now(notification: Notification) -> Notification:
     """`notification` created now, when now is a later ms than its `created_at`: as a
     deferred fan-out's batch writes its copies, seconds after the 202 (services/
-    fanouts.py). Its copies then sort by that ms (`arrival_ms`) and show it as their
-    `created_at`, so a `since` poller that moved past the notification's time before
-    the batch was written gets it, once: its next `since`, that `created_at`, leaves it."""
+    fanouts.py), or a fan-out's later batch inside its POST (services/ingest.py). Its
+    copies then sort by that ms (`arrival_ms`) and show it as their `created_at`, so a
+    `since` poller that moved past the notification's time before the batch was written
+    gets it, once: its next `since`, that `created_at`, leaves it."""
     now = datetime.now(UTC)
     if to_ms(now) <= to_ms(notification.created_at):
         return notification
