@@ -150,6 +150,18 @@ async def test_a_deferred_publish_reaches_streams_and_lists(
     assert [i["id"] for i in listing.json()["items"]] == [sent]
 
 
+async def _gets_it_once(hub: Any, me: dict[str, str], first: dict[str, Any], late: str) -> None:
+    """The poller's next poll, since `first`, gets the late broadcast (a later ms than
+    `first`'s as its `created_at`), and the poll after it nothing; the list shows both,
+    the broadcast as the newer."""
+    [arrived] = await _poll(hub, me, first["created_at"])
+    assert arrived["id"] == late
+    assert arrived["created_at"] > first["created_at"]
+    assert await _poll(hub, me, arrived["created_at"]) == []
+    listed = await hub.client.get("/v1/me/notifications", headers=me)
+    assert [i["id"] for i in listed.json()["items"]] == [late, first["id"]]
+
+
 async def test_a_since_poller_past_its_time_before_its_batch_gets_it_once(
     hub: Any, publish_key: str, make_token: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,12 +187,7 @@ async def test_a_since_poller_past_its_time_before_its_batch_gets_it_once(
     await _next_millisecond()  # (a batch in the ms of `first`'s is a tie no poll breaks)
     written.set()
     await fanouts.drain()
-    [arrived] = await _poll(hub, me, first["created_at"])
-    assert arrived["id"] == broadcast
-    assert arrived["created_at"] > first["created_at"]
-    assert await _poll(hub, me, arrived["created_at"]) == []
-    listed = await hub.client.get("/v1/me/notifications", headers=me)
-    assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]
+    await _gets_it_once(hub, me, first, broadcast)
 
 
 async def test_a_since_poller_past_its_time_before_its_post_batch_gets_it_once(
@@ -212,10 +219,4 @@ async def test_a_since_poller_past_its_time_before_its_post_batch_gets_it_once(
         assert first["id"] == newer
         await _next_millisecond()
         written.set()
-        broadcast = await posting
-        [arrived] = await _poll(hub, me, first["created_at"])
-        assert arrived["id"] == broadcast
-        assert arrived["created_at"] > first["created_at"]
-        assert await _poll(hub, me, arrived["created_at"]) == []
-        listed = await hub.client.get("/v1/me/notifications", headers=me)
-        assert [i["id"] for i in listed.json()["items"]] == [broadcast, newer]
+        await _gets_it_once(hub, me, first, await posting)
