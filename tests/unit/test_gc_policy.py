@@ -73,7 +73,40 @@ def test_every_pause_is_timed_and_the_frozen_count_exported() -> None:
         gc.collect(1)
         gc.collect()
         assert (pauses("1"), pauses("2")) == (2, 1)
-        assert registry.get_sample_value("notifyhub_gc_frozen_objects") == gc.get_freeze_count() > 0
+        assert registry.get_sample_value("notifyhub_gc_frozen_objects") >= gc.get_freeze_count() > 0
+        """
+    )
+
+
+def test_the_frozen_count_is_kept_as_objects_freeze_and_never_walked_at_a_scrape() -> None:
+    """Python counts frozen objects by walking every one of them: a scrape must not."""
+    run(
+        """
+        from notifyhub.metrics import Metrics
+        from notifyhub.process.gc import thaw
+        registry = Metrics().registry
+        def frozen():
+            return registry.get_sample_value("notifyhub_gc_frozen_objects")
+
+        CollectorPolicy(10_000, freeze_survivors=True, thaw_interval_s=0).install()
+        at_start = frozen()  # (a frozen object or two may be freed by now: never fewer)
+        assert at_start >= gc.get_freeze_count() > 0
+        kept = [cycle() for _ in range(1_000)]  # two tracked objects each
+        gc.collect(1)
+        grown = frozen()
+        assert grown - at_start >= 2_000 and grown >= gc.get_freeze_count()
+
+        walked = gc.get_freeze_count
+        def walk():
+            raise AssertionError("a scrape walked the frozen objects")
+        gc.get_freeze_count = walk
+        Metrics().render()
+        gc.get_freeze_count = walked
+
+        del kept  # frozen cycles: nothing frees them until a thaw, which counts again
+        assert frozen() == grown
+        assert thaw() >= 2_000
+        assert grown - 1_000 > frozen() >= gc.get_freeze_count()  # the 2,000 freed, gone
         """
     )
 

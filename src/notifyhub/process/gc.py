@@ -26,7 +26,12 @@ So (`CollectorPolicy.install`):
   collector no longer sees, at the cost of one full collection's pause per interval.
 
 Every pause is timed into the `notifyhub_gc_pause_seconds` histogram (by generation), and
-`notifyhub_gc_frozen_objects` says how many objects are frozen (`GET /metrics`).
+`notifyhub_gc_frozen_objects` says how many objects are frozen (`GET /metrics`). That
+count is kept as objects are frozen, never taken at a scrape: Python counts its frozen
+objects by walking them all (`gc.get_freeze_count`), which holds the event loop for as
+long as open streams make it (docs/scaling.md, "Design notes"). It is exact after
+start-up and each thaw; frozen objects freed in between (streams that closed) leave it
+at the next thaw.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from notifyhub.metrics import GC_PAUSES
+from notifyhub.metrics import GC_FROZEN, GC_PAUSES
 from notifyhub.settings import GcSettings
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,7 @@ class CollectorPolicy:
         """Apply the policy to this process (`HubServer` does, once the app is built)."""
         gc.collect()  # start-up's own garbage, before the rest is frozen for good
         gc.freeze()
+        GC_FROZEN.set(gc.get_freeze_count())
         young, middle, old = gc.get_threshold()
         if self.young_threshold:
             young = self.young_threshold
@@ -100,8 +106,11 @@ def time_collections(phase: str, info: dict[str, Any]) -> None:
 def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
     """A `gc.callbacks` hook: after a collection of an older generation, freeze what survived.
 
-    Freezing only splices the collector's lists, so it costs next to nothing here."""
+    Freezing only splices the collector's lists, so it costs next to nothing here; what
+    it freezes is counted from those lists, which hold only what came since the last
+    freeze (the collection just scanned all of it)."""
     if phase == "stop" and info["generation"] >= 1:
+        GC_FROZEN.inc(sum(len(gc.get_objects(generation)) for generation in range(3)))
         gc.freeze()
 
 
@@ -114,6 +123,7 @@ def thaw() -> int:
         collected = gc.collect()
     finally:
         gc.freeze()
+        GC_FROZEN.set(gc.get_freeze_count())
     elapsed_ms = (time.perf_counter() - started) * 1000
     log.info("collector thawed %d objects: %d unreachable, %.0f ms", frozen, collected, elapsed_ms)
     return collected
