@@ -755,6 +755,29 @@ NOTES = """\
   under its 0.80); every other row held. The run at 32d8936 before it held those two
   (1.18x, 0.827) and missed the starvation row (2.05x): on this machine three rows swing
   across their lines from run to run, and no single run has held all of them.
+- Issue 38, 2026-11-30, the session after (AMD EPYC, 2 cores; the minimal floor's `wrk`
+  rate 2,795-3,603/s). The acceptance rows twice more, the same command. At 0062a9a
+  (the code of 9ea3121 for the hub): every row held but the reconnect storm, 1,154, 975,
+  985 new streams/s (985, under its 1,000); ingest 0.835, `group of 5k vs group of
+  50k` 1.17, 1.19, 1.14 (1.17), starvation 0.94, 1.99, 1.45 (1.45, POSTs 1.51x). At
+  17424aa (a fan-out's in-POST batches created as written; the frozen-object count
+  kept, not walked, at a scrape), 35 minutes later (now the tables' rows): the storm
+  1,012, 975, 961 (975) and ingest 0.717, 0.756, 0.728 (0.728; the floor 2,796-3,081/s
+  against 3,355-3,525 in the run before) missed; `group of 5k vs group of 50k` 1.24,
+  1.04, 1.16 (1.16), starvation 2.12, 1.30, 1.95 (1.95, POSTs 1.88x, no Redis failure),
+  and the rest held. Ingest alone right after, alternating single runs of 0062a9a and
+  17424aa: 0.815 / 0.820, 0.749 / 0.802, 0.789 / 0.803: the 0.728 was the machine's
+  hour, not the change. Four runs of these rows on machines of this kind (two in the
+  session before), none with every row held: the storm, ingest and starvation rows each
+  swing across their lines from run to run; `group of 5k vs group of 50k` stayed under
+  its 1.3x in all six single runs of these two. Where the storm's hub CPU goes (py-spy,
+  200 Hz; the storm at 815/s with it attached): the streams' change reads 12.5% of
+  samples, their users' rate-limit asks 9.5% (alone in their loop pass at this rate, so
+  a script call each, not a pipeline), token checks 9%, the collector 6% (its pauses,
+  timed by the hub: 0.69 s in a 10.5 s storm, 0.47 s of it in 22 middle-generation
+  collections). `GET /metrics` took 24.7 ms of hub CPU on an idle hub and 95-102 ms
+  (the loop held) with 10,000 streams open, 85% of it in `gc.get_freeze_count()`, which
+  walks every frozen object: fixed (docs/scaling.md, "Design notes").
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
