@@ -66,7 +66,7 @@ _DRIVERS: dict[str, Dependency] = {
 
 def outage_of(exc: BaseException) -> Dependency | None:
     """The store `exc` says is unavailable, or None when it is not an outage."""
-    if isinstance(exc, REDIS_OUTAGES) or _closed_under_redis(exc):
+    if isinstance(exc, REDIS_OUTAGES) or _closed_under_redis(exc) or _unmapped_slot(exc):
         return "redis"
     if isinstance(exc, POSTGRES_OUTAGES) or _not_now(exc):
         return "postgres"
@@ -84,6 +84,23 @@ def _closed_under_redis(exc: BaseException) -> bool:
     closed") where asyncio's own loop raises an OSError, the one redis-py turns into a
     ConnectionError (it drops the connection either way)."""
     return isinstance(exc, RuntimeError) and "closed" in str(exc) and _raised_by(exc) == "redis"
+
+
+CLUSTER_CLIENTS = frozenset({"redis.asyncio.cluster", "redis.cluster"})
+"""redis-py's Redis Cluster clients (their modules)."""
+
+
+def _unmapped_slot(exc: BaseException) -> bool:
+    """A Redis Cluster client whose map of slots to nodes was caught mid-change (a
+    failover, nodes replaced or resharded): it finds no node for a slot and, instead of
+    a ClusterDownError, raises AttributeError on the None it got (redis-py issue 3835,
+    open in the versions we pin). For the request it means the same: no node serves
+    that slot now. Only an AttributeError raised in the cluster client's own code counts;
+    anywhere else it is a bug."""
+    if not isinstance(exc, AttributeError):
+        return False
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    return bool(frames) and frames[-1][0].f_globals.get("__name__") in CLUSTER_CLIENTS
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

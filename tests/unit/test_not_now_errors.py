@@ -88,3 +88,15 @@ def test_a_redis_connection_reset_under_uvloop_is_a_redis_outage() -> None:
     response = asyncio.run(problem_for(request, error))
     assert response.status_code == 503
     assert outage_of(RuntimeError("the handler is closed")) is None  # not the driver's
+
+
+def test_an_attribute_error_outside_the_cluster_client_is_a_bug() -> None:
+    """Only redis-py's cluster client raising it counts as a Redis outage (a slot its map
+    lost mid-change: tests/cluster/test_topology.py); anywhere else it is a 500."""
+    try:
+        _ = object().missing  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        error = exc
+    assert outage_of(error) is None
+    request = Request({"type": "http", "method": "GET", "path": "/x", "headers": []})
+    assert asyncio.run(problem_for(request, error)).status_code == 500

@@ -240,6 +240,7 @@ _HANDLERS: dict[type[Exception], Handler] = {
     # OSError: raw socket errors and timeouts (asyncpg's, which SQLAlchemy does not wrap).
     **dict.fromkeys((*REDIS_OUTAGES, *POSTGRES_OUTAGES, DBAPIError, OSError), _outage),
     RuntimeError: _outage,  # a Redis connection uvloop had closed (outages.py); else a bug
+    AttributeError: _outage,  # a Redis Cluster client's slot map mid-change; else a bug
     Exception: _unexpected,
 }
 """Every error's answer, by class: the app's exception handlers, and what the hot routes
