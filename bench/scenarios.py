@@ -761,16 +761,21 @@ NOTES = """\
   985 new streams/s (985, under its 1,000); ingest 0.835, `group of 5k vs group of
   50k` 1.17, 1.19, 1.14 (1.17), starvation 0.94, 1.99, 1.45 (1.45, POSTs 1.51x). At
   17424aa (a fan-out's in-POST batches created as written; the frozen-object count
-  kept, not walked, at a scrape), 35 minutes later (now the tables' rows): the storm
+  kept, not walked, at a scrape), 35 minutes later: the storm
   1,012, 975, 961 (975) and ingest 0.717, 0.756, 0.728 (0.728; the floor 2,796-3,081/s
   against 3,355-3,525 in the run before) missed; `group of 5k vs group of 50k` 1.24,
   1.04, 1.16 (1.16), starvation 2.12, 1.30, 1.95 (1.95, POSTs 1.88x, no Redis failure),
   and the rest held. Ingest alone right after, alternating single runs of 0062a9a and
   17424aa: 0.815 / 0.820, 0.749 / 0.802, 0.789 / 0.803: the 0.728 was the machine's
-  hour, not the change. Four runs of these rows on machines of this kind (two in the
-  session before), none with every row held: the storm, ingest and starvation rows each
-  swing across their lines from run to run; `group of 5k vs group of 50k` stayed under
-  its 1.3x in all six single runs of these two. Where the storm's hub CPU goes (py-spy,
+  hour, not the change. A third run at 427bf1e (the hub's code of 17424aa plus a 503 in
+  place of a Cluster client's `AttributeError`), 50 minutes later, the floor 3,438-3,656/s
+  (now the tables' rows): every row held but ingest, 0.778, 0.757, 0.795 (0.778); the
+  storm 1,009, 992, 1,003 (1,003), `group of 5k vs group of 50k` 1.31, 1.25, 0.95
+  (1.25), starvation 1.53, 2.41, 0.59 (1.53, POSTs 1.55x, no Redis failure). Five runs
+  of these rows on machines of this kind (two in the session before), none with every
+  row held: the storm, ingest and starvation rows each swing across their lines from
+  run to run; `group of 5k vs group of 50k` was under its 1.3x in eight of the nine
+  single runs here (1.31 once). Where the storm's hub CPU goes (py-spy,
   200 Hz; the storm at 815/s with it attached): the streams' change reads 12.5% of
   samples, their users' rate-limit asks 9.5% (alone in their loop pass at this rate, so
   a script call each, not a pipeline), token checks 9%, the collector 6% (its pauses,
