@@ -573,9 +573,8 @@ class IngestService:
         """Write copies batch by batch, two batches in flight so Python and Redis overlap;
         a big inlinable broadcast is announced to streams first
         (store/inbox/announcing.py `announce`). Each batch's copies are created as it is
-        written (`arriving_now`), as a deferred fan-out's are: a `since` poller that got a
-        newer notification while earlier batches were written, and moved past this one's
-        time, still gets it, once. Each batch written renews the request's
+        written (`arriving_now`), so a `since` poller that moved past the notification's
+        time meanwhile still gets it, once. Each batch written renews the request's
         deadline: a fan-out longer than the deadline is not cut short while its round
         trips keep ending (notifyhub/deadline.py). A deferred one (`limits.defer_fanout_at`
         users or more) answers once its recipient index is written and its streams told;
