@@ -10,6 +10,11 @@ connection each); coalesced, every request of a tick rides one pipeline:
                                    ▼
                   serve(<= max_batch requests) per task ──► N results
 
+With `max_in_flight`, requests made while that many batches are in flight wait for one
+of them to come back and go together in the next: a stream of requests that each come
+alone in their tick (streams opening one by one during a storm) then rides pipelines
+too, at the cost of waiting out at most one batch already sent.
+
 A caller that leaves (cancelled) is dropped from its batch if the batch has not been
 sent yet, and never disturbs the others; an error of the batch reaches every caller in it.
 """
@@ -34,13 +39,19 @@ class _Pending(Generic[Q, R]):
 
 class Coalescer(Generic[Q, R]):
     """`await coalescer(request)`: its result from `serve`, which gets every request of
-    the tick (at most `max_batch` per call) and answers them in order; owns its tasks."""
+    the tick (at most `max_batch` per call) and answers them in order; owns its tasks.
+    `max_in_flight` (None: unbounded) holds new requests while that many calls are out."""
 
     def __init__(
-        self, serve: Callable[[list[Q]], Awaitable[Sequence[R]]], *, max_batch: int = 500
+        self,
+        serve: Callable[[list[Q]], Awaitable[Sequence[R]]],
+        *,
+        max_batch: int = 500,
+        max_in_flight: int | None = None,
     ) -> None:
         self._serve = serve
         self._max_batch = max_batch
+        self._max_in_flight = max_in_flight
         self._pending: list[_Pending[Q, R]] = []
         self._flush_armed = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -49,18 +60,33 @@ class Coalescer(Generic[Q, R]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         self._pending.append(_Pending(request, future))
-        if not self._flush_armed:
+        self._arm(loop)
+        return await future
+
+    def _full(self) -> bool:
+        return self._max_in_flight is not None and len(self._tasks) >= self._max_in_flight
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Flush at the end of this tick, unless one is due already or every slot is taken
+        (the batch coming back flushes then)."""
+        if self._pending and not self._flush_armed and not self._full():
             self._flush_armed = True
             loop.call_soon(self._flush)
-        return await future
 
     def _flush(self) -> None:
         self._flush_armed = False
-        pending, self._pending = self._pending, []
-        for start in range(0, len(pending), self._max_batch):
-            task = asyncio.create_task(self._run(pending[start : start + self._max_batch]))
+        while self._pending and not self._full():
+            batch, self._pending = (
+                self._pending[: self._max_batch],
+                self._pending[self._max_batch :],
+            )
+            task = asyncio.create_task(self._run(batch))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._arm(task.get_loop())
 
     async def _run(self, batch: list[_Pending[Q, R]]) -> None:
         live = [p for p in batch if not p.future.done()]  # a caller may have left

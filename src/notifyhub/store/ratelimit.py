@@ -8,14 +8,16 @@ unspent is simply lost (the limit errs on the strict side, by at most one lease 
 process). Only one request per bucket and process asks Redis at a time; concurrent ones
 wait for its lease. Buckets whose lease would be one token are asked on every request.
 
-The asks of one event-loop tick go to Redis as one pipeline (store/coalesce.py): a
-reconnect storm opens thousands of streams, each asking its own user's bucket, and a
-script call each would cost the hub more than the streams' own work.
+Asks go to Redis one call at a time, and those made while a call is out go together in
+the next pipeline (store/coalesce.py): a reconnect storm opens thousands of streams, each
+asking its own user's bucket, mostly one per event-loop tick, and a script call each
+would cost the hub more than the streams' own work.
 
 While Redis is unavailable the limiter admits (fails open): rate limiting is not worth a
 503 from endpoints that need only PostgreSQL (deliveries, admin), and those that need
-Redis answer 503 by themselves. A check gives Redis `ASK_BUDGET_S`; after a failure the
-limiter admits without asking for `OPEN_S`, so an outage costs one request that budget.
+Redis answer 503 by themselves. A check gives Redis `ASK_BUDGET_S` (and the call ahead of
+it as long); after a failure the limiter admits without asking for `OPEN_S`, so an outage
+costs the requests then waiting that budget, or twice it.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class RateLimiter:
         source = (files("notifyhub.store") / "lua" / "ratelimit.lua").read_text(encoding="utf-8")
         self._redis = redis
         self._script = redis.register_script(source)
-        self._asks: Coalescer[_Ask, tuple[int, int]] = Coalescer(self._ask_many)
+        self._asks: Coalescer[_Ask, tuple[int, int]] = Coalescer(self._ask_many, max_in_flight=1)
         self._leases: dict[str, _Lease] = {}
         self._asking: dict[str, asyncio.Future[None]] = {}
         """Buckets whose lease is being fetched, and the future their waiters await."""
