@@ -783,6 +783,28 @@ NOTES = """\
   collections). `GET /metrics` took 24.7 ms of hub CPU on an idle hub and 95-102 ms
   (the loop held) with 10,000 streams open, 85% of it in `gc.get_freeze_count()`, which
   walks every frozen object: fixed (docs/scaling.md, "Design notes").
+- Issue 38, 2026-11-30, a third session (AMD EPYC, 2 cores, a slow hour: the minimal
+  floor's `wrk` rate 1,641-2,263/s against 3,438-3,656/s in the run before). The storm's
+  rate-limit asks, each alone in its loop tick, were a script call each; the limiter now
+  keeps one call out at a time and sends the asks made meanwhile together
+  (`Coalescer(max_in_flight=1)`). The storm row alone, single runs alternating 0333108 /
+  5e93b06: 505 / 1,127, 652 / 961, 657 / 1,231 new streams/s (in the first run before,
+  427 streams failed to reopen; none after). Holding the change-log reads the same way
+  (2 out at a time) on top, against the limiter alone: 990 / 1,150, 1,414 / 1,172,
+  1,374 / 1,489: no gain, not kept. The acceptance rows at 6f652c0 (now the tables'
+  rows), the same command: every row held but ingest, 0.779, 0.754, 0.680 (0.754; the
+  floor 1,641-2,029/s); the storm 1,026, 887, 1,158 (1,026), nothing lost or doubled,
+  `/healthz` at worst 73 ms; `group of 5k vs group of 50k` 1.10, 1.53, 0.91 (1.10);
+  starvation 0.42, 2.56, 1.38 (1.38, POSTs 1.33x, no Redis failure); 100k POST 0.18 s,
+  0 wrong of 1,000 users; fan-in at 4 processes 1.27; steady p99 14.8 ms; Pushpin 0.84
+  at 5k and 10k; 10k broadcast p99 458 ms. A run of them an hour before, at 0333108,
+  stopped after its storm row (691 new streams/s), is not in the tables. Ingest at
+  c17f282, whose rows read 0.90-0.93, against 6f652c0 in alternating single runs: 0.785
+  / 0.848, 0.749 / 0.743, 0.738 / 0.710, so no change since then lowered it; the
+  machine's hour does. In that hour the hub spent 630-812 us of CPU per publish under
+  `wrk` (the floor 442-557 us), and an idle hub 4.5% of a core on its loops' polls (the
+  deliveries dispatcher's five passes a second about 1.2 points of it, measured by
+  setting its interval to 2 s).
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
