@@ -75,12 +75,12 @@ class Coalescer(Generic[Q, R]):
 
     def _flush(self) -> None:
         self._flush_armed = False
-        while self._pending and not self._full():
-            batch, self._pending = (
-                self._pending[: self._max_batch],
-                self._pending[self._max_batch :],
-            )
-            task = asyncio.create_task(self._run(batch))
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), self._max_batch):
+            if self._full():
+                self._pending = pending[start:]  # sent when a batch comes back
+                return
+            task = asyncio.create_task(self._run(pending[start : start + self._max_batch]))
             self._tasks.add(task)
             task.add_done_callback(self._done)
 
