@@ -805,6 +805,17 @@ NOTES = """\
   `wrk` (the floor 442-557 us), and an idle hub 4.5% of a core on its loops' polls (the
   deliveries dispatcher's five passes a second about 1.2 points of it, measured by
   setting its interval to 2 s).
+- Issue 38 on a lent 16-core machine again (2026-11-30 21:15 UTC; Intel Xeon, 126 GiB,
+  Python 3.12.3; 74b3b5d; `--embedded`: the hub's Valkey 9 and PostgreSQL 18). `broadcast
+  to 50k streams over 4 processes`, three runs: POST 0.26, 0.12 and 0.16 s, p50 389, 187
+  and 238 ms, p99 575, 297 and 341 ms (median 341, under the 0.5 s), every stream got it;
+  at 67c65d5 two runs had read 1,211 and 1,335 ms (the publisher now takes its own `%`
+  with the others, and the index goes in as plain SADDs). `doorbell fan-in at 4
+  processes` with 50,000 streams (`--streams 50000`, three runs; not the tables' row of
+  that name, which is this machine's 2,000 streams): the broadcast 3.99x (its re-read
+  lines reach every process on the common channel), single-user doorbells 2.54-2.59x,
+  all 3.24-3.27x, against 1.5x: 12,500 users per process fill about half of the 16,384
+  shards, as docs/scaling.md's capacity model says (1 + 3 x 0.53).
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
