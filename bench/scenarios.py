@@ -809,13 +809,23 @@ NOTES = """\
   Python 3.12.3; 74b3b5d; `--embedded`: the hub's Valkey 9 and PostgreSQL 18). `broadcast
   to 50k streams over 4 processes`, three runs: POST 0.26, 0.12 and 0.16 s, p50 389, 187
   and 238 ms, p99 575, 297 and 341 ms (median 341, under the 0.5 s), every stream got it;
-  at 67c65d5 two runs had read 1,211 and 1,335 ms (the publisher now takes its own `%`
-  with the others, and the index goes in as plain SADDs). `doorbell fan-in at 4
+  at 67c65d5 two runs had read 1,211 and 1,335 ms (between them, among others, 46ca677:
+  the publisher takes its own `%` with the others; ecdbc29: the index as plain SADDs;
+  which of them did it was not measured there). `doorbell fan-in at 4
   processes` with 50,000 streams (`--streams 50000`, three runs; not the tables' row of
   that name, which is this machine's 2,000 streams): the broadcast 3.99x (its re-read
   lines reach every process on the common channel), single-user doorbells 2.54-2.59x,
   all 3.24-3.27x, against 1.5x: 12,500 users per process fill about half of the 16,384
   shards, as docs/scaling.md's capacity model says (1 + 3 x 0.53).
+- Issue 38's acceptance rows in one run (2026-11-30 21:24 UTC, AMD EPYC, 2 cores, a fast
+  hour: the minimal floor's `wrk` rate 3,207-3,251/s; 052c1d4, the code of 74b3b5d; the
+  usual `--only` command, `--processes 4 --repeats 3`), the first run to hold every row:
+  ingest 0.859, 0.876, 0.862 (0.862); `group of 5k vs group of 50k` 1.17; 100k POST
+  0.099-0.118 s, 0 wrong of 1,000 users in each run; starvation 1.64 (p99 1.50-1.85,
+  POSTs 1.55, no Redis failure); fan-in at 4 processes 1.28; steady p99 4.83 ms; the
+  storm 1,804-1,987 new streams/s, nothing lost or doubled, `/healthz` at worst 47 ms;
+  Pushpin 0.746 at 5k and 0.711 at 10k; 10k broadcast p99 262 ms. A probe just before
+  (the ingest row alone) read 0.861 with the floor at 3,289/s.
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
