@@ -826,6 +826,21 @@ NOTES = """\
   storm 1,804-1,987 new streams/s, nothing lost or doubled, `/healthz` at worst 47 ms;
   Pushpin 0.746 at 5k and 0.711 at 10k; 10k broadcast p99 262 ms. A probe just before
   (the ingest row alone) read 0.861 with the floor at 3,289/s.
+- `fan-out to a 100k group` against its 1.0 s (the same session and machine, ca5883b;
+  not kept). Where a deferred placement's time goes, from `INFO commandstats` over one
+  run: 215 `defer.lua` calls of 1.08 ms, the expiry index's `ZADD LT` 0.89 ms a batch
+  (180 ms in all), SSCAN 0.26 ms a batch; the hub's CPU in `Fanouts._place` about 170
+  ms (py-spy, 42 samples at 250 Hz): Redis and the round trips, not the hub's Python.
+  Three tries, in alternating single runs against ca5883b: (1) the next batch's SSCAN
+  read while this one is written: 1.04, 0.94, 0.95 s before, 0.94, 0.93, 0.94 after,
+  within the swing; (2) with it, batches doubling up to 4x `defer_batch` while a turn
+  did not rest: the fan-out 1.04, 0.99, 1.11 -> 0.79, 0.78, 0.76 s, but in the
+  starvation row the steady p99 during / idle 1.15, 1.04, 1.25 -> 1.50, 1.58, 1.42 and
+  the POSTs' 1.10, 0.86, 0.98 -> 1.28, 1.38, 1.20 (a turn at 500 requests/s seldom
+  rests: they cross the loop while the batch waits on Redis); (3) doubling only after a
+  pass under 0.1 ms: the same (1.05, 1.18, 0.88 -> 1.47, 1.73, 1.69). The row's time
+  is what keeps others' latency, so the batches stay at 500; the old code read 0.94-1.11
+  s in its eight alternating runs that hour (median 1.0).
 - The CDF plots show the last run's latencies (400 quantiles) of the events received;
   `received` says how many arrived within 20 s. p50 / p99 / max count an event that
   never arrived as infinitely late (n/a), so losses never flatter them.
