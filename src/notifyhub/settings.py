@@ -108,6 +108,12 @@ class WorkerSettings(BaseModel):
     epoch_check_interval_s: float = Field(1.0, gt=0)
 
 
+RETENTION_MIN_S = 60.0
+"""The shortest `delayed.retention_s` but 0: a message's transitions wait in its hub's
+buffer (services/delayed.py `TransitionLog`, seconds at most while PostgreSQL answers)
+before they are written, and the retention must not remove a message before them."""
+
+
 class DelayedSettings(BaseModel):
     """The delayed queue: N sets keep each sorted set short; the mover's tick; how long
     finished messages are kept."""
@@ -127,12 +133,23 @@ class DelayedSettings(BaseModel):
     log_flush_interval_s: float = Field(0.1, gt=0)
     retention_s: float = Field(7 * 86400.0, ge=0)
     """A finished message (consumed or cancelled) is removed this long after it finished:
-    its state from Redis, its row and transitions from PostgreSQL. 0 keeps them forever."""
+    its state from Redis, its row and transitions from PostgreSQL. 0 keeps them forever;
+    else at least RETENTION_MIN_S."""
     retention_batch: int = Field(500, ge=1, le=10_000)
     """Messages one retention pass removes (one transaction): a backlog goes in batches."""
     retention_interval_s: float = Field(60.0, gt=0)
     """The retention loop's pause after a pass that was not full (after a full one it
     passes again within a second)."""
+
+    @model_validator(mode="after")
+    def _retention_outlives_the_log(self) -> DelayedSettings:
+        if 0 < self.retention_s < RETENTION_MIN_S:
+            raise ValueError(
+                f"delayed.retention_s must be 0 (keep forever) or at least {RETENTION_MIN_S:g}"
+                " s: a shorter one could remove a message before its last transitions reach"
+                " PostgreSQL, which would then keep them without their message"
+            )
+        return self
 
 
 class DeliverySettings(BaseModel):
