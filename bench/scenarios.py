@@ -821,9 +821,9 @@ NOTES = """\
   (`--processes 8 --streams 100000 --repeats 1`, one run, the tree of 2ebf737, whose
   hub code is 74b3b5d's; the machine's copy named its commit 74b3b5d+dirty): POST 0.19
   s, p50 715 ms, p99 1,064 ms, max 1,140 ms, all 100,000 streams got it, no process
-  logged a Redis timeout or an unchecked rate limit. The issue's figure for 8 x 12,500
-  streams and a 100k group at 2041072: POST 9.3 s, p99 9.5 s, every hub logging rate
-  limits unchecked. No target is set at 8 processes; each read 7.99x its own doorbell
+  logged a Redis timeout or an unchecked rate limit. Issue 38's figure for 8 x 12,500
+  streams and a 100k group (its 16-core machine): POST 9.3 s, p99 9.5 s, every hub
+  logging rate limits unchecked. No target is set at 8 processes; each read 7.99x its own doorbell
   bytes (the broadcast's re-read lines on the common channel).
 - Issue 38's acceptance rows in one run (2026-11-30 21:24 UTC, AMD EPYC, 2 cores, a fast
   hour: the minimal floor's `wrk` rate 3,207-3,251/s; 052c1d4, the code of 74b3b5d; the
