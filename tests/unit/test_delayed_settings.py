@@ -19,9 +19,10 @@ def test_keeping_forever_a_minute_or_longer_is_accepted(seconds: float) -> None:
     assert DelayedSettings(retention_s=seconds).retention_s == seconds
 
 
-def test_the_environment_s_short_retention_names_the_setting(
+def test_a_short_retention_from_the_environment_names_the_setting_and_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("NOTIFYHUB_DELAYED__RETENTION_S", "5")
-    with pytest.raises(ValidationError, match="its last transitions reach PostgreSQL"):
+    with pytest.raises(ValidationError, match=r"delayed\.retention_s must be 0") as refused:
         Settings()
+    assert "before its last transitions reach PostgreSQL" in str(refused.value)
