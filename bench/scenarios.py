@@ -806,24 +806,24 @@ NOTES = """\
   deliveries dispatcher's five passes a second about 1.2 points of it, measured by
   setting its interval to 2 s).
 - Issue 38 on a lent 16-core machine again (2026-11-30 21:15 UTC; Intel Xeon, 126 GiB,
-  Python 3.12.3; 74b3b5d; `--embedded`: the hub's Valkey 9 and PostgreSQL 18). `broadcast
-  to 50k streams over 4 processes`, three runs: POST 0.26, 0.12 and 0.16 s, p50 389, 187
-  and 238 ms, p99 575, 297 and 341 ms (median 341, under the 0.5 s), every stream got it;
-  at 67c65d5 two runs had read 1,211 and 1,335 ms (between them, among others, 46ca677:
-  the publisher takes its own `%` with the others; ecdbc29: the index as plain SADDs;
-  which of them did it was not measured there). `doorbell fan-in at 4
+  Python 3.12.3; 74b3b5d; `--embedded`: the hub's Valkey 9 and PostgreSQL 18).
+  `broadcast to 50k streams over 4 processes`, three runs: POST 0.26, 0.12 and 0.16 s,
+  p50 389, 187 and 238 ms, p99 575, 297 and 341 ms (median 341, under the 0.5 s), every
+  stream got it; at 67c65d5 two runs had read 1,211 and 1,335 ms (between them, among
+  others, 46ca677: the publisher takes its own `%` with the others; ecdbc29: the index
+  as plain SADDs; which of them did it was not measured there). `doorbell fan-in at 4
   processes` with 50,000 streams (`--streams 50000`, three runs; not the tables' row of
   that name, which is this machine's 2,000 streams): the broadcast 3.99x (its re-read
   lines reach every process on the common channel), single-user doorbells 2.54-2.59x,
   all 3.24-3.27x, against 1.5x: 12,500 users per process fill about half of the 16,384
   shards, as docs/scaling.md's capacity model says (1 + 3 x 0.53). Later the same
   evening, with the device time left, `broadcast to 100k streams over 8 processes`
-  (`--processes 8 --streams 100000 --repeats 1`, one run, the tree of 2ebf737, whose
-  hub code is 74b3b5d's; the machine's copy named its commit 74b3b5d+dirty): POST 0.19
-  s, p50 715 ms, p99 1,064 ms, max 1,140 ms, all 100,000 streams got it, no process
-  logged a Redis timeout or an unchecked rate limit. Issue 38's figure for 8 x 12,500
-  streams and a 100k group (its 16-core machine): POST 9.3 s, p99 9.5 s, every hub
-  logging rate limits unchecked. No target is set at 8 processes; each read 7.99x its own doorbell
+  (`--processes 8 --streams 100000 --repeats 1`, one run, the tree of 2ebf737, whose hub
+  code is 74b3b5d's; the machine's copy named its commit 74b3b5d+dirty): POST 0.19 s,
+  p50 715 ms, p99 1,064 ms, max 1,140 ms, all 100,000 streams got it, no process logged
+  a Redis timeout or an unchecked rate limit. Issue 38's figure for 8 x 12,500 streams
+  and a 100k group (its 16-core machine): POST 9.3 s, p99 9.5 s, every hub logging rate
+  limits unchecked. No target is set at 8 processes; each read 7.99x its own doorbell
   bytes (the broadcast's re-read lines on the common channel).
 - Issue 38's acceptance rows in one run (2026-11-30 21:24 UTC, AMD EPYC, 2 cores, a fast
   hour: the minimal floor's `wrk` rate 3,207-3,251/s; 052c1d4, the code of 74b3b5d; the
